@@ -1,0 +1,40 @@
+# Helpers: dyn_add_module() declares one lib/dyn/<module> target with its allowed dependencies;
+# dyn_add_tool() adds a binary together with its generated man page and shell completions.
+
+# dyn_add_module(NAME SOURCES ... DEPS ...): a static library dyn_<NAME>. Only the listed DEPS are
+# linked, so an include of a module outside the graph in lib/README.md fails to link.
+function(dyn_add_module name)
+  cmake_parse_arguments(M "" "" "SOURCES;DEPS" ${ARGN})
+  add_library(dyn_${name} STATIC ${M_SOURCES})
+  target_include_directories(dyn_${name} PUBLIC ${PROJECT_SOURCE_DIR}/lib)
+  target_link_libraries(dyn_${name} PUBLIC ${M_DEPS})
+endfunction()
+
+# dyn_add_tool(NAME SOURCES ... DEPS ...): executable + man/NAME.1 + completions for bash, zsh, fish.
+# The man page prose comes from man/NAME.1.in; its OPTIONS section is generated from the CLI11 app
+# by the binary's hidden --generate=man, so help, man page and completions never disagree.
+function(dyn_add_tool name)
+  cmake_parse_arguments(T "" "" "SOURCES;DEPS" ${ARGN})
+  add_executable(${name} ${T_SOURCES})
+  target_link_libraries(${name} PRIVATE ${T_DEPS} dyn_cli)
+  set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
+  set(gen ${PROJECT_BINARY_DIR}/generated)
+  set(manin ${PROJECT_SOURCE_DIR}/man/${name}.1.in)
+  add_custom_command(
+    OUTPUT ${gen}/man/${name}.1 ${gen}/completions/${name}.bash ${gen}/completions/_${name}
+           ${gen}/completions/${name}.fish
+    COMMAND ${CMAKE_COMMAND} -E make_directory ${gen}/man ${gen}/completions
+    COMMAND $<TARGET_FILE:${name}> --generate=man --man-template=${manin} > ${gen}/man/${name}.1
+    COMMAND $<TARGET_FILE:${name}> --generate=bash > ${gen}/completions/${name}.bash
+    COMMAND $<TARGET_FILE:${name}> --generate=zsh > ${gen}/completions/_${name}
+    COMMAND $<TARGET_FILE:${name}> --generate=fish > ${gen}/completions/${name}.fish
+    DEPENDS ${name} ${manin}
+    COMMENT "Generating man page and completions for ${name}")
+  add_custom_target(${name}_docs ALL DEPENDS ${gen}/man/${name}.1)
+  install(TARGETS ${name} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+  install(FILES ${gen}/man/${name}.1 DESTINATION ${CMAKE_INSTALL_MANDIR}/man1)
+  install(FILES ${gen}/completions/${name}.bash DESTINATION ${CMAKE_INSTALL_DATADIR}/bash-completion/completions
+          RENAME ${name})
+  install(FILES ${gen}/completions/_${name} DESTINATION ${CMAKE_INSTALL_DATADIR}/zsh/vendor-completions)
+  install(FILES ${gen}/completions/${name}.fish DESTINATION ${CMAKE_INSTALL_DATADIR}/fish/vendor_completions.d)
+endfunction()

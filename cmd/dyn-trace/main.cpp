@@ -1,0 +1,10 @@
+// dyn-trace: capture, cat, filter, summarize and convert request traces (SPEC 5, 6).
+#include "commands.h"
+
+int main(int argc, char** argv) {
+  CLI::App app{"Capture, concatenate, filter, summarize and convert request traces", "dyn-trace"};
+  dyn::cli::Dispatch dispatch(app);
+  setup_cat(app, dispatch);
+  app.require_subcommand(1);
+  return dyn::cli::run_tool(argc, argv, app, [&] { return dispatch.run(); });
+}

@@ -1,0 +1,54 @@
+// JSONL rows from LineReader: parse, unwrap the trace envelope, skip and count malformed lines.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dyn/base/json.h"
+#include "dyn/io/line_reader.h"
+
+namespace dyn::io {
+
+/// If `row` is a file envelope {"timestamp": ms, "event": {...}} (SPEC 5), returns a pointer to
+/// the event; otherwise returns `row` itself.
+const Json& unwrap_envelope(const Json& row);
+
+struct JsonlOptions {
+  LineReaderOptions lines;
+  bool unwrap = true;           ///< unwrap {"timestamp","event"} envelopes (SPEC 5)
+  uint64_t max_reports = 20;    ///< per-line error messages printed before only counting
+};
+
+/// Streams JSON objects from JSONL inputs. Blank lines are skipped silently. A line that is not
+/// a JSON object (malformed, truncated, NUL padding) is reported as "file:line: malformed JSON
+/// row: <reason>" on stderr (first `max_reports`, then counted only) and skipped, so good rows
+/// still flow. Numbers keep their type: integers up to 2^64-1 stay exact (number_unsigned).
+class JsonlReader {
+ public:
+  explicit JsonlReader(std::vector<std::string> paths, JsonlOptions options = {});
+
+  /// Next object (envelope unwrapped when enabled). `where` gets "file:line".
+  bool next(Json& row, std::string* where = nullptr);
+  /// The line of the last row returned (valid until the next call).
+  const Line& line() const { return line_; }
+
+  /// Report a bad row found by a caller's own validation: counted with the malformed rows and
+  /// printed like them ("file:line: <what>").
+  void reject(const std::string& where, const std::string& what);
+
+  uint64_t rows() const { return rows_; }
+  uint64_t malformed() const { return malformed_; }
+  /// Prints "N malformed rows skipped" when any were (call once at the end).
+  void summarize() const;
+  LineReader& reader() { return reader_; }
+
+ private:
+  LineReader reader_;
+  JsonlOptions opts_;
+  Line line_;
+  uint64_t rows_ = 0;
+  uint64_t malformed_ = 0;
+};
+
+}  // namespace dyn::io

@@ -1,0 +1,78 @@
+// Reads lines from "-"/stdin and files in order; gzip by magic bytes, multi-member, truncated tails.
+#pragma once
+
+#include <zlib.h>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace dyn::io {
+
+/// One line of input. `text` excludes the newline and a trailing '\r' (CRLF files); it stays
+/// valid only until the next call to LineReader::next(). `number` is 1-based within `file`.
+struct Line {
+  std::string_view text;
+  const std::string* file = nullptr;
+  uint64_t number = 0;
+  /// "file:line" for diagnostics.
+  std::string where() const;
+};
+
+struct LineReaderOptions {
+  /// Treat a truncated gzip stream as a fatal error (Fatal, exit 3) instead of a warning.
+  bool strict = false;
+};
+
+/// Streams lines from a list of paths ("-" = stdin; an empty list means stdin), one file after
+/// another, in constant memory (SPEC 5.2 readers).
+/// - Gzip is detected by the magic bytes 1f 8b, never by the file name.
+/// - Multi-member gzip (concatenated segments, one member per flush) is decoded whole: inflate is
+///   reset at each member end while input remains; trailing zero padding is ignored.
+/// - A truncated gzip stream yields every complete line; the partial last line is dropped and a
+///   warning names the file, the complete lines recovered and the bytes lost.
+/// - A plain file whose last line lacks a newline still yields that line.
+/// Errors: an unreadable file throws Fatal(kExitIo). Not thread-safe.
+class LineReader {
+ public:
+  explicit LineReader(std::vector<std::string> paths, LineReaderOptions options = {});
+  ~LineReader();
+  LineReader(const LineReader&) = delete;
+  LineReader& operator=(const LineReader&) = delete;
+
+  /// Next line, or false at the end of the last file.
+  bool next(Line& line);
+
+  /// Display names of inputs ("<stdin>" for "-").
+  const std::vector<std::string>& files() const { return names_; }
+  /// Number of files whose gzip stream was truncated.
+  uint64_t truncated_files() const { return truncated_; }
+
+ private:
+  bool open_next();
+  bool fill();  // appends decoded bytes to buf_; false at end of current file
+  void close_current();
+
+  std::vector<std::string> paths_;
+  std::vector<std::string> names_;
+  LineReaderOptions opts_;
+  size_t index_ = 0;
+  int fd_ = -1;
+  bool open_ = false;
+  bool gzip_ = false;
+  bool eof_raw_ = false;
+  bool member_done_ = true;
+  bool z_init_ = false;
+  z_stream z_{};
+  std::vector<char> raw_;
+  size_t raw_pos_ = 0, raw_len_ = 0;
+  std::vector<char> buf_;
+  size_t begin_ = 0, end_ = 0;
+  uint64_t line_no_ = 0;
+  uint64_t truncated_ = 0;
+  const std::string* cur_name_ = nullptr;
+};
+
+}  // namespace dyn::io

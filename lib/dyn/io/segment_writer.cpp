@@ -1,0 +1,190 @@
+// SegmentWriter implementation.
+#include "dyn/io/segment_writer.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "dyn/base/diag.h"
+#include "dyn/base/error.h"
+
+namespace dyn::io {
+
+namespace {
+uint64_t env_u64(const char* name, uint64_t def) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return def;
+  char* end = nullptr;
+  errno = 0;
+  unsigned long long x = std::strtoull(v, &end, 10);
+  if (errno || *end || v[0] == '-')
+    throw Fatal(kExitUsage, std::string(name) + ": expected a non-negative integer, got '" + v + "'");
+  return x;
+}
+}  // namespace
+
+SegmentWriterOptions SegmentWriterOptions::from_env() {
+  SegmentWriterOptions o;
+  if (const char* p = std::getenv("DYN_REQUEST_TRACE_FILE_PATH"); p && *p) o.prefix = p;
+  if (const char* f = std::getenv("DYN_REQUEST_TRACE_FILE_FORMAT"); f && *f) {
+    std::string s = f;
+    if (s == "jsonl") o.gzip = false;
+    else if (s == "gzip" || s == "jsonl.gz" || s == "gz") o.gzip = true;
+    else throw Fatal(kExitUsage, "DYN_REQUEST_TRACE_FILE_FORMAT: expected gzip or jsonl, got '" + s + "'");
+  }
+  o.flush_interval_ms = env_u64("DYN_REQUEST_TRACE_FILE_FLUSH_INTERVAL_MS", o.flush_interval_ms);
+  o.buffer_bytes = env_u64("DYN_REQUEST_TRACE_FILE_BUFFER_BYTES", o.buffer_bytes);
+  o.roll_bytes = env_u64("DYN_REQUEST_TRACE_FILE_ROLL_BYTES", o.roll_bytes);
+  o.roll_lines = env_u64("DYN_REQUEST_TRACE_FILE_ROLL_LINES", o.roll_lines);
+  return o;
+}
+
+std::string gzip_member(const std::string& data, int level) {
+  z_stream z{};
+  if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)
+    throw Fatal(kExitIo, "zlib deflate init failed");
+  std::string out;
+  out.resize(deflateBound(&z, data.size()) + 32);
+  z.next_in = reinterpret_cast<Bytef*>(const_cast<char*>(data.data()));
+  z.avail_in = static_cast<uInt>(data.size());
+  z.next_out = reinterpret_cast<Bytef*>(out.data());
+  z.avail_out = static_cast<uInt>(out.size());
+  int rc = deflate(&z, Z_FINISH);
+  out.resize(out.size() - z.avail_out);
+  deflateEnd(&z);
+  if (rc != Z_STREAM_END) throw Fatal(kExitIo, "zlib deflate failed");
+  return out;
+}
+
+SegmentWriter::SegmentWriter(SegmentWriterOptions options) : opts_(std::move(options)) {
+  if (opts_.gzip) {
+    // Continue after the highest existing segment of this prefix.
+    std::string dir = ".", base = opts_.prefix;
+    if (auto slash = opts_.prefix.rfind('/'); slash != std::string::npos) {
+      dir = slash == 0 ? "/" : opts_.prefix.substr(0, slash);
+      base = opts_.prefix.substr(slash + 1);
+    }
+    uint64_t next = 0;
+    if (DIR* d = opendir(dir.c_str())) {
+      while (dirent* e = readdir(d)) {
+        std::string n = e->d_name;
+        const std::string suffix = ".jsonl.gz";
+        if (n.size() == base.size() + 1 + 6 + suffix.size() && n.compare(0, base.size(), base) == 0 &&
+            n[base.size()] == '.' && n.compare(n.size() - suffix.size(), suffix.size(), suffix) == 0) {
+          std::string digits = n.substr(base.size() + 1, 6);
+          if (digits.find_first_not_of("0123456789") == std::string::npos)
+            next = std::max<uint64_t>(next, std::stoull(digits) + 1);
+        }
+      }
+      closedir(d);
+    }
+    seg_index_ = next;
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  open_segment_locked();
+  if (opts_.flush_interval_ms > 0) {
+    flusher_ = std::thread([this] {
+      std::unique_lock<std::mutex> lk(mu_);
+      while (!stop_) {
+        cv_.wait_for(lk, std::chrono::milliseconds(opts_.flush_interval_ms));
+        if (stop_) break;
+        try {
+          flush_locked();
+        } catch (const std::exception& e) {
+          diag::warning("trace writer", e.what());
+        }
+      }
+    });
+  }
+}
+
+SegmentWriter::~SegmentWriter() {
+  try {
+    close();
+  } catch (const std::exception& e) {
+    diag::error("trace writer", e.what());
+  }
+}
+
+std::string SegmentWriter::segment_path(uint64_t index) const {
+  if (!opts_.gzip) return opts_.prefix;
+  char digits[16];
+  std::snprintf(digits, sizeof digits, "%06llu", static_cast<unsigned long long>(index));
+  return opts_.prefix + "." + digits + ".jsonl.gz";
+}
+
+std::string SegmentWriter::current_path() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return segment_path(seg_index_);
+}
+
+void SegmentWriter::open_segment_locked() {
+  if (fd_ >= 0) ::close(fd_);
+  std::string path = segment_path(seg_index_);
+  fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+  if (fd_ < 0) throw Fatal(kExitIo, path + ": cannot open trace file: " + std::strerror(errno));
+  seg_bytes_ = seg_lines_ = 0;
+}
+
+void SegmentWriter::write_line(const std::string& line) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (closed_) return;
+  buf_.append(line);
+  buf_.push_back('\n');
+  ++buf_lines_;
+  bool roll = (opts_.roll_bytes && seg_bytes_ + buf_.size() >= opts_.roll_bytes) ||
+              (opts_.roll_lines && seg_lines_ + buf_lines_ >= opts_.roll_lines);
+  if (buf_.size() >= opts_.buffer_bytes || roll) flush_locked();
+}
+
+void SegmentWriter::flush() {
+  std::lock_guard<std::mutex> lock(mu_);
+  flush_locked();
+}
+
+void SegmentWriter::flush_locked() {
+  if (buf_.empty() || fd_ < 0) return;
+  std::string payload = opts_.gzip ? gzip_member(buf_) : buf_;
+  const char* p = payload.data();
+  size_t n = payload.size();
+  while (n > 0) {
+    ssize_t w = ::write(fd_, p, n);
+    if (w < 0) {
+      if (errno == EINTR) continue;
+      throw Fatal(kExitIo, segment_path(seg_index_) + ": write failed: " + std::strerror(errno));
+    }
+    p += w;
+    n -= static_cast<size_t>(w);
+  }
+  seg_bytes_ += buf_.size();
+  seg_lines_ += buf_lines_;
+  buf_.clear();
+  buf_lines_ = 0;
+  if (opts_.gzip && ((opts_.roll_bytes && seg_bytes_ >= opts_.roll_bytes) ||
+                     (opts_.roll_lines && seg_lines_ >= opts_.roll_lines))) {
+    ++seg_index_;
+    open_segment_locked();
+  }
+}
+
+void SegmentWriter::close() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (closed_) return;
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (flusher_.joinable()) flusher_.join();
+  std::lock_guard<std::mutex> lock(mu_);
+  flush_locked();
+  closed_ = true;
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+}
+
+}  // namespace dyn::io

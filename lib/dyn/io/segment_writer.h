@@ -1,0 +1,69 @@
+// Trace file writer (SPEC 5.2): gzip segments <prefix>.NNNNNN.jsonl.gz, one complete gzip member
+// per flush, rolled by uncompressed bytes or lines; or a single plain JSONL file.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <thread>
+
+namespace dyn::io {
+
+struct SegmentWriterOptions {
+  std::string prefix = "/tmp/dynamo-request-trace";  ///< DYN_REQUEST_TRACE_FILE_PATH
+  bool gzip = true;                        ///< DYN_REQUEST_TRACE_FILE_FORMAT: gzip (default) | jsonl
+  uint64_t flush_interval_ms = 1000;       ///< DYN_REQUEST_TRACE_FILE_FLUSH_INTERVAL_MS
+  uint64_t buffer_bytes = 1 << 20;         ///< DYN_REQUEST_TRACE_FILE_BUFFER_BYTES
+  uint64_t roll_bytes = 268435456;         ///< DYN_REQUEST_TRACE_FILE_ROLL_BYTES (uncompressed)
+  uint64_t roll_lines = 0;                 ///< DYN_REQUEST_TRACE_FILE_ROLL_LINES (0 = no limit)
+
+  /// Reads the DYN_REQUEST_TRACE_FILE_* environment variables over the defaults. Errors: a
+  /// non-numeric value or unknown format throws Fatal(kExitUsage) naming the variable.
+  static SegmentWriterOptions from_env();
+};
+
+/// Appends lines to trace files. Each flush writes the buffered lines as one complete gzip
+/// member appended to the current segment, so a crash loses at most the unflushed interval and
+/// every earlier member stays readable. New segments continue after existing ones (the first
+/// index is one past the highest existing <prefix>.NNNNNN.jsonl.gz). A background thread flushes
+/// every flush_interval_ms. Thread-safe: write_line may be called from any thread.
+/// Errors: failure to open or write a segment throws Fatal(kExitIo) from the calling thread
+/// (background flush errors are reported on stderr and retried at the next flush).
+class SegmentWriter {
+ public:
+  explicit SegmentWriter(SegmentWriterOptions options);
+  ~SegmentWriter();  ///< flushes and stops the flusher (close()).
+  SegmentWriter(const SegmentWriter&) = delete;
+  SegmentWriter& operator=(const SegmentWriter&) = delete;
+
+  /// Buffers one line (no newline inside `line`); flushes when the buffer passes buffer_bytes.
+  void write_line(const std::string& line);
+  void flush();
+  /// Flushes and stops the background thread. Idempotent.
+  void close();
+  /// Path of the segment currently written (or the plain file).
+  std::string current_path() const;
+
+ private:
+  void flush_locked();
+  void open_segment_locked();
+  std::string segment_path(uint64_t index) const;
+
+  SegmentWriterOptions opts_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  std::string buf_;
+  uint64_t buf_lines_ = 0;
+  uint64_t seg_index_ = 0;
+  uint64_t seg_bytes_ = 0, seg_lines_ = 0;
+  int fd_ = -1;
+  bool stop_ = false;
+  bool closed_ = false;
+  std::thread flusher_;
+};
+
+/// Compresses `data` into one complete gzip member (header, deflate data, trailer).
+std::string gzip_member(const std::string& data, int level = 6);
+
+}  // namespace dyn::io

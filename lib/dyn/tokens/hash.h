@@ -1,0 +1,33 @@
+// Tokens, block hashes and sequence hashes (SPEC 4.1, 4.2), Dynamo-compatible.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+namespace dyn::tokens {
+
+/// Seed of every XXH3-64 hash in the toolkit (SPEC 4.1, Dynamo's kv-router).
+inline constexpr uint64_t kHashSeed = 1337;
+
+/// SPEC 4.2: one token = 4 bytes of UTF-8, token i = bytes [4i, 4i+4) as little-endian u32, the
+/// last token zero-padded. Result size = ceil(text.size() / 4).
+std::vector<uint32_t> text_to_tokens(std::string_view text);
+/// ceil(bytes / 4) without materializing tokens.
+inline uint64_t token_count(uint64_t bytes) { return (bytes + 3) / 4; }
+
+/// XXH3-64(seed 1337) of the tokens as little-endian u32 bytes (one block's hash).
+uint64_t hash_tokens(std::span<const uint32_t> tokens);
+/// Chains a sequence hash: XXH3-64(seed 1337) over the little-endian bytes of (prev, block).
+uint64_t chain_hash(uint64_t prev_sequence_hash, uint64_t block_hash);
+
+/// Hashes of the complete blocks of `tokens` (floor(n / block_size) values); with
+/// `include_partial` a trailing partial block is hashed too (replay traces, SPEC 4.1).
+/// block_size must be > 0.
+std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t block_size,
+                                   bool include_partial = false);
+/// Sequence hashes: seq[0] = block[0], seq[i] = chain_hash(seq[i-1], block[i]).
+std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> block_hashes);
+
+}  // namespace dyn::tokens

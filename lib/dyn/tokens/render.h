@@ -1,0 +1,21 @@
+// Deterministic request rendering to text (SPEC 4.2): the one renderer every tool uses.
+#pragma once
+
+#include <string>
+
+#include "dyn/base/json.h"
+
+namespace dyn::tokens {
+
+/// Renders an API request body to the text that is tokenized (4 bytes per token):
+/// tools (compact JSON each, in order, one per line); then instructions (Anthropic `system`
+/// string or text blocks, Responses `instructions`); then the conversation (chat/Anthropic
+/// `messages`, Responses `input` string or items): per item its role (or item type), '\n',
+/// its text (text parts concatenated; a tool call as name + arguments; a tool result as its
+/// output), '\n'. A /v1/completions `prompt` (string, or array of strings joined) is returned
+/// as is. Unknown fields are ignored; a body that is not an object renders to "".
+/// Property: a request whose conversation extends an earlier one renders to a text that starts
+/// with the earlier text, so it shares the earlier prefix blocks.
+std::string render_request(const Json& body);
+
+}  // namespace dyn::tokens

@@ -1,0 +1,316 @@
+// Workload loading and validation.
+#include "dyn/trace/workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <unordered_map>
+
+#include "dyn/base/diag.h"
+#include "dyn/io/jsonl.h"
+#include "dyn/trace/record.h"
+
+namespace dyn::trace {
+
+namespace {
+
+std::optional<double> opt_number(const Json& row, const char* key, std::string* err, const char* what) {
+  auto it = row.find(key);
+  if (it == row.end() || it->is_null()) return std::nullopt;
+  if (!it->is_number()) {
+    *err = std::string(what) + " is not a number";
+    return std::nullopt;
+  }
+  return it->get<double>();
+}
+
+std::optional<uint64_t> opt_count(const Json& row, const char* key, std::string* err) {
+  auto it = row.find(key);
+  if (it == row.end() || it->is_null()) return std::nullopt;
+  auto v = as_u64(*it);
+  if (!v) {
+    if (it->is_number_float() && it->get<double>() >= 0 && std::floor(it->get<double>()) == it->get<double>() &&
+        it->get<double>() < 1.8e19)
+      return static_cast<uint64_t>(it->get<double>());
+    *err = std::string(key) + " must be a non-negative integer, got " + it->dump();
+  }
+  return v;
+}
+
+std::string id_string(const Json& v) {
+  if (v.is_string()) return v.get<std::string>();
+  if (v.is_number()) return v.dump();
+  return {};
+}
+
+}  // namespace
+
+std::optional<WorkloadRow> parse_workload_row(const Json& row, uint32_t block_size, std::string where,
+                                              std::string* error) {
+  std::string err;
+  if (!row.is_object()) {
+    *error = "row is not a JSON object";
+    return std::nullopt;
+  }
+  WorkloadRow r;
+  r.where = std::move(where);
+  r.timestamp_ms = opt_number(row, "timestamp", &err, "timestamp");
+  if (!err.empty()) return *error = err, std::nullopt;
+  r.delay_ms = opt_number(row, "delay", &err, "delay");
+  if (!err.empty()) return *error = err, std::nullopt;
+  if (r.delay_ms && *r.delay_ms < 0) return *error = "delay is negative", std::nullopt;
+  r.tool_wait_ms = opt_number(row, "tool_wait_ms", &err, "tool_wait_ms");
+  if (!err.empty()) return *error = err, std::nullopt;
+  auto in = opt_count(row, "input_length", &err);
+  if (!err.empty()) return *error = err, std::nullopt;
+  r.output_length = opt_count(row, "output_length", &err);
+  if (!err.empty()) return *error = err, std::nullopt;
+  if (auto it = row.find("hash_ids"); it != row.end() && !it->is_null()) {
+    if (!it->is_array()) return *error = "hash_ids is not an array", std::nullopt;
+    r.hash_ids.reserve(it->size());
+    for (size_t i = 0; i < it->size(); ++i) {
+      auto v = as_u64((*it)[i]);
+      if (!v)
+        return *error = "hash_ids[" + std::to_string(i) + "] = " + (*it)[i].dump() +
+                        " is not an unsigned 64-bit integer",
+               std::nullopt;
+      r.hash_ids.push_back(*v);
+    }
+  }
+  if (auto it = row.find("text_input"); it != row.end() && it->is_string()) r.text_input = it->get<std::string>();
+  if (in) r.input_length = *in;
+  else if (r.text_input) r.input_length = (r.text_input->size() + 3) / 4;
+  else return *error = "row has neither input_length nor text_input", std::nullopt;
+  if (auto it = row.find("session_id"); it != row.end()) r.session_id = id_string(*it);
+  if (auto it = row.find("parent_session_id"); it != row.end()) r.parent_session_id = id_string(*it);
+  if (auto it = row.find("request_id"); it != row.end()) r.request_id = id_string(*it);
+  if (auto it = row.find("priority"); it != row.end() && it->is_number_integer()) r.priority = it->get<int64_t>();
+  if (auto it = row.find("wait_for"); it != row.end()) {
+    if (it->is_array())
+      for (auto& w : *it) r.wait_for.push_back(id_string(w));
+    else if (!it->is_null())
+      r.wait_for.push_back(id_string(*it));
+  }
+  if (!r.hash_ids.empty() && !r.text_input) {
+    uint64_t n = r.hash_ids.size();
+    r.hash_ids_consistent = (n - 1) * block_size < r.input_length && r.input_length <= n * block_size;
+  }
+  return r;
+}
+
+Json workload_row_to_json(const WorkloadRow& r) {
+  auto num = [](double v) -> Json {
+    if (std::floor(v) == v && std::fabs(v) < 9e15) return static_cast<int64_t>(v);
+    return v;
+  };
+  Json o = Json::object();
+  if (r.timestamp_ms) o["timestamp"] = num(*r.timestamp_ms);
+  if (!r.session_id.empty()) o["session_id"] = r.session_id;
+  if (!r.parent_session_id.empty()) o["parent_session_id"] = r.parent_session_id;
+  if (!r.request_id.empty()) o["request_id"] = r.request_id;
+  if (r.delay_ms) o["delay"] = num(*r.delay_ms);
+  o["input_length"] = r.input_length;
+  if (r.output_length) o["output_length"] = *r.output_length;
+  if (!r.hash_ids.empty() || !r.text_input) o["hash_ids"] = r.hash_ids;
+  if (r.text_input) o["text_input"] = *r.text_input;
+  if (!r.wait_for.empty()) o["wait_for"] = r.wait_for;
+  if (r.tool_wait_ms) o["tool_wait_ms"] = num(*r.tool_wait_ms);
+  if (r.priority) o["priority"] = *r.priority;
+  return o;
+}
+
+Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& records, uint32_t block_size) {
+  Workload w;
+  w.from_dynamo = true;
+  std::unordered_map<uint64_t, uint64_t> compact;
+  struct Pending {
+    WorkloadRow row;
+    double start;
+    double end;
+  };
+  std::vector<Pending> pending;
+  std::optional<uint32_t> bs;
+  std::string bs_where;
+  for (const auto& [rec, where] : records) {
+    const Json* et = find_path(rec, "event_type");
+    if (!et || !et->is_string() || et->get<std::string>() != event::kRequestEnd) continue;
+    const Json* replay = find_path(rec, "request.replay");
+    if (!replay || !replay->is_object()) continue;
+    WorkloadRow r;
+    r.where = where;
+    const Json* tbs = find_path(*replay, "trace_block_size");
+    auto tb = tbs ? as_u64(*tbs) : std::nullopt;
+    if (!tb || *tb == 0 || *tb > (1u << 20)) {
+      w.errors.push_back(where + ": request.replay.trace_block_size missing or invalid");
+      continue;
+    }
+    if (!bs) {
+      bs = static_cast<uint32_t>(*tb);
+      bs_where = where;
+    } else if (*bs != *tb) {
+      w.errors.push_back(where + ": trace_block_size " + std::to_string(*tb) + " differs from " +
+                         std::to_string(*bs) + " at " + bs_where + " (mixed block sizes)");
+      continue;
+    }
+    const Json* il = find_path(*replay, "input_length");
+    auto ilv = il ? as_u64(*il) : std::nullopt;
+    if (!ilv) {
+      w.errors.push_back(where + ": request.replay.input_length missing or invalid");
+      continue;
+    }
+    r.input_length = *ilv;
+    if (const Json* ot = find_path(rec, "request.output_tokens")) r.output_length = as_u64(*ot);
+    const Json* hs = find_path(*replay, "input_sequence_hashes");
+    bool bad = false;
+    if (hs && hs->is_array()) {
+      for (size_t i = 0; i < hs->size(); ++i) {
+        auto v = as_u64((*hs)[i]);
+        if (!v) {
+          w.errors.push_back(where + ": input_sequence_hashes[" + std::to_string(i) + "] = " + (*hs)[i].dump() +
+                             " is not an unsigned 64-bit integer");
+          bad = true;
+          break;
+        }
+        auto [it, fresh] = compact.emplace(*v, compact.size());
+        r.hash_ids.push_back(it->second);
+      }
+    }
+    if (bad) continue;
+    r.session_id = session_of(rec);
+    r.parent_session_id = parent_of(rec);
+    if (const Json* rid = find_path(rec, "request.request_id"); rid && rid->is_string())
+      r.request_id = rid->get<std::string>();
+    double total = 0;
+    if (const Json* tt = find_path(rec, "request.total_time_ms"); tt && tt->is_number()) total = tt->get<double>();
+    double start;
+    if (const Json* rr = find_path(rec, "request.request_received_ms"); rr && rr->is_number())
+      start = rr->get<double>();
+    else if (const Json* ev = find_path(rec, "event_time_unix_ms"); ev && ev->is_number())
+      start = ev->get<double>() - total;
+    else {
+      w.errors.push_back(where + ": no request_received_ms or event_time_unix_ms");
+      continue;
+    }
+    pending.push_back({std::move(r), start, start + total});
+  }
+  if (bs) {
+    if (block_size != 0 && block_size != *bs)
+      w.errors.push_back(bs_where + ": trace block size " + std::to_string(*bs) + " differs from --block-size " +
+                         std::to_string(block_size));
+    w.block_size = *bs;
+  } else {
+    w.block_size = block_size ? block_size : 512;
+  }
+  double earliest = 0;
+  for (size_t i = 0; i < pending.size(); ++i) earliest = i == 0 ? pending[i].start : std::min(earliest, pending[i].start);
+  std::stable_sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) { return a.start < b.start; });
+  std::unordered_map<std::string, double> last_end;
+  for (auto& p : pending) {
+    p.row.timestamp_ms = p.start - earliest;
+    if (!p.row.session_id.empty()) {
+      auto it = last_end.find(p.row.session_id);
+      if (it != last_end.end()) p.row.delay_ms = std::max(0.0, p.start - it->second);
+      last_end[p.row.session_id] = p.end;
+    }
+    uint64_t n = p.row.hash_ids.size();
+    p.row.hash_ids_consistent = n == 0 || ((n - 1) * w.block_size < p.row.input_length &&
+                                           p.row.input_length <= n * w.block_size);
+    p.row.index = w.rows.size();
+    w.rows.push_back(std::move(p.row));
+  }
+  w.has_timestamps = !w.rows.empty();
+  return w;
+}
+
+Workload load_workload(const std::vector<std::string>& paths, const WorkloadOptions& opts) {
+  io::JsonlReader reader(paths);
+  Json row;
+  std::string where;
+  std::vector<std::pair<Json, std::string>> dynamo;
+  Workload w;
+  w.block_size = opts.block_size ? opts.block_size : 512;
+  auto report = [&](const std::string& msg) {
+    diag::error("", msg);
+    w.errors.push_back(msg);
+  };
+  while (reader.next(row, &where)) {
+    if (is_trace_record(row)) {
+      dynamo.emplace_back(std::move(row), where);
+      continue;
+    }
+    std::string err;
+    auto r = parse_workload_row(row, w.block_size, where, &err);
+    if (!r) {
+      report(where + ": " + err);
+      continue;
+    }
+    if (!r->hash_ids_consistent) {
+      uint64_t need = (r->input_length + w.block_size - 1) / w.block_size;
+      std::string msg = where + ": input_length " + std::to_string(r->input_length) + " needs " +
+                        std::to_string(need) + " hash_ids at block size " + std::to_string(w.block_size) +
+                        ", row has " + std::to_string(r->hash_ids.size());
+      if (opts.strict_hash_ids) {
+        report(msg);
+        continue;
+      }
+      diag::warning("", msg + " (lenient: sending exactly input_length tokens)");
+      ++w.warnings;
+    }
+    r->index = w.rows.size();
+    w.rows.push_back(std::move(*r));
+  }
+  reader.summarize();
+  if (!dynamo.empty()) {
+    if (!w.rows.empty()) report("input mixes Dynamo trace records and workload rows");
+    Workload d = workload_from_dynamo(dynamo, opts.block_size);
+    for (auto& e : d.errors) diag::error("", e);
+    d.errors.insert(d.errors.begin(), w.errors.begin(), w.errors.end());
+    for (auto& r : d.rows) {
+      if (!r.hash_ids_consistent) {
+        uint64_t need = (r.input_length + d.block_size - 1) / d.block_size;
+        std::string msg = r.where + ": input_length " + std::to_string(r.input_length) + " needs " +
+                          std::to_string(need) + " sequence hashes at block size " +
+                          std::to_string(d.block_size) + ", row has " + std::to_string(r.hash_ids.size());
+        if (opts.strict_hash_ids) report(msg), d.errors.push_back(msg);
+        else diag::warning("", msg), ++d.warnings;
+      }
+    }
+    return d;
+  }
+  // Session validation (SPEC 6.1).
+  std::map<std::string, std::pair<int, std::string>> later_kind;  // session -> (1 delay | 2 timestamp, where)
+  std::unordered_map<std::string, bool> seen;
+  w.has_timestamps = !w.rows.empty() && w.rows.front().timestamp_ms.has_value();
+  for (auto& r : w.rows) {
+    bool first_turn = r.session_id.empty() || !seen.count(r.session_id);
+    if (!r.session_id.empty()) seen[r.session_id] = true;
+    if (first_turn) {
+      if (opts.require_timestamps && !r.timestamp_ms)
+        report(r.where + ": missing field 'timestamp' (required in fixed-schedule mode)");
+      continue;
+    }
+    int kind = r.delay_ms ? 1 : r.timestamp_ms ? 2 : 0;
+    if (kind == 0) continue;
+    auto [it, fresh] = later_kind.emplace(r.session_id, std::make_pair(kind, r.where));
+    if (!fresh && it->second.first != kind)
+      report(r.where + ": session '" + r.session_id + "' mixes 'delay' and 'timestamp' on later turns (" +
+             it->second.second + " uses '" + (it->second.first == 1 ? "delay" : "timestamp") +
+             "'): ambiguous");
+  }
+  if (opts.sort_by_timestamp && w.has_timestamps) {
+    bool sorted = true;
+    for (size_t i = 1; i < w.rows.size(); ++i)
+      if (w.rows[i].timestamp_ms && w.rows[i - 1].timestamp_ms && *w.rows[i].timestamp_ms < *w.rows[i - 1].timestamp_ms)
+        sorted = false;
+    if (!sorted) {
+      std::stable_sort(w.rows.begin(), w.rows.end(), [](const WorkloadRow& a, const WorkloadRow& b) {
+        return a.timestamp_ms.value_or(0) < b.timestamp_ms.value_or(0);
+      });
+      w.reordered = true;
+      diag::warning("", "rows are not in timestamp order; sorted stably by timestamp");
+    }
+  }
+  return w;
+}
+
+}  // namespace dyn::trace

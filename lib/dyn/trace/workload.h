@@ -1,0 +1,86 @@
+// Workloads (SPEC 6.1, 6.2): Mooncake JSONL rows with the session extensions, and Dynamo trace
+// records converted on the fly, loaded and validated before anything is sent or simulated.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dyn/base/json.h"
+
+namespace dyn::trace {
+
+/// One request of a workload. Times in ms. Absent optional fields stay nullopt / empty.
+struct WorkloadRow {
+  std::string where;                      ///< "file:line" of the source row
+  uint64_t index = 0;                     ///< 0-based position in load order (before sorting)
+  std::optional<double> timestamp_ms;     ///< arrival, ms since trace start
+  std::optional<double> delay_ms;         ///< wait after the previous turn of the session ends
+  uint64_t input_length = 0;              ///< ISL in tokens (from text_input under SPEC 4.2 if absent)
+  std::optional<uint64_t> output_length;  ///< OSL in tokens
+  std::vector<uint64_t> hash_ids;         ///< one per block of block_size tokens (u64 exact)
+  std::string session_id, parent_session_id, request_id;
+  std::optional<std::string> text_input;  ///< literal prompt instead of hash ids
+  std::vector<std::string> wait_for;      ///< request ids that must complete first (agentic form)
+  std::optional<double> tool_wait_ms;     ///< tool time before this request (agentic form)
+  std::optional<int64_t> priority;
+  bool hash_ids_consistent = true;        ///< (n-1)*B < input_length <= n*B (SPEC 4.3)
+};
+
+struct WorkloadOptions {
+  /// Block size B of hash_ids (Mooncake: 512). Dynamo traces carry their own; 0 = take it from
+  /// the trace (Dynamo) or 512 (Mooncake). A Dynamo trace whose size differs from an explicit
+  /// non-zero value is an error.
+  uint32_t block_size = 0;
+  /// Reject the workload when a row's hash_ids do not fit its input_length (strict), or only
+  /// warn and keep the row (lenient: prompts still get exactly input_length tokens).
+  bool strict_hash_ids = true;
+  /// Timestamps are required (fixed-schedule mode): a row that starts an arrival (no session, or
+  /// a session's first turn) without one is an error naming the line.
+  bool require_timestamps = false;
+  /// Sort stably by timestamp when rows are out of order (a note says so).
+  bool sort_by_timestamp = true;
+};
+
+/// A loaded workload. `errors` holds "file:line: what" messages for rejected rows; the loader
+/// has already printed them. `ok()` is false when any error makes the workload unusable.
+struct Workload {
+  std::vector<WorkloadRow> rows;
+  uint32_t block_size = 512;
+  bool from_dynamo = false;     ///< converted from dynamo.request.trace.v1 records (SPEC 6.2)
+  bool has_timestamps = false;  ///< the first row carries a timestamp
+  bool reordered = false;       ///< rows were sorted by timestamp
+  std::vector<std::string> errors;
+  uint64_t warnings = 0;
+  bool ok() const { return errors.empty(); }
+};
+
+/// Parses one Mooncake/agentic JSON row (SPEC 6.1). Errors (returned, not thrown): non-object,
+/// hash_ids not an array of unsigned 64-bit integers, negative/fractional lengths, neither
+/// input_length nor text_input. Hash-id/length consistency is recorded, not rejected, here.
+std::optional<WorkloadRow> parse_workload_row(const Json& row, uint32_t block_size, std::string where,
+                                              std::string* error);
+
+/// Loads a workload from JSONL files ("-" = stdin): Mooncake rows, or Dynamo request_end
+/// records (detected per file by "event_type"/"schema"; converted per SPEC 6.2: compact hash
+/// ids in first-seen order, start = request_received_ms or event time - total time, timestamp
+/// = start - earliest start, delay = gap after the previous turn of the session ended).
+/// Validates sessions (SPEC 6.1): a session mixing delay and timestamp on later turns is
+/// ambiguous; missing timestamps when required. Errors are printed with file:line and the
+/// numbers involved, and collected in Workload::errors. Malformed JSON lines are skipped and
+/// counted (JsonlReader). Fatal only for unreadable files.
+Workload load_workload(const std::vector<std::string>& paths, const WorkloadOptions& options);
+
+/// Converts Dynamo trace records (already parsed) into workload rows (SPEC 6.2). Rows that are
+/// not request_end or lack request.replay are skipped. Block size mismatch between rows, or
+/// against a non-zero `block_size`, adds an error.
+Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& records,
+                              uint32_t block_size);
+
+/// Serializes a row back to Mooncake JSONL (keys: timestamp, session_id, parent_session_id,
+/// request_id, delay, input_length, output_length, hash_ids, text_input, wait_for, tool_wait_ms,
+/// priority; absent ones omitted). Timestamps and delays print as integers when integral.
+Json workload_row_to_json(const WorkloadRow& row);
+
+}  // namespace dyn::trace

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the Debian packages dyn needs to build and test, only those missing (idempotent),
+# then configures and builds into ./build. Usage: scripts/setup.sh [--no-build]
+set -euo pipefail
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+pkgs=(build-essential cmake pkg-config libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
+      zlib1g-dev doctest-dev libxxhash-dev libsimdjson-dev jq groff-base curl procps)
+[[ "${DYN_SETUP_EXTRA:-}" != "" ]] && read -r -a extra <<<"$DYN_SETUP_EXTRA" && pkgs+=("${extra[@]}")
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo=""
+  [[ $(id -u) != 0 ]] && sudo="sudo"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+[[ "${1:-}" == "--no-build" ]] && exit 0
+cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${DYN_CMAKE_ARGS:-} >/dev/null
+cmake --build "$root/build" -j2

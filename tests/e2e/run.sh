@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# e2e runner: runs one test script and compares it with the goldens beside it.
+#   run.sh TEST.sh            compare; exit 1 on any difference
+#   run.sh --update TEST.sh   rewrite the goldens (review them in git)
+#   run.sh --all [--update]   every script in this folder
+# Goldens: TEST.stdout (exact), TEST.exit (status, default 0), TEST.stderr.glob (each line a
+# shell glob that some stderr line must match; optional). Scripts run in a fresh temporary
+# directory with DYN_BIN first on PATH; they read $DYN_SHARED, $DYN_ROOT, $DYN_BUILD.
+set -u
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+update=0
+all=0
+scripts=()
+for a in "$@"; do
+  case "$a" in
+    --update) update=1 ;;
+    --all) all=1 ;;
+    *) scripts+=("$a") ;;
+  esac
+done
+if [[ $all == 1 ]]; then
+  for s in "$here"/*.sh; do
+    case "$(basename "$s")" in run.sh|lib.sh) ;; *) scripts+=("$s") ;; esac
+  done
+fi
+: "${DYN_ROOT:=$(cd "$here/../.." && pwd)}"
+: "${DYN_BUILD:=$DYN_ROOT/build}"
+: "${DYN_BIN:=$DYN_BUILD/bin}"
+: "${DYN_SHARED:=$DYN_ROOT/../shared}"
+export DYN_ROOT DYN_BUILD DYN_BIN DYN_SHARED
+export PATH="$DYN_BIN:$PATH"
+export NO_COLOR=1
+failed=0
+for script in "${scripts[@]}"; do
+  script="$(cd "$(dirname "$script")" && pwd)/$(basename "$script")"
+  base="${script%.sh}"
+  name="$(basename "$base")"
+  work="$(mktemp -d "${TMPDIR:-/tmp}/dyn-e2e-$name.XXXXXX")"
+  ( cd "$work" && bash "$script" >"$work/.stdout" 2>"$work/.stderr" )
+  status=$?
+  if [[ $update == 1 ]]; then
+    cp "$work/.stdout" "$base.stdout"
+    if [[ $status != 0 ]]; then echo "$status" >"$base.exit"; else rm -f "$base.exit"; fi
+    echo "updated $name (exit $status)"
+    rm -rf "$work"
+    continue
+  fi
+  ok=1
+  want_status=0
+  [[ -f "$base.exit" ]] && want_status="$(cat "$base.exit")"
+  if [[ "$status" != "$want_status" ]]; then
+    echo "FAIL $name: exit $status, want $want_status"; ok=0
+  fi
+  if [[ -f "$base.stdout" ]]; then
+    if ! diff -u "$base.stdout" "$work/.stdout" >"$work/.diff"; then
+      echo "FAIL $name: stdout differs from golden:"; head -50 "$work/.diff"; ok=0
+    fi
+  else
+    echo "FAIL $name: no golden $name.stdout (run with --update and review)"; ok=0
+  fi
+  if [[ -f "$base.stderr.glob" ]]; then
+    while IFS= read -r pat; do
+      [[ -z "$pat" ]] && continue
+      found=0
+      while IFS= read -r line; do
+        # shellcheck disable=SC2053
+        if [[ "$line" == $pat ]]; then found=1; break; fi
+      done <"$work/.stderr"
+      if [[ $found == 0 ]]; then echo "FAIL $name: no stderr line matches: $pat"; ok=0; fi
+    done <"$base.stderr.glob"
+  fi
+  if [[ $ok == 0 ]]; then
+    echo "--- stderr of $name:"; head -40 "$work/.stderr"
+    failed=1
+  else
+    echo "ok $name"
+  fi
+  rm -rf "$work"
+done
+exit $failed

@@ -1,0 +1,126 @@
+// Unit tests for lib/dyn/io: gzip readers (cases 23, 24), malformed rows, segment writer.
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "dyn/base/error.h"
+#include "dyn/io/jsonl.h"
+#include "dyn/io/line_reader.h"
+#include "dyn/io/segment_writer.h"
+
+using namespace dyn::io;
+
+namespace {
+std::string shared(const std::string& rel) { return std::string(DYN_SHARED_DIR) + "/" + rel; }
+std::vector<std::string> read_all(const std::vector<std::string>& paths) {
+  LineReader r(paths);
+  Line l;
+  std::vector<std::string> out;
+  while (r.next(l)) out.emplace_back(l.text);
+  return out;
+}
+std::string tmpdir() {
+  char tmpl[] = "/tmp/dyn-io-test.XXXXXX";
+  return mkdtemp(tmpl);
+}
+}  // namespace
+
+TEST_CASE("case 24: multi-member gzip yields all 5 rows") {
+  auto rows = read_all({shared("cases/24-gzip-multi-member/trace.jsonl.gz")});
+  REQUIRE(rows.size() == 5);
+  CHECK(rows[0].find("req-1") != std::string::npos);
+  CHECK(rows[4].find("req-5") != std::string::npos);
+}
+
+TEST_CASE("case 23: truncated gzip yields the 3 complete rows; complete file yields 5") {
+  LineReader r({shared("cases/23-gzip-truncated-tail/trace.jsonl.gz")});
+  Line l;
+  std::vector<std::string> rows;
+  while (r.next(l)) rows.emplace_back(l.text);
+  CHECK(rows.size() == 3);
+  CHECK(r.truncated_files() == 1);
+  for (auto& row : rows) CHECK(dyn::Json::accept(row));
+  LineReader c({shared("cases/23-gzip-truncated-tail/complete.jsonl.gz")});
+  int n = 0;
+  while (c.next(l)) ++n;
+  CHECK(n == 5);
+  CHECK(c.truncated_files() == 0);
+  LineReader strict({shared("cases/23-gzip-truncated-tail/trace.jsonl.gz")}, LineReaderOptions{true});
+  CHECK_THROWS_AS([&] { while (strict.next(l)) {} }(), dyn::Fatal);
+}
+
+TEST_CASE("CRLF, no final newline, several files in order, line numbers per file") {
+  std::string d = tmpdir();
+  { std::ofstream(d + "/a") << "x\r\ny\r\nz"; }
+  { std::ofstream(d + "/b") << "w\n"; }
+  LineReader r({d + "/a", d + "/b"});
+  Line l;
+  std::vector<std::string> got;
+  std::vector<uint64_t> nums;
+  while (r.next(l)) got.emplace_back(l.text), nums.push_back(l.number);
+  CHECK(got == std::vector<std::string>{"x", "y", "z", "w"});
+  CHECK(nums == std::vector<uint64_t>{1, 2, 3, 1});
+  CHECK_THROWS_AS(LineReader({d + "/missing"}).next(l), dyn::Fatal);
+}
+
+TEST_CASE("JSONL: malformed and NUL-padded lines are skipped and counted; u64 exact; envelopes unwrapped") {
+  std::string d = tmpdir();
+  {
+    std::ofstream f(d + "/t.jsonl", std::ios::binary);
+    f << "{\"a\":18446744073709551615}\n";
+    f << "{bad json\n";
+    f << std::string(8, '\0') << "\n";
+    f << "\n";
+    f << "{\"timestamp\":5,\"event\":{\"event_type\":\"request_end\",\"x\":1}}\n";
+  }
+  JsonlReader r({d + "/t.jsonl"});
+  dyn::Json row;
+  std::string where;
+  REQUIRE(r.next(row, &where));
+  CHECK(row["a"].get<uint64_t>() == 18446744073709551615ULL);
+  CHECK(row.dump() == "{\"a\":18446744073709551615}");
+  CHECK(where == d + "/t.jsonl:1");
+  REQUIRE(r.next(row, &where));
+  CHECK(row["event_type"] == "request_end");
+  CHECK(where == d + "/t.jsonl:5");
+  CHECK_FALSE(r.next(row));
+  CHECK(r.malformed() == 2);
+  CHECK(r.rows() == 2);
+}
+
+TEST_CASE("segment writer: one gzip member per flush, readable after each flush, rolls by lines") {
+  std::string d = tmpdir();
+  SegmentWriterOptions o;
+  o.prefix = d + "/trace";
+  o.flush_interval_ms = 0;
+  o.roll_lines = 3;
+  {
+    SegmentWriter w(o);
+    w.write_line("{\"n\":1}");
+    w.write_line("{\"n\":2}");
+    w.flush();
+    CHECK(read_all({d + "/trace.000000.jsonl.gz"}).size() == 2);
+    w.write_line("{\"n\":3}");  // reaches 3 lines: flushed and rolled
+    w.write_line("{\"n\":4}");
+  }
+  CHECK(read_all({d + "/trace.000000.jsonl.gz"}).size() == 3);
+  CHECK(read_all({d + "/trace.000001.jsonl.gz"}) == std::vector<std::string>{"{\"n\":4}"});
+  // A new writer continues after the existing segments.
+  {
+    SegmentWriter w(o);
+    w.write_line("{\"n\":5}");
+  }
+  CHECK(read_all({d + "/trace.000002.jsonl.gz"}).size() == 1);
+  // Plain JSONL format writes the prefix itself.
+  o.gzip = false;
+  o.prefix = d + "/plain.jsonl";
+  {
+    SegmentWriter w(o);
+    w.write_line("{}");
+  }
+  CHECK(read_all({d + "/plain.jsonl"}).size() == 1);
+}
