@@ -1,21 +1,26 @@
 # Helpers: dyn_add_module() declares one lib/dyn/<module> target with its allowed dependencies;
 # dyn_add_tool() adds a binary together with its generated man page and shell completions.
 
-# dyn_add_module(NAME SOURCES ... DEPS ...): a static library dyn_<NAME>. Only the listed DEPS are
-# linked, so an include of a module outside the graph in lib/README.md fails to link.
+# dyn_add_module(NAME DEPS ...): a static library dyn_<NAME> from every .cpp in the calling folder.
+# Only the listed DEPS are linked, so an include of a module outside the graph in lib/README.md
+# fails to link.
 function(dyn_add_module name)
-  cmake_parse_arguments(M "" "" "SOURCES;DEPS" ${ARGN})
-  add_library(dyn_${name} STATIC ${M_SOURCES})
+  cmake_parse_arguments(M "" "" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  add_library(dyn_${name} STATIC ${srcs})
   target_include_directories(dyn_${name} PUBLIC ${PROJECT_SOURCE_DIR}/lib)
   target_link_libraries(dyn_${name} PUBLIC ${M_DEPS})
 endfunction()
 
-# dyn_add_tool(NAME SOURCES ... DEPS ...): executable + man/NAME.1 + completions for bash, zsh, fish.
+# dyn_add_tool(NAME DEPS ...): executable from every .cpp in the calling folder (plus
+# cmd/common/*.cpp) + man/NAME.1 + completions for bash, zsh, fish.
 # The man page prose comes from man/NAME.1.in; its OPTIONS section is generated from the CLI11 app
 # by the binary's hidden --generate=man, so help, man page and completions never disagree.
 function(dyn_add_tool name)
-  cmake_parse_arguments(T "" "" "SOURCES;DEPS" ${ARGN})
-  add_executable(${name} ${T_SOURCES})
+  cmake_parse_arguments(T "" "" "DEPS" ${ARGN})
+  file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
+  add_executable(${name} ${srcs})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/cmd/common)
   target_link_libraries(${name} PRIVATE ${T_DEPS} dyn_cli)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
   set(gen ${PROJECT_BINARY_DIR}/generated)
