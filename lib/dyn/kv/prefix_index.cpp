@@ -1,0 +1,167 @@
+// PrefixIndex: pooled nodes (one per sequence hash) with per-worker holder entries on LRU lists.
+#include "dyn/kv/prefix_index.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace dyn::kv {
+
+PrefixIndex::PrefixIndex(IndexConfig config) : cfg_(config) {}
+
+void PrefixIndex::set_worker_count(uint32_t n) {
+  for (uint32_t w = n; w < workers_.size(); ++w) clear_worker(w);
+  workers_.resize(n);
+}
+
+void PrefixIndex::lru_unlink(uint32_t e) {
+  Entry& x = entries_[e];
+  Worker& wk = workers_[x.worker];
+  if (x.prev != kNil) entries_[x.prev].next = x.next;
+  else wk.head = x.next;
+  if (x.next != kNil) entries_[x.next].prev = x.prev;
+  else wk.tail = x.prev;
+  x.prev = x.next = kNil;
+}
+
+void PrefixIndex::lru_push_front(uint32_t e) {
+  Entry& x = entries_[e];
+  Worker& wk = workers_[x.worker];
+  x.prev = kNil;
+  x.next = wk.head;
+  if (wk.head != kNil) entries_[wk.head].prev = e;
+  wk.head = e;
+  if (wk.tail == kNil) wk.tail = e;
+}
+
+uint32_t PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
+  uint32_t n = map_.find(hash);
+  if (n == FlatMap::kEmpty) {
+    if (!free_nodes_.empty()) {
+      n = free_nodes_.back();
+      free_nodes_.pop_back();
+      nodes_[n] = Node{hash, kNil};
+    } else {
+      n = static_cast<uint32_t>(nodes_.size());
+      nodes_.push_back(Node{hash, kNil});
+    }
+    map_.insert(hash, n);
+  } else {
+    for (uint32_t e = nodes_[n].first; e != kNil; e = entries_[e].node_next) {
+      if (entries_[e].worker == w) {
+        entries_[e].last_used_ms = now_ms;
+        lru_unlink(e);
+        lru_push_front(e);
+        return e;
+      }
+    }
+  }
+  uint32_t e;
+  Entry fresh{n, w, kNil, kNil, nodes_[n].first, now_ms};
+  if (!free_entries_.empty()) {
+    e = free_entries_.back();
+    free_entries_.pop_back();
+    entries_[e] = fresh;
+  } else {
+    e = static_cast<uint32_t>(entries_.size());
+    entries_.push_back(fresh);
+  }
+  nodes_[n].first = e;
+  lru_push_front(e);
+  ++workers_[w].count;
+  return e;
+}
+
+void PrefixIndex::remove_entry(uint32_t e) {
+  lru_unlink(e);
+  Entry& x = entries_[e];
+  Node& node = nodes_[x.node];
+  if (node.first == e) {
+    node.first = x.node_next;
+  } else {
+    for (uint32_t p = node.first; p != kNil; p = entries_[p].node_next)
+      if (entries_[p].node_next == e) {
+        entries_[p].node_next = x.node_next;
+        break;
+      }
+  }
+  --workers_[x.worker].count;
+  if (node.first == kNil) {
+    map_.erase(node.hash);
+    free_nodes_.push_back(x.node);
+  }
+  x.worker = kNil;
+  free_entries_.push_back(e);
+}
+
+void PrefixIndex::expire_worker(uint32_t w, double now_ms) {
+  if (cfg_.ttl_ms <= 0) return;
+  Worker& wk = workers_[w];
+  while (wk.tail != kNil && !live(entries_[wk.tail], now_ms)) remove_entry(wk.tail);
+}
+
+void PrefixIndex::prune(uint32_t w) {
+  if (cfg_.budget_blocks == 0) return;
+  Worker& wk = workers_[w];
+  if (wk.count <= cfg_.budget_blocks) return;
+  auto target = static_cast<uint64_t>(static_cast<double>(cfg_.budget_blocks) * cfg_.prune_target_ratio);
+  while (wk.count > target && wk.tail != kNil) remove_entry(wk.tail);
+}
+
+void PrefixIndex::insert(uint32_t w, std::span<const uint64_t> seq, double now_ms) {
+  if (w >= workers_.size()) throw std::out_of_range("PrefixIndex::insert: worker out of range");
+  // Deepest block first, so block 0 ends up most recent and leaves are evicted before prefixes.
+  for (size_t i = seq.size(); i-- > 0;) touch(w, seq[i], now_ms);
+  expire_worker(w, now_ms);
+  prune(w);
+}
+
+void PrefixIndex::apply_stored(uint32_t w, std::span<const uint64_t> block_hashes, std::optional<uint64_t>,
+                               double now_ms) {
+  if (w >= workers_.size()) throw std::out_of_range("PrefixIndex::apply_stored: worker out of range");
+  for (size_t i = block_hashes.size(); i-- > 0;) touch(w, block_hashes[i], now_ms);
+  prune(w);
+}
+
+void PrefixIndex::apply_removed(uint32_t w, std::span<const uint64_t> block_hashes) {
+  if (w >= workers_.size()) return;
+  for (uint64_t h : block_hashes) {
+    uint32_t n = map_.find(h);
+    if (n == FlatMap::kEmpty) continue;
+    for (uint32_t e = nodes_[n].first; e != kNil; e = entries_[e].node_next)
+      if (entries_[e].worker == w) {
+        remove_entry(e);
+        break;
+      }
+  }
+}
+
+void PrefixIndex::clear_worker(uint32_t w) {
+  if (w >= workers_.size()) return;
+  while (workers_[w].tail != kNil) remove_entry(workers_[w].tail);
+}
+
+void PrefixIndex::expire(double now_ms) {
+  for (uint32_t w = 0; w < workers_.size(); ++w) expire_worker(w, now_ms);
+}
+
+uint32_t PrefixIndex::overlaps(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
+  std::fill(out.begin(), out.end(), 0u);
+  uint32_t best = 0;
+  for (size_t i = 0; i < seq.size(); ++i) {
+    uint32_t n = map_.find(seq[i]);
+    if (n == FlatMap::kEmpty) break;
+    bool advanced = false;
+    for (uint32_t e = nodes_[n].first; e != kNil; e = entries_[e].node_next) {
+      const Entry& x = entries_[e];
+      if (out[x.worker] == i && live(x, now_ms)) {
+        out[x.worker] = static_cast<uint32_t>(i + 1);
+        advanced = true;
+      }
+    }
+    if (!advanced) break;
+    best = static_cast<uint32_t>(i + 1);
+  }
+  return best;
+}
+
+}  // namespace dyn::kv

@@ -1,0 +1,102 @@
+// Per-worker KV prefix index (SPEC 3.3): which worker holds which sequence-hash blocks, approximate
+// (routed blocks with TTL and budget) or fed by the workers' KV events.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <vector>
+
+#include "dyn/kv/flat_map.h"
+
+namespace dyn::kv {
+
+struct IndexConfig {
+  /// Idle lifetime of a recorded block in ms (--router-ttl-secs × 1000, SPEC 3.3); 0 = blocks never
+  /// expire (event-fed mode: the worker says when it evicts).
+  double ttl_ms = 120'000;
+  /// Per-worker block budget; 0 = unlimited. When a worker's count exceeds it, its least recently
+  /// used blocks are pruned down to prune_target_ratio × budget (SPEC 3.3: 80 %).
+  uint64_t budget_blocks = 0;
+  double prune_target_ratio = 0.8;
+};
+
+/// Which of a request's leading blocks each worker holds. Blocks are identified by sequence hashes
+/// (SPEC 4.1: the i-th sequence hash identifies the whole prefix 0..i), so "worker w holds the first
+/// k blocks" = w holds seq[0..k-1]. Workers are dense indices 0..worker_count()-1.
+///
+/// Cost: a query is one hash lookup per matched block plus a scan of that block's holders; an insert
+/// is one lookup per block. Eviction order within a worker is least-recently-used, and inserting a
+/// request's blocks deepest-first makes a prefix younger than its extensions, so leaves go first.
+///
+/// Thread safety: none; the router serializes access under its own lock.
+class PrefixIndex {
+ public:
+  explicit PrefixIndex(IndexConfig config = {});
+
+  /// Grows or shrinks the worker slots; removed slots are cleared.
+  void set_worker_count(uint32_t n);
+  uint32_t worker_count() const { return static_cast<uint32_t>(workers_.size()); }
+  const IndexConfig& config() const { return cfg_; }
+
+  /// Approximate mode: records `seq` (a request's full-block sequence hashes, block 0 first) as
+  /// cached on worker w at time now_ms, refreshing blocks it already holds; then drops w's blocks
+  /// idle longer than the TTL and prunes w to its budget.
+  void insert(uint32_t w, std::span<const uint64_t> seq, double now_ms);
+
+  /// Event-fed mode, a `stored` event: w now holds these blocks (sequence hashes, in order).
+  /// `parent_hash` names the block before the first one; it is accepted for Dynamo compatibility
+  /// and not needed, since a sequence hash already identifies its whole prefix.
+  void apply_stored(uint32_t w, std::span<const uint64_t> block_hashes, std::optional<uint64_t> parent_hash,
+                    double now_ms);
+  /// A `removed` event: w evicted these blocks. Unknown hashes are ignored.
+  void apply_removed(uint32_t w, std::span<const uint64_t> block_hashes);
+  /// A `cleared` event (or the worker left): w holds nothing.
+  void clear_worker(uint32_t w);
+  /// Drops every block idle longer than the TTL, on every worker (the router's periodic sweep).
+  void expire(double now_ms);
+
+  /// out[w] = number of leading blocks of `seq` that worker w holds (matched from block 0, stopping
+  /// at w's first miss; expired blocks do not count). `out` must have worker_count() entries.
+  /// Returns the largest overlap.
+  uint32_t overlaps(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const;
+
+  /// Blocks held by worker w / distinct blocks held by anyone.
+  uint64_t blocks(uint32_t w) const { return workers_.at(w).count; }
+  uint64_t distinct_blocks() const { return map_.size(); }
+
+ private:
+  static constexpr uint32_t kNil = 0xffffffffu;
+  struct Entry {
+    uint32_t node, worker;
+    uint32_t prev, next;   // LRU list of the worker (head = most recent)
+    uint32_t node_next;    // next holder of the same node
+    double last_used_ms;
+  };
+  struct Node {
+    uint64_t hash;
+    uint32_t first;  // first Entry holding this block
+  };
+  struct Worker {
+    uint32_t head = kNil, tail = kNil;
+    uint64_t count = 0;
+  };
+
+  uint32_t touch(uint32_t w, uint64_t hash, double now_ms);  // insert-or-refresh, returns entry
+  void remove_entry(uint32_t e);
+  void lru_unlink(uint32_t e);
+  void lru_push_front(uint32_t e);
+  void expire_worker(uint32_t w, double now_ms);
+  void prune(uint32_t w);
+  bool live(const Entry& e, double now_ms) const { return cfg_.ttl_ms <= 0 || e.last_used_ms + cfg_.ttl_ms > now_ms; }
+
+  IndexConfig cfg_;
+  FlatMap map_;  // sequence hash -> node
+  std::vector<Node> nodes_;
+  std::vector<uint32_t> free_nodes_;
+  std::vector<Entry> entries_;
+  std::vector<uint32_t> free_entries_;
+  std::vector<Worker> workers_;
+};
+
+}  // namespace dyn::kv

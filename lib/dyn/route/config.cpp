@@ -1,0 +1,52 @@
+// RouterConfig names and validation.
+#include "dyn/route/config.h"
+
+#include <string>
+
+namespace dyn::route {
+
+const char* mode_name(Mode m) {
+  switch (m) {
+    case Mode::kRoundRobin: return "round-robin";
+    case Mode::kRandom: return "random";
+    case Mode::kPowerOfTwo: return "power-of-two";
+    case Mode::kLeastLoaded: return "least-loaded";
+    case Mode::kKv: return "kv";
+    case Mode::kDirect: return "direct";
+  }
+  return "round-robin";
+}
+
+std::optional<Mode> parse_mode(std::string_view n) {
+  for (Mode m : {Mode::kRoundRobin, Mode::kRandom, Mode::kPowerOfTwo, Mode::kLeastLoaded, Mode::kKv, Mode::kDirect})
+    if (n == mode_name(m)) return m;
+  return std::nullopt;
+}
+
+const char* affinity_mode_name(AffinityMode m) { return m == AffinityMode::kHard ? "hard" : "soft"; }
+
+std::optional<AffinityMode> parse_affinity_mode(std::string_view n) {
+  if (n == "hard") return AffinityMode::kHard;
+  if (n == "soft") return AffinityMode::kSoft;
+  return std::nullopt;
+}
+
+std::optional<Error> RouterConfig::validate() const {
+  auto usage = [](std::string m) { return Error{std::move(m), kExitUsage}; };
+  if (affinity_ttl_secs > kMaxAffinityTtlSecs)
+    return usage("--router-session-affinity-ttl-secs " + std::to_string(affinity_ttl_secs) +
+                 " is out of range 1..31536000");
+  if (block_size == 0) return usage("--kv-cache-block-size must be at least 1");
+  if (!(overlap_score_weight >= 0)) return usage("--kv-overlap-score-weight must be >= 0");
+  if (!(temperature >= 0)) return usage("--router-temperature must be >= 0");
+  if (!(kv_ttl_secs > 0)) return usage("--router-ttl-secs must be > 0");
+  if (!(prune_target_ratio > 0 && prune_target_ratio <= 1))
+    return usage("--router-prune-target-ratio must be in (0, 1]");
+  if (worker_kv_blocks == 0) return usage("--router-worker-kv-blocks must be at least 1");
+  if (active_decode_blocks_threshold && !(*active_decode_blocks_threshold >= 0 && *active_decode_blocks_threshold <= 1))
+    return usage("--active-decode-blocks-threshold must be a fraction in [0, 1]");
+  if (max_bindings == 0) return usage("the binding limit must be at least 1");
+  return std::nullopt;
+}
+
+}  // namespace dyn::route

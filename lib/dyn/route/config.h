@@ -1,0 +1,68 @@
+// Router settings (SPEC 2.1, 3.1-3.3): one struct shared by dyn-route decide/serve and the simulator.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "dyn/base/error.h"
+
+namespace dyn::route {
+
+/// SPEC 3.1 routing modes (`--router-mode`).
+enum class Mode { kRoundRobin, kRandom, kPowerOfTwo, kLeastLoaded, kKv, kDirect };
+/// "round-robin", "random", "power-of-two", "least-loaded", "kv", "direct".
+const char* mode_name(Mode m);
+/// Parses a mode name (exact, lower-case); nullopt for anything else.
+std::optional<Mode> parse_mode(std::string_view name);
+
+/// SPEC 2.3 affinity modes (`--router-session-affinity-mode`).
+enum class AffinityMode { kHard, kSoft };
+const char* affinity_mode_name(AffinityMode m);
+std::optional<AffinityMode> parse_affinity_mode(std::string_view name);
+
+/// Every router setting. Defaults are the SPEC / Dynamo defaults. Units are in the names.
+struct RouterConfig {
+  Mode mode = Mode::kRoundRobin;
+  /// Session affinity idle TTL in seconds (SPEC 2.1); 0 = affinity off. Valid: 1 … 31,536,000.
+  uint32_t affinity_ttl_secs = 0;
+  AffinityMode affinity_mode = AffinityMode::kHard;
+  /// Router KV block size in tokens (`--kv-cache-block-size`). Must equal the workers' size.
+  uint32_t block_size = 64;
+  /// cost = overlap_score_weight × prefill_blocks + decode_blocks (SPEC 3.2). >= 0.
+  double overlap_score_weight = 1.0;
+  /// Selection temperature (SPEC 3.2); 0 = lowest cost. >= 0.
+  double temperature = 0.0;
+  /// Approximate index: lifetime of a routed block without reuse, seconds (`--router-ttl-secs`).
+  double kv_ttl_secs = 120.0;
+  /// Feed the index from worker KV events (stored/removed/cleared) instead of guessing.
+  bool kv_events = false;
+  /// Approximate index budget per worker in blocks; 0 = worker_kv_blocks (`--router-max-tree-size`).
+  uint64_t max_tree_size = 0;
+  /// Prune to this fraction of the budget (SPEC 3.3: 0.8). (0, 1].
+  double prune_target_ratio = 0.8;
+  /// KV capacity of each worker in router blocks: the base of the decode-blocks threshold
+  /// (SPEC 8 default 16,384).
+  uint64_t worker_kv_blocks = 16384;
+  /// Busy when active decode blocks > threshold × worker_kv_blocks (fraction 0–1). Unset = never.
+  std::optional<double> active_decode_blocks_threshold;
+  /// Busy when prefill tokens in flight > threshold. Unset = never.
+  std::optional<uint64_t> active_prefill_tokens_threshold;
+  /// Seed of the one generator behind every random choice (SPEC 3.1).
+  uint64_t seed = 0;
+  /// Live binding limit (SPEC 2.1: 65,536); a new binding beyond it fails with HTTP 503.
+  uint64_t max_bindings = 65536;
+  /// Longest a request waits for an "initializing" binding of its key (SPEC 2.2.2) before it
+  /// places itself without the binding, in ms of real (steady) time: a waiter blocks a thread, so
+  /// this bound holds even when the router runs on a virtual clock.
+  double init_wait_ms = 30'000;
+
+  bool affinity_enabled() const { return affinity_ttl_secs > 0; }
+  /// Checks ranges (TTL 1 … 31,536,000 when set, block size > 0, weights >= 0, thresholds in
+  /// range, ratio in (0, 1]). Returns an Error (exit code 2, usage) naming the flag, or nullopt.
+  std::optional<Error> validate() const;
+};
+
+inline constexpr uint32_t kMaxAffinityTtlSecs = 31'536'000;
+
+}  // namespace dyn::route

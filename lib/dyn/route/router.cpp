@@ -1,0 +1,738 @@
+// Router: placement (SPEC 3.2), load accounting, and the affinity table with initializing waiters,
+// leases, idle TTL, hard invalidation and versioned soft rebinds (SPEC 2).
+#include "dyn/route/router.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "dyn/session/normalize.h"
+
+namespace dyn::route {
+
+const char* binding_name(BindingOutcome b) {
+  switch (b) {
+    case BindingOutcome::kNone: return "none";
+    case BindingOutcome::kNew: return "new";
+    case BindingOutcome::kHit: return "hit";
+    case BindingOutcome::kRebound: return "rebound";
+    case BindingOutcome::kExpired: return "expired";
+  }
+  return "none";
+}
+
+Expected<KvEvent> kv_event_from_json(const Json& j) {
+  if (!j.is_object()) return bad_data("KV event is not an object");
+  auto t = j.find("type");
+  if (t == j.end()) t = j.find("kind");
+  if (t == j.end() || !t->is_string()) return bad_data("KV event has no \"type\"");
+  KvEvent e;
+  const std::string& k = t->get_ref<const std::string&>();
+  if (k == "stored") e.kind = KvEvent::Kind::kStored;
+  else if (k == "removed") e.kind = KvEvent::Kind::kRemoved;
+  else if (k == "cleared" || k == "all_blocks_cleared") e.kind = KvEvent::Kind::kCleared;
+  else return bad_data("unknown KV event type '" + k + "'");
+  if (e.kind != KvEvent::Kind::kCleared) {
+    auto b = j.find("block_hashes");
+    if (b == j.end() || !b->is_array()) return bad_data("KV event '" + k + "' has no block_hashes array");
+    for (auto& h : *b) {
+      if (!h.is_number_unsigned() && !(h.is_number_integer() && h.get<int64_t>() >= 0))
+        return bad_data("KV event block hash is not an unsigned 64-bit integer: " + h.dump());
+      e.block_hashes.push_back(h.get<uint64_t>());
+    }
+    auto p = j.find("parent_hash");
+    if (p != j.end() && (p->is_number_unsigned() || (p->is_number_integer() && p->get<int64_t>() >= 0)))
+      e.parent_hash = p->get<uint64_t>();
+  }
+  return e;
+}
+
+namespace {
+constexpr uint32_t kNoSlot = 0xffffffffu;
+}
+
+struct Router::Impl {
+  struct Worker {
+    WorkerSpec spec;
+    bool present = true;
+    bool healthy = true;
+    uint64_t kv_blocks = 0;
+    uint64_t active_requests = 0, active_blocks = 0, prefill_tokens = 0;
+    uint64_t decisions = 0;
+  };
+  struct Entry {
+    uint32_t worker = 0;
+    bool initializing = false;
+    uint64_t leases = 0;
+    uint64_t version = 0;
+    uint64_t gen = 0;
+    double idle_since_ms = 0;
+    std::string parent;  // set for parent groups
+  };
+  enum class Role : uint8_t { kNone, kOwner, kHolder, kRebind };
+  struct Active {
+    bool used = false;
+    bool committed = false;
+    bool prefill_done = false;
+    Role role = Role::kNone;
+    uint32_t w = 0;
+    uint64_t blocks = 0;
+    uint64_t prefill_tokens = 0;
+    std::string key;
+    uint64_t gen = 0;
+    uint64_t seen_version = 0;
+    std::vector<uint64_t> seq;
+  };
+
+  explicit Impl(const RouterConfig& c)
+      : index(kv::IndexConfig{c.kv_events ? 0.0 : c.kv_ttl_secs * 1000.0,
+                              c.max_tree_size ? c.max_tree_size : c.worker_kv_blocks, c.prune_target_ratio}),
+        rng(c.seed) {}
+
+  std::mutex mu;
+  std::condition_variable cv;
+  kv::PrefixIndex index;
+  Rng rng;
+  std::vector<Worker> workers;
+  std::unordered_map<uint64_t, uint32_t> by_id;
+  uint64_t rr = 0;
+  std::unordered_map<std::string, Entry> table;
+  uint64_t next_gen = 1;
+  std::vector<Active> slots;
+  std::vector<uint32_t> free_slots;
+  RouterStats stats;
+  double next_sweep_ms = 0;
+  std::vector<uint32_t> ov;  // scratch: overlaps per worker slot
+  std::vector<uint32_t> cand;
+  std::vector<double> cost;
+};
+
+Router::Router(RouterConfig config, const Clock& clock) : cfg_(config), clock_(clock) {
+  if (auto e = cfg_.validate()) throw Fatal(e->exit_code, e->message);
+  impl_ = std::make_unique<Impl>(cfg_);
+}
+
+Router::~Router() = default;
+
+std::optional<Error> Router::add_worker(const WorkerSpec& spec) {
+  if (spec.block_size != 0 && spec.block_size != cfg_.block_size)
+    return Error{"worker " + std::to_string(spec.id) + " uses KV block size " + std::to_string(spec.block_size) +
+                     " but the router uses --kv-cache-block-size " + std::to_string(cfg_.block_size) +
+                     ": prefix overlaps would always be 0; set --kv-cache-block-size " +
+                     std::to_string(spec.block_size),
+                 kExitUsage};
+  std::lock_guard lk(impl_->mu);
+  auto& I = *impl_;
+  auto it = I.by_id.find(spec.id);
+  if (it != I.by_id.end()) {
+    auto& w = I.workers[it->second];
+    w.spec = spec;
+    w.present = true;
+    w.healthy = true;
+    w.kv_blocks = spec.kv_blocks ? spec.kv_blocks : cfg_.worker_kv_blocks;
+    return std::nullopt;
+  }
+  Impl::Worker w;
+  w.spec = spec;
+  w.kv_blocks = spec.kv_blocks ? spec.kv_blocks : cfg_.worker_kv_blocks;
+  I.by_id.emplace(spec.id, static_cast<uint32_t>(I.workers.size()));
+  I.workers.push_back(w);
+  I.index.set_worker_count(static_cast<uint32_t>(I.workers.size()));
+  I.ov.resize(I.workers.size());
+  I.stats.decisions_per_worker.emplace_back(spec.id, 0);
+  return std::nullopt;
+}
+
+void Router::remove_worker(uint64_t id) {
+  std::lock_guard lk(impl_->mu);
+  auto& I = *impl_;
+  auto it = I.by_id.find(id);
+  if (it == I.by_id.end()) return;
+  uint32_t s = it->second;
+  I.workers[s].present = false;
+  I.index.clear_worker(s);
+  bool erased = false;
+  for (auto e = I.table.begin(); e != I.table.end();) {
+    if (e->second.worker == s) {
+      e = I.table.erase(e);
+      erased = true;
+    } else {
+      ++e;
+    }
+  }
+  if (erased) I.cv.notify_all();
+}
+
+std::optional<Error> Router::set_workers(const std::vector<WorkerSpec>& specs) {
+  std::vector<uint64_t> gone;
+  {
+    std::lock_guard lk(impl_->mu);
+    for (auto& w : impl_->workers) {
+      bool keep = std::any_of(specs.begin(), specs.end(), [&](const WorkerSpec& s) { return s.id == w.spec.id; });
+      if (!keep && w.present) gone.push_back(w.spec.id);
+    }
+  }
+  for (uint64_t id : gone) remove_worker(id);
+  for (auto& s : specs)
+    if (auto e = add_worker(s)) return e;
+  return std::nullopt;
+}
+
+void Router::set_healthy(uint64_t id, bool healthy) {
+  std::lock_guard lk(impl_->mu);
+  auto it = impl_->by_id.find(id);
+  if (it != impl_->by_id.end()) impl_->workers[it->second].healthy = healthy;
+}
+
+void Router::apply_kv_event(uint64_t worker_id, const KvEvent& e) {
+  std::lock_guard lk(impl_->mu);
+  auto it = impl_->by_id.find(worker_id);
+  if (it == impl_->by_id.end()) return;
+  switch (e.kind) {
+    case KvEvent::Kind::kStored: impl_->index.apply_stored(it->second, e.block_hashes, e.parent_hash, clock_.now_ms()); break;
+    case KvEvent::Kind::kRemoved: impl_->index.apply_removed(it->second, e.block_hashes); break;
+    case KvEvent::Kind::kCleared: impl_->index.clear_worker(it->second); break;
+  }
+}
+
+namespace {
+double ttl_ms(const RouterConfig& c) { return static_cast<double>(c.affinity_ttl_secs) * 1000.0; }
+}  // namespace
+
+// Sweeps expired bindings and index blocks. Caller holds the lock.
+static void sweep_locked(Router::Impl& I, const RouterConfig& cfg, double now) {
+  if (cfg.affinity_enabled()) {
+    double ttl = ttl_ms(cfg);
+    for (auto e = I.table.begin(); e != I.table.end();) {
+      const auto& x = e->second;
+      if (!x.initializing && x.leases == 0 && x.idle_since_ms + ttl <= now) e = I.table.erase(e);
+      else ++e;
+    }
+  }
+  if (!cfg.kv_events) I.index.expire(now);
+  double period = 30'000;
+  if (cfg.affinity_enabled()) period = std::min(period, ttl_ms(cfg));
+  I.next_sweep_ms = now + period;
+}
+
+void Router::sweep() {
+  std::lock_guard lk(impl_->mu);
+  sweep_locked(*impl_, cfg_, clock_.now_ms());
+}
+
+Expected<Placement> Router::place(const RouteRequest& req) {
+  auto& I = *impl_;
+  std::unique_lock lk(I.mu);
+  double now = clock_.now_ms();
+
+  const uint32_t n = static_cast<uint32_t>(I.workers.size());
+  const double B = cfg_.block_size;
+  const uint64_t new_blocks = (req.tokens + cfg_.block_size - 1) / cfg_.block_size;
+  std::optional<uint32_t> avoid;
+  if (req.retry) {
+    auto it = I.by_id.find(req.retry->avoid_worker);
+    if (it != I.by_id.end()) avoid = it->second;
+  }
+
+  // Overlaps on every worker (also needed for a binding hit's predicted cached tokens).
+  I.ov.assign(n, 0);
+  if (!req.sequence_hashes.empty() && n > 0) I.index.overlaps(req.sequence_hashes, now, I.ov);
+
+  auto usable = [&](uint32_t s) { return I.workers[s].present && I.workers[s].healthy && (!avoid || *avoid != s); };
+  auto busy = [&](uint32_t s) {
+    const auto& w = I.workers[s];
+    if (cfg_.active_decode_blocks_threshold &&
+        static_cast<double>(w.active_blocks) > *cfg_.active_decode_blocks_threshold * static_cast<double>(w.kv_blocks))
+      return true;
+    if (cfg_.active_prefill_tokens_threshold && w.prefill_tokens > *cfg_.active_prefill_tokens_threshold) return true;
+    return false;
+  };
+  // Eligible candidates: usable and not busy, unless all usable ones are busy (SPEC 3.2).
+  auto eligible_set = [&]() {
+    I.cand.clear();
+    for (uint32_t s = 0; s < n; ++s)
+      if (usable(s) && !busy(s)) I.cand.push_back(s);
+    if (I.cand.empty())
+      for (uint32_t s = 0; s < n; ++s)
+        if (usable(s)) I.cand.push_back(s);
+  };
+  auto cost_of = [&](uint32_t s) {
+    double prefill = std::max(0.0, (static_cast<double>(req.tokens) - I.ov[s] * B) / B);
+    double decode = static_cast<double>(I.workers[s].active_blocks + new_blocks);
+    return cfg_.overlap_score_weight * prefill + decode;
+  };
+  // The mode's policy over the eligible set. Returns kNoSlot when nothing is usable.
+  auto select = [&]() -> uint32_t {
+    eligible_set();
+    if (I.cand.empty()) return kNoSlot;
+    size_t k = I.cand.size();
+    switch (cfg_.mode) {
+      case Mode::kRoundRobin:
+      case Mode::kDirect: {
+        for (uint32_t i = 0; i < n; ++i) {
+          uint32_t s = static_cast<uint32_t>((I.rr + i) % n);
+          if (std::find(I.cand.begin(), I.cand.end(), s) != I.cand.end()) {
+            I.rr = s + 1;
+            return s;
+          }
+        }
+        return I.cand[0];
+      }
+      case Mode::kRandom: return I.cand[I.rng.below(k)];
+      case Mode::kPowerOfTwo: {
+        if (k == 1) return I.cand[0];
+        size_t a = I.rng.below(k), b = I.rng.below(k - 1);
+        if (b >= a) ++b;
+        uint32_t sa = I.cand[a], sb = I.cand[b];
+        return I.workers[sb].active_requests < I.workers[sa].active_requests ? sb : sa;
+      }
+      case Mode::kLeastLoaded: {
+        uint64_t best = UINT64_MAX, best_blocks = UINT64_MAX;
+        std::vector<uint32_t> ties;
+        for (uint32_t s : I.cand) {
+          auto& w = I.workers[s];
+          if (w.active_requests < best || (w.active_requests == best && w.active_blocks < best_blocks)) {
+            best = w.active_requests;
+            best_blocks = w.active_blocks;
+            ties.assign(1, s);
+          } else if (w.active_requests == best && w.active_blocks == best_blocks) {
+            ties.push_back(s);
+          }
+        }
+        return ties.size() == 1 ? ties[0] : ties[I.rng.below(ties.size())];
+      }
+      case Mode::kKv: {
+        I.cost.resize(k);
+        double lo = INFINITY, hi = -INFINITY;
+        for (size_t i = 0; i < k; ++i) {
+          I.cost[i] = cost_of(I.cand[i]);
+          lo = std::min(lo, I.cost[i]);
+          hi = std::max(hi, I.cost[i]);
+        }
+        if (cfg_.temperature > 0 && k > 1) {
+          if (hi == lo) return I.cand[I.rng.below(k)];
+          double total = 0;
+          for (size_t i = 0; i < k; ++i) total += std::exp(-(I.cost[i] - lo) / ((hi - lo) * cfg_.temperature));
+          double u = I.rng.uniform() * total, acc = 0;
+          for (size_t i = 0; i < k; ++i) {
+            acc += std::exp(-(I.cost[i] - lo) / ((hi - lo) * cfg_.temperature));
+            if (u < acc) return I.cand[i];
+          }
+          return I.cand[k - 1];
+        }
+        // Lowest cost; ties -> fewest cached blocks; remaining ties -> one seeded draw.
+        double eps = 1e-9 * std::max(1.0, std::fabs(lo));
+        uint64_t least_cached = UINT64_MAX;
+        uint32_t first = kNoSlot;
+        size_t nties = 0;
+        for (size_t i = 0; i < k; ++i) {
+          if (I.cost[i] - lo > eps) continue;
+          uint64_t c = I.index.blocks(I.cand[i]);
+          if (c < least_cached) {
+            least_cached = c;
+            first = I.cand[i];
+            nties = 1;
+          } else if (c == least_cached) {
+            ++nties;
+          }
+        }
+        if (nties == 1) return first;
+        size_t pick = I.rng.below(nties);
+        for (size_t i = 0; i < k; ++i) {
+          if (I.cost[i] - lo > eps || I.index.blocks(I.cand[i]) != least_cached) continue;
+          if (pick-- == 0) return I.cand[i];
+        }
+        return first;
+      }
+    }
+    return I.cand[0];
+  };
+
+  uint32_t chosen = kNoSlot;
+  BindingOutcome outcome = BindingOutcome::kNone;
+  Impl::Role role = Impl::Role::kNone;
+  std::string key;
+  uint64_t gen = 0, seen_version = 0;
+
+  bool any_present = std::any_of(I.workers.begin(), I.workers.end(), [](auto& w) { return w.present; });
+  if (!any_present) return Error{"no workers available", 503};
+
+  if (req.worker) {
+    auto it = I.by_id.find(*req.worker);
+    if (it == I.by_id.end() || !I.workers[it->second].present)
+      return Error{"unknown worker instance id " + std::to_string(*req.worker), 400};
+    chosen = it->second;
+  } else if (cfg_.mode == Mode::kDirect) {
+    return Error{"--router-mode direct needs an explicit worker (x-dynamo-worker-instance-id)", 400};
+  } else if (cfg_.affinity_enabled() && !req.session_id.empty()) {
+    key = req.parent_session_id.empty() ? req.session_id : session::parent_group_key(req.parent_session_id);
+    BindingOutcome absent_outcome = BindingOutcome::kNew;
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(cfg_.init_wait_ms);
+    bool gave_up = false;
+    while (true) {
+      auto it = I.table.find(key);
+      if (it != I.table.end() && it->second.initializing) {
+        if (req.wait_for_initializing) {
+          ++I.stats.waits;
+          uint64_t g = it->second.gen;
+          bool changed = I.cv.wait_until(lk, deadline, [&] {
+            auto j = I.table.find(key);
+            return j == I.table.end() || j->second.gen != g || !j->second.initializing;
+          });
+          if (!changed) {
+            gave_up = true;
+            break;
+          }
+          now = clock_.now_ms();
+          continue;
+        }
+        // Single-threaded caller: follow the tentative worker now.
+        chosen = it->second.worker;
+        ++it->second.leases;
+        role = Impl::Role::kHolder;
+        gen = it->second.gen;
+        outcome = BindingOutcome::kHit;
+        break;
+      }
+      if (it != I.table.end() && it->second.leases == 0 && it->second.idle_since_ms + ttl_ms(cfg_) <= now) {
+        I.table.erase(it);
+        it = I.table.end();
+        absent_outcome = BindingOutcome::kExpired;
+      }
+      if (it != I.table.end()) {
+        Impl::Entry& e = it->second;
+        uint32_t bw = e.worker;
+        bool keep = cfg_.affinity_mode == AffinityMode::kHard ? usable(bw) : (usable(bw) && [&] {
+          eligible_set();
+          return std::find(I.cand.begin(), I.cand.end(), bw) != I.cand.end();
+        }());
+        if (keep) {
+          chosen = bw;
+          ++e.leases;
+          role = Impl::Role::kHolder;
+          gen = e.gen;
+          outcome = BindingOutcome::kHit;
+          break;
+        }
+        if (cfg_.affinity_mode == AffinityMode::kSoft) {
+          chosen = select();
+          if (chosen == kNoSlot) return Error{"no healthy worker available", 503};
+          ++e.leases;
+          role = Impl::Role::kRebind;
+          gen = e.gen;
+          seen_version = e.version;
+          outcome = BindingOutcome::kRebound;
+          break;
+        }
+        // Hard: the bound worker is gone or unhealthy; invalidate and place once more normally.
+        I.table.erase(it);
+        chosen = select();
+        if (chosen == kNoSlot) return Error{"no healthy worker available", 503};
+        Impl::Entry ne;
+        ne.worker = chosen;
+        ne.initializing = true;
+        ne.leases = 1;
+        ne.gen = I.next_gen++;
+        role = Impl::Role::kOwner;
+        gen = ne.gen;
+        I.table.emplace(key, std::move(ne));
+        outcome = BindingOutcome::kRebound;
+        break;
+      }
+      // No live binding.
+      if (I.table.size() >= cfg_.max_bindings) {
+        sweep_locked(I, cfg_, now);
+        if (I.table.size() >= cfg_.max_bindings) {
+          ++I.stats.table_full;
+          return Error{"session binding table is full (" + std::to_string(cfg_.max_bindings) + " live bindings)", 503};
+        }
+      }
+      chosen = select();
+      if (chosen == kNoSlot) return Error{"no healthy worker available", 503};
+      Impl::Entry ne;
+      ne.worker = chosen;
+      ne.initializing = true;
+      ne.leases = 1;
+      ne.gen = I.next_gen++;
+      if (!req.parent_session_id.empty()) ne.parent = req.parent_session_id;
+      role = Impl::Role::kOwner;
+      gen = ne.gen;
+      I.table.emplace(key, std::move(ne));
+      outcome = (req.retry && req.retry->was_bound) ? BindingOutcome::kRebound : absent_outcome;
+      break;
+    }
+    if (gave_up) {
+      key.clear();
+      chosen = select();
+    }
+  } else {
+    chosen = select();
+  }
+  if (chosen == kNoSlot) return Error{"no healthy worker available", 503};
+
+  // The periodic sweep runs after this request met its own key, so a binding that expired since
+  // the last sweep is reported as "expired" rather than silently "new".
+  if (now >= I.next_sweep_ms) sweep_locked(I, cfg_, now);
+
+  // Charge the load now so concurrent placements see it.
+  auto& w = I.workers[chosen];
+  uint32_t overlap = I.ov[chosen];
+  uint64_t cached = std::min<uint64_t>(static_cast<uint64_t>(overlap) * cfg_.block_size, req.tokens);
+  ++w.active_requests;
+  w.active_blocks += new_blocks;
+  w.prefill_tokens += req.tokens - cached;
+  ++w.decisions;
+  ++I.stats.decisions;
+  ++I.stats.decisions_per_worker[chosen].second;
+  switch (outcome) {
+    case BindingOutcome::kNone: ++I.stats.binding_none; break;
+    case BindingOutcome::kNew: ++I.stats.binding_new; break;
+    case BindingOutcome::kHit: ++I.stats.binding_hit; break;
+    case BindingOutcome::kRebound: ++I.stats.binding_rebound; break;
+    case BindingOutcome::kExpired: ++I.stats.binding_expired; break;
+  }
+
+  uint32_t slot;
+  if (!I.free_slots.empty()) {
+    slot = I.free_slots.back();
+    I.free_slots.pop_back();
+  } else {
+    slot = static_cast<uint32_t>(I.slots.size());
+    I.slots.emplace_back();
+  }
+  Impl::Active& a = I.slots[slot];
+  a.used = true;
+  a.committed = false;
+  a.prefill_done = false;
+  a.role = role;
+  a.w = chosen;
+  a.blocks = new_blocks;
+  a.prefill_tokens = req.tokens - cached;
+  a.key = key;
+  a.gen = gen;
+  a.seen_version = seen_version;
+  if (!cfg_.kv_events) a.seq.assign(req.sequence_hashes.begin(), req.sequence_hashes.end());
+  else a.seq.clear();
+
+  Placement p;
+  p.router_ = this;
+  p.slot_ = slot;
+  p.worker_ = w.spec.id;
+  p.binding_ = outcome;
+  p.overlap_ = overlap;
+  p.cached_tokens_ = cached;
+  p.request_blocks_ = static_cast<uint32_t>(req.sequence_hashes.size());
+  p.key_ = std::move(key);
+  if (req.explain) {
+    eligible_set();
+    p.explain_.reserve(n);
+    for (uint32_t s = 0; s < n; ++s) {
+      if (!I.workers[s].present) continue;
+      WorkerScore sc;
+      sc.worker = I.workers[s].spec.id;
+      sc.overlap_blocks = I.ov[s];
+      sc.prefill_blocks = std::max(0.0, (static_cast<double>(req.tokens) - I.ov[s] * B) / B);
+      // Scores describe the moment of decision, before this request's own charge.
+      uint64_t active = I.workers[s].active_blocks - (s == chosen ? new_blocks : 0);
+      sc.decode_blocks = static_cast<double>(active + new_blocks);
+      sc.cost = cfg_.overlap_score_weight * sc.prefill_blocks + sc.decode_blocks;
+      sc.eligible = std::find(I.cand.begin(), I.cand.end(), s) != I.cand.end() || s == chosen;
+      p.explain_.push_back(sc);
+    }
+  }
+  return p;
+}
+
+void Router::commit(Placement& p) {
+  auto& I = *impl_;
+  std::lock_guard lk(I.mu);
+  auto& a = I.slots[p.slot_];
+  if (a.committed) return;
+  a.committed = true;
+  double now = clock_.now_ms();
+  if (!cfg_.kv_events && !a.seq.empty() && I.workers[a.w].present) I.index.insert(a.w, a.seq, now);
+  a.seq.clear();
+  a.seq.shrink_to_fit();
+  if (a.key.empty()) return;
+  auto it = I.table.find(a.key);
+  if (it == I.table.end() || it->second.gen != a.gen) return;
+  auto& e = it->second;
+  if (a.role == Impl::Role::kOwner && e.initializing) {
+    e.initializing = false;
+    ++e.version;
+    I.cv.notify_all();
+  } else if (a.role == Impl::Role::kRebind && e.version == a.seen_version) {
+    // Only the newest rebind wins: an older concurrent request must not overwrite it (SPEC 2.3).
+    e.worker = a.w;
+    ++e.version;
+  }
+}
+
+void Router::first_token(Placement& p) {
+  auto& I = *impl_;
+  std::lock_guard lk(I.mu);
+  auto& a = I.slots[p.slot_];
+  if (a.prefill_done) return;
+  a.prefill_done = true;
+  I.workers[a.w].prefill_tokens -= a.prefill_tokens;
+}
+
+namespace {
+// Releases a placement's load on its worker. Caller holds the lock.
+void release_load(Router::Impl& I, Router::Impl::Active& a) {
+  auto& w = I.workers[a.w];
+  --w.active_requests;
+  w.active_blocks -= a.blocks;
+  if (!a.prefill_done) w.prefill_tokens -= a.prefill_tokens;
+}
+}  // namespace
+
+RetryAdvice Router::fail(Placement& p, bool cancelled) {
+  auto& I = *impl_;
+  std::lock_guard lk(I.mu);
+  auto& a = I.slots[p.slot_];
+  RetryAdvice adv;
+  adv.avoid_worker = I.workers[a.w].spec.id;
+  if (!a.key.empty()) {
+    auto it = I.table.find(a.key);
+    if (it != I.table.end() && it->second.gen == a.gen) {
+      auto& e = it->second;
+      if (a.role == Impl::Role::kOwner && e.initializing) {
+        // First dispatch failed: drop the entry; one waiter places itself (SPEC 2.2.2).
+        I.table.erase(it);
+        I.cv.notify_all();
+        adv.was_bound = p.binding_ == BindingOutcome::kRebound;
+        adv.retry = !cancelled;
+      } else {
+        if (e.leases > 0) --e.leases;
+        bool hard_invalid = cfg_.affinity_mode == AffinityMode::kHard && !cancelled && e.worker == a.w;
+        if (hard_invalid) {
+          I.table.erase(it);
+          I.cv.notify_all();
+          adv.retry = true;
+          adv.was_bound = true;
+        } else if (e.leases == 0) {
+          e.idle_since_ms = clock_.now_ms();
+        }
+      }
+    }
+  }
+  release_load(I, a);
+  a = Impl::Active{};
+  I.free_slots.push_back(p.slot_);
+  p.router_ = nullptr;
+  return adv;
+}
+
+void Router::finish(Placement& p) {
+  auto& I = *impl_;
+  std::lock_guard lk(I.mu);
+  auto& a = I.slots[p.slot_];
+  if (!a.key.empty()) {
+    auto it = I.table.find(a.key);
+    if (it != I.table.end() && it->second.gen == a.gen) {
+      auto& e = it->second;
+      if (e.leases > 0) --e.leases;
+      if (e.leases == 0) e.idle_since_ms = clock_.now_ms();
+    }
+  }
+  release_load(I, a);
+  a = Impl::Active{};
+  I.free_slots.push_back(p.slot_);
+  p.router_ = nullptr;
+}
+
+std::vector<BindingInfo> Router::bindings() const {
+  auto& I = *impl_;
+  std::lock_guard lk(I.mu);
+  std::vector<BindingInfo> out;
+  out.reserve(I.table.size());
+  double now = clock_.now_ms();
+  for (auto& [k, e] : I.table) {
+    if (!e.initializing && e.leases == 0 && e.idle_since_ms + ttl_ms(cfg_) <= now) continue;  // expired
+    BindingInfo b;
+    if (session::is_parent_group_key(k)) b.parent_session_id = e.parent;
+    else b.key = k;
+    b.worker = I.workers[e.worker].spec.id;
+    b.initializing = e.initializing;
+    b.active_leases = e.leases;
+    b.version = e.version;
+    if (!e.initializing && e.leases == 0) b.idle_deadline_ms = e.idle_since_ms + ttl_ms(cfg_);
+    out.push_back(std::move(b));
+  }
+  std::sort(out.begin(), out.end(), [](const BindingInfo& a, const BindingInfo& b) {
+    return std::tie(a.key, a.parent_session_id) < std::tie(b.key, b.parent_session_id);
+  });
+  return out;
+}
+
+RouterStats Router::stats() const {
+  std::lock_guard lk(impl_->mu);
+  RouterStats s = impl_->stats;
+  s.bindings_live = impl_->table.size();
+  return s;
+}
+
+std::vector<WorkerLoad> Router::loads() const {
+  auto& I = *impl_;
+  std::lock_guard lk(I.mu);
+  std::vector<WorkerLoad> out;
+  for (uint32_t s = 0; s < I.workers.size(); ++s) {
+    auto& w = I.workers[s];
+    if (!w.present) continue;
+    out.push_back(WorkerLoad{w.spec.id, w.healthy, w.active_requests, w.active_blocks, w.prefill_tokens,
+                             I.index.blocks(s)});
+  }
+  return out;
+}
+
+bool Router::committed(const Placement& p) const {
+  std::lock_guard lk(impl_->mu);
+  return impl_->slots[p.slot_].committed;
+}
+
+// ---- Placement ----
+
+Placement::Placement(Placement&& o) noexcept { *this = std::move(o); }
+
+Placement& Placement::operator=(Placement&& o) noexcept {
+  if (this != &o) {
+    release();
+    router_ = o.router_;
+    slot_ = o.slot_;
+    worker_ = o.worker_;
+    binding_ = o.binding_;
+    overlap_ = o.overlap_;
+    cached_tokens_ = o.cached_tokens_;
+    request_blocks_ = o.request_blocks_;
+    key_ = std::move(o.key_);
+    explain_ = std::move(o.explain_);
+    o.router_ = nullptr;
+  }
+  return *this;
+}
+
+void Placement::release() {
+  if (!router_) return;
+  try {
+    if (router_->committed(*this)) router_->finish(*this);
+    else router_->fail(*this, true);
+  } catch (...) {
+  }
+}
+
+Placement::~Placement() { release(); }
+
+void Placement::commit() {
+  if (router_) router_->commit(*this);
+}
+void Placement::first_token() {
+  if (router_) router_->first_token(*this);
+}
+RetryAdvice Placement::fail(bool client_cancelled) {
+  if (!router_) return {};
+  return router_->fail(*this, client_cancelled);
+}
+void Placement::finish() { release(); }
+
+}  // namespace dyn::route

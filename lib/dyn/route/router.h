@@ -1,0 +1,246 @@
+// The routing engine (SPEC 2, 3): KV-aware placement, load accounting and the session-affinity
+// table, shared by offline routing (dyn-route decide, the simulator) and the live frontend.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dyn/base/clock.h"
+#include "dyn/base/error.h"
+#include "dyn/base/json.h"
+#include "dyn/base/random.h"
+#include "dyn/kv/prefix_index.h"
+#include "dyn/route/config.h"
+
+namespace dyn::route {
+
+/// What happened to the session binding of a request (SPEC 5.1 `dyn.binding`).
+enum class BindingOutcome {
+  kNone,     ///< no binding involved (affinity off, no session, or an explicit worker target)
+  kNew,      ///< no live binding: placed by the policy, binds on commit
+  kHit,      ///< followed a live binding (or an initializing one it waited for)
+  kRebound,  ///< the binding moved: bound worker invalid (hard) or not eligible (soft)
+  kExpired,  ///< a binding existed but its idle TTL had passed: placed anew, binds on commit
+};
+/// "none", "new", "hit", "rebound", "expired".
+const char* binding_name(BindingOutcome b);
+
+/// A worker as the router knows it. `id` is the caller's worker id (serve: 0..N-1 in --worker
+/// order; simulator: 0..N-1). `block_size` is the worker's KV block size in tokens (0 = unknown,
+/// not checked); `kv_blocks` its capacity in router blocks (0 = RouterConfig::worker_kv_blocks).
+struct WorkerSpec {
+  uint64_t id = 0;
+  uint32_t block_size = 0;
+  uint64_t kv_blocks = 0;
+};
+
+/// After a failed dispatch: whether to retry once (hard affinity, SPEC 2.3) and what to avoid.
+struct RetryAdvice {
+  bool retry = false;          ///< the binding was invalidated; place again once
+  uint64_t avoid_worker = 0;   ///< the worker that failed
+  bool was_bound = false;      ///< the failed placement was under a live binding
+};
+
+/// One request to place. Spans must stay valid for the duration of Router::place().
+struct RouteRequest {
+  /// SPEC 1.2 identity; "" = none. A non-empty parent binds under the parent group key (SPEC 2.4).
+  std::string session_id;
+  std::string parent_session_id;
+  /// Sequence hashes of the request's complete blocks at the router block size (SPEC 4.1; a
+  /// trailing partial block is not included).
+  std::span<const uint64_t> sequence_hashes;
+  /// Prompt tokens, the partial block included (SPEC 3.3: zero-block prompts still count as load).
+  uint64_t tokens = 0;
+  /// Explicit worker target (x-dynamo-worker-instance-id): always wins over a binding; required
+  /// in direct mode.
+  std::optional<uint64_t> worker;
+  /// Fill Placement::explain() with every worker's score.
+  bool explain = false;
+  /// Set on the one retry after Placement::fail() advised it: the failed worker is avoided.
+  std::optional<RetryAdvice> retry;
+  /// true (live server): a request whose key is "initializing" blocks until that first dispatch
+  /// commits or fails (SPEC 2.2.2). false (single-threaded simulator): it follows the
+  /// initializing placement's worker at once instead of blocking.
+  bool wait_for_initializing = true;
+};
+
+/// One worker's score in a decision (SPEC 3.2), for --explain and logs.
+struct WorkerScore {
+  uint64_t worker = 0;
+  uint32_t overlap_blocks = 0;
+  double prefill_blocks = 0;
+  double decode_blocks = 0;
+  double cost = 0;
+  bool eligible = true;  ///< healthy, present and not busy (or all were busy)
+};
+
+class Router;
+
+/// A placed request: the decision plus its lease on the worker's load and on the session
+/// binding. Move-only. Lifecycle: Router::place() -> commit() once dispatch succeeded (the
+/// worker accepted and started a response) -> first_token() when prefill is done (optional) ->
+/// finish() when the response stream ends for any reason. fail() instead of commit() when the
+/// dispatch failed. Destroying an uncommitted placement counts as fail(cancelled); destroying a
+/// committed one as finish(). Methods are thread-safe (they lock the router); one Placement must
+/// not be used from two threads at once. The Router must outlive its placements.
+class Placement {
+ public:
+  Placement() = default;
+  Placement(Placement&& o) noexcept;
+  Placement& operator=(Placement&& o) noexcept;
+  Placement(const Placement&) = delete;
+  Placement& operator=(const Placement&) = delete;
+  ~Placement();
+
+  uint64_t worker() const { return worker_; }
+  BindingOutcome binding() const { return binding_; }
+  /// Leading blocks predicted cached on the chosen worker.
+  uint32_t overlap_blocks() const { return overlap_; }
+  /// min(overlap_blocks × block_size, tokens): the predicted `request.cached_tokens`.
+  uint64_t cached_tokens() const { return cached_tokens_; }
+  /// Complete blocks of the request (the span's length).
+  uint32_t request_blocks() const { return request_blocks_; }
+  /// The binding key used ("" when none): session id, or the parent group key (SPEC 2.4).
+  const std::string& binding_key() const { return key_; }
+  /// Every worker's score, when RouteRequest::explain was set (in worker order).
+  const std::vector<WorkerScore>& explain() const { return explain_; }
+  bool valid() const { return router_ != nullptr; }
+
+  /// Dispatch succeeded: commits a new or rebound binding (a soft rebind only if no newer rebind
+  /// committed meanwhile, SPEC 2.3), wakes waiters, and records the routed blocks in the
+  /// approximate index. Idempotent.
+  void commit();
+  /// Prefill finished (first token): the request's uncached tokens leave "prefill in flight".
+  void first_token();
+  /// Dispatch failed. Releases the load; an initializing binding is removed (one waiter then places
+  /// itself); in hard mode a bound key is invalidated unless `client_cancelled`. Returns whether
+  /// to retry once with RouteRequest::retry set to the advice.
+  RetryAdvice fail(bool client_cancelled = false);
+  /// Response stream ended (finished, failed, cancelled): releases the load and the binding lease;
+  /// the binding's idle TTL starts when its last lease ends (SPEC 2.2.3). Idempotent.
+  void finish();
+
+ private:
+  friend class Router;
+  Router* router_ = nullptr;
+  uint32_t slot_ = 0;
+  uint64_t worker_ = 0;
+  BindingOutcome binding_ = BindingOutcome::kNone;
+  uint32_t overlap_ = 0;
+  uint64_t cached_tokens_ = 0;
+  uint32_t request_blocks_ = 0;
+  std::string key_;
+  std::vector<WorkerScore> explain_;
+  void release();  // finish() when committed, else fail(cancelled)
+};
+
+/// One row of the binding table (GET /v1/bindings, dyn-bind live).
+struct BindingInfo {
+  std::string key;                ///< session id, or "" for a parent group (see parent_session_id)
+  std::string parent_session_id;  ///< set for a parent group: the parent whose subagents share it
+  uint64_t worker = 0;
+  bool initializing = false;      ///< first dispatch not committed yet
+  uint64_t active_leases = 0;
+  uint64_t version = 0;           ///< bumped by every committed rebind
+  std::optional<double> idle_deadline_ms;  ///< router clock ms when it expires; unset while leased
+};
+
+/// Counters for Prometheus and summaries.
+struct RouterStats {
+  uint64_t decisions = 0;
+  uint64_t binding_new = 0, binding_hit = 0, binding_rebound = 0, binding_expired = 0, binding_none = 0;
+  uint64_t bindings_live = 0;
+  uint64_t table_full = 0;       ///< new bindings refused at the 65,536 limit
+  uint64_t waits = 0;            ///< requests that waited for an initializing binding
+  std::vector<std::pair<uint64_t, uint64_t>> decisions_per_worker;  ///< (worker id, count), worker order
+};
+
+/// Load of one worker as the router accounts it (SPEC 3.2).
+struct WorkerLoad {
+  uint64_t worker = 0;
+  bool healthy = true;
+  uint64_t active_requests = 0;
+  uint64_t active_blocks = 0;    ///< Σ ceil(tokens / block_size) of active requests
+  uint64_t prefill_tokens = 0;   ///< uncached prompt tokens of requests before their first token
+  uint64_t cached_blocks = 0;    ///< blocks the index holds for the worker
+};
+
+/// A worker KV event (SPEC 3.3), for RouterConfig::kv_events.
+struct KvEvent {
+  enum class Kind { kStored, kRemoved, kCleared } kind = Kind::kStored;
+  std::vector<uint64_t> block_hashes;  ///< sequence hashes at the router block size
+  std::optional<uint64_t> parent_hash;
+};
+/// Parses {"type": "stored"|"removed"|"cleared", "block_hashes": [u64], "parent_hash"?: u64}
+/// (also accepts "kind" for "type"). Error (exit code 3) naming the problem.
+Expected<KvEvent> kv_event_from_json(const Json& j);
+
+/// The router. Thread-safe: every public method takes one internal mutex (placement is a few
+/// microseconds); waiting for an initializing binding releases it. Time comes only from the
+/// injected clock (FakeClock offline), randomness only from the seeded generator, so offline runs
+/// repeat exactly when calls arrive in the same order.
+class Router {
+ public:
+  /// Throws Fatal(kExitUsage) when config.validate() fails. `clock` must outlive the router.
+  Router(RouterConfig config, const Clock& clock);
+  ~Router();
+  Router(const Router&) = delete;
+  Router& operator=(const Router&) = delete;
+
+  const RouterConfig& config() const { return cfg_; }
+
+  /// Adds a worker (or revives a removed one with the same id). Error (exit code 2) when the
+  /// worker's block size is known and differs from the router's (SPEC 3.2, case 11): overlaps
+  /// would silently be zero.
+  std::optional<Error> add_worker(const WorkerSpec& spec);
+  /// Removes a worker: it is no longer a candidate, its index entries are dropped and every
+  /// binding to it is invalidated (SPEC 2.3). Active placements on it finish normally.
+  void remove_worker(uint64_t id);
+  /// Replaces the worker set (adds new ids, removes missing ones). First error aborts.
+  std::optional<Error> set_workers(const std::vector<WorkerSpec>& specs);
+  /// Health changes (serve's health checks): an unhealthy worker is not a candidate and a hard
+  /// binding to it is invalid when next met.
+  void set_healthy(uint64_t id, bool healthy);
+
+  /// Places a request (SPEC 2.2, 2.3, 3.2). Steps: explicit worker wins; then the binding of the
+  /// key (hard: the bound worker if valid, else rebind; soft: the bound worker while eligible);
+  /// then the mode's policy over eligible workers. The request's load is charged at once.
+  /// Errors: no workers (exit 4, HTTP 503); unknown explicit worker (400); direct mode without a
+  /// worker (400); binding table full (503). May block (live mode) while the key initializes.
+  Expected<Placement> place(const RouteRequest& request);
+
+  /// Applies a worker's KV event to the index (event-fed mode). Unknown worker ids are ignored.
+  void apply_kv_event(uint64_t worker_id, const KvEvent& event);
+
+  /// Drops expired bindings and index blocks now (also done lazily every min(TTL, 30 s) of clock
+  /// time during place()).
+  void sweep();
+
+  /// The binding table, sorted by key (parent groups by parent id), for GET /v1/bindings.
+  std::vector<BindingInfo> bindings() const;
+  RouterStats stats() const;
+  std::vector<WorkerLoad> loads() const;
+
+  struct Impl;  ///< implementation detail (router.cpp)
+
+ private:
+  friend class Placement;
+  bool committed(const Placement& p) const;
+  void commit(Placement& p);
+  void first_token(Placement& p);
+  RetryAdvice fail(Placement& p, bool cancelled);
+  void finish(Placement& p);
+
+  RouterConfig cfg_;
+  const Clock& clock_;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dyn::route

@@ -1,0 +1,251 @@
+// SPEC 1 header normalization: precedence rows, Claude Code child/parent inference, Codex spellings.
+#include "dyn/session/normalize.h"
+
+#include <algorithm>
+#include <array>
+#include <charconv>
+#include <cstdio>
+
+namespace dyn::session {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string r(s);
+  for (char& c : r)
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  return r;
+}
+
+std::string_view trim(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t' || v.back() == '\r' || v.back() == '\n'))
+    v.remove_suffix(1);
+  return v;
+}
+
+Error http400(std::string msg) { return Error{std::move(msg), 400}; }
+
+// Every header whose value is part of the identity: a conflicting duplicate of one of these is
+// rejected (SPEC 1.1). Lower-case.
+constexpr std::array<std::string_view, 24> kIdentityHeaders = {
+    "x-dynamo-session-id", "x-dynamo-parent-session-id", "x-dynamo-session-final",
+    "x-claude-code-session-id", "x-claude-code-agent-id", "x-claude-code-parent-agent-id",
+    "thread-id", "thread_id", "session-id", "session_id", "x-codex-parent-thread-id",
+    "x-codex-turn-metadata", "x-deepseek-harness-session-id", "x-deepseek-harness-parent-session-id",
+    "x-opencode-session-id", "x-opencode-session", "x-opencode-parent-session-id", "x-session-id",
+    "x-parent-session-id", "x-dynamo-worker-instance-id", "x-worker-instance-id",
+    "x-dynamo-request-priority", "x-request-id", "x-session-affinity"};
+
+// Lookup table of trimmed, non-blank values by lower-case name (first value; duplicates checked).
+struct Table {
+  std::vector<std::pair<std::string, std::string>> entries;  // lower name, trimmed value
+  const std::string* get(std::string_view name) const {
+    for (auto& [n, v] : entries)
+      if (n == name) return &v;
+    return nullptr;
+  }
+  std::string value(std::string_view name) const {
+    auto* v = get(name);
+    return v ? *v : std::string();
+  }
+};
+
+std::optional<bool> parse_bool(std::string_view v) {
+  std::string l = lower(v);
+  if (l == "true" || l == "1" || l == "yes") return true;
+  if (l == "false" || l == "0" || l == "no") return false;
+  return std::nullopt;
+}
+
+}  // namespace
+
+const char* source_name(Source s) {
+  switch (s) {
+    case Source::kNone: return "none";
+    case Source::kDynamo: return "dynamo";
+    case Source::kClaudeCode: return "claude-code";
+    case Source::kCodex: return "codex";
+    case Source::kDeepSeek: return "deepseek-harness";
+    case Source::kOpenCode: return "opencode";
+    case Source::kGeneric: return "generic";
+  }
+  return "none";
+}
+
+Json AgentContext::to_json() const {
+  Json j = Json::object();
+  j["session_id"] = session_id;
+  if (!parent_session_id.empty()) j["parent_session_id"] = parent_session_id;
+  if (session_final) j["session_final"] = *session_final;
+  if (compaction) j["compaction"] = *compaction;
+  return j;
+}
+
+std::optional<AgentContext> AgentContext::from_json(const Json& v) {
+  if (!v.is_object()) return std::nullopt;
+  auto it = v.find("session_id");
+  if (it == v.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) return std::nullopt;
+  AgentContext c;
+  c.session_id = it->get<std::string>();
+  if (auto p = v.find("parent_session_id"); p != v.end() && p->is_string()) c.parent_session_id = p->get<std::string>();
+  if (c.parent_session_id == c.session_id) c.parent_session_id.clear();
+  if (auto f = v.find("session_final"); f != v.end() && f->is_boolean()) c.session_final = f->get<bool>();
+  if (auto m = v.find("compaction"); m != v.end() && m->is_object()) c.compaction = *m;
+  return c;
+}
+
+Expected<Identity> normalize(const HeaderList& headers) {
+  Table t;
+  for (auto& [name, raw] : headers) {
+    std::string n = lower(trim(name));
+    if (std::find(kIdentityHeaders.begin(), kIdentityHeaders.end(), n) == kIdentityHeaders.end()) continue;
+    std::string_view v = trim(raw);
+    if (v.empty()) continue;  // blank counts as absent
+    if (const std::string* prev = t.get(n)) {
+      // x-request-id and x-session-affinity are not identity: the first value is kept.
+      if (*prev != v && n != "x-request-id" && n != "x-session-affinity")
+        return http400("conflicting values for header '" + n + "'");
+      continue;
+    }
+    t.entries.emplace_back(std::move(n), std::string(v));
+  }
+
+  Identity id;
+  id.x_request_id = t.value("x-request-id");
+  id.affinity_hint = t.value("x-session-affinity");
+  for (const char* h : {"x-dynamo-worker-instance-id", "x-worker-instance-id"}) {
+    if (const std::string* v = t.get(h)) {
+      uint64_t w = 0;
+      auto r = std::from_chars(v->data(), v->data() + v->size(), w);
+      if (r.ec != std::errc() || r.ptr != v->data() + v->size())
+        return http400(std::string(h) + " must be an unsigned integer, got '" + *v + "'");
+      if (id.worker_instance_id && *id.worker_instance_id != w)
+        return http400("x-dynamo-worker-instance-id and x-worker-instance-id disagree");
+      id.worker_instance_id = w;
+    }
+  }
+  if (const std::string* v = t.get("x-dynamo-request-priority")) {
+    int64_t p = 0;
+    auto r = std::from_chars(v->data(), v->data() + v->size(), p);
+    if (r.ec != std::errc() || r.ptr != v->data() + v->size())
+      return http400("x-dynamo-request-priority must be an integer, got '" + *v + "'");
+    id.priority = p;
+  }
+
+  AgentContext c;
+  Source src = Source::kNone;
+  if (auto* s = t.get("x-dynamo-session-id")) {
+    src = Source::kDynamo;
+    c.session_id = *s;
+    c.parent_session_id = t.value("x-dynamo-parent-session-id");
+    if (auto* f = t.get("x-dynamo-session-final")) {
+      auto b = parse_bool(*f);
+      if (!b) return http400("x-dynamo-session-final must be true/false/1/0/yes/no, got '" + *f + "'");
+      c.session_final = b;
+    }
+  } else if (t.get("x-claude-code-agent-id") || t.get("x-claude-code-session-id")) {
+    src = Source::kClaudeCode;
+    std::string root = t.value("x-claude-code-session-id");
+    if (auto* agent = t.get("x-claude-code-agent-id")) {
+      c.session_id = *agent;
+      // A subagent without a parent-agent header was spawned by the main thread: its parent is
+      // the root session (Dynamo's behaviour before nested agents existed, kept for them).
+      std::string p = t.value("x-claude-code-parent-agent-id");
+      c.parent_session_id = p.empty() ? root : p;
+    } else {
+      c.session_id = root;  // a root turn never has a parent, even with a stray parent header
+    }
+  } else if (t.get("thread-id") || t.get("thread_id") || t.get("session-id") || t.get("session_id")) {
+    src = Source::kCodex;
+    for (const char* h : {"thread-id", "thread_id", "session-id", "session_id"})
+      if (auto* v = t.get(h)) {
+        c.session_id = *v;
+        break;
+      }
+    c.parent_session_id = t.value("x-codex-parent-thread-id");
+    if (auto* meta = t.get("x-codex-turn-metadata")) {
+      Json m = Json::parse(*meta, nullptr, false);
+      if (m.is_object()) {
+        auto k = m.find("request_kind");
+        if (k != m.end() && k->is_string() && *k == "compaction") {
+          auto cobj = m.find("compaction");
+          c.compaction = (cobj != m.end() && cobj->is_object()) ? *cobj : Json::object();
+        }
+      }
+    }
+  } else if (auto* s = t.get("x-deepseek-harness-session-id")) {
+    src = Source::kDeepSeek;
+    c.session_id = *s;
+    c.parent_session_id = t.value("x-deepseek-harness-parent-session-id");
+  } else if (t.get("x-opencode-session-id") || t.get("x-opencode-session")) {
+    src = Source::kOpenCode;
+    c.session_id = t.get("x-opencode-session-id") ? t.value("x-opencode-session-id") : t.value("x-opencode-session");
+    c.parent_session_id = t.get("x-opencode-parent-session-id") ? t.value("x-opencode-parent-session-id")
+                                                                : t.value("x-parent-session-id");
+  } else if (auto* s = t.get("x-session-id")) {
+    src = Source::kGeneric;
+    c.session_id = *s;
+    c.parent_session_id = t.value("x-parent-session-id");
+  }
+  if (src == Source::kNone) return id;
+  if (c.parent_session_id == c.session_id) c.parent_session_id.clear();
+  if (c.session_id.size() > kMaxSessionIdBytes)
+    return http400("session id is " + std::to_string(c.session_id.size()) + " bytes, over the limit of 256");
+  if (c.parent_session_id.size() > kMaxSessionIdBytes)
+    return http400("parent session id is " + std::to_string(c.parent_session_id.size()) +
+                   " bytes, over the limit of 256");
+  id.source = src;
+  id.context = std::move(c);
+  return id;
+}
+
+Expected<HeaderList> headers_from_json(const Json& v) {
+  HeaderList out;
+  auto text = [](const Json& x, std::string* s) {
+    if (x.is_string()) *s = x.get<std::string>();
+    else if (x.is_number() || x.is_boolean()) *s = x.dump();
+    else return false;
+    return true;
+  };
+  auto add = [&](const std::string& name, const Json& value) -> bool {
+    std::string s;
+    if (value.is_array()) {
+      for (auto& e : value) {
+        if (!text(e, &s)) return false;
+        out.emplace_back(name, s);
+      }
+      return true;
+    }
+    if (!text(value, &s)) return false;
+    out.emplace_back(name, std::move(s));
+    return true;
+  };
+  if (v.is_object()) {
+    for (auto it = v.begin(); it != v.end(); ++it)
+      if (!add(it.key(), it.value())) return bad_data("header '" + it.key() + "' has a value that is not a string");
+    return out;
+  }
+  if (v.is_array()) {
+    for (auto& p : v) {
+      if (!p.is_array() || p.size() != 2 || !p[0].is_string())
+        return bad_data("headers list entries must be [name, value] pairs");
+      if (!add(p[0].get<std::string>(), p[1])) return bad_data("header '" + p[0].get<std::string>() + "' has a value that is not a string");
+    }
+    return out;
+  }
+  return bad_data("headers must be an object or a list of [name, value] pairs");
+}
+
+std::string parent_group_key(std::string_view parent) {
+  uint64_t h = 1469598103934665603ull;
+  for (unsigned char ch : parent) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return std::string("\x1fgroup:") + buf;
+}
+
+}  // namespace dyn::session

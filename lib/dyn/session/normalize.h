@@ -1,0 +1,84 @@
+// Session identity: request headers -> agent_context (SPEC 1), shared by the router, capture and tools.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "dyn/base/error.h"
+#include "dyn/base/json.h"
+
+namespace dyn::session {
+
+/// Longest accepted session or parent id, in bytes (SPEC 1.1).
+inline constexpr size_t kMaxSessionIdBytes = 256;
+
+/// Request headers as received: (name, value) pairs in order, names in any casing. Duplicates
+/// are allowed here; normalize() decides whether they conflict.
+using HeaderList = std::vector<std::pair<std::string, std::string>>;
+
+/// SPEC 1.2 `agent_context`. Absent optional fields are omitted from JSON.
+struct AgentContext {
+  std::string session_id;
+  std::string parent_session_id;        ///< "" = none
+  std::optional<bool> session_final;    ///< x-dynamo-session-final
+  std::optional<Json> compaction;       ///< Codex compaction object (SPEC 1.1)
+
+  /// {"session_id", "parent_session_id"?, "session_final"?, "compaction"?} in that key order.
+  Json to_json() const;
+  /// Reads an agent_context object (as written by to_json, or Dynamo's). Returns nullopt when
+  /// `v` is not an object or has no non-empty string session_id.
+  static std::optional<AgentContext> from_json(const Json& v);
+  bool operator==(const AgentContext&) const = default;
+};
+
+/// Which header family (SPEC 1.1 table row) produced the session.
+enum class Source { kNone, kDynamo, kClaudeCode, kCodex, kDeepSeek, kOpenCode, kGeneric };
+const char* source_name(Source s);
+
+/// Everything the router reads from request headers (SPEC 1.1).
+struct Identity {
+  std::optional<AgentContext> context;          ///< absent: the request has no identity
+  Source source = Source::kNone;
+  std::string x_request_id;                     ///< caller's x-request-id ("" = absent)
+  std::optional<uint64_t> worker_instance_id;   ///< x-dynamo-worker-instance-id / x-worker-instance-id
+  std::optional<int64_t> priority;              ///< x-dynamo-request-priority
+  std::string affinity_hint;                    ///< x-session-affinity (a hint, never an identity)
+};
+
+/// Normalizes request headers per SPEC 1.1 (rows in precedence order; the first row that yields a
+/// session wins):
+///  1 Dynamo: x-dynamo-session-id, parent x-dynamo-parent-session-id, x-dynamo-session-final;
+///  2 Claude Code: session = x-claude-code-agent-id if present else x-claude-code-session-id;
+///    parent = x-claude-code-parent-agent-id when an agent id is present, else the root session
+///    (top-level subagent); a root turn (no agent id) never has a parent;
+///  3 Codex: thread-id, then thread_id, then (no thread id sent) session-id, session_id; parent
+///    x-codex-parent-thread-id; x-codex-turn-metadata request_kind "compaction" sets compaction;
+///  4 DeepSeek harness: x-deepseek-harness-session-id / -parent-session-id;
+///  5 OpenCode: x-opencode-session-id or x-opencode-session; parent x-opencode-parent-session-id,
+///    else x-parent-session-id (OpenCode 1.18.33 sends the generic parent header with its own
+///    session header, see data/agent-headers/captured/README.md);
+///  6 generic: x-session-id, parent x-parent-session-id.
+/// Names are case-insensitive; values are trimmed (space, tab); blank = absent. A parent equal to
+/// the session is dropped. Never looks at request content.
+/// Errors (Error::exit_code = 400, the HTTP status the router answers with): a session or parent
+/// id over 256 bytes; conflicting duplicate values of one identity header; a worker instance id
+/// or priority that is not an integer. Pure function, thread-safe.
+Expected<Identity> normalize(const HeaderList& headers);
+
+/// Reads headers from JSON: an object {name: value} or an ordered list [[name, value], ...].
+/// Values that are numbers or booleans are converted to their JSON text; an array value (a
+/// header sent several times) becomes several entries. Error (exit_code 3) for other shapes.
+Expected<HeaderList> headers_from_json(const Json& v);
+
+/// Group binding key for the subagents of `parent_session_id` (SPEC 2.4): "\x1fgroup:" + 16 hex
+/// digits of the FNV-1a 64 hash of the parent id. The leading control character cannot occur in
+/// a trimmed header value, so no session id collides with a group key.
+std::string parent_group_key(std::string_view parent_session_id);
+/// True for keys made by parent_group_key().
+inline bool is_parent_group_key(std::string_view key) { return !key.empty() && key[0] == '\x1f'; }
+
+}  // namespace dyn::session

@@ -1,0 +1,100 @@
+// Unit tests for lib/dyn/kv: prefix overlaps, TTL, LRU budget pruning, KV events, the flat map.
+#include <doctest/doctest.h>
+
+#include <random>
+#include <unordered_map>
+
+#include "dyn/kv/prefix_index.h"
+
+using namespace dyn::kv;
+
+TEST_CASE("flat map matches std::unordered_map under random insert/erase") {
+  FlatMap m;
+  std::unordered_map<uint64_t, uint32_t> ref;
+  std::mt19937_64 g(7);
+  for (int i = 0; i < 200000; ++i) {
+    uint64_t k = g() % 5000;  // small key space: many collisions and erasures
+    if (g() % 3 == 0) {
+      m.erase(k);
+      ref.erase(k);
+    } else if (!ref.count(k)) {
+      m.insert(k, static_cast<uint32_t>(i));
+      ref[k] = static_cast<uint32_t>(i);
+    }
+  }
+  CHECK(m.size() == ref.size());
+  for (uint64_t k = 0; k < 5000; ++k) CHECK(m.find(k) == (ref.count(k) ? ref[k] : FlatMap::kEmpty));
+}
+
+TEST_CASE("overlap counts leading blocks per worker, stopping at the first miss") {
+  PrefixIndex ix(IndexConfig{0, 0, 0.8});
+  ix.set_worker_count(3);
+  std::vector<uint64_t> a = {11, 12, 13, 14};
+  ix.insert(0, a, 0);
+  ix.insert(1, std::vector<uint64_t>{11, 12}, 0);
+  ix.insert(2, std::vector<uint64_t>{12, 13, 14}, 0);  // no block 0: no prefix match
+  std::vector<uint32_t> out(3);
+  CHECK(ix.overlaps(a, 0, out) == 4);
+  CHECK(out == std::vector<uint32_t>{4, 2, 0});
+  std::vector<uint64_t> other = {99, 12};
+  CHECK(ix.overlaps(other, 0, out) == 0);
+  CHECK(out == std::vector<uint32_t>{0, 0, 0});
+  CHECK(ix.blocks(0) == 4);
+  CHECK(ix.distinct_blocks() == 4);
+}
+
+TEST_CASE("TTL: idle blocks stop counting and are dropped; reuse refreshes them") {
+  PrefixIndex ix(IndexConfig{1000, 0, 0.8});
+  ix.set_worker_count(1);
+  std::vector<uint64_t> a = {1, 2, 3};
+  ix.insert(0, a, 0);
+  std::vector<uint32_t> out(1);
+  ix.overlaps(a, 999, out);
+  CHECK(out[0] == 3);
+  ix.insert(0, std::vector<uint64_t>{1}, 600);  // block 1 refreshed at 600
+  ix.overlaps(a, 1200, out);
+  CHECK(out[0] == 1);  // blocks 2, 3 expired at 1000
+  ix.expire(1200);
+  CHECK(ix.blocks(0) == 1);
+  ix.expire(1600);
+  CHECK(ix.blocks(0) == 0);
+  CHECK(ix.distinct_blocks() == 0);
+}
+
+TEST_CASE("budget: prune least recently used to 80 %, leaves before prefixes") {
+  PrefixIndex ix(IndexConfig{0, 10, 0.8});
+  ix.set_worker_count(1);
+  std::vector<uint64_t> a = {1, 2, 3, 4, 5, 6};
+  ix.insert(0, a, 0);
+  std::vector<uint64_t> b = {1, 2, 30, 40, 50};  // shares 1, 2; total 9 blocks
+  ix.insert(0, b, 1);
+  CHECK(ix.blocks(0) == 9);
+  std::vector<uint64_t> c = {100, 200};  // 11 > 10: prune to 8
+  ix.insert(0, c, 2);
+  CHECK(ix.blocks(0) == 8);
+  std::vector<uint32_t> out(1);
+  ix.overlaps(a, 2, out);
+  CHECK(out[0] == 3);  // a's deepest leaves 4..6 went first (oldest), its prefix 1, 2, 3 stayed
+  ix.overlaps(b, 2, out);
+  CHECK(out[0] == 5);
+  ix.overlaps(c, 2, out);
+  CHECK(out[0] == 2);
+}
+
+TEST_CASE("events: stored, removed, cleared") {
+  PrefixIndex ix(IndexConfig{0, 0, 0.8});
+  ix.set_worker_count(2);
+  std::vector<uint64_t> s = {5, 6, 7};
+  ix.apply_stored(1, s, std::nullopt, 0);
+  std::vector<uint32_t> out(2);
+  ix.overlaps(s, 1e12, out);  // no TTL in event mode
+  CHECK(out == std::vector<uint32_t>{0, 3});
+  ix.apply_removed(1, std::vector<uint64_t>{6, 12345});
+  ix.overlaps(s, 0, out);
+  CHECK(out[1] == 1);
+  ix.apply_stored(0, s, std::nullopt, 0);
+  ix.clear_worker(1);
+  ix.overlaps(s, 0, out);
+  CHECK(out == std::vector<uint32_t>{3, 0});
+  CHECK(ix.blocks(1) == 0);
+}

@@ -1,0 +1,573 @@
+// Unit tests for lib/dyn/route: cost model, modes, busy thresholds, affinity lifecycle (hard/soft,
+// waiters, parent groups, TTL, limit), cases 11 and 12.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <fstream>
+#include <map>
+#include <thread>
+
+#include "dyn/route/router.h"
+#include "dyn/session/normalize.h"
+#include "dyn/tokens/hash.h"
+
+using namespace dyn;
+using namespace dyn::route;
+
+namespace {
+std::string shared(const std::string& rel) { return std::string(DYN_SHARED_DIR) + "/" + rel; }
+
+// Sequence hashes of k distinct blocks starting with `base` (a prefix family).
+std::vector<uint64_t> seq_of(uint64_t base, size_t k) {
+  std::vector<uint64_t> s;
+  uint64_t prev = 0;
+  for (size_t i = 0; i < k; ++i) {
+    prev = i == 0 ? tokens::chain_hash(0, base) : tokens::chain_hash(prev, base + i);
+    s.push_back(prev);
+  }
+  return s;
+}
+
+Placement place_ok(Router& r, const RouteRequest& q) {
+  auto p = r.place(q);
+  REQUIRE_MESSAGE(p.ok(), (p.ok() ? "" : p.error().message));
+  return std::move(*p);
+}
+
+RouteRequest req(const std::string& session, std::span<const uint64_t> seq, uint64_t tokens) {
+  RouteRequest q;
+  q.session_id = session;
+  q.sequence_hashes = seq;
+  q.tokens = tokens;
+  return q;
+}
+}  // namespace
+
+// Router is not movable; construct in place.
+#define ROUTER(name, cfg, clk, n) \
+  Router name(cfg, clk);          \
+  for (int i_ = 0; i_ < (n); ++i_) REQUIRE(!name.add_worker(WorkerSpec{static_cast<uint64_t>(i_), 0, 0}))
+
+TEST_CASE("config validation and names") {
+  RouterConfig c;
+  CHECK(!c.validate());
+  c.affinity_ttl_secs = 31'536'001;
+  REQUIRE(c.validate());
+  CHECK(c.validate()->exit_code == kExitUsage);
+  c.affinity_ttl_secs = 31'536'000;
+  CHECK(!c.validate());
+  for (auto m : {"round-robin", "random", "power-of-two", "least-loaded", "kv", "direct"})
+    CHECK(mode_name(*parse_mode(m)) == std::string(m));
+  CHECK(!parse_mode("kv-aware"));
+  CHECK(!parse_affinity_mode("HARD"));
+  FakeClock clk;
+  c.block_size = 0;
+  CHECK_THROWS_AS(Router(c, clk), Fatal);
+}
+
+TEST_CASE("kv cost model: overlap against load, explain values") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.block_size = 16;
+  ROUTER(r, c, clk, 3);
+  auto s = seq_of(100, 10);
+  // Worker 1 holds the first 5 blocks, worker 2 the first 8.
+  for (auto [w, k] : {std::pair<uint64_t, size_t>{1, 5}, {2, 8}}) {
+    RouteRequest q;
+    q.worker = w;
+    q.sequence_hashes = std::span(s).first(k);
+    q.tokens = k * 16;
+    auto p = place_ok(r, q);
+    CHECK(p.binding() == BindingOutcome::kNone);
+    p.commit();
+  }
+  // Load: worker 2 runs a 9-block request (stays active).
+  RouteRequest load;
+  load.worker = 2;
+  load.tokens = 9 * 16;
+  auto busy = place_ok(r, load);
+  busy.commit();
+  RouteRequest q = req("", s, 160);
+  q.explain = true;
+  auto p = place_ok(r, q);
+  // costs: w0 10 + 10 = 20; w1 5 + 10 = 15; w2 2 + (9 + 10) = 21
+  REQUIRE(p.explain().size() == 3);
+  CHECK(p.explain()[0].cost == doctest::Approx(20));
+  CHECK(p.explain()[1].overlap_blocks == 5);
+  CHECK(p.explain()[1].prefill_blocks == doctest::Approx(5));
+  CHECK(p.explain()[1].decode_blocks == doctest::Approx(10));
+  CHECK(p.explain()[2].overlap_blocks == 8);
+  CHECK(p.explain()[2].decode_blocks == doctest::Approx(19));
+  CHECK(p.worker() == 1);
+  CHECK(p.overlap_blocks() == 5);
+  CHECK(p.cached_tokens() == 80);
+  CHECK(p.request_blocks() == 10);
+  // Weight 0: load only, so the idle worker with the fewest cached blocks wins (w0).
+  RouterConfig c0 = c;
+  c0.overlap_score_weight = 0;
+  ROUTER(r0, c0, clk, 3);
+  CHECK(place_ok(r0, req("", s, 160)).worker() == 0);
+}
+
+TEST_CASE("busy thresholds make a worker ineligible unless all are busy") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.block_size = 16;
+  c.active_prefill_tokens_threshold = 100;
+  ROUTER(r, c, clk, 2);
+  auto s = seq_of(1, 4);
+  RouteRequest warm;
+  warm.worker = 0;
+  warm.sequence_hashes = s;
+  warm.tokens = 64;
+  place_ok(r, warm).commit();  // w0 caches the prefix; request ended
+  RouteRequest big;
+  big.worker = 0;
+  big.tokens = 500;
+  auto hold = place_ok(r, big);  // w0: 500 prefill tokens in flight > 100
+  auto p = place_ok(r, req("", s, 64));
+  CHECK(p.worker() == 1);  // the cache is on w0 but w0 is busy
+  CHECK(r.loads()[0].prefill_tokens == 500);
+  hold.first_token();  // prefill done: w0 no longer busy
+  CHECK(r.loads()[0].prefill_tokens == 0);
+  hold.finish();
+  p.finish();
+  auto p2 = place_ok(r, req("", s, 64));
+  CHECK(p2.worker() == 0);
+}
+
+TEST_CASE("round-robin, random, power-of-two, least-loaded are deterministic under a seed") {
+  FakeClock clk;
+  for (Mode m : {Mode::kRoundRobin, Mode::kRandom, Mode::kPowerOfTwo, Mode::kLeastLoaded}) {
+    CAPTURE(mode_name(m));
+    RouterConfig c;
+    c.mode = m;
+    c.seed = 42;
+    std::vector<uint64_t> a, b;
+    for (auto* out : {&a, &b}) {
+      ROUTER(r, c, clk, 4);
+      std::vector<Placement> live;
+      for (int i = 0; i < 40; ++i) {
+        auto p = place_ok(r, req("", {}, 100));
+        out->push_back(p.worker());
+        p.commit();
+        if (i % 3 == 0) live.push_back(std::move(p));
+      }
+    }
+    CHECK(a == b);
+    std::map<uint64_t, int> count;
+    for (auto w : a) ++count[w];
+    CHECK(count.size() == 4);  // every worker used
+  }
+  RouterConfig rr;
+  ROUTER(r, rr, clk, 3);
+  std::vector<uint64_t> seq;
+  for (int i = 0; i < 6; ++i) seq.push_back(place_ok(r, req("", {}, 1)).worker());
+  CHECK(seq == std::vector<uint64_t>{0, 1, 2, 0, 1, 2});
+}
+
+TEST_CASE("temperature > 0 draws by cost, seeded") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.temperature = 0.5;
+  c.seed = 3;
+  std::vector<uint64_t> a, b;
+  for (auto* out : {&a, &b}) {
+    ROUTER(r, c, clk, 4);
+    std::vector<Placement> live;
+    for (int i = 0; i < 50; ++i) {
+      auto p = place_ok(r, req("", {}, 640));
+      out->push_back(p.worker());
+      live.push_back(std::move(p));
+    }
+  }
+  CHECK(a == b);
+}
+
+TEST_CASE("hard affinity: new, hit, TTL from the last lease end, expired") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kRoundRobin;
+  c.affinity_ttl_secs = 10;
+  ROUTER(r, c, clk, 4);
+  auto p1 = place_ok(r, req("s", {}, 10));
+  CHECK(p1.binding() == BindingOutcome::kNew);
+  uint64_t w = p1.worker();
+  p1.commit();
+  clk.set(5'000);
+  auto p2 = place_ok(r, req("s", {}, 10));  // round-robin would move it; the binding holds
+  CHECK(p2.binding() == BindingOutcome::kHit);
+  CHECK(p2.worker() == w);
+  p2.commit();
+  p1.finish();
+  clk.set(60'000);  // p2 still streaming: a leased binding never expires
+  auto p3 = place_ok(r, req("s", {}, 10));
+  CHECK(p3.binding() == BindingOutcome::kHit);
+  CHECK(p3.worker() == w);
+  p3.commit();
+  p3.finish();
+  p2.finish();  // last lease ends at 60 s: idle deadline 70 s
+  auto b = r.bindings();
+  REQUIRE(b.size() == 1);
+  CHECK(b[0].key == "s");
+  CHECK(b[0].active_leases == 0);
+  CHECK(b[0].idle_deadline_ms == doctest::Approx(70'000));
+  clk.set(69'999);
+  auto p4 = place_ok(r, req("s", {}, 10));
+  CHECK(p4.binding() == BindingOutcome::kHit);
+  p4.commit();
+  p4.finish();
+  clk.set(79'999 + 1);
+  auto p5 = place_ok(r, req("s", {}, 10));
+  CHECK(p5.binding() == BindingOutcome::kExpired);
+  auto st = r.stats();
+  CHECK(st.binding_new == 1);
+  CHECK(st.binding_hit == 3);
+  CHECK(st.binding_expired == 1);
+}
+
+TEST_CASE("parent groups: subagents of one parent share a binding; the parent keeps its own") {
+  FakeClock clk;
+  RouterConfig c;
+  c.affinity_ttl_secs = 300;
+  ROUTER(r, c, clk, 4);
+  auto root = place_ok(r, req("root", {}, 10));
+  root.commit();
+  RouteRequest a = req("child-a", {}, 10);
+  a.parent_session_id = "root";
+  auto pa = place_ok(r, a);
+  CHECK(pa.binding() == BindingOutcome::kNew);
+  CHECK(pa.binding_key() == session::parent_group_key("root"));
+  CHECK(pa.worker() != root.worker());  // round-robin placed the group on its own
+  pa.commit();
+  RouteRequest b = req("child-b", {}, 10);
+  b.parent_session_id = "root";
+  auto pb = place_ok(r, b);
+  CHECK(pb.binding() == BindingOutcome::kHit);
+  CHECK(pb.worker() == pa.worker());
+  auto snap = r.bindings();
+  REQUIRE(snap.size() == 2);
+  CHECK(snap[0].key == "");
+  CHECK(snap[0].parent_session_id == "root");
+  CHECK(snap[0].active_leases == 2);
+  CHECK(snap[1].key == "root");
+}
+
+TEST_CASE("initializing: waiters block until the first dispatch commits, or one takes over on failure") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kRoundRobin;
+  c.affinity_ttl_secs = 300;
+  ROUTER(r, c, clk, 4);
+  auto first = place_ok(r, req("s", {}, 10));
+  std::atomic<int> done{0};
+  std::vector<uint64_t> workers(3);
+  std::vector<BindingOutcome> outcomes(3);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 3; ++i)
+    ts.emplace_back([&, i] {
+      auto p = r.place(req("s", {}, 10));
+      workers[i] = p->worker();
+      outcomes[i] = p->binding();
+      p->commit();
+      ++done;
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  CHECK(done.load() == 0);  // all waiting
+  first.commit();
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < 3; ++i) {
+    CHECK(workers[i] == first.worker());
+    CHECK(outcomes[i] == BindingOutcome::kHit);
+  }
+  CHECK(r.stats().waits >= 3);
+
+  // Failure: the entry is removed and exactly one waiter becomes the new first placement.
+  auto f = place_ok(r, req("t", {}, 10));
+  std::vector<BindingOutcome> out2(2);
+  std::vector<std::thread> ts2;
+  for (int i = 0; i < 2; ++i)
+    ts2.emplace_back([&, i] {
+      auto p = r.place(req("t", {}, 10));
+      out2[i] = p->binding();
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      p->commit();
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  f.fail();
+  for (auto& t : ts2) t.join();
+  int news = 0, hits = 0;
+  for (auto o : out2) (o == BindingOutcome::kNew ? news : hits) += 1;
+  CHECK(news == 1);
+  CHECK(hits == 1);
+}
+
+TEST_CASE("simulator mode: a second request of an initializing key follows it without blocking") {
+  FakeClock clk;
+  RouterConfig c;
+  c.affinity_ttl_secs = 300;
+  ROUTER(r, c, clk, 4);
+  RouteRequest q = req("s", {}, 10);
+  q.wait_for_initializing = false;
+  auto a = place_ok(r, q);
+  auto b = place_ok(r, q);
+  CHECK(b.worker() == a.worker());
+  CHECK(b.binding() == BindingOutcome::kHit);
+}
+
+TEST_CASE("hard: invalid bound worker or failed dispatch rebinds once; explicit target wins") {
+  FakeClock clk;
+  RouterConfig c;
+  c.affinity_ttl_secs = 300;
+  ROUTER(r, c, clk, 3);
+  auto p = place_ok(r, req("s", {}, 10));
+  uint64_t w0 = p.worker();
+  p.commit();
+  p.finish();
+  r.set_healthy(w0, false);
+  auto q = place_ok(r, req("s", {}, 10));
+  CHECK(q.binding() == BindingOutcome::kRebound);
+  CHECK(q.worker() != w0);
+  q.commit();
+  uint64_t w1 = q.worker();
+  q.finish();
+  r.set_healthy(w0, true);
+  // Dispatch to the bound worker fails: invalidate, retry once elsewhere, the new worker binds.
+  auto h = place_ok(r, req("s", {}, 10));
+  CHECK(h.worker() == w1);
+  auto adv = h.fail();
+  CHECK(adv.retry);
+  CHECK(adv.avoid_worker == w1);
+  RouteRequest again = req("s", {}, 10);
+  again.retry = adv;
+  auto h2 = place_ok(r, again);
+  CHECK(h2.binding() == BindingOutcome::kRebound);
+  CHECK(h2.worker() != w1);
+  h2.commit();
+  auto h3 = place_ok(r, req("s", {}, 10));
+  CHECK(h3.worker() == h2.worker());
+  // A client cancellation does not invalidate.
+  CHECK(!h3.fail(true).retry);
+  CHECK(place_ok(r, req("s", {}, 10)).worker() == h2.worker());
+  // Explicit worker target wins over the binding.
+  RouteRequest ex = req("s", {}, 10);
+  ex.worker = w1;
+  auto e = place_ok(r, ex);
+  CHECK(e.worker() == w1);
+  CHECK(e.binding() == BindingOutcome::kNone);
+  // Removing the bound worker invalidates the binding.
+  r.remove_worker(h2.worker());
+  auto m = place_ok(r, req("s", {}, 10));
+  CHECK(m.binding() == BindingOutcome::kNew);
+  CHECK(m.worker() != h2.worker());
+}
+
+TEST_CASE("soft: busy bound worker moves; an older concurrent rebind does not overwrite a newer one") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.affinity_ttl_secs = 300;
+  c.affinity_mode = AffinityMode::kSoft;
+  c.active_prefill_tokens_threshold = 1000;
+  c.block_size = 16;
+  ROUTER(r, c, clk, 3);
+  auto p = place_ok(r, req("s", {}, 16));
+  p.commit();
+  p.first_token();
+  uint64_t bound = p.worker();
+  auto keep = place_ok(r, req("s", {}, 16));
+  CHECK(keep.binding() == BindingOutcome::kHit);
+  keep.commit();
+  keep.first_token();
+  RouteRequest flood;
+  flood.worker = bound;
+  flood.tokens = 5000;
+  auto f = place_ok(r, flood);  // the bound worker is now busy (prefill)
+  auto older = place_ok(r, req("s", {}, 16));
+  auto newer = place_ok(r, req("s", {}, 16));
+  CHECK(older.binding() == BindingOutcome::kRebound);
+  CHECK(newer.binding() == BindingOutcome::kRebound);
+  CHECK(older.worker() != bound);
+  CHECK(newer.worker() != bound);
+  CHECK(older.worker() != newer.worker());  // load spread the two
+  newer.commit();
+  older.commit();  // stale version: must not overwrite
+  auto snap = r.bindings();
+  REQUIRE(snap.size() == 1);
+  CHECK(snap[0].worker == newer.worker());
+  CHECK(snap[0].version == 2);
+}
+
+TEST_CASE("binding limit: a new binding beyond it fails with 503; existing ones keep working") {
+  FakeClock clk;
+  RouterConfig c;
+  c.affinity_ttl_secs = 300;
+  c.max_bindings = 2;
+  ROUTER(r, c, clk, 2);
+  place_ok(r, req("a", {}, 1)).commit();
+  place_ok(r, req("b", {}, 1)).commit();
+  auto full = r.place(req("c", {}, 1));
+  REQUIRE(!full.ok());
+  CHECK(full.error().exit_code == 503);
+  CHECK(full.error().message.find("2 live bindings") != std::string::npos);
+  CHECK(place_ok(r, req("a", {}, 1)).binding() == BindingOutcome::kHit);
+  CHECK(place_ok(r, req("", {}, 1)).binding() == BindingOutcome::kNone);
+  clk.set(301'000);  // both idle past the TTL: swept, room again
+  CHECK(place_ok(r, req("c", {}, 1)).binding() == BindingOutcome::kNew);
+  CHECK(r.stats().table_full == 1);
+}
+
+TEST_CASE("errors: no workers, unknown explicit worker, direct mode without a target") {
+  FakeClock clk;
+  RouterConfig c;
+  Router empty(c, clk);
+  CHECK(empty.place(req("", {}, 1)).error().exit_code == 503);
+  ROUTER(r, c, clk, 2);
+  RouteRequest q = req("", {}, 1);
+  q.worker = 9;
+  CHECK(r.place(q).error().exit_code == 400);
+  RouterConfig d;
+  d.mode = Mode::kDirect;
+  ROUTER(rd, d, clk, 2);
+  CHECK(rd.place(req("", {}, 1)).error().exit_code == 400);
+  q.worker = 1;
+  CHECK(place_ok(rd, q).worker() == 1);
+}
+
+// Case 11: router and workers must agree on the block size. With 64/64, q3 and q4 follow the
+// prefix of q1 and q2 with 4 blocks of overlap (100 % hit); with router 32 / workers 64 the
+// router refuses the workers, naming both sizes.
+TEST_CASE("case 11: router and worker block sizes") {
+  auto load_cfg = [](const char* name) {
+    std::ifstream f(shared(std::string("cases/11-router-worker-block-size/") + name));
+    return Json::parse(f);
+  };
+  std::vector<Json> rows;
+  {
+    std::ifstream f(shared("cases/11-router-worker-block-size/requests.jsonl"));
+    std::string line;
+    while (std::getline(f, line))
+      if (!line.empty()) rows.push_back(Json::parse(line));
+  }
+  REQUIRE(rows.size() == 4);
+  // A prompt per prefix group: 256 tokens of text that differs between groups from byte 0.
+  auto tokens_of = [](const std::string& group, uint64_t n) {
+    std::string text;
+    while (text.size() < n * 4) text += "group " + group + " shared prompt text. ";
+    text.resize(n * 4);
+    return tokens::text_to_tokens(text);
+  };
+
+  for (bool events : {false, true}) {
+    CAPTURE(events);
+    Json ok = load_cfg("config-ok.json");
+    FakeClock clk;
+    RouterConfig c;
+    c.mode = Mode::kKv;
+    c.block_size = ok["router"]["block_size"];
+    c.kv_events = events;
+    Router r(c, clk);
+    for (size_t i = 0; i < ok["workers"].size(); ++i)
+      REQUIRE(!r.add_worker(WorkerSpec{i, ok["workers"][i]["block_size"].get<uint32_t>(), 0}));
+    std::map<std::string, Placement> live;
+    std::map<std::string, uint64_t> worker_of;
+    bool completed = false;
+    for (auto& row : rows) {
+      std::string id = row["request_id"];
+      double t = row["timestamp"];
+      if (t >= 2000 && !completed) {
+        completed = true;
+        clk.set(1000);  // q1, q2 completed; with events, each worker publishes what it stored
+        for (auto& [rid, p] : live) {
+          if (events) {
+            std::string g = rid == "q1" ? "A" : "B";
+            auto toks = tokens_of(g, 256);
+            auto blocks = tokens::block_hashes(toks, 64);  // the worker hashes at its own size
+            KvEvent e;
+            e.block_hashes = tokens::sequence_hashes(blocks);
+            r.apply_kv_event(p.worker(), e);
+          }
+          p.finish();
+        }
+        live.clear();
+      }
+      clk.set(t);
+      auto toks = tokens_of(row["prefix_group"], row["input_length"]);
+      auto seq = tokens::sequence_hashes(tokens::block_hashes(toks, c.block_size));
+      RouteRequest q;
+      q.sequence_hashes = seq;
+      q.tokens = toks.size();
+      q.explain = true;
+      auto p = place_ok(r, q);
+      p.commit();
+      worker_of[id] = p.worker();
+      if (id == "q3" || id == "q4") {
+        CHECK(p.overlap_blocks() == 4);
+        CHECK(p.cached_tokens() == 256);  // hit rate 256 / 256 = 100 %
+        uint64_t other = 1 - p.worker();
+        CHECK(p.explain()[other].overlap_blocks == 0);
+      }
+      live.emplace(id, std::move(p));
+    }
+    CHECK(worker_of["q1"] != worker_of["q2"]);
+    CHECK(worker_of["q3"] == worker_of["q1"]);
+    CHECK(worker_of["q4"] == worker_of["q2"]);
+  }
+
+  Json bad = load_cfg("config-mismatch.json");
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.block_size = bad["router"]["block_size"];
+  Router r(c, clk);
+  auto err = r.add_worker(WorkerSpec{0, bad["workers"][0]["block_size"].get<uint32_t>(), 0});
+  REQUIRE(err);
+  CHECK(err->exit_code == kExitUsage);
+  CHECK(err->message.find("64") != std::string::npos);
+  CHECK(err->message.find("32") != std::string::npos);
+  CHECK(err->message.find("--kv-cache-block-size") != std::string::npos);
+}
+
+// Case 12: 12 prompts of 300 tokens (zero full 512-token blocks) must spread by load, 6 and 6,
+// whatever the overlap weight.
+TEST_CASE("case 12: zero-block prompts still count as load") {
+  for (double weight : {1.0, 0.01}) {
+    FakeClock clk;
+    RouterConfig c;
+    c.mode = Mode::kKv;
+    c.block_size = 512;
+    c.overlap_score_weight = weight;
+    ROUTER(r, c, clk, 2);
+    std::vector<Placement> live;
+    std::map<uint64_t, int> count;
+    std::ifstream f(shared("cases/12-short-prompts-zero-blocks/trace.jsonl"));
+    std::string line;
+    while (std::getline(f, line)) {
+      Json row = Json::parse(line);
+      clk.set(row["timestamp"].get<double>());
+      auto p = place_ok(r, req("", {}, row["input_length"].get<uint64_t>()));
+      CHECK(p.request_blocks() == 0);
+      p.commit();
+      ++count[p.worker()];
+      live.push_back(std::move(p));  // 200 output tokens: all still decoding 55 ms later
+    }
+    CHECK(count[0] == 6);
+    CHECK(count[1] == 6);
+    auto loads = r.loads();
+    CHECK(loads[0].active_requests == 6);
+    CHECK(loads[0].prefill_tokens == 1800);
+  }
+}
+
+TEST_CASE("KV events parse") {
+  auto e = kv_event_from_json(Json::parse(R"({"type":"stored","block_hashes":[18446744073709551615,1],"parent_hash":5})"));
+  REQUIRE(e.ok());
+  CHECK(e->block_hashes[0] == 18446744073709551615ull);
+  CHECK(e->parent_hash == 5u);
+  CHECK(kv_event_from_json(Json::parse(R"({"type":"cleared"})"))->kind == KvEvent::Kind::kCleared);
+  CHECK(!kv_event_from_json(Json::parse(R"({"type":"stored"})")).ok());
+  CHECK(!kv_event_from_json(Json::parse(R"({"type":"stored","block_hashes":[-1]})")).ok());
+}

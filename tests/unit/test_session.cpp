@@ -1,0 +1,205 @@
+// Unit tests for lib/dyn/session: SPEC 1 header normalization, cases 14, 16, 21 and the captured
+// Claude Code / Codex / OpenCode requests.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
+
+#include "dyn/session/normalize.h"
+
+using namespace dyn;
+using namespace dyn::session;
+
+namespace {
+std::string shared(const std::string& rel) { return std::string(DYN_SHARED_DIR) + "/" + rel; }
+
+std::vector<Json> read_jsonl(const std::string& path) {
+  std::ifstream f(path);
+  REQUIRE(f.good());
+  std::vector<Json> rows;
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) rows.push_back(Json::parse(line));
+  return rows;
+}
+
+Identity norm(const HeaderList& h) {
+  auto r = normalize(h);
+  REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
+  return *r;
+}
+std::string sid(const Identity& i) { return i.context ? i.context->session_id : "<none>"; }
+std::string pid(const Identity& i) { return i.context ? i.context->parent_session_id : "<none>"; }
+}  // namespace
+
+TEST_CASE("case 14: Codex header spellings, precedence over Codex by Claude and Dynamo") {
+  std::ifstream f(shared("cases/14-codex-header-spellings/headers.json"));
+  Json sets = Json::parse(f);
+  std::map<std::string, std::string> want = {
+      {"a-hyphen", "019e0000-0000-7000-8000-0000000000a1"},
+      {"b-underscore", "019e0000-0000-7000-8000-0000000000a1"},
+      {"c-capitalised", "019e0000-0000-7000-8000-0000000000a1"},
+      {"d-session-only", "019e0000-0000-7000-8000-0000000000a1"},
+      {"e-with-claude", "5b0c7a7e-0000-4000-8000-000000000001"},
+      {"f-with-dynamo", "custom-run-1"}};
+  REQUIRE(sets.size() == want.size());
+  for (auto it = sets.begin(); it != sets.end(); ++it) {
+    CAPTURE(it.key());
+    auto h = headers_from_json(it.value());
+    REQUIRE(h.ok());
+    Identity id = norm(*h);
+    CHECK(sid(id) == want.at(it.key()));
+    CHECK(pid(id) == "");
+  }
+  // The underscore form is the thread id even when session_id differs (thread id first).
+  Identity u = norm({{"session_id", "root"}, {"thread_id", "child"}});
+  CHECK(sid(u) == "child");
+  CHECK(u.source == Source::kCodex);
+}
+
+TEST_CASE("case 16: nested Claude Code subagents use the immediate parent") {
+  auto rows = read_jsonl(shared("cases/16-claude-nested-subagent/requests.jsonl"));
+  std::map<std::string, std::pair<std::string, std::string>> want = {
+      {"root", {"5b0c7a7e-0000-4000-8000-000000000001", ""}},
+      {"child-A", {"agent-aaaa1111", "5b0c7a7e-0000-4000-8000-000000000001"}},
+      {"grandchild-B", {"agent-bbbb2222", "agent-aaaa1111"}},
+      {"root-with-stray-parent", {"5b0c7a7e-0000-4000-8000-000000000001", ""}},
+      {"dynamo-override", {"d-1", ""}}};
+  REQUIRE(rows.size() == 5);
+  for (auto& r : rows) {
+    std::string name = r["name"];
+    CAPTURE(name);
+    Identity id = norm(*headers_from_json(r["headers"]));
+    CHECK(sid(id) == want.at(name).first);
+    CHECK(pid(id) == want.at(name).second);
+  }
+}
+
+TEST_CASE("case 21: lower-case Dynamo headers from a raw HTTP request") {
+  std::ifstream f(shared("cases/21-dynamo-header-lowercase/request.http"));
+  std::string line;
+  std::getline(f, line);  // request line
+  HeaderList h;
+  while (std::getline(f, line)) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.empty()) break;
+    auto colon = line.find(':');
+    REQUIRE(colon != std::string::npos);
+    h.emplace_back(line.substr(0, colon), line.substr(colon + 1));
+  }
+  Identity id = norm(h);
+  CHECK(id.source == Source::kDynamo);
+  CHECK(sid(id) == "research-run-42:researcher");
+  CHECK(pid(id) == "research-run-42:planner");
+  CHECK(id.context->to_json().dump() ==
+        R"({"session_id":"research-run-42:researcher","parent_session_id":"research-run-42:planner"})");
+}
+
+// Every captured request must normalize to the agent and parent that its capture describes. The
+// expectation is built from the body-derived `role`/`agent_depth` (independent of the headers):
+// depth 0 = the run's root session without parent; depth d > 0 = its own session, whose parent is
+// a session seen at depth d-1 in the same run; a probe has no identity.
+TEST_CASE("captured Claude Code, Codex and OpenCode requests") {
+  for (const char* file : {"claude-code-2.1.197.jsonl", "codex-0.171.0.jsonl", "opencode-1.18.33.jsonl"}) {
+    CAPTURE(file);
+    auto rows = read_jsonl(shared(std::string("data/agent-headers/captured/") + file));
+    REQUIRE(rows.size() >= 13);
+    std::map<std::string, std::map<int, std::set<std::string>>> by_depth;  // run -> depth -> sessions
+    std::vector<std::tuple<std::string, int, std::string, std::string>> seen;
+    for (auto& r : rows) {
+      auto h = headers_from_json(r["headers"]);
+      REQUIRE(h.ok());
+      Identity id = norm(*h);
+      std::string run = r["run"];
+      if (r["agent_depth"].is_null()) {
+        CHECK_MESSAGE(!id.context, run << " probe has no identity");
+        continue;
+      }
+      REQUIRE_MESSAGE(id.context, run << " seq " << r["seq_in_run"].dump());
+      int depth = r["agent_depth"];
+      CHECK((r["role"] == "root") == (depth == 0));
+      by_depth[run][depth].insert(id.context->session_id);
+      seen.emplace_back(run, depth, id.context->session_id, id.context->parent_session_id);
+    }
+    for (auto& [run, depth, s, p] : seen) {
+      CAPTURE(run);
+      CAPTURE(depth);
+      if (depth == 0) {
+        CHECK(p.empty());
+        CHECK(by_depth[run][0].size() == 1);  // one root session per run (title requests included)
+      } else {
+        CHECK(!p.empty());
+        CHECK(by_depth[run][depth - 1].count(p) == 1);  // the immediate parent
+        CHECK(by_depth[run][depth - 1].count(s) == 0);  // a child is its own session
+      }
+    }
+  }
+}
+
+TEST_CASE("SPEC 1.1 rules: trimming, blank, case, parent equal, limit, duplicates") {
+  CHECK(sid(norm({{"X-Session-ID", "  abc \t"}})) == "abc");
+  CHECK(sid(norm({{"x-dynamo-session-id", "   "}, {"x-session-id", "g"}})) == "g");  // blank = absent
+  CHECK(pid(norm({{"x-session-id", "a"}, {"x-parent-session-id", "a"}})) == "");      // parent == session dropped
+  CHECK(!norm({{"x-session-affinity", "ses_1"}}).context);  // a hint, not an identity
+  CHECK(norm({{"x-session-affinity", "ses_1"}}).affinity_hint == "ses_1");
+  CHECK(!norm({{"x-dynamo-parent-session-id", "p"}}).context);  // parent alone: no identity
+  CHECK(!norm({{"x-claude-code-parent-agent-id", "p"}}).context);
+
+  std::string s256(256, 'a'), s257(257, 'a');
+  CHECK(sid(norm({{"x-session-id", s256}})) == s256);
+  auto too_long = normalize({{"x-session-id", s257}});
+  REQUIRE(!too_long.ok());
+  CHECK(too_long.error().exit_code == 400);
+  CHECK(too_long.error().message.find("256") != std::string::npos);
+
+  CHECK(sid(norm({{"x-session-id", "a"}, {"X-Session-Id", "a"}})) == "a");  // identical duplicates
+  auto conflict = normalize({{"x-session-id", "a"}, {"X-Session-Id", "b"}});
+  REQUIRE(!conflict.ok());
+  CHECK(conflict.error().exit_code == 400);
+  CHECK(conflict.error().message.find("x-session-id") != std::string::npos);
+
+  // Precedence: DeepSeek over OpenCode over generic; OpenCode hosted spelling and generic parent.
+  CHECK(sid(norm({{"x-session-id", "g"}, {"x-deepseek-harness-session-id", "d"}})) == "d");
+  Identity oc = norm({{"x-opencode-session", "ses_c"}, {"x-parent-session-id", "ses_p"}, {"x-session-id", "g"}});
+  CHECK(oc.source == Source::kOpenCode);
+  CHECK(sid(oc) == "ses_c");
+  CHECK(pid(oc) == "ses_p");
+}
+
+TEST_CASE("session_final, compaction, worker target, priority, request id") {
+  Identity f = norm({{"x-dynamo-session-id", "s"}, {"X-Dynamo-Session-Final", "YES"}});
+  REQUIRE(f.context->session_final);
+  CHECK(*f.context->session_final);
+  CHECK(!normalize({{"x-dynamo-session-id", "s"}, {"x-dynamo-session-final", "maybe"}}).ok());
+
+  Identity c = norm({{"thread-id", "t"},
+                     {"x-codex-turn-metadata", R"({"request_kind":"compaction","compaction":{"reason":"auto"}})"}});
+  REQUIRE(c.context->compaction);
+  CHECK(c.context->compaction->dump() == R"({"reason":"auto"})");
+  CHECK(c.context->to_json().dump() == R"({"session_id":"t","compaction":{"reason":"auto"}})");
+  Identity c2 = norm({{"thread-id", "t"}, {"x-codex-turn-metadata", R"({"request_kind":"compaction"})"}});
+  CHECK(c2.context->compaction->dump() == "{}");
+  Identity c3 = norm({{"thread-id", "t"}, {"x-codex-turn-metadata", R"({"request_kind":"turn"})"}});
+  CHECK(!c3.context->compaction);
+
+  Identity w = norm({{"X-Worker-Instance-Id", "7"}, {"x-dynamo-request-priority", "-3"}, {"X-Request-ID", "r1"}});
+  CHECK(w.worker_instance_id == 7u);
+  CHECK(w.priority == -3);
+  CHECK(w.x_request_id == "r1");
+  CHECK(!normalize({{"x-dynamo-worker-instance-id", "w7"}}).ok());
+}
+
+TEST_CASE("headers_from_json shapes and parent group keys") {
+  CHECK(headers_from_json(Json::parse(R"({"a":"1","b":2})"))->size() == 2);
+  CHECK(headers_from_json(Json::parse(R"([["a","1"],["a","2"]])"))->size() == 2);
+  CHECK(headers_from_json(Json::parse(R"({"a":["1","2"]})"))->size() == 2);
+  CHECK(!headers_from_json(Json::parse(R"("x")")).ok());
+  CHECK(!headers_from_json(Json::parse(R"([["a"]])")).ok());
+  std::string k = parent_group_key("p");
+  CHECK(is_parent_group_key(k));
+  CHECK(!is_parent_group_key("p"));
+  CHECK(k == parent_group_key("p"));
+  CHECK(k != parent_group_key("q"));
+}
