@@ -1,0 +1,140 @@
+// Router flags shared by dyn-route (decide, serve) and dyn-replay --sim: one table, flag > env > default.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+
+#include "dyn/route/config.h"
+
+namespace dyn::cmd {
+
+/// Values of the router flags (SPEC 2.1, 3.1-3.3; CLI.md "Router flags"). Every flag falls back to
+/// an environment variable DYN_ROUTER_* (CLI11 envname: a flag wins over the environment, the
+/// environment over the default). Out-of-range values are usage errors (exit 2) before anything
+/// runs, whether they come from a flag or the environment.
+struct RouterFlags {
+  std::string mode = "round-robin";
+  uint32_t affinity_ttl_secs = 0;
+  std::string affinity_mode = "hard";
+  uint32_t block_size = 64;
+  double overlap_score_weight = 1.0;
+  double temperature = 0.0;
+  double kv_ttl_secs = 120.0;
+  bool kv_events = false;
+  uint64_t max_tree_size = 0;
+  double prune_target_ratio = 0.8;
+  uint64_t worker_kv_blocks = 16384;
+  double active_decode_blocks_threshold = -1;   // < 0 = unset
+  int64_t active_prefill_tokens_threshold = -1;  // < 0 = unset
+  CLI::Option* block_size_opt = nullptr;
+
+  /// True when --kv-cache-block-size (or its environment variable) was given.
+  bool block_size_given() const { return block_size_opt && block_size_opt->count() > 0; }
+
+  /// The RouterConfig these flags describe (seed from the tool's own --seed).
+  route::RouterConfig config(uint64_t seed = 0) const {
+    route::RouterConfig c;
+    c.mode = *route::parse_mode(mode);  // validated by IsMember
+    c.affinity_ttl_secs = affinity_ttl_secs;
+    c.affinity_mode = *route::parse_affinity_mode(affinity_mode);
+    c.block_size = block_size;
+    c.overlap_score_weight = overlap_score_weight;
+    c.temperature = temperature;
+    c.kv_ttl_secs = kv_ttl_secs;
+    c.kv_events = kv_events;
+    c.max_tree_size = max_tree_size;
+    c.prune_target_ratio = prune_target_ratio;
+    c.worker_kv_blocks = worker_kv_blocks;
+    if (active_decode_blocks_threshold >= 0) c.active_decode_blocks_threshold = active_decode_blocks_threshold;
+    if (active_prefill_tokens_threshold >= 0)
+      c.active_prefill_tokens_threshold = static_cast<uint64_t>(active_prefill_tokens_threshold);
+    c.seed = seed;
+    return c;
+  }
+};
+
+/// Registers every router flag on `app` (a tool or a subcommand), in the "Router" group.
+inline void add_router_flags(CLI::App& app, RouterFlags& f) {
+  const char* g = "Router";
+  app.add_option("--router-mode", f.mode,
+                 "Routing policy: round-robin, random, power-of-two, least-loaded, kv (KV-aware cost model), "
+                 "direct (caller names the worker)")
+      ->envname("DYN_ROUTER_MODE")
+      ->check(CLI::IsMember({"round-robin", "random", "power-of-two", "least-loaded", "kv", "direct"}))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--router-session-affinity-ttl-secs", f.affinity_ttl_secs,
+                 "Bind each session to one worker; the binding expires after this many idle seconds "
+                 "(1..31536000); unset = affinity off")
+      ->envname("DYN_ROUTER_SESSION_AFFINITY_TTL_SECS")
+      ->check(CLI::Range(1u, route::kMaxAffinityTtlSecs))
+      ->type_name("SECS")
+      ->group(g);
+  app.add_option("--router-session-affinity-mode", f.affinity_mode,
+                 "hard: the bound worker is the only candidate; soft: it is a preference kept while eligible")
+      ->envname("DYN_ROUTER_SESSION_AFFINITY_MODE")
+      ->check(CLI::IsMember({"hard", "soft"}))
+      ->capture_default_str()
+      ->group(g);
+  f.block_size_opt = app.add_option("--kv-cache-block-size", f.block_size,
+                                    "Router KV block size in tokens; must equal the workers' block size")
+                         ->envname("DYN_ROUTER_KV_CACHE_BLOCK_SIZE")
+                         ->check(CLI::Range(1u, 1u << 20))
+                         ->capture_default_str()
+                         ->group(g);
+  app.add_option("--kv-overlap-score-weight,--router-kv-overlap-score-weight", f.overlap_score_weight,
+                 "Weight of prefill blocks in cost = weight x prefill_blocks + decode_blocks (0 = load only)")
+      ->envname("DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--router-temperature", f.temperature,
+                 "Softmax temperature over normalized costs; 0 = lowest cost (ties: fewest cached blocks, then seeded)")
+      ->envname("DYN_ROUTER_TEMPERATURE")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--router-ttl-secs", f.kv_ttl_secs,
+                 "Approximate KV index: seconds a routed block is assumed cached without reuse")
+      ->envname("DYN_ROUTER_TTL_SECS")
+      ->check(CLI::Range(0.001, 1e9))
+      ->capture_default_str()
+      ->group(g);
+  app.add_flag("--router-kv-events,!--no-router-kv-events", f.kv_events,
+               "Feed the KV index from worker KV events (stored/removed/cleared) instead of predicting it")
+      ->envname("DYN_ROUTER_USE_KV_EVENTS")
+      ->group(g);
+  app.add_option("--router-max-tree-size", f.max_tree_size,
+                 "Approximate KV index budget per worker in blocks (0 = --router-worker-kv-blocks)")
+      ->envname("DYN_ROUTER_MAX_TREE_SIZE")
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--router-prune-target-ratio", f.prune_target_ratio,
+                 "When a worker's index exceeds its budget, prune least-recently-used blocks to this fraction")
+      ->envname("DYN_ROUTER_PRUNE_TARGET_RATIO")
+      ->check(CLI::Range(0.01, 1.0))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--router-worker-kv-blocks", f.worker_kv_blocks,
+                 "KV capacity of each worker in router blocks (base of --active-decode-blocks-threshold)")
+      ->envname("DYN_ROUTER_WORKER_KV_BLOCKS")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--active-decode-blocks-threshold", f.active_decode_blocks_threshold,
+                 "A worker is busy when its active blocks exceed this fraction (0-1) of its KV blocks; unset = never")
+      ->envname("DYN_ROUTER_ACTIVE_DECODE_BLOCKS_THRESHOLD")
+      ->check(CLI::Range(0.0, 1.0))
+      ->type_name("FRACTION")
+      ->group(g);
+  app.add_option("--active-prefill-tokens-threshold", f.active_prefill_tokens_threshold,
+                 "A worker is busy when its prefill tokens in flight exceed this; unset = never")
+      ->envname("DYN_ROUTER_ACTIVE_PREFILL_TOKENS_THRESHOLD")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))
+      ->type_name("TOKENS")
+      ->group(g);
+}
+
+}  // namespace dyn::cmd

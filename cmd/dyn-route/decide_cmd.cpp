@@ -1,0 +1,58 @@
+// dyn-route decide: router flags and options -> route::decide.
+#include <memory>
+
+#include "commands.h"
+#include "dyn/route/offline.h"
+#include "router_flags.h"
+
+void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
+  struct Opts {
+    dyn::route::DecideOptions decide;
+    dyn::cmd::RouterFlags router;
+    uint64_t seed = 0;
+    dyn::cli::OutputOptions out;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand(
+      "decide", "Route workload or trace rows offline on a virtual clock; one route_decision row per input row");
+  sub->add_option("files", o->decide.inputs,
+                  "Mooncake rows, Dynamo request_end rows or header rows (JSONL, gzip ok); - or none = stdin")
+      ->type_name("FILE");
+  sub->add_option("--workers", o->decide.workers, "Number of virtual workers (ids 0..N-1)")
+      ->required()
+      ->check(CLI::Range(1u, 100000u));
+  sub->add_option("--seed", o->seed, "Seed of every random choice (ties, random modes, temperature)")
+      ->capture_default_str();
+  sub->add_flag("--explain", o->decide.explain,
+                "Add dyn.explain: each worker's overlap, prefill and decode blocks and cost");
+  sub->add_option("--block-size", o->decide.workload_block_size,
+                  "Block size of Mooncake hash_ids in tokens (default 512; Dynamo rows carry their own)")
+      ->check(CLI::Range(1u, 1u << 20));
+  sub->add_option("--num-gpu-blocks", o->decide.end_model.kv_blocks,
+                  "Engine model: KV blocks per worker, for the decode-time estimate (SPEC 8)")
+      ->capture_default_str()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  sub->add_option("--engine-block-size", o->decide.end_model.block_size,
+                  "Engine model: the workers' KV block size in tokens (capacity = blocks x size)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  sub->add_option("--speedup-ratio", o->decide.end_model.speedup_ratio,
+                  "Engine model: divides every estimated duration")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-6, 1e9));
+  dyn::cmd::add_router_flags(*sub, o->router);
+  dyn::cli::add_output_options(*sub, o->out);
+  dispatch.add(sub, [o, sub] {
+    if (dyn::cli::stdin_is_interactive(o->decide.inputs)) {
+      std::fputs(sub->help().c_str(), stderr);
+      return static_cast<int>(dyn::kExitUsage);
+    }
+    o->decide.router = o->router.config(o->seed);
+    o->decide.router_block_size_given = o->router.block_size_given();
+    dyn::io::Output* out = nullptr;
+    auto file = dyn::cli::open_output(o->out, &out);
+    int rc = dyn::route::decide(o->decide, *out);
+    out->close();
+    return rc;
+  });
+}

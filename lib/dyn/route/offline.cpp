@@ -1,0 +1,556 @@
+// dyn-route normalize and decide: rows in, agent_context / route_decision rows out.
+#include "dyn/route/offline.h"
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <unordered_map>
+
+#include "dyn/base/clock.h"
+#include "dyn/base/diag.h"
+#include "dyn/io/jsonl.h"
+#include "dyn/io/line_reader.h"
+#include "dyn/route/router.h"
+#include "dyn/session/normalize.h"
+#include "dyn/tokens/hash.h"
+#include "dyn/tokens/render.h"
+#include "dyn/trace/record.h"
+
+namespace dyn::route {
+
+// ---------------------------------------------------------------------------------------------
+// normalize
+
+int normalize_rows(const NormalizeOptions& o, io::Output& out) {
+  io::JsonlReader reader(o.inputs);
+  Json row;
+  std::string where;
+  uint64_t rejected = 0;
+  while (reader.next(row, &where)) {
+    Json res = Json::object();
+    res["line"] = reader.line().number;
+    auto h = row.find("headers");
+    Expected<session::Identity> id = Error{"row has no \"headers\"", kExitBadData};
+    if (h != row.end()) {
+      auto list = session::headers_from_json(*h);
+      if (list.ok()) id = session::normalize(*list);
+      else id = list.error();
+    }
+    if (id.ok()) {
+      if (id->context) {
+        res["agent_context"] = id->context->to_json();
+        res["source"] = session::source_name(id->source);
+      }
+      if (!id->x_request_id.empty()) res["x_request_id"] = id->x_request_id;
+      if (id->worker_instance_id) res["worker_instance_id"] = *id->worker_instance_id;
+      if (id->priority) res["priority"] = *id->priority;
+    } else {
+      ++rejected;
+      diag::error(where, id.error().message);
+      res["error"] = {{"code", id.error().exit_code}, {"message", id.error().message}};
+    }
+    for (auto it = row.begin(); it != row.end(); ++it)
+      if (it.key() != "headers" && it.key() != "body" && !res.contains(it.key())) res[it.key()] = it.value();
+    out.line(res.dump());
+  }
+  reader.summarize();
+  return rejected ? kExitBadData : kExitOk;
+}
+
+// ---------------------------------------------------------------------------------------------
+// end model
+
+double EndModel::decode_step_ms(double u) {
+  u = std::clamp(u, 0.0, 1.0);
+  return std::max(1.0, -25.74 * u * u + 54.01 * u + 5.74);
+}
+
+double EndModel::duration_ms(uint64_t uncached, uint64_t output, double u) const {
+  double t = 0;
+  uint64_t left = uncached;
+  while (left > 0) {
+    uint64_t chunk = std::min<uint64_t>(left, max_batched_tokens ? max_batched_tokens : left);
+    t += prefill_step_ms(static_cast<double>(chunk));
+    left -= chunk;
+  }
+  t += static_cast<double>(output) * decode_step_ms(u);
+  return t / (speedup_ratio > 0 ? speedup_ratio : 1.0);
+}
+
+// ---------------------------------------------------------------------------------------------
+// block sequences
+
+std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t ids_bs, bool ids_are_sequence,
+                                        uint64_t input_length, uint32_t router_bs) {
+  std::vector<uint64_t> seq;
+  if (ids_bs == 0 || router_bs == 0) return seq;
+  uint64_t full = input_length / router_bs;
+  if (ids_bs == router_bs) {
+    full = std::min<uint64_t>(full, ids.size());
+    seq.reserve(full);
+    if (ids_are_sequence) return std::vector<uint64_t>(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(full));
+    uint64_t prev = 0;
+    for (uint64_t i = 0; i < full; ++i) {
+      prev = tokens::chain_hash(prev, ids[i]);
+      seq.push_back(prev);
+    }
+    return seq;
+  }
+  // Different sizes: router block j covers tokens [j*R, (j+1)*R); hash the (id, range) pieces.
+  uint64_t covered = ids.size() * ids_bs;
+  full = std::min<uint64_t>(full, covered / router_bs);
+  seq.reserve(full);
+  uint64_t prev = 0;
+  for (uint64_t j = 0; j < full; ++j) {
+    uint64_t lo = j * router_bs, hi = lo + router_bs;
+    uint64_t h = 0x6479'6e2d'626c'6f63ull;  // arbitrary start for a block's piece chain
+    for (uint64_t t = lo; t < hi;) {
+      uint64_t k = t / ids_bs;
+      uint64_t end = std::min(hi, (k + 1) * ids_bs);
+      h = tokens::chain_hash(h, ids[k]);
+      h = tokens::chain_hash(h, ((t - k * ids_bs) << 32) | (end - k * ids_bs));
+      t = end;
+    }
+    prev = j == 0 ? h : tokens::chain_hash(prev, h);
+    seq.push_back(prev);
+  }
+  return seq;
+}
+
+// ---------------------------------------------------------------------------------------------
+// decide
+
+namespace {
+
+struct Row {
+  uint64_t index = 0;
+  std::string where;
+  bool has_time = false;
+  double arrival_ms = 0;
+  uint64_t event_ms = 0;
+  std::string request_id, x_request_id;
+  std::optional<session::AgentContext> ctx;
+  // Blocks: ids at ids_bs (Mooncake / Dynamo) or tokens (header rows / text_input).
+  std::vector<uint64_t> ids;
+  uint32_t ids_bs = 0;
+  bool ids_are_sequence = false;
+  std::vector<uint32_t> toks;
+  bool from_tokens = false;
+  uint64_t tokens = 0;
+  std::optional<uint64_t> output_tokens;
+  std::optional<double> end_ms;
+  std::optional<uint64_t> worker;
+  std::optional<Error> error;
+  std::vector<uint64_t> seq;
+};
+
+void json_string(std::string& s, std::string_view v) {
+  s.push_back('"');
+  for (char c : v) {
+    unsigned char u = static_cast<unsigned char>(c);
+    if (c == '"' || c == '\\') {
+      s.push_back('\\');
+      s.push_back(c);
+    } else if (u < 0x20) {
+      fmt::format_to(std::back_inserter(s), "\\u{:04x}", u);
+    } else {
+      s.push_back(c);
+    }
+  }
+  s.push_back('"');
+}
+
+std::optional<uint64_t> j_u64(const Json* v) {
+  if (!v) return std::nullopt;
+  return trace::as_u64(*v);
+}
+std::optional<double> j_num(const Json* v) {
+  if (!v) return std::nullopt;
+  return trace::as_number(*v);
+}
+std::string j_id(const Json* v) {
+  if (!v) return {};
+  if (v->is_string()) return v->get<std::string>();
+  if (v->is_number()) return v->dump();
+  return {};
+}
+
+// A Dynamo request_end record -> Row. Returns false when it is not routable.
+bool parse_dynamo(const Json& rec, Row& r, std::string* why) {
+  const Json* et = trace::find_path(rec, "event_type");
+  if (!et || !et->is_string() || *et != trace::event::kRequestEnd) {
+    *why = "not a request_end";
+    return false;
+  }
+  if (auto* ac = trace::find_path(rec, "agent_context")) r.ctx = session::AgentContext::from_json(*ac);
+  r.request_id = j_id(trace::find_path(rec, "request.request_id"));
+  r.x_request_id = j_id(trace::find_path(rec, "request.x_request_id"));
+  auto total = j_num(trace::find_path(rec, "request.total_time_ms"));
+  auto recv = j_num(trace::find_path(rec, "request.request_received_ms"));
+  auto evt = j_num(trace::find_path(rec, "event_time_unix_ms"));
+  if (recv) r.arrival_ms = *recv;
+  else if (evt && total) r.arrival_ms = *evt - *total;
+  else if (evt) r.arrival_ms = *evt;
+  else {
+    *why = "request_end has neither request.request_received_ms nor event_time_unix_ms";
+    r.error = Error{*why, kExitBadData};
+  }
+  r.has_time = recv || evt;
+  if (total) r.end_ms = r.arrival_ms + *total;
+  else if (evt && *evt >= r.arrival_ms) r.end_ms = *evt;
+  r.output_tokens = j_u64(trace::find_path(rec, "request.output_tokens"));
+  const Json* rp = trace::find_path(rec, "request.replay");
+  auto in = j_u64(trace::find_path(rec, "request.input_tokens"));
+  if (rp && rp->is_object()) {
+    auto bs = j_u64(trace::find_path(*rp, "trace_block_size"));
+    auto il = j_u64(trace::find_path(*rp, "input_length"));
+    const Json* hs = trace::find_path(*rp, "input_sequence_hashes");
+    if (il) in = il;
+    if (bs && *bs > 0 && *bs < (1u << 31)) r.ids_bs = static_cast<uint32_t>(*bs);
+    if (hs && hs->is_array())
+      for (auto& h : *hs) {
+        auto v = trace::as_u64(h);
+        if (!v) {
+          r.error = Error{"request.replay.input_sequence_hashes holds a value that is not an unsigned 64-bit integer: " +
+                              h.dump(),
+                          kExitBadData};
+          break;
+        }
+        r.ids.push_back(*v);
+      }
+    r.ids_are_sequence = true;
+  }
+  r.tokens = in.value_or(0);
+  return true;
+}
+
+// A header row -> Row.
+void parse_headers_row(const Json& row, Row& r) {
+  auto list = session::headers_from_json(row["headers"]);
+  if (!list.ok()) {
+    r.error = list.error();
+  } else {
+    auto id = session::normalize(*list);
+    if (!id.ok()) {
+      r.error = id.error();
+    } else {
+      r.ctx = id->context;
+      r.x_request_id = id->x_request_id;
+      r.worker = id->worker_instance_id;
+    }
+  }
+  if (auto t = j_num(trace::find_path(row, "timestamp"))) {
+    r.arrival_ms = *t;
+    r.has_time = true;
+  }
+  r.request_id = j_id(trace::find_path(row, "request_id"));
+  if (auto b = row.find("body"); b != row.end()) {
+    std::string text = tokens::render_request(*b);
+    r.toks = tokens::text_to_tokens(text);
+    r.from_tokens = true;
+    r.tokens = r.toks.size();
+    for (const char* k : {"max_completion_tokens", "max_tokens", "max_output_tokens"})
+      if (auto v = j_u64(trace::find_path(*b, k))) {
+        r.output_tokens = v;
+        break;
+      }
+  } else if (auto in = j_u64(trace::find_path(row, "input_length"))) {
+    r.tokens = *in;
+  }
+  if (auto v = j_u64(trace::find_path(row, "output_length"))) r.output_tokens = v;
+}
+
+// A Mooncake row through simdjson (the fast path). Returns an error message or "".
+std::string parse_mooncake(simdjson::dom::object obj, Row& r, uint32_t ids_bs) {
+  double d;
+  uint64_t u;
+  simdjson::dom::element e;
+  if (obj["timestamp"].get(e) == simdjson::SUCCESS && !e.is_null()) {
+    if (e.get_double().get(d) != simdjson::SUCCESS) return "timestamp is not a number";
+    r.arrival_ms = d;
+    r.has_time = true;
+  }
+  if (obj["input_length"].get(e) == simdjson::SUCCESS && !e.is_null()) {
+    if (e.get_uint64().get(u) != simdjson::SUCCESS) return "input_length must be a non-negative integer";
+    r.tokens = u;
+  }
+  if (obj["output_length"].get(e) == simdjson::SUCCESS && !e.is_null()) {
+    if (e.get_uint64().get(u) != simdjson::SUCCESS) return "output_length must be a non-negative integer";
+    r.output_tokens = u;
+  }
+  simdjson::dom::array arr;
+  if (obj["hash_ids"].get(e) == simdjson::SUCCESS && !e.is_null()) {
+    if (e.get_array().get(arr) != simdjson::SUCCESS) return "hash_ids is not an array";
+    r.ids.reserve(arr.size());
+    size_t i = 0;
+    for (auto v : arr) {
+      if (v.get_uint64().get(u) != simdjson::SUCCESS)
+        return fmt::format("hash_ids[{}] is not an unsigned 64-bit integer", i);
+      r.ids.push_back(u);
+      ++i;
+    }
+    r.ids_bs = ids_bs;
+  }
+  std::string_view sv;
+  if (obj["text_input"].get(e) == simdjson::SUCCESS && e.get_string().get(sv) == simdjson::SUCCESS) {
+    r.toks = tokens::text_to_tokens(sv);
+    r.from_tokens = true;
+    if (obj["input_length"].error()) r.tokens = r.toks.size();
+  } else if (obj["input_length"].error()) {
+    return "row has neither input_length nor text_input";
+  }
+  auto id_of = [&](const char* key) -> std::string {
+    simdjson::dom::element x;
+    if (obj[key].get(x) != simdjson::SUCCESS) return {};
+    std::string_view s;
+    if (x.get_string().get(s) == simdjson::SUCCESS) return std::string(s);
+    int64_t i;
+    if (x.get_int64().get(i) == simdjson::SUCCESS) return std::to_string(i);
+    if (x.get_uint64().get(u) == simdjson::SUCCESS) return std::to_string(u);
+    return {};
+  };
+  std::string sid = id_of("session_id");
+  if (!sid.empty()) {
+    session::AgentContext c;
+    c.session_id = std::move(sid);
+    c.parent_session_id = id_of("parent_session_id");
+    if (c.parent_session_id == c.session_id) c.parent_session_id.clear();
+    r.ctx = std::move(c);
+  }
+  r.request_id = id_of("request_id");
+  return {};
+}
+
+}  // namespace
+
+int decide(const DecideOptions& o, io::Output& out) {
+  if (o.workers == 0) throw Fatal(kExitUsage, "--workers must be at least 1");
+  const uint32_t mooncake_bs = o.workload_block_size ? o.workload_block_size : 512;
+
+  // 1. Read every row (the router needs the block size before hashing, and rows may need sorting).
+  std::vector<Row> rows;
+  io::LineReader reader(o.inputs);
+  simdjson::dom::parser parser;
+  io::Line line;
+  uint64_t malformed = 0, skipped = 0, rejected = 0, untimed = 0;
+  uint64_t index = 0;
+  while (reader.next(line)) {
+    std::string_view t = line.text;
+    if (t.find_first_not_of(" \t") == std::string_view::npos) continue;
+    simdjson::dom::element doc;
+    auto err = parser.parse(t.data(), t.size(), true).get(doc);
+    simdjson::dom::object obj;
+    if (err || doc.get_object().get(obj) != simdjson::SUCCESS) {
+      if (++malformed <= 20) diag::warning(line.where(), "malformed JSON row, skipped");
+      continue;
+    }
+    Row r;
+    r.index = index;
+    r.where = line.where();
+    bool is_trace = !obj["event_type"].error() || !obj["schema"].error() ||
+                    (!obj["event"].error() && !obj["timestamp"].error());
+    if (is_trace || !obj["headers"].error()) {
+      Json row = Json::parse(t.begin(), t.end(), nullptr, false);
+      const Json& rec = io::unwrap_envelope(row);
+      if (is_trace) {
+        std::string why;
+        if (!parse_dynamo(rec, r, &why)) {
+          ++skipped;
+          continue;
+        }
+      } else {
+        parse_headers_row(rec, r);
+      }
+    } else {
+      std::string e = parse_mooncake(obj, r, mooncake_bs);
+      if (!e.empty()) r.error = Error{e, kExitBadData};
+    }
+    ++index;
+    rows.push_back(std::move(r));
+  }
+  if (malformed) diag::warning("", fmt::format("{} malformed row{} skipped", malformed, malformed == 1 ? "" : "s"));
+  if (skipped)
+    diag::note(fmt::format("{} trace row{} that are not request_end skipped", skipped, skipped == 1 ? "" : "s"));
+
+  // Rows without a timestamp arrive with the row before them (closed-loop delays are replay's job).
+  double last = 0;
+  for (auto& r : rows) {
+    if (!r.has_time) {
+      r.arrival_ms = last;
+      ++untimed;
+    }
+    last = r.arrival_ms;
+  }
+  if (untimed)
+    diag::note(fmt::format("{} row{} without a timestamp routed at the previous row's arrival time",
+                           untimed, untimed == 1 ? "" : "s"));
+  if (!std::is_sorted(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.arrival_ms < b.arrival_ms; })) {
+    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.arrival_ms < b.arrival_ms; });
+    diag::note("rows were not in arrival order; routed (and written) sorted by arrival, stably");
+  }
+
+  // 2. Block size: adopt the input's when the router's was not given; re-block loudly otherwise.
+  RouterConfig cfg = o.router;
+  if (!o.router_block_size_given) {
+    for (auto& r : rows)
+      if (r.ids_bs) {
+        cfg.block_size = r.ids_bs;
+        break;
+      }
+  }
+  std::map<uint32_t, std::string> mismatched;
+  for (auto& r : rows)
+    if (r.ids_bs && r.ids_bs != cfg.block_size && !mismatched.count(r.ids_bs)) mismatched[r.ids_bs] = r.where;
+  for (auto& [bs, where] : mismatched)
+    diag::warning(where, fmt::format("router block size {} (--kv-cache-block-size) differs from the input's block "
+                                     "size {}: re-blocking hash ids to {}-token blocks so prefixes still match; "
+                                     "use --kv-cache-block-size {} to route on the input's own blocks",
+                                     cfg.block_size, bs, cfg.block_size, bs));
+  for (auto& r : rows) {
+    if (r.from_tokens) {
+      r.seq = tokens::sequence_hashes(tokens::block_hashes(r.toks, cfg.block_size));
+      r.toks = {};
+    } else if (r.ids_bs) {
+      r.seq = sequence_from_ids(r.ids, r.ids_bs, r.ids_are_sequence, r.tokens, cfg.block_size);
+      r.ids = {};
+    }
+  }
+
+  // 3. Route on a virtual clock; requests end at their recorded or estimated end.
+  FakeClock clock;
+  Router router(cfg, clock);
+  for (uint32_t w = 0; w < o.workers; ++w) {
+    if (auto e = router.add_worker(WorkerSpec{w, 0, 0})) throw Fatal(e->exit_code, e->message);
+  }
+  const double kv_tokens = static_cast<double>(o.end_model.kv_blocks) * o.end_model.block_size;
+  std::vector<uint64_t> active_tokens(o.workers, 0);
+  struct Live {
+    Placement p;
+    uint64_t tokens;
+    uint32_t w;
+  };
+  std::vector<Live> live;
+  std::vector<uint32_t> free_live;
+  using End = std::tuple<double, uint64_t, uint32_t>;  // end, order, live slot
+  std::priority_queue<End, std::vector<End>, std::greater<>> ends;
+  uint64_t order = 0;
+  std::unordered_map<std::string, uint64_t> turns;
+
+  std::string s;
+  s.reserve(4096);
+  for (auto& r : rows) {
+    while (!ends.empty() && std::get<0>(ends.top()) <= r.arrival_ms) {
+      auto [end, ord, slot] = ends.top();
+      ends.pop();
+      clock.set(std::max(clock.now_ms(), end));
+      live[slot].p.finish();
+      active_tokens[live[slot].w] -= live[slot].tokens;
+      free_live.push_back(slot);
+    }
+    clock.set(std::max(clock.now_ms(), r.arrival_ms));
+    if (r.request_id.empty()) {
+      if (r.ctx) r.request_id = fmt::format("{}:{}", r.ctx->session_id, turns[r.ctx->session_id]++);
+      else r.request_id = fmt::format("row-{}", r.index);
+    } else if (r.ctx) {
+      ++turns[r.ctx->session_id];
+    }
+    Expected<Placement> placed = Error{};
+    if (!r.error) {
+      RouteRequest q;
+      if (r.ctx) {
+        q.session_id = r.ctx->session_id;
+        q.parent_session_id = r.ctx->parent_session_id;
+      }
+      q.sequence_hashes = r.seq;
+      q.tokens = r.tokens;
+      q.worker = r.worker;
+      q.explain = o.explain;
+      placed = router.place(q);
+      if (!placed.ok()) r.error = placed.error();
+    }
+    if (r.error) {
+      ++rejected;
+      diag::error(r.where, r.error->message);
+    }
+
+    s.clear();
+    auto app = std::back_inserter(s);
+    uint64_t event_ms = r.arrival_ms > 0 ? static_cast<uint64_t>(std::llround(r.arrival_ms)) : 0;
+    fmt::format_to(app,
+                   R"({{"schema":"dynamo.request.trace.v1","event_type":"route_decision","event_time_unix_ms":{},"event_source":"router")",
+                   event_ms);
+    if (r.ctx) {
+      s += R"(,"agent_context":)";
+      s += r.ctx->to_json().dump();
+    }
+    s += R"(,"request":{"request_id":)";
+    json_string(s, r.request_id);
+    if (!r.x_request_id.empty()) {
+      s += R"(,"x_request_id":)";
+      json_string(s, r.x_request_id);
+    }
+    fmt::format_to(app, R"(,"input_tokens":{})", r.tokens);
+    if (r.output_tokens) fmt::format_to(app, R"(,"output_tokens":{})", *r.output_tokens);
+    if (placed.ok()) {
+      Placement& p = *placed;
+      double hit = r.tokens ? static_cast<double>(p.cached_tokens()) / static_cast<double>(r.tokens) : 0.0;
+      fmt::format_to(app, R"(,"cached_tokens":{},"kv_hit_rate":{},"worker":{{"decode_worker_id":{}}}}})",
+                     p.cached_tokens(), hit, p.worker());
+      fmt::format_to(app, R"(,"dyn":{{"binding":"{}","request_blocks":{})", binding_name(p.binding()),
+                     p.request_blocks());
+      if (o.explain) {
+        fmt::format_to(app, R"(,"explain":{{"request_blocks":{},"workers":[)", p.request_blocks());
+        bool first = true;
+        for (auto& w : p.explain()) {
+          fmt::format_to(app,
+                         R"({}{{"worker":{},"overlap_blocks":{},"prefill_blocks":{},"decode_blocks":{},"cost":{},"eligible":{}}})",
+                         first ? "" : ",", w.worker, w.overlap_blocks, w.prefill_blocks, w.decode_blocks, w.cost,
+                         w.eligible);
+          first = false;
+        }
+        s += "]}";
+      }
+      s += "}}";
+      p.commit();
+      auto wi = static_cast<uint32_t>(p.worker());
+      double u = kv_tokens > 0 ? static_cast<double>(active_tokens[wi] + r.tokens) / kv_tokens : 0;
+      double end = r.end_ms ? std::max(*r.end_ms, r.arrival_ms)
+                            : r.arrival_ms + o.end_model.duration_ms(r.tokens - p.cached_tokens(),
+                                                                     r.output_tokens.value_or(0), u);
+      active_tokens[wi] += r.tokens;
+      uint32_t slot;
+      if (!free_live.empty()) {
+        slot = free_live.back();
+        free_live.pop_back();
+        live[slot] = Live{std::move(p), r.tokens, wi};
+      } else {
+        slot = static_cast<uint32_t>(live.size());
+        live.push_back(Live{std::move(p), r.tokens, wi});
+      }
+      ends.emplace(end, order++, slot);
+    } else {
+      s += R"(},"dyn":{"binding":"none","error":{"code":)";
+      fmt::format_to(app, "{}", r.error->exit_code);
+      s += R"(,"message":)";
+      json_string(s, r.error->message);
+      s += "}}}";
+    }
+    out.line(s);
+  }
+  // Release in end order so the router's state unwinds like time would.
+  while (!ends.empty()) {
+    auto [end, ord, slot] = ends.top();
+    ends.pop();
+    clock.set(std::max(clock.now_ms(), end));
+    live[slot].p.finish();
+  }
+  if (rejected)
+    diag::warning("", fmt::format("{} row{} could not be routed (see dyn.error)", rejected, rejected == 1 ? "" : "s"));
+  return rejected ? kExitBadData : kExitOk;
+}
+
+}  // namespace dyn::route

@@ -1,0 +1,78 @@
+// Offline faces of the router: dyn-route normalize (headers -> agent_context rows) and dyn-route
+// decide (workload or trace rows -> route_decision rows on a virtual clock).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "dyn/io/output.h"
+#include "dyn/route/config.h"
+
+namespace dyn::route {
+
+struct NormalizeOptions {
+  std::vector<std::string> inputs;  ///< JSONL files; empty or "-" = stdin
+};
+
+/// dyn-route normalize. Each input row {"headers": {name: value} | [[name, value], ...], ...}
+/// becomes one output row: {"line": N, "agent_context"?: {...}, "x_request_id"?, "worker_instance_id"?,
+/// "priority"?, "source"?} followed by the input's other fields (not headers/body), or
+/// {"line": N, "error": {"code": 400|3, "message"}, ...} when SPEC 1.1 rejects the headers (also
+/// reported on stderr with file:line). A row without identity has no agent_context. Malformed JSON
+/// rows are reported and skipped. Returns the exit code: 0, or 3 when any row was rejected.
+int normalize_rows(const NormalizeOptions& options, io::Output& out);
+
+/// Engine model used to estimate a request's end when the input does not record it (SPEC 8):
+/// prefill time for the uncached tokens in chunks of max_batched_tokens, plus output tokens ×
+/// the decode step time at the worker's KV utilisation when the request arrives.
+struct EndModel {
+  uint64_t kv_blocks = 16384;          ///< per worker
+  uint32_t block_size = 64;            ///< engine block size (capacity = kv_blocks × block_size tokens)
+  uint64_t max_batched_tokens = 8192;  ///< prefill chunk
+  double speedup_ratio = 1.0;          ///< divides all times
+  /// SPEC 8 prefill polynomial for T new tokens in one step, ms.
+  static double prefill_step_ms(double t) { return 4.209989e-07 * t * t + 1.518344e-02 * t + 16.50142; }
+  /// SPEC 8 decode step time at utilisation u (0..1), ms, at least 1.
+  static double decode_step_ms(double u);
+  /// Duration estimate: uncached prompt tokens, output tokens, utilisation at arrival.
+  double duration_ms(uint64_t uncached_tokens, uint64_t output_tokens, double utilisation) const;
+};
+
+struct DecideOptions {
+  std::vector<std::string> inputs;  ///< JSONL files; empty or "-" = stdin
+  uint32_t workers = 0;             ///< virtual workers 0..N-1
+  RouterConfig router;
+  /// --kv-cache-block-size was given (flag or environment). When not, the router adopts the
+  /// block size of the input's hash ids; when given and different, rows are re-blocked and a
+  /// warning names both sizes (case 11).
+  bool router_block_size_given = false;
+  /// Block size of Mooncake hash_ids (0 = 512). Dynamo rows carry replay.trace_block_size.
+  uint32_t workload_block_size = 0;
+  bool explain = false;
+  EndModel end_model;
+};
+
+/// dyn-route decide: routes every input row on a virtual clock and writes one route_decision row
+/// per input row (docs/records.md), in arrival order (stable). Inputs: Mooncake rows (hash_ids at
+/// the workload block size, chained into sequence hashes so equal leading ids give equal
+/// prefixes), Dynamo request_end rows (replay.input_sequence_hashes, agent_context,
+/// request_received_ms, total_time_ms), and header rows {"headers", "body"?, "timestamp"?,
+/// "output_length"?} (identity per SPEC 1, body rendered per SPEC 4.2). Load: a request is active
+/// from its arrival until its recorded end (Dynamo rows) or an end estimated with EndModel.
+/// Only request_end trace rows are routed; other event types are skipped and counted.
+/// Deterministic: same input and seed give byte-identical output. Returns the exit code (0, or 3
+/// when rows were rejected; every rejected row still gets a row with dyn.error).
+int decide(const DecideOptions& options, io::Output& out);
+
+/// Sequence hashes of a row's complete blocks at router block size `router_bs`, from its ids at
+/// block size `ids_bs` covering `input_length` tokens. `ids_are_sequence` = the ids are already
+/// sequence hashes (Dynamo replay hashes); otherwise per-block ids (Mooncake hash_ids) are chained.
+/// Equal sizes: the first floor(input_length / bs) ids, chained. Different sizes: each router
+/// block is hashed from the (id, token range) pieces it covers, so two rows share router block j
+/// exactly when they share the ids under its tokens.
+std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t ids_bs, bool ids_are_sequence,
+                                        uint64_t input_length, uint32_t router_bs);
+
+}  // namespace dyn::route
