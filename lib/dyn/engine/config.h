@@ -1,0 +1,32 @@
+// Engine settings and the timing model of SPEC 8 (Dynamo mocker defaults and polynomials).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace dyn::engine {
+
+/// Settings of one simulated inference worker. Defaults follow SPEC 8 (Dynamo's mocker).
+struct EngineConfig {
+  uint32_t block_size = 64;               ///< tokens per KV block
+  uint64_t num_blocks = 16384;            ///< KV blocks in the pool (--num-gpu-blocks-override)
+  uint32_t max_num_seqs = 256;            ///< cap on running sequences
+  uint32_t max_num_batched_tokens = 8192; ///< per-step token budget (prefill chunks + decodes)
+  bool enable_prefix_caching = true;      ///< reuse full blocks by sequence hash
+  bool enable_chunked_prefill = true;     ///< split long prompts across steps
+  double speedup_ratio = 1.0;             ///< divides every step time (> 0)
+  bool kv_events = false;                 ///< record stored/removed events for a router (SPEC 3.3)
+
+  /// "" when valid, else a message naming the bad setting (zero sizes, speedup <= 0).
+  std::string validate() const;
+};
+
+/// SPEC 8 prefill time in ms for `new_tokens` uncached tokens computed in one step:
+/// 4.209989e-07·T² + 1.518344e-02·T + 16.50142; 0 when T = 0 (fully cached prompt).
+double prefill_time_ms(uint64_t new_tokens);
+
+/// SPEC 8 decode step time in ms at KV utilisation u (active KV blocks / total blocks, 0..1):
+/// −25.74·u² + 54.01·u + 5.74, at least 1.0.
+double decode_time_ms(double kv_utilisation);
+
+}  // namespace dyn::engine

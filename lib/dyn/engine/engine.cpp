@@ -1,0 +1,238 @@
+// The engine scheduler: queues, chunked prefill, prefix reuse, LIFO preemption, step timing.
+#include "dyn/engine/engine.h"
+
+#include <algorithm>
+
+#include <fmt/format.h>
+
+namespace dyn::engine {
+
+struct Engine::Seq {
+  RequestSpec spec;
+  uint64_t target = 0;     // tokens to prefill: prompt, or prompt + generated after preemption
+  uint64_t computed = 0;   // tokens whose KV is held
+  uint64_t generated = 0;  // output tokens emitted
+  uint64_t cached = 0;     // prefix hit at first admission
+  bool admitted_once = false;
+  bool running = false;
+  bool done = false;
+  size_t held_hashed = 0;  // leading spec.block_hashes acquired
+  uint64_t held_private = 0;
+};
+
+Engine::Engine(EngineConfig config) : cfg_(config), pool_(config.num_blocks, config.kv_events) {}
+
+Engine::~Engine() = default;
+
+Expected<bool> Engine::add(RequestSpec spec) {
+  if (spec.prompt_tokens == 0) return Error{"empty prompt (0 tokens)", kExitBadData};
+  if (seqs_.count(spec.id)) return Error{fmt::format("duplicate request id {}", spec.id), kExitBadData};
+  if (spec.max_output_tokens == 0) spec.max_output_tokens = 1;
+  const uint64_t bs = cfg_.block_size;
+  const uint64_t need = (spec.prompt_tokens + spec.max_output_tokens + bs - 1) / bs;
+  if (need > cfg_.num_blocks)
+    return Error{fmt::format("request needs {} KV blocks ({} prompt + {} output tokens), the pool has {}",
+                             need, spec.prompt_tokens, spec.max_output_tokens, cfg_.num_blocks),
+                 kExitBadData};
+  // Only full prompt blocks can be hashed; ignore extra hashes a caller may pass.
+  if (spec.block_hashes.size() > spec.prompt_tokens / bs) spec.block_hashes.resize(spec.prompt_tokens / bs);
+  auto s = std::make_unique<Seq>();
+  s->target = spec.prompt_tokens;
+  s->spec = std::move(spec);
+  Seq* p = s.get();
+  seqs_.emplace(p->spec.id, std::move(s));
+  waiting_.push_back(p);
+  ++counters_.requests_added;
+  return true;
+}
+
+bool Engine::cancel(uint64_t id) {
+  auto it = seqs_.find(id);
+  if (it == seqs_.end()) return false;
+  Seq* s = it->second.get();
+  release_blocks(*s);
+  if (s->running) running_.erase(std::find(running_.begin(), running_.end(), s));
+  else waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
+  ++counters_.requests_cancelled;
+  seqs_.erase(it);
+  return true;
+}
+
+// Makes `s` hold the blocks for `new_computed` tokens: full prompt blocks as hashed blocks
+// (shared, cached after release), everything else private. All or nothing.
+bool Engine::ensure_blocks(Seq& s, uint64_t new_computed) {
+  const uint64_t bs = cfg_.block_size;
+  const uint64_t need_total = (new_computed + bs - 1) / bs;
+  const size_t target_hashed =
+      cfg_.enable_prefix_caching
+          ? static_cast<size_t>(std::min<uint64_t>(s.spec.block_hashes.size(), new_computed / bs))
+          : 0;
+  const uint64_t target_private = need_total - target_hashed;
+  if (target_hashed <= s.held_hashed && target_private == s.held_private) return true;
+  // Count what is missing and what would be reactivated (no longer evictable).
+  missing_.clear();
+  uint64_t reactivated = 0;
+  for (size_t i = s.held_hashed; i < target_hashed; ++i) {
+    uint64_t h = s.spec.block_hashes[i];
+    if (!pool_.contains(h)) missing_.push_back(i);
+    else if (pool_.is_inactive(h)) ++reactivated;
+  }
+  const int64_t private_delta = static_cast<int64_t>(target_private) - static_cast<int64_t>(s.held_private);
+  const int64_t need = static_cast<int64_t>(missing_.size()) + private_delta;
+  if (need > 0 && static_cast<uint64_t>(need) + reactivated > pool_.available()) return false;
+  // Protect present blocks from eviction first, then make room, then insert the new ones.
+  for (size_t i = s.held_hashed; i < target_hashed; ++i) pool_.acquire(s.spec.block_hashes[i]);
+  if (private_delta < 0) pool_.free_private(static_cast<uint64_t>(-private_delta));
+  const uint64_t grow = missing_.size() + static_cast<uint64_t>(std::max<int64_t>(private_delta, 0));
+  pool_.make_room(grow);
+  for (size_t i : missing_) {
+    std::optional<uint64_t> parent;
+    if (i > 0) parent = s.spec.block_hashes[i - 1];
+    pool_.insert(s.spec.block_hashes[i], parent);
+  }
+  if (private_delta > 0) pool_.alloc_private(static_cast<uint64_t>(private_delta));
+  s.held_hashed = std::max(s.held_hashed, target_hashed);
+  s.held_private = target_private;
+  return true;
+}
+
+void Engine::release_blocks(Seq& s) {
+  pool_.free_private(s.held_private);
+  s.held_private = 0;
+  // Last block first: leaves enter the LRU before their prefixes and are evicted first.
+  for (size_t i = s.held_hashed; i-- > 0;) pool_.release(s.spec.block_hashes[i], cfg_.enable_prefix_caching);
+  s.held_hashed = 0;
+}
+
+void Engine::preempt_back() {
+  Seq* v = running_.back();
+  running_.pop_back();
+  release_blocks(*v);
+  v->running = false;
+  v->computed = 0;
+  v->target = v->spec.prompt_tokens + v->generated;
+  waiting_.push_front(v);
+  ++counters_.preemptions;
+}
+
+void Engine::finish(Seq& s) {
+  release_blocks(s);
+  s.done = true;
+  ++counters_.requests_finished;
+}
+
+void Engine::step(StepResult& out) {
+  out.clear();
+  plan_.clear();
+  ++counters_.steps;
+  uint64_t budget = cfg_.max_num_batched_tokens;
+  bool preempted = false;
+  // 1. Running sequences, oldest first.
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Seq* s = running_[i];
+    const bool decode = s->computed >= s->target;
+    uint64_t take = decode ? 1 : s->target - s->computed;
+    if (!decode && take > budget) {
+      if (!cfg_.enable_chunked_prefill && !plan_.empty()) continue;
+      take = cfg_.enable_chunked_prefill ? budget : take;
+    }
+    bool placed = true;
+    while (!ensure_blocks(*s, s->computed + take)) {
+      preempted = true;
+      ++out.preempted;
+      if (running_.back() == s) {
+        preempt_back();
+        placed = false;
+        break;
+      }
+      preempt_back();
+    }
+    if (!placed) break;
+    plan_.push_back({s, take, decode});
+    budget -= std::min(budget, take);
+  }
+  // 2. Admit waiting sequences (not in a step that had to preempt).
+  while (!preempted && budget > 0 && !waiting_.empty() && running_.size() < cfg_.max_num_seqs) {
+    Seq* s = waiting_.front();
+    uint64_t hit = 0;
+    if (cfg_.enable_prefix_caching) hit = pool_.match_prefix(s->spec.block_hashes) * cfg_.block_size;
+    s->computed = hit;
+    const bool decode = hit >= s->target;  // fully cached prompt: first token from a decode step
+    uint64_t take = decode ? 1 : s->target - hit;
+    if (!decode && take > budget) {
+      if (!cfg_.enable_chunked_prefill && !plan_.empty()) { s->computed = 0; break; }
+      take = cfg_.enable_chunked_prefill ? budget : take;
+    }
+    if (!ensure_blocks(*s, s->computed + take)) {
+      s->computed = 0;
+      release_blocks(*s);
+      break;
+    }
+    if (!s->admitted_once) {
+      s->admitted_once = true;
+      s->cached = hit;
+      counters_.prompt_tokens += s->spec.prompt_tokens;
+      counters_.cached_tokens += hit;
+    }
+    waiting_.pop_front();
+    s->running = true;
+    running_.push_back(s);
+    plan_.push_back({s, take, decode});
+    budget -= std::min(budget, take);
+  }
+  // 3. Time of the step.
+  for (const Planned& p : plan_) {
+    if (p.decode) ++out.decode_tokens;
+    else out.prefill_tokens += p.take;
+  }
+  const double u = static_cast<double>(pool_.active()) / static_cast<double>(pool_.capacity());
+  double ms = prefill_time_ms(out.prefill_tokens);
+  if (out.decode_tokens > 0 || plan_.empty()) ms += decode_time_ms(u);
+  out.duration_ms = ms / cfg_.speedup_ratio;
+  // 4. Apply: tokens out, finished sequences leave.
+  bool any_done = false;
+  for (const Planned& p : plan_) {
+    Seq& s = *p.seq;
+    bool emit;
+    if (p.decode) {
+      s.computed += 1;
+      emit = true;
+    } else {
+      s.computed += p.take;
+      emit = s.computed >= s.target;
+    }
+    if (!emit) continue;
+    ++s.generated;
+    ++counters_.generated_tokens;
+    const bool last = s.generated >= s.spec.max_output_tokens;
+    out.outputs.push_back({s.spec.id, s.generated, s.cached, last});
+    if (last) {
+      finish(s);
+      any_done = true;
+    }
+  }
+  if (any_done) {
+    running_.erase(std::remove_if(running_.begin(), running_.end(), [](Seq* s) { return s->done; }),
+                   running_.end());
+    for (const TokenOutput& o : out.outputs)
+      if (o.finished) seqs_.erase(o.id);
+  }
+}
+
+EngineStats Engine::stats() const {
+  EngineStats st = counters_;
+  st.running = running_.size();
+  st.waiting = waiting_.size();
+  st.total_blocks = pool_.capacity();
+  st.active_blocks = pool_.active();
+  st.cached_blocks = pool_.inactive();
+  st.kv_usage = static_cast<double>(pool_.active()) / static_cast<double>(pool_.capacity());
+  st.evictions = pool_.evictions();
+  uint64_t pending = 0;
+  for (const Seq* s : running_) pending += s->target > s->computed ? s->target - s->computed : 0;
+  for (const Seq* s : waiting_) pending += s->target;
+  st.pending_prefill_tokens = pending;
+  return st;
+}
+
+}  // namespace dyn::engine

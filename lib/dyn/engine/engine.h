@@ -1,0 +1,128 @@
+// One simulated inference worker (SPEC 8): a scheduler with running and waiting queues over a
+// KV block pool, stepping in batches whose duration comes from the SPEC 8 timing model. The
+// engine has no clock: the caller runs steps in real time (dyn-mocker) or on a virtual clock
+// (the simulator), so both use exactly this code.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "dyn/base/error.h"
+#include "dyn/engine/config.h"
+#include "dyn/engine/kv_pool.h"
+
+namespace dyn::engine {
+
+/// A request as the engine sees it.
+struct RequestSpec {
+  uint64_t id = 0;                    ///< unique among the engine's live requests
+  uint64_t prompt_tokens = 0;         ///< ISL (> 0)
+  std::vector<uint64_t> block_hashes; ///< sequence hashes of the full prompt blocks at the
+                                      ///< engine block size: floor(prompt_tokens / block_size)
+  uint64_t max_output_tokens = 1;     ///< tokens to generate (>= 1)
+};
+
+/// Tokens produced by one step for one request.
+struct TokenOutput {
+  uint64_t id = 0;
+  uint64_t generated = 0;      ///< output tokens so far, this step's token included
+  uint64_t cached_tokens = 0;  ///< prompt tokens found in the prefix cache at first admission
+  bool finished = false;       ///< the last token; the request has left the engine
+};
+
+/// What one step did. `duration_ms` is the step's time from SPEC 8, divided by the speedup
+/// ratio: prefill_time(new prompt tokens) when the step prefilled, plus decode_time(u) when it
+/// decoded (u = active KV blocks / total after this step's allocation). Its outputs are
+/// available when the step ends (start + duration).
+struct StepResult {
+  double duration_ms = 0;
+  uint64_t prefill_tokens = 0;  ///< uncached prompt tokens computed
+  uint64_t decode_tokens = 0;   ///< sequences that decoded one token
+  uint32_t preempted = 0;       ///< sequences preempted (recompute) in this step
+  std::vector<TokenOutput> outputs;
+  void clear() { duration_ms = 0; prefill_tokens = decode_tokens = 0; preempted = 0; outputs.clear(); }
+};
+
+/// Counters and gauges for /metrics and for a router's load view.
+struct EngineStats {
+  uint64_t running = 0, waiting = 0;
+  uint64_t total_blocks = 0, active_blocks = 0, cached_blocks = 0;  ///< cached = inactive reusable
+  double kv_usage = 0;                     ///< active / total
+  uint64_t pending_prefill_tokens = 0;     ///< prompt tokens still to compute (running + waiting)
+  uint64_t requests_added = 0, requests_finished = 0, requests_cancelled = 0;
+  uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;  ///< totals
+  uint64_t preemptions = 0, evictions = 0, steps = 0;
+};
+
+/// The scheduler (SPEC 8). Each step:
+/// 1. running sequences, oldest first, each take their next prefill chunk (chunked prefill:
+///    up to the remaining budget) or one decode token, within max_num_batched_tokens. When
+///    the KV pool cannot hold a sequence's next tokens (after evicting inactive cached blocks,
+///    least recently used first), the newest running sequence is preempted (LIFO): its blocks
+///    are released and it goes back to the front of the waiting queue to recompute prompt +
+///    generated tokens.
+/// 2. when nothing was preempted, waiting sequences are admitted in FIFO order while budget,
+///    max_num_seqs and KV blocks allow; on admission the leading prompt blocks already in the
+///    pool are reused (prefix cache hit, reported as cached_tokens on first admission).
+/// 3. a sequence whose prefill completes in the step emits a token (its first); a decoding
+///    sequence emits one token per step; the sequence finishes after max_output_tokens and
+///    releases its blocks, last block first, so its full prompt blocks stay cached.
+/// A fully cached prompt costs no prefill time; its first token comes from a decode step.
+/// Not thread-safe: the owner serialises calls (dyn-mocker holds a mutex, the simulator is
+/// single-threaded).
+class Engine {
+ public:
+  explicit Engine(EngineConfig config);
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  const EngineConfig& config() const { return cfg_; }
+
+  /// Queues a request. Errors (nothing queued): duplicate id, zero prompt, or a request whose
+  /// prompt + output could never fit the whole KV pool ("needs N blocks, pool has M").
+  Expected<bool> add(RequestSpec spec);
+  /// Removes a waiting or running request and frees its blocks (client went away). False when
+  /// unknown (already finished).
+  bool cancel(uint64_t id);
+  /// True while any request is running or waiting.
+  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
+  /// Plans and applies one step (see class comment); `out` is cleared first.
+  void step(StepResult& out);
+
+  EngineStats stats() const;
+  const KvPool& pool() const { return pool_; }
+  /// Leading prompt blocks of `block_hashes` cached here now (for tests and routers).
+  size_t cached_prefix_blocks(const std::vector<uint64_t>& block_hashes) const {
+    return pool_.match_prefix(block_hashes);
+  }
+  /// KV events since the last call (config.kv_events).
+  std::vector<KvEvent> take_kv_events() { return pool_.take_events(); }
+
+ private:
+  struct Seq;
+  bool ensure_blocks(Seq& s, uint64_t new_computed);
+  void release_blocks(Seq& s);
+  void preempt_back();
+  void finish(Seq& s);
+
+  EngineConfig cfg_;
+  KvPool pool_;
+  std::unordered_map<uint64_t, std::unique_ptr<Seq>> seqs_;
+  std::vector<Seq*> running_;  // admission order
+  std::deque<Seq*> waiting_;
+  struct Planned {
+    Seq* seq;
+    uint64_t take;
+    bool decode;
+  };
+  std::vector<Planned> plan_;
+  std::vector<uint64_t> missing_;
+  EngineStats counters_;
+};
+
+}  // namespace dyn::engine

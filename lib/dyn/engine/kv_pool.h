@@ -1,0 +1,100 @@
+// The KV block pool of one engine (SPEC 8): reference-counted blocks, full blocks keyed by
+// sequence hash and reusable after their request ends, LRU eviction of inactive blocks.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+namespace dyn::engine {
+
+/// One KV event for a router's prefix index (SPEC 3.3): `stored` blocks (sequence hashes, in
+/// prefix order, the first one's parent is `parent_hash`), `removed` blocks, or `cleared`.
+struct KvEvent {
+  enum class Kind { kStored, kRemoved, kCleared };
+  Kind kind = Kind::kStored;
+  std::vector<uint64_t> block_hashes;
+  std::optional<uint64_t> parent_hash;
+};
+
+/// A fixed pool of `capacity` blocks. Two kinds of blocks use it:
+/// - hashed blocks: full prompt blocks keyed by their sequence hash, shared by every request
+///   with that prefix (refcount = holders). At refcount 0 a hashed block stays cached
+///   ("inactive") until evicted; eviction takes the least recently released one first. Callers
+///   release a request's blocks from its last block to its first, so a leaf is always older in
+///   the LRU than its prefix and is evicted before it (SPEC 8).
+/// - private blocks: partial and generated blocks, counted but never shared nor cached.
+/// Not thread-safe (the owning Engine serialises access).
+class KvPool {
+ public:
+  explicit KvPool(uint64_t capacity, bool record_events = false);
+  ~KvPool();
+  KvPool(const KvPool&) = delete;
+  KvPool& operator=(const KvPool&) = delete;
+
+  uint64_t capacity() const { return capacity_; }
+  /// Blocks in use: hashed (active + inactive) + private.
+  uint64_t used() const { return map_.size() + private_; }
+  uint64_t free() const { return capacity_ - used(); }
+  /// Blocks held by at least one request (hashed refcount > 0, plus private).
+  uint64_t active() const { return active_hashed_ + private_; }
+  uint64_t inactive() const { return inactive_count_; }
+  /// Blocks that could be handed out now: free + evictable inactive.
+  uint64_t available() const { return free() + inactive_count_; }
+
+  /// Number of leading `hashes` present in the pool (active or inactive), stopping at the
+  /// first miss (SPEC 3.2 overlap). Does not touch LRU order.
+  size_t match_prefix(std::span<const uint64_t> hashes) const;
+  bool contains(uint64_t hash) const { return map_.count(hash) != 0; }
+  /// True when `hash` is cached with refcount 0 (counted in inactive()).
+  bool is_inactive(uint64_t hash) const;
+
+  /// Takes one more reference on a present block (reactivating an inactive one). False when
+  /// the hash is absent.
+  bool acquire(uint64_t hash);
+  /// Evicts inactive blocks (LRU first) until free() >= n. False, evicting nothing, when
+  /// available() < n.
+  bool make_room(uint64_t n);
+  /// Inserts a new hashed block with refcount 1 under `parent` (nullopt for a first block).
+  /// Requires !contains(hash) and free() > 0 (call make_room first).
+  void insert(uint64_t hash, std::optional<uint64_t> parent);
+  /// Drops one reference; at 0 the block becomes the most recently used inactive block, or is
+  /// dropped at once when prefix caching is off (`cache` false).
+  void release(uint64_t hash, bool cache = true);
+  /// Private blocks: requires free() >= n for alloc (call make_room first).
+  void alloc_private(uint64_t n) { private_ += n; }
+  void free_private(uint64_t n) { private_ -= n; }
+
+  /// Moves out the events recorded since the last call (empty unless record_events).
+  std::vector<KvEvent> take_events();
+  /// Total blocks evicted so far.
+  uint64_t evictions() const { return evictions_; }
+
+ private:
+  struct Entry {
+    uint64_t hash = 0;
+    uint32_t refs = 0;
+    Entry* prev = nullptr;  // LRU links, valid while refs == 0
+    Entry* next = nullptr;
+  };
+  void lru_push(Entry* e);
+  void lru_unlink(Entry* e);
+  void evict_one();
+  void event_stored(uint64_t hash, std::optional<uint64_t> parent);
+  void event_removed(uint64_t hash);
+
+  uint64_t capacity_;
+  bool record_events_;
+  std::unordered_map<uint64_t, Entry> map_;
+  Entry* lru_head_ = nullptr;  // oldest
+  Entry* lru_tail_ = nullptr;  // newest
+  uint64_t inactive_count_ = 0;
+  uint64_t active_hashed_ = 0;
+  uint64_t private_ = 0;
+  uint64_t evictions_ = 0;
+  std::vector<KvEvent> events_;
+};
+
+}  // namespace dyn::engine

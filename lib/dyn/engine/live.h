@@ -1,0 +1,60 @@
+// The engine run in real time: a stepping thread that sleeps each step's SPEC 8 duration and
+// then hands the step's tokens to the requests' sinks (dyn-mocker's engine loop).
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "dyn/engine/engine.h"
+
+namespace dyn::engine {
+
+/// Runs an Engine on its own thread in real time. Each step is planned under the lock, the
+/// thread sleeps until step start + duration (absolute deadlines, so steps do not drift), then
+/// calls each affected request's sink with its TokenOutput. Requests submitted while a step
+/// runs join the next step, as in the simulator. Thread-safe: submit/cancel/stats from any
+/// thread; sinks run on the engine thread and must not block (push to a queue).
+class LiveEngine {
+ public:
+  using Sink = std::function<void(const TokenOutput&)>;
+  using KvListener = std::function<void(const std::vector<KvEvent>&)>;
+
+  explicit LiveEngine(EngineConfig config);
+  ~LiveEngine();  ///< stops the thread
+  LiveEngine(const LiveEngine&) = delete;
+  LiveEngine& operator=(const LiveEngine&) = delete;
+
+  void start();
+  void stop();
+  /// A fresh request id (unique within this engine).
+  uint64_t next_id();
+  /// Queues a request; the sink receives one call per produced token (the last with
+  /// finished = true). Errors come from Engine::add.
+  Expected<bool> submit(RequestSpec spec, Sink sink);
+  /// Drops a request (client went away); its sink is not called again.
+  void cancel(uint64_t id);
+  EngineStats stats() const;
+  /// Leading prompt blocks already cached (a router-style overlap probe).
+  size_t cached_prefix_blocks(const std::vector<uint64_t>& hashes) const;
+  /// Receives KV events after each step (config.kv_events), on the engine thread.
+  void set_kv_listener(KvListener listener);
+
+ private:
+  void run();
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  Engine engine_;
+  std::unordered_map<uint64_t, Sink> sinks_;
+  KvListener kv_listener_;
+  uint64_t next_id_ = 1;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace dyn::engine

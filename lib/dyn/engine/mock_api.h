@@ -1,0 +1,124 @@
+// The wire shapes of the mock engine (dyn-mocker): parsing OpenAI chat/completions, Anthropic
+// messages and OpenAI Responses requests into engine requests, scripted replies, and the
+// streaming and non-streaming response bodies real clients and agent CLIs accept.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dyn/base/error.h"
+#include "dyn/base/json.h"
+
+namespace dyn::engine {
+
+enum class Api { kChat, kCompletions, kMessages, kResponses };
+
+/// A parsed request. Token counts follow SPEC 4.2 (render_request, 4 bytes per token).
+struct MockRequest {
+  Api api = Api::kChat;
+  std::string model;
+  bool stream = false;
+  bool include_usage = false;          ///< chat/completions stream_options.include_usage
+  uint64_t prompt_tokens = 0;
+  std::vector<uint64_t> block_hashes;  ///< sequence hashes of full blocks at the engine size
+  uint64_t max_tokens = 0;             ///< output limit (request, else the server default)
+  uint64_t min_tokens = 0;
+  bool ignore_eos = false;
+  std::string last_user_text;          ///< for --replies matching
+  Json tools;                          ///< the request's tools (Responses namespaces)
+};
+
+/// Parses and validates a request body. Limits: max_completion_tokens > max_tokens >
+/// max_output_tokens (Responses) > `default_max_tokens`. Errors (400 with an OpenAI-style
+/// body): not an object, missing/empty messages, input or prompt, non-integer or zero token
+/// limits, min_tokens > max_tokens, bad stream flag.
+Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t block_size,
+                                         uint64_t default_max_tokens);
+
+/// A scripted assistant reply: text, or a tool call (name + JSON arguments as a string).
+struct Reply {
+  bool tool_call = false;
+  std::string text;       ///< text reply
+  std::string name;       ///< tool name
+  std::string arguments;  ///< compact JSON
+  std::string match;      ///< chosen when this is a substring of the last user message
+};
+
+/// --replies FILE: JSONL rows `{"text": "..."}` or `{"tool_call": {"name": N, "arguments":
+/// {...}}}`, optionally with `"match": "substring"`. choose(): the first not-yet-used row
+/// whose match occurs in the last user message; else the next unmatched row in file order;
+/// once those are used up the last unmatched row repeats (so an agent loop ends on text).
+/// Thread-safe.
+class ReplyScript {
+ public:
+  /// Errors name file:line (bad JSON, neither text nor tool_call, arguments not an object).
+  static Expected<ReplyScript> load(const std::string& path);
+  static Expected<Reply> parse_row(const Json& row);
+  std::optional<Reply> choose(const std::string& last_user_text);
+  size_t size() const { return rows_.size(); }
+  ReplyScript() = default;
+  ReplyScript(ReplyScript&& o) noexcept : rows_(std::move(o.rows_)), used_(std::move(o.used_)) {}
+
+ private:
+  std::vector<Reply> rows_;
+  std::vector<bool> used_;
+  size_t next_unmatched_ = 0;
+  std::mutex mu_;
+};
+
+/// What the response will say, fixed before the engine runs: `pieces` are the output tokens'
+/// text (at most 4 bytes each, cut at UTF-8 boundaries), one per engine token.
+struct ReplyPlan {
+  bool tool_call = false;
+  std::string name;
+  std::vector<std::string> pieces;
+  std::string finish_reason = "stop";  ///< chat/completions terms: stop, length, tool_calls
+  uint64_t tokens() const { return pieces.size(); }
+};
+
+/// Output length: scripted text = its tokens, at least min_tokens (padded with filler text),
+/// max_tokens when ignore_eos, and never above max_tokens (then finish "length"); without a
+/// script the deterministic filler text runs to max_tokens. A tool call's arguments are never
+/// padded. At least one token.
+ReplyPlan plan_reply(const MockRequest& req, const std::optional<Reply>& scripted);
+
+/// Deterministic filler text of `tokens` pieces (4 bytes each).
+std::vector<std::string> filler_pieces(uint64_t tokens, uint64_t offset = 0);
+
+/// Builds the bytes of one response. `id_seq` makes ids unique and deterministic per server;
+/// `created` is the unix time in seconds.
+class ResponseWriter {
+ public:
+  ResponseWriter(const MockRequest& req, const ReplyPlan& plan, uint64_t id_seq, uint64_t created);
+  /// SSE events sent as soon as the request is accepted (role chunk, message_start, ...).
+  std::string stream_start();
+  /// SSE events carrying output tokens [from, to) (one event per token).
+  std::string stream_tokens(uint64_t from, uint64_t to);
+  /// Closing events: finish, usage (chat/completions when include_usage), [DONE] or
+  /// message_stop / response.completed.
+  std::string stream_end(uint64_t cached_tokens);
+  /// Whole non-streaming body.
+  Json full_body(uint64_t cached_tokens) const;
+
+ private:
+  Json usage_json(uint64_t cached_tokens) const;
+  Json chat_chunk(Json delta, const Json& finish) const;
+  std::string text() const;
+  std::string event(const char* name, const Json& data);
+  std::string namespace_of(const std::string& name) const;
+
+  const MockRequest& req_;
+  const ReplyPlan& plan_;
+  std::string id_, item_id_, call_id_;
+  uint64_t created_;
+  uint64_t seq_ = 0;  // Responses sequence_number
+};
+
+/// OpenAI-style error body {"error": {"message", "type", "param": null, "code"}}; Anthropic
+/// shape {"type": "error", "error": {"type", "message"}} for /v1/messages.
+Json error_body(Api api, const std::string& message, const std::string& type, int code);
+
+}  // namespace dyn::engine

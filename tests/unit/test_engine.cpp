@@ -1,0 +1,284 @@
+// Unit tests for lib/dyn/engine: SPEC 8 timing, the KV pool, the scheduler, mock wire shapes.
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "dyn/engine/engine.h"
+#include "dyn/engine/mock_api.h"
+
+using namespace dyn::engine;
+using dyn::Json;
+
+namespace {
+
+RequestSpec req(uint64_t id, uint64_t prompt, uint64_t out, uint64_t first_hash = 1000, uint32_t bs = 64) {
+  RequestSpec r;
+  r.id = id;
+  r.prompt_tokens = prompt;
+  r.max_output_tokens = out;
+  for (uint64_t i = 0; i < prompt / bs; ++i) r.block_hashes.push_back(first_hash + i);
+  return r;
+}
+
+// Runs the engine on a virtual clock until `id` finishes; returns {ttft, end, cached}.
+struct Timing {
+  double ttft = -1, end = -1;
+  uint64_t cached = 0, tokens = 0;
+};
+
+std::vector<Timing> run_all(Engine& e, size_t n_ids) {
+  std::vector<Timing> t(n_ids + 1);
+  double now = 0;
+  StepResult r;
+  while (e.has_work()) {
+    e.step(r);
+    now += r.duration_ms;
+    for (auto& o : r.outputs) {
+      if (o.generated == 1) t[o.id].ttft = now;
+      t[o.id].tokens = o.generated;
+      t[o.id].cached = o.cached_tokens;
+      if (o.finished) t[o.id].end = now;
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("SPEC 8 timing polynomials") {
+  CHECK(prefill_time_ms(0) == 0.0);
+  CHECK(prefill_time_ms(1000) == doctest::Approx(4.209989e-07 * 1e6 + 15.18344 + 16.50142));
+  CHECK(decode_time_ms(0) == doctest::Approx(5.74));
+  CHECK(decode_time_ms(0.5) == doctest::Approx(-25.74 * 0.25 + 54.01 * 0.5 + 5.74));
+  CHECK(decode_time_ms(-10) == 1.0);  // clamped at 1 ms
+}
+
+TEST_CASE("KV pool: refcounts, reuse after release, LRU eviction leaf before prefix") {
+  KvPool p(4, true);
+  REQUIRE(p.make_room(3));
+  p.insert(1, std::nullopt);
+  p.insert(2, 1);
+  p.insert(3, 2);
+  CHECK(p.used() == 3);
+  CHECK(p.active() == 3);
+  // Release last block first, as Engine does: 3 then 2 then 1 enter the LRU in that order.
+  p.release(3);
+  p.release(2);
+  p.release(1);
+  CHECK(p.active() == 0);
+  CHECK(p.inactive() == 3);
+  CHECK(p.match_prefix(std::vector<uint64_t>{1, 2, 3, 4}) == 3);
+  // Need 3 new blocks with 1 free: evicts the two oldest inactive, which are the leaves 3, 2.
+  REQUIRE(p.make_room(3));
+  CHECK(p.contains(1));
+  CHECK_FALSE(p.contains(2));
+  CHECK_FALSE(p.contains(3));
+  CHECK(p.evictions() == 2);
+  auto ev = p.take_events();
+  REQUIRE(ev.size() == 2);
+  CHECK(ev[0].kind == KvEvent::Kind::kStored);
+  CHECK(ev[0].block_hashes == std::vector<uint64_t>{1, 2, 3});
+  CHECK(ev[1].kind == KvEvent::Kind::kRemoved);
+  CHECK(ev[1].block_hashes == std::vector<uint64_t>{3, 2});
+  // An acquired block is no longer evictable.
+  CHECK(p.acquire(1));
+  CHECK(p.available() == 3);
+  CHECK_FALSE(p.make_room(4));
+}
+
+TEST_CASE("engine: TTFT is the prefill time, then one token per decode step") {
+  Engine e(EngineConfig{});
+  REQUIRE(e.add(req(1, 1000, 4)));
+  auto t = run_all(e, 1);
+  CHECK(t[1].ttft == doctest::Approx(prefill_time_ms(1000)));
+  // Three decode steps after the first token. u = active blocks / 16384.
+  double u = 16.0 / 16384.0;  // 1003 tokens -> 16 blocks
+  CHECK(t[1].end == doctest::Approx(prefill_time_ms(1000) + 3 * decode_time_ms(u)).epsilon(0.01));
+  CHECK(t[1].tokens == 4);
+  CHECK(t[1].cached == 0);
+  CHECK(e.pool().active() == 0);
+  CHECK(e.pool().inactive() == 15);  // 15 full prompt blocks stay cached
+}
+
+TEST_CASE("engine: a repeated prompt hits the prefix cache, fully cached costs no prefill") {
+  Engine e(EngineConfig{});
+  REQUIRE(e.add(req(1, 1000, 2)));
+  run_all(e, 1);
+  REQUIRE(e.add(req(2, 1000, 2)));
+  auto t = run_all(e, 2);
+  CHECK(t[2].cached == 960);
+  CHECK(t[2].ttft == doctest::Approx(prefill_time_ms(40)));
+  REQUIRE(e.add(req(3, 960, 1)));  // exactly 15 cached blocks
+  t = run_all(e, 3);
+  CHECK(t[3].cached == 960);
+  CHECK(t[3].ttft == doctest::Approx(decode_time_ms(15.0 / 16384)).epsilon(0.01));
+  auto st = e.stats();
+  CHECK(st.cached_tokens == 1920);
+  CHECK(st.prompt_tokens == 2960);
+}
+
+TEST_CASE("engine: chunked prefill splits a long prompt across steps within the budget") {
+  EngineConfig c;
+  c.max_num_batched_tokens = 4096;
+  Engine e(c);
+  REQUIRE(e.add(req(1, 10000, 1)));
+  StepResult r;
+  e.step(r);
+  CHECK(r.prefill_tokens == 4096);
+  CHECK(r.outputs.empty());
+  e.step(r);
+  CHECK(r.prefill_tokens == 4096);
+  e.step(r);
+  CHECK(r.prefill_tokens == 10000 - 8192);
+  REQUIRE(r.outputs.size() == 1);
+  CHECK(r.outputs[0].finished);
+  c.enable_chunked_prefill = false;
+  Engine whole(c);
+  REQUIRE(whole.add(req(1, 10000, 1)));
+  whole.step(r);
+  CHECK(r.prefill_tokens == 10000);  // alone in its step, an oversize prompt runs whole
+}
+
+TEST_CASE("engine: max_num_seqs caps the running set; the rest wait in FIFO order") {
+  EngineConfig c;
+  c.max_num_seqs = 2;
+  Engine e(c);
+  for (uint64_t i = 1; i <= 3; ++i) REQUIRE(e.add(req(i, 100, 3, i * 100)));
+  StepResult r;
+  e.step(r);
+  CHECK(e.stats().running == 2);
+  CHECK(e.stats().waiting == 1);
+  auto t = run_all(e, 3);
+  CHECK(t[3].ttft > t[1].end - 1e-9);
+}
+
+TEST_CASE("engine: memory pressure preempts the newest sequence (LIFO) and it recomputes") {
+  EngineConfig c;
+  c.num_blocks = 10;
+  c.block_size = 16;
+  Engine e(c);
+  // Each needs 3 blocks of prompt and grows to 6 blocks: both cannot finish side by side.
+  REQUIRE(e.add(req(1, 48, 48, 100, 16)));
+  REQUIRE(e.add(req(2, 48, 48, 200, 16)));
+  auto t = run_all(e, 2);
+  CHECK(t[1].tokens == 48);
+  CHECK(t[2].tokens == 48);
+  CHECK(e.stats().preemptions >= 1);
+  CHECK(t[1].end < t[2].end);  // the older sequence was never the victim
+  CHECK(e.pool().active() == 0);
+}
+
+TEST_CASE("engine: rejects what can never fit, and cancel frees blocks") {
+  EngineConfig c;
+  c.num_blocks = 4;
+  Engine e(c);
+  auto r = e.add(req(1, 300, 1));
+  REQUIRE_FALSE(r);
+  CHECK(r.error().message.find("needs 5 KV blocks") != std::string::npos);
+  REQUIRE(e.add(req(2, 128, 10)));
+  StepResult s;
+  e.step(s);
+  CHECK(e.pool().active() == 2);  // 128 prompt tokens; the first token has no KV yet
+  CHECK(e.cancel(2));
+  CHECK(e.pool().active() == 0);
+  CHECK_FALSE(e.has_work());
+  CHECK_FALSE(e.cancel(2));
+}
+
+TEST_CASE("engine: speedup ratio divides step time") {
+  EngineConfig c;
+  c.speedup_ratio = 10;
+  Engine e(c);
+  REQUIRE(e.add(req(1, 1000, 1)));
+  StepResult r;
+  e.step(r);
+  CHECK(r.duration_ms == doctest::Approx(prefill_time_ms(1000) / 10));
+}
+
+TEST_CASE("mock api: parse limits, tokens and hashes; errors for bad bodies") {
+  Json body = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", std::string(1000, 'a')}}}},
+               {"max_tokens", 7}, {"max_completion_tokens", 5}, {"stream", true}};
+  auto r = parse_mock_request(Api::kChat, body, 64, 100);
+  REQUIRE(r);
+  CHECK(r->max_tokens == 5);
+  CHECK(r->prompt_tokens == (5 + 1000 + 1 + 3) / 4);
+  CHECK(r->block_hashes.size() == r->prompt_tokens / 64);
+  CHECK(r->stream);
+  CHECK(r->last_user_text == std::string(1000, 'a'));
+  CHECK_FALSE(parse_mock_request(Api::kChat, Json::array(), 64, 1));
+  CHECK_FALSE(parse_mock_request(Api::kChat, Json{{"messages", Json::array()}}, 64, 1));
+  CHECK_FALSE(parse_mock_request(Api::kCompletions, Json{{"prompt", "x"}, {"max_tokens", -1}}, 64, 1));
+  CHECK_FALSE(parse_mock_request(Api::kCompletions, Json{{"prompt", "x"}, {"max_tokens", 2}, {"min_tokens", 3}}, 64, 1));
+}
+
+TEST_CASE("mock api: scripted replies by order and by match; plan lengths") {
+  std::string path = "test_engine_replies.jsonl";
+  {
+    std::ofstream f(path);
+    f << R"({"match": "SUB", "text": "sub done"})" << "\n"
+      << R"({"tool_call": {"name": "task", "arguments": {"prompt": "SUB: go"}}})" << "\n"
+      << R"({"text": "all done"})" << "\n";
+  }
+  auto s = ReplyScript::load(path);
+  std::remove(path.c_str());
+  REQUIRE(s);
+  auto a = s->choose("hello");
+  REQUIRE(a);
+  CHECK(a->tool_call);
+  CHECK(a->name == "task");
+  CHECK(a->arguments == R"({"prompt":"SUB: go"})");
+  auto b = s->choose("SUB: go");
+  CHECK(b->text == "sub done");
+  CHECK(s->choose("x")->text == "all done");
+  CHECK(s->choose("y")->text == "all done");  // the last unmatched reply repeats
+  MockRequest q;
+  q.max_tokens = 100;
+  auto p = plan_reply(q, Reply{false, "hello world!", "", "", ""});
+  CHECK(p.tokens() == 3);
+  CHECK(p.finish_reason == "stop");
+  q.min_tokens = 5;
+  CHECK(plan_reply(q, Reply{false, "hello world!", "", "", ""}).tokens() == 5);
+  q.ignore_eos = true;
+  CHECK(plan_reply(q, Reply{false, "hi", "", "", ""}).tokens() == 100);
+  q = MockRequest{};
+  q.max_tokens = 2;
+  auto cut = plan_reply(q, Reply{false, "hello world!", "", "", ""});
+  CHECK(cut.tokens() == 2);
+  CHECK(cut.finish_reason == "length");
+  CHECK(plan_reply(q, std::nullopt).tokens() == 2);
+  // UTF-8 is never split inside a character.
+  q.max_tokens = 100;
+  auto u = plan_reply(q, Reply{false, "Grüße 日本", "", "", ""});
+  std::string joined;
+  for (auto& piece : u.pieces) joined += piece;
+  CHECK(joined == "Grüße 日本");
+  CHECK_FALSE(ReplyScript::parse_row(Json{{"tool_call", {{"arguments", Json::object()}}}}));
+}
+
+TEST_CASE("mock api: chat stream ends with finish, a usage chunk with empty choices, then [DONE]") {
+  MockRequest q;
+  q.api = Api::kChat;
+  q.model = "m";
+  q.include_usage = true;
+  q.prompt_tokens = 100;
+  q.max_tokens = 2;
+  ReplyPlan p = plan_reply(q, std::nullopt);
+  ResponseWriter w(q, p, 1, 0);
+  std::string s = w.stream_start() + w.stream_tokens(0, 2) + w.stream_end(64);
+  CHECK(s.find(R"("delta":{"role":"assistant","content":""})") != std::string::npos);
+  CHECK(s.find(R"("finish_reason":"stop")") != std::string::npos);
+  CHECK(s.find(R"("choices":[],"usage":{"prompt_tokens":100,"completion_tokens":2,"total_tokens":102,"prompt_tokens_details":{"cached_tokens":64}})") != std::string::npos);
+  CHECK(s.size() > 14);
+  CHECK(s.substr(s.size() - 14) == "data: [DONE]\n\n");
+  q.api = Api::kMessages;
+  ResponseWriter a(q, p, 1, 0);
+  std::string m = a.stream_start() + a.stream_tokens(0, 2) + a.stream_end(64);
+  CHECK(m.find("event: message_start") == 0);
+  CHECK(m.find(R"("cache_read_input_tokens":64)") != std::string::npos);
+  CHECK(m.find("event: message_stop") != std::string::npos);
+  Json full = a.full_body(64);
+  CHECK(full["stop_reason"] == "end_turn");
+  CHECK(full["usage"]["input_tokens"] == 36);
+}
