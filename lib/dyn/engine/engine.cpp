@@ -219,6 +219,38 @@ void Engine::step(StepResult& out) {
   }
 }
 
+uint64_t Engine::steady_decode_steps() const {
+  if (running_.empty() || running_.size() > cfg_.max_num_batched_tokens) return 0;
+  if (!waiting_.empty() && running_.size() < cfg_.max_num_seqs) return 0;
+  uint64_t k = UINT64_MAX;
+  const uint64_t bs = cfg_.block_size;
+  for (const Seq* s : running_) {
+    if (s->computed < s->target) return 0;
+    const uint64_t held = (s->held_hashed + s->held_private) * bs;
+    const uint64_t room = held > s->computed ? held - s->computed : 0;
+    const uint64_t left = s->spec.max_output_tokens - s->generated;  // >= 1 while running
+    k = std::min({k, room, left - 1});
+    if (k == 0) return 0;
+  }
+  return k;
+}
+
+double Engine::decode_step_ms() const {
+  const double u = static_cast<double>(pool_.active()) / static_cast<double>(pool_.capacity());
+  return decode_time_ms(u) / cfg_.speedup_ratio;
+}
+
+double Engine::fast_forward(uint64_t k) {
+  const double d = decode_step_ms();
+  for (Seq* s : running_) {
+    s->computed += k;
+    s->generated += k;
+  }
+  counters_.generated_tokens += k * running_.size();
+  counters_.steps += k;
+  return d * static_cast<double>(k);
+}
+
 EngineStats Engine::stats() const {
   EngineStats st = counters_;
   st.running = running_.size();

@@ -94,6 +94,16 @@ class Engine {
   /// Plans and applies one step (see class comment); `out` is cleared first.
   void step(StepResult& out);
 
+  /// Steps from now that would each be a pure decode step of the same running set with the same
+  /// duration: every running sequence decoding, none finishing or needing a new block, nothing
+  /// admissible waiting. 0 when the next step is not like that. For the simulator's fast-forward.
+  uint64_t steady_decode_steps() const;
+  /// Duration of one such decode step (speedup applied).
+  double decode_step_ms() const;
+  /// Runs `k` <= steady_decode_steps() decode steps at once (no outputs: no first or last
+  /// tokens happen in them); returns their total duration. Same state as k calls to step().
+  double fast_forward(uint64_t k);
+
   EngineStats stats() const;
   const KvPool& pool() const { return pool_; }
   /// Leading prompt blocks of `block_hashes` cached here now (for tests and routers).

@@ -1,0 +1,55 @@
+// dyn-replay --sim: flags, workload loading, the simulated run and its summary.
+#include "sim_cmd.h"
+
+#include <fmt/format.h>
+
+#include "dyn/base/diag.h"
+#include "dyn/cli/run_tool.h"
+#include "dyn/replay/sim.h"
+#include "dyn/trace/workload.h"
+#include "engine_flags.h"
+
+namespace dyn::cmd {
+
+void add_sim_flags(CLI::App& app, SimFlags& f, bool add_seed, bool add_model) {
+  const char* g = "Simulation";
+  app.add_flag("--sim", f.sim, "Replay through the simulated cluster on a virtual clock instead of an endpoint")->group(g);
+  app.add_option("--workers", f.workers, "Simulated engines (--sim)")->capture_default_str()->check(CLI::Range(1u, 4096u))->group(g);
+  app.add_option("--sim-epoch-unix-ms", f.epoch_unix_ms, "Unix ms of virtual time 0 in the records (--sim)")
+      ->capture_default_str()->group(g);
+  if (add_seed) app.add_option("--seed", f.seed, "Seed of every random choice")->capture_default_str()->group(g);
+  if (add_model) app.add_option("--model", f.model, "Model name in the records")->capture_default_str()->group(g);
+  add_engine_flags(app, f.engine, /*with_block_size=*/false, "Engine (--sim)");
+  add_router_flags(app, f.router);
+}
+
+int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_size, const SimFlags& f,
+                const std::string& out_path, bool line_buffered) {
+  trace::WorkloadOptions wo;
+  wo.block_size = workload_block_size;
+  wo.require_timestamps = true;
+  auto wl = trace::load_workload(inputs.empty() ? std::vector<std::string>{"-"} : inputs, wo);
+  if (!wl.ok()) throw Fatal(kExitBadData, fmt::format("workload rejected ({} errors); nothing simulated", wl.errors.size()));
+  replay::SimOptions so;
+  so.workers = f.workers;
+  so.engine = f.engine;
+  so.router = f.router.config(f.seed);
+  so.engine.block_size = so.router.block_size;
+  so.epoch_unix_ms = f.epoch_unix_ms;
+  so.model = f.model;
+  cli::OutputOptions oo{out_path, line_buffered};
+  io::Output* out = nullptr;
+  auto owned = cli::open_output(oo, &out);
+  auto s = replay::run_sim(wl, so, *out);
+  out->close();
+  const double hit = s.input_tokens ? 100.0 * static_cast<double>(s.cached_tokens) / static_cast<double>(s.input_tokens) : 0.0;
+  diag::note(fmt::format(
+      "simulated {} requests ({} errors) on {} workers: {:.1f} s simulated in {:.3f} s wall ({:.0f} requests/s, {:.0f}x real time); "
+      "prompt-cache hit {:.2f} % (theoretical {:.2f} %), {} preemptions",
+      s.requests, s.errors, f.workers, s.simulated_ms / 1000.0, s.wall_ms / 1000.0,
+      s.wall_ms > 0 ? static_cast<double>(s.requests) / (s.wall_ms / 1000.0) : 0.0,
+      s.wall_ms > 0 ? s.simulated_ms / s.wall_ms : 0.0, hit, 100.0 * s.theoretical_hit, s.preemptions));
+  return s.errors ? kExitOk : kExitOk;
+}
+
+}  // namespace dyn::cmd

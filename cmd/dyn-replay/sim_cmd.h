@@ -1,0 +1,37 @@
+// dyn-replay --sim: the simulated-cluster face of dyn-replay (flags and the run).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "dyn/engine/config.h"
+#include "router_flags.h"
+
+namespace dyn::cmd {
+
+struct SimFlags {
+  bool sim = false;
+  uint32_t workers = 1;
+  engine::EngineConfig engine;
+  RouterFlags router;
+  uint64_t seed = 0;
+  uint64_t epoch_unix_ms = 0;
+  std::string model = "mock-model";
+};
+
+/// Adds --sim, --workers, the engine flags of dyn-mocker (the engine block size is the router's
+/// --kv-cache-block-size) and the router flags of dyn-route to `app`. `add_seed`/`add_model`:
+/// whether to register --seed/--model here (false when the live side already has them and
+/// binds them to the same variables).
+void add_sim_flags(CLI::App& app, SimFlags& f, bool add_seed = true, bool add_model = true);
+
+/// Loads the workload (`inputs`, "-" = stdin; `workload_block_size` 0 = 512 or the trace's own),
+/// runs the simulation, writes request_end rows to `out_path` ("-" = stdout) and a summary on
+/// stderr (requests, simulated and wall time, prompt-cache and theoretical hit %). Returns the
+/// exit code (3 when the workload has errors, 0 otherwise).
+int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_size, const SimFlags& f,
+                const std::string& out_path, bool line_buffered);
+
+}  // namespace dyn::cmd

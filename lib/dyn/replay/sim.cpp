@@ -1,0 +1,332 @@
+// Discrete-event simulation of N SPEC 8 engines behind the router on a virtual clock.
+#include "dyn/replay/sim.h"
+
+#include <chrono>
+#include <cmath>
+#include <map>
+#include <queue>
+#include <unordered_map>
+#include <unordered_set>
+
+#include <fmt/format.h>
+
+#include "dyn/base/clock.h"
+#include "dyn/base/diag.h"
+#include "dyn/engine/engine.h"
+#include "dyn/route/offline.h"
+#include "dyn/route/router.h"
+#include "dyn/tokens/hash.h"
+#include "dyn/trace/record.h"
+
+namespace dyn::replay {
+namespace {
+
+enum EventKind : int { kArrival = 0, kStepEnd = 1, kKick = 2 };
+
+struct Event {
+  double t;
+  int kind;
+  uint64_t seq;
+  uint32_t arg;
+  bool operator>(const Event& o) const {
+    if (t != o.t) return t > o.t;
+    if (kind != o.kind) return kind > o.kind;
+    return seq > o.seq;
+  }
+};
+
+struct Req {
+  const trace::WorkloadRow* row = nullptr;
+  std::string id;
+  uint32_t turn = 0;
+  int64_t session_prev = -1;  // previous turn of the same session
+  std::vector<uint32_t> dependents;
+  uint32_t pending = 0;
+  double deps_done = 0;       // latest completion among wait_for deps
+  double start = -1, first = -1, end = -1;
+  uint64_t cached = 0, generated = 0;
+  uint64_t worker = 0;
+  route::Placement placement;
+  route::BindingOutcome binding = route::BindingOutcome::kNone;
+  bool error = false;
+  std::string error_message;
+};
+
+struct Worker {
+  std::unique_ptr<engine::Engine> engine;
+  engine::StepResult pending;
+  bool busy = false;
+  bool kicked = false;
+};
+
+}  // namespace
+
+SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output& out) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  if (opt.workers == 0) throw Fatal(kExitUsage, "--workers must be at least 1");
+  if (opt.engine.block_size != opt.router.block_size)
+    throw Fatal(kExitUsage, fmt::format("engine block size {} differs from the router's --kv-cache-block-size {}",
+                                        opt.engine.block_size, opt.router.block_size));
+  if (auto e = opt.engine.validate(); !e.empty()) throw Fatal(kExitUsage, e);
+  FakeClock clock(0, opt.epoch_unix_ms);
+  route::Router router(opt.router, clock);
+  std::vector<Worker> workers(opt.workers);
+  engine::EngineConfig ecfg = opt.engine;
+  ecfg.kv_events = opt.router.kv_events;
+  for (uint32_t w = 0; w < opt.workers; ++w) {
+    workers[w].engine = std::make_unique<engine::Engine>(ecfg);
+    if (auto err = router.add_worker({w, ecfg.block_size, ecfg.num_blocks})) throw Fatal(err->exit_code, err->message);
+  }
+
+  // Requests, ids, sessions and dependencies.
+  const size_t n = wl.rows.size();
+  std::vector<Req> reqs(n);
+  std::unordered_map<std::string, uint32_t> by_id;
+  std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> last_of_session;  // session -> (row, turns)
+  SimSummary sum;
+  std::unordered_set<uint64_t> seen_ids;
+  uint64_t id_blocks = 0, id_hits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Req& r = reqs[i];
+    r.row = &wl.rows[i];
+    if (!r.row->session_id.empty()) {
+      auto [it, fresh] = last_of_session.try_emplace(r.row->session_id, static_cast<uint32_t>(i), 0u);
+      if (!fresh) {
+        r.session_prev = it->second.first;
+        r.turn = ++it->second.second;
+        it->second.first = static_cast<uint32_t>(i);
+        reqs[r.session_prev].dependents.push_back(static_cast<uint32_t>(i));
+        ++r.pending;
+      }
+    }
+    r.id = !r.row->request_id.empty() ? r.row->request_id
+           : !r.row->session_id.empty() ? fmt::format("{}:{}", r.row->session_id, r.turn)
+                                         : fmt::format("row-{}", r.row->index);
+    by_id.emplace(r.id, static_cast<uint32_t>(i));
+    for (uint64_t h : r.row->hash_ids) {
+      ++id_blocks;
+      if (!seen_ids.insert(h).second) ++id_hits;
+    }
+  }
+  sum.theoretical_hit = id_blocks ? static_cast<double>(id_hits) / static_cast<double>(id_blocks) : 0.0;
+  for (size_t i = 0; i < n; ++i) {
+    for (const std::string& dep : reqs[i].row->wait_for) {
+      auto it = by_id.find(dep);
+      if (it == by_id.end())
+        throw Fatal(kExitBadData, fmt::format("{}: wait_for names unknown request id '{}'", reqs[i].row->where, dep));
+      reqs[it->second].dependents.push_back(static_cast<uint32_t>(i));
+      ++reqs[i].pending;
+    }
+  }
+
+  std::priority_queue<Event, std::vector<Event>, std::greater<Event>> q;
+  uint64_t seq = 0;
+  std::priority_queue<double, std::vector<double>, std::greater<double>> arrivals;  // pending arrival times
+  auto push = [&](double t, int kind, uint32_t arg) {
+    q.push(Event{t, kind, seq++, arg});
+    if (kind == kArrival) arrivals.push(t);
+  };
+  bool has_deps = false;
+  for (const Req& r : reqs)
+    if (r.pending) has_deps = true;
+  for (size_t i = 0; i < n; ++i) {
+    if (reqs[i].pending) continue;
+    const auto& ts = reqs[i].row->timestamp_ms;
+    if (!ts) throw Fatal(kExitBadData, fmt::format("{}: missing timestamp (needed to schedule this request)", reqs[i].row->where));
+    push(*ts, kArrival, static_cast<uint32_t>(i));
+  }
+
+  const uint32_t bs = ecfg.block_size;
+  double first_start = -1, last_end = 0;
+
+  auto write_row = [&](Req& r) {
+    const auto& row = *r.row;
+    Json rec = trace::make_record(trace::event::kRequestEnd,
+                                  opt.epoch_unix_ms + static_cast<uint64_t>(std::llround(std::max(r.end, r.start))),
+                                  "simulator");
+    if (!row.session_id.empty()) {
+      Json ac = {{"session_id", row.session_id}};
+      if (!row.parent_session_id.empty()) ac["parent_session_id"] = row.parent_session_id;
+      rec["agent_context"] = ac;
+    }
+    Json rq = Json::object();
+    rq["request_id"] = r.id;
+    rq["model"] = opt.model;
+    rq["input_tokens"] = row.input_length;
+    if (!r.error) {
+      rq["output_tokens"] = r.generated;
+      rq["cached_tokens"] = r.cached;
+      rq["request_received_ms"] = opt.epoch_unix_ms + static_cast<uint64_t>(std::llround(r.start));
+      const double ttft = r.first - r.start, total = r.end - r.start;
+      rq["ttft_ms"] = ttft;
+      rq["total_time_ms"] = total;
+      if (r.generated >= 2) rq["avg_itl_ms"] = (total - ttft) / static_cast<double>(r.generated - 1);
+      rq["kv_hit_rate"] = row.input_length ? static_cast<double>(r.cached) / static_cast<double>(row.input_length) : 0.0;
+      rq["worker"] = {{"decode_worker_id", r.worker}};
+    } else {
+      rq["request_received_ms"] = opt.epoch_unix_ms + static_cast<uint64_t>(std::llround(r.start));
+    }
+    rec["request"] = std::move(rq);
+    Json d = Json::object();
+    d["status"] = r.error ? "error" : "ok";
+    if (r.error) d["error"] = {{"code", 400}, {"type", "invalid_request"}, {"message", r.error_message}};
+    if (!row.hash_ids.empty()) {
+      d["hash_ids"] = row.hash_ids;
+      d["block_size"] = wl.block_size;
+    }
+    if (!row.session_id.empty()) d["turn"] = r.turn;
+    d["binding"] = route::binding_name(r.binding);
+    rec["dyn"] = std::move(d);
+    out.line(rec.dump());
+  };
+
+  auto complete = [&](uint32_t i, double t) {
+    Req& r = reqs[i];
+    r.end = t;
+    last_end = std::max(last_end, t);
+    ++sum.requests;
+    if (r.error) ++sum.errors;
+    else {
+      sum.input_tokens += r.row->input_length;
+      sum.cached_tokens += r.cached;
+      sum.output_tokens += r.generated;
+    }
+    write_row(r);
+    for (uint32_t d : r.dependents) {
+      Req& x = reqs[d];
+      if (static_cast<int64_t>(i) != x.session_prev) x.deps_done = std::max(x.deps_done, t);
+      if (--x.pending > 0) continue;
+      double start = 0;
+      if (x.session_prev >= 0) {
+        const Req& p = reqs[x.session_prev];
+        double gap = 0;
+        if (x.row->delay_ms) gap = *x.row->delay_ms;
+        else if (x.row->timestamp_ms && p.row->timestamp_ms) gap = std::max(0.0, *x.row->timestamp_ms - *p.row->timestamp_ms);
+        start = p.end + gap;
+      } else if (x.row->timestamp_ms) {
+        start = *x.row->timestamp_ms;
+      }
+      if (!x.row->wait_for.empty()) start = std::max(start, x.deps_done + x.row->tool_wait_ms.value_or(0.0));
+      push(std::max(start, t), kArrival, d);
+    }
+  };
+
+  auto kick = [&](uint32_t w, double t) {
+    Worker& wk = workers[w];
+    if (wk.busy || wk.kicked || !wk.engine->has_work()) return;
+    wk.kicked = true;
+    push(t, kKick, w);
+  };
+
+  std::vector<uint64_t> hashes;
+  while (!q.empty()) {
+    const Event ev = q.top();
+    q.pop();
+    clock.set(ev.t);
+    if (ev.kind == kArrival) {
+      arrivals.pop();
+      Req& r = reqs[ev.arg];
+      r.start = ev.t;
+      if (first_start < 0) first_start = ev.t;
+      const auto& row = *r.row;
+      if (row.text_input && row.hash_ids.empty()) {
+        auto toks = tokens::text_to_tokens(*row.text_input);
+        hashes = tokens::sequence_hashes(tokens::block_hashes(toks, bs));
+      } else {
+        hashes = route::sequence_from_ids(row.hash_ids, wl.block_size, false, row.input_length, bs);
+      }
+      route::RouteRequest rr;
+      rr.session_id = row.session_id;
+      rr.parent_session_id = row.parent_session_id;
+      rr.sequence_hashes = hashes;
+      rr.tokens = row.input_length;
+      rr.wait_for_initializing = false;
+      auto placed = router.place(rr);
+      if (!placed) {
+        r.error = true;
+        r.error_message = placed.error().message;
+        complete(ev.arg, ev.t);
+        continue;
+      }
+      r.worker = placed->worker();
+      r.binding = placed->binding();
+      engine::RequestSpec spec;
+      spec.id = ev.arg;
+      spec.prompt_tokens = row.input_length;
+      spec.block_hashes = hashes;
+      spec.max_output_tokens = std::max<uint64_t>(1, row.output_length.value_or(1));
+      auto added = workers[r.worker].engine->add(std::move(spec));
+      if (!added) {
+        placed->fail();
+        r.error = true;
+        r.error_message = added.error().message;
+        complete(ev.arg, ev.t);
+        continue;
+      }
+      placed->commit();
+      r.placement = std::move(*placed);
+      kick(static_cast<uint32_t>(r.worker), ev.t);
+    } else if (ev.kind == kKick) {
+      Worker& wk = workers[ev.arg];
+      wk.kicked = false;
+      if (wk.busy || !wk.engine->has_work()) continue;
+      // Fast-forward runs of identical decode steps (same batch, same KV use, no token anyone
+      // waits for) up to the next event that could change this engine's batch: an arrival
+      // (any arrival when requests depend on others, since a completion elsewhere can release
+      // one at once).
+      if (uint64_t k = wk.engine->steady_decode_steps(); k >= 2) {
+        const double d = wk.engine->decode_step_ms();
+        double bound = has_deps ? (q.empty() ? INFINITY : q.top().t) : (arrivals.empty() ? INFINITY : arrivals.top());
+        uint64_t m = k;
+        if (std::isfinite(bound)) m = std::min<uint64_t>(k, static_cast<uint64_t>(std::floor((bound - ev.t) / d)));
+        if (m >= 2) {
+          const double span = wk.engine->fast_forward(m);
+          wk.pending.clear();
+          wk.busy = true;
+          push(ev.t + span, kStepEnd, ev.arg);
+          continue;
+        }
+      }
+      wk.engine->step(wk.pending);
+      wk.busy = true;
+      push(ev.t + wk.pending.duration_ms, kStepEnd, ev.arg);
+    } else {  // kStepEnd
+      Worker& wk = workers[ev.arg];
+      wk.busy = false;
+      if (opt.router.kv_events) {
+        for (auto& e : wk.engine->take_kv_events()) {
+          route::KvEvent re;
+          re.kind = e.kind == engine::KvEvent::Kind::kStored ? route::KvEvent::Kind::kStored
+                    : e.kind == engine::KvEvent::Kind::kRemoved ? route::KvEvent::Kind::kRemoved
+                                                                : route::KvEvent::Kind::kCleared;
+          re.block_hashes = std::move(e.block_hashes);
+          re.parent_hash = e.parent_hash;
+          router.apply_kv_event(ev.arg, re);
+        }
+      }
+      for (const engine::TokenOutput& o : wk.pending.outputs) {
+        Req& r = reqs[o.id];
+        r.generated = o.generated;
+        r.cached = o.cached_tokens;
+        if (r.first < 0) {
+          r.first = ev.t;
+          r.placement.first_token();
+        }
+        if (o.finished) {
+          r.placement.finish();
+          complete(static_cast<uint32_t>(o.id), ev.t);
+        }
+      }
+      sum.preemptions += wk.pending.preempted;
+      // Start the next step now (after arrivals at this instant, which sort before kicks).
+      kick(ev.arg, ev.t);
+    }
+  }
+  for (const Req& r : reqs)
+    if (r.end < 0) throw Fatal(kExitBadData, fmt::format("{}: request never ran (dependency cycle?)", r.row->where));
+  sum.simulated_ms = first_start < 0 ? 0 : last_end - first_start;
+  sum.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
+  return sum;
+}
+
+}  // namespace dyn::replay
