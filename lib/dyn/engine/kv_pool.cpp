@@ -7,35 +7,67 @@ namespace dyn::engine {
 
 KvPool::KvPool(uint64_t capacity, bool record_events)
     : capacity_(capacity), record_events_(record_events) {
-  map_.reserve(static_cast<size_t>(capacity < (1u << 20) ? capacity : (1u << 20)));
+  // The slab grows on demand (a pool of millions of blocks should not cost memory up front).
+  size_t buckets = 16;
+  while (buckets < 2 * capacity) buckets <<= 1;
+  table_.assign(buckets, 0);
+  mask_ = buckets - 1;
+  shift_ = 64;
+  for (size_t b = buckets; b > 1; b >>= 1) --shift_;
 }
 
 KvPool::~KvPool() = default;
 
+uint32_t KvPool::find_slot(uint64_t hash) const {
+  for (size_t i = bucket(hash);; i = (i + 1) & mask_) {
+    uint32_t v = table_[i];
+    if (v == 0) return kNil;
+    if (slab_[v - 1].hash == hash) return v - 1;
+  }
+}
+
+void KvPool::table_erase(uint64_t hash) {
+  size_t i = bucket(hash);
+  while (slab_[table_[i] - 1].hash != hash) i = (i + 1) & mask_;
+  // Backward-shift deletion keeps probe chains intact without tombstones.
+  size_t j = i;
+  for (;;) {
+    j = (j + 1) & mask_;
+    if (table_[j] == 0) break;
+    size_t home = bucket(slab_[table_[j] - 1].hash);
+    // Move j into the hole at i when its home is not in (i, j] (cyclically).
+    bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+    if (!in_range) {
+      table_[i] = table_[j];
+      i = j;
+    }
+  }
+  table_[i] = 0;
+}
+
 size_t KvPool::match_prefix(std::span<const uint64_t> hashes) const {
   size_t n = 0;
   for (uint64_t h : hashes) {
-    if (!map_.count(h)) break;
+    if (find_slot(h) == kNil) break;
     ++n;
   }
   return n;
 }
 
 bool KvPool::is_inactive(uint64_t hash) const {
-  auto it = map_.find(hash);
-  return it != map_.end() && it->second.refs == 0;
+  uint32_t e = find_slot(hash);
+  return e != kNil && slab_[e].refs == 0;
 }
 
 bool KvPool::acquire(uint64_t hash) {
-  auto it = map_.find(hash);
-  if (it == map_.end()) return false;
-  Entry& e = it->second;
-  if (e.refs == 0) {
-    lru_unlink(&e);
+  uint32_t e = find_slot(hash);
+  if (e == kNil) return false;
+  if (slab_[e].refs == 0) {
+    lru_unlink(e);
     --inactive_count_;
     ++active_hashed_;
   }
-  ++e.refs;
+  ++slab_[e].refs;
   return true;
 }
 
@@ -46,56 +78,68 @@ bool KvPool::make_room(uint64_t n) {
 }
 
 void KvPool::insert(uint64_t hash, std::optional<uint64_t> parent) {
-  assert(free() > 0);
-  auto [it, fresh] = map_.try_emplace(hash);
-  assert(fresh);
-  (void)fresh;
-  it->second.hash = hash;
-  it->second.refs = 1;
+  assert(free() > 0 && find_slot(hash) == kNil);
+  uint32_t e;
+  if (!free_slots_.empty()) {
+    e = free_slots_.back();
+    free_slots_.pop_back();
+  } else {
+    e = static_cast<uint32_t>(slab_.size());
+    slab_.emplace_back();
+  }
+  slab_[e] = Entry{hash, 1, kNil, kNil};
+  size_t i = bucket(hash);
+  while (table_[i] != 0) i = (i + 1) & mask_;
+  table_[i] = e + 1;
+  ++hashed_;
   ++active_hashed_;
   event_stored(hash, parent);
 }
 
 void KvPool::release(uint64_t hash, bool cache) {
-  auto it = map_.find(hash);
-  if (it == map_.end() || it->second.refs == 0) return;
-  Entry& e = it->second;
-  if (--e.refs > 0) return;
+  uint32_t e = find_slot(hash);
+  if (e == kNil || slab_[e].refs == 0) return;
+  if (--slab_[e].refs > 0) return;
   --active_hashed_;
   if (!cache) {
     event_removed(hash);
-    map_.erase(it);
+    table_erase(hash);
+    free_slots_.push_back(e);
+    --hashed_;
     return;
   }
-  lru_push(&e);
+  lru_push(e);
   ++inactive_count_;
 }
 
 void KvPool::evict_one() {
-  Entry* e = lru_head_;
-  assert(e);
+  uint32_t e = lru_head_;
+  assert(e != kNil);
   lru_unlink(e);
   --inactive_count_;
   ++evictions_;
-  uint64_t h = e->hash;
+  const uint64_t h = slab_[e].hash;
   event_removed(h);
-  map_.erase(h);
+  table_erase(h);
+  free_slots_.push_back(e);
+  --hashed_;
 }
 
-void KvPool::lru_push(Entry* e) {
-  e->next = nullptr;
-  e->prev = lru_tail_;
-  if (lru_tail_) lru_tail_->next = e;
+void KvPool::lru_push(uint32_t e) {
+  slab_[e].next = kNil;
+  slab_[e].prev = lru_tail_;
+  if (lru_tail_ != kNil) slab_[lru_tail_].next = e;
   else lru_head_ = e;
   lru_tail_ = e;
 }
 
-void KvPool::lru_unlink(Entry* e) {
-  if (e->prev) e->prev->next = e->next;
-  else lru_head_ = e->next;
-  if (e->next) e->next->prev = e->prev;
-  else lru_tail_ = e->prev;
-  e->prev = e->next = nullptr;
+void KvPool::lru_unlink(uint32_t e) {
+  Entry& x = slab_[e];
+  if (x.prev != kNil) slab_[x.prev].next = x.next;
+  else lru_head_ = x.next;
+  if (x.next != kNil) slab_[x.next].prev = x.prev;
+  else lru_tail_ = x.prev;
+  x.prev = x.next = kNil;
 }
 
 void KvPool::event_stored(uint64_t hash, std::optional<uint64_t> parent) {

@@ -5,7 +5,6 @@
 #include <cstdint>
 #include <optional>
 #include <span>
-#include <unordered_map>
 #include <vector>
 
 namespace dyn::engine {
@@ -36,7 +35,7 @@ class KvPool {
 
   uint64_t capacity() const { return capacity_; }
   /// Blocks in use: hashed (active + inactive) + private.
-  uint64_t used() const { return map_.size() + private_; }
+  uint64_t used() const { return hashed_ + private_; }
   uint64_t free() const { return capacity_ - used(); }
   /// Blocks held by at least one request (hashed refcount > 0, plus private).
   uint64_t active() const { return active_hashed_ + private_; }
@@ -47,7 +46,7 @@ class KvPool {
   /// Number of leading `hashes` present in the pool (active or inactive), stopping at the
   /// first miss (SPEC 3.2 overlap). Does not touch LRU order.
   size_t match_prefix(std::span<const uint64_t> hashes) const;
-  bool contains(uint64_t hash) const { return map_.count(hash) != 0; }
+  bool contains(uint64_t hash) const { return find_slot(hash) != kNil; }
   /// True when `hash` is cached with refcount 0 (counted in inactive()).
   bool is_inactive(uint64_t hash) const;
 
@@ -73,23 +72,34 @@ class KvPool {
   uint64_t evictions() const { return evictions_; }
 
  private:
+  // Hashed blocks live in a slab of `capacity` entries indexed by an open-addressing table
+  // (linear probing, backward-shift deletion): no allocation per block, few cache misses.
+  static constexpr uint32_t kNil = UINT32_MAX;
   struct Entry {
     uint64_t hash = 0;
     uint32_t refs = 0;
-    Entry* prev = nullptr;  // LRU links, valid while refs == 0
-    Entry* next = nullptr;
+    uint32_t prev = kNil;  // LRU links, valid while refs == 0
+    uint32_t next = kNil;
   };
-  void lru_push(Entry* e);
-  void lru_unlink(Entry* e);
+  uint32_t find_slot(uint64_t hash) const;
+  size_t bucket(uint64_t hash) const { return static_cast<size_t>((hash * 0x9E3779B97F4A7C15ULL) >> shift_); }
+  void table_erase(uint64_t hash);
+  void lru_push(uint32_t e);
+  void lru_unlink(uint32_t e);
   void evict_one();
   void event_stored(uint64_t hash, std::optional<uint64_t> parent);
   void event_removed(uint64_t hash);
 
   uint64_t capacity_;
   bool record_events_;
-  std::unordered_map<uint64_t, Entry> map_;
-  Entry* lru_head_ = nullptr;  // oldest
-  Entry* lru_tail_ = nullptr;  // newest
+  std::vector<Entry> slab_;
+  std::vector<uint32_t> free_slots_;
+  std::vector<uint32_t> table_;  // slot + 1; 0 = empty
+  size_t mask_ = 0;
+  int shift_ = 0;
+  uint32_t lru_head_ = kNil;  // oldest
+  uint32_t lru_tail_ = kNil;  // newest
+  uint64_t hashed_ = 0;
   uint64_t inactive_count_ = 0;
   uint64_t active_hashed_ = 0;
   uint64_t private_ = 0;

@@ -75,7 +75,9 @@ void LiveEngine::run() {
       if (stop_) break;
       next_start = clock::now();  // an idle engine starts its next step on arrival
     }
-    const auto start = std::max(next_start, clock::now());
+    // Steps follow each other on the model's schedule: time spent delivering tokens after a
+    // step is not added to the next one (a late loop catches up instead of drifting).
+    const auto start = next_start;
     engine_.step(res);
     std::vector<KvEvent> events;
     if (kv_listener_) events = engine_.take_kv_events();
