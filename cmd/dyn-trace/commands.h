@@ -6,3 +6,7 @@
 #include "dyn/cli/run_tool.h"
 
 void setup_cat(CLI::App& app, dyn::cli::Dispatch& dispatch);
+void setup_filter(CLI::App& app, dyn::cli::Dispatch& dispatch);
+void setup_stats(CLI::App& app, dyn::cli::Dispatch& dispatch);
+void setup_convert(CLI::App& app, dyn::cli::Dispatch& dispatch);
+void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch);

@@ -1,0 +1,60 @@
+// dyn-trace sessionize: load a Mooncake workload, infer sessions, write it back.
+#include <memory>
+
+#include "commands.h"
+#include "dyn/base/diag.h"
+#include "dyn/trace/sessionize.h"
+
+void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
+  struct Opts {
+    std::vector<std::string> inputs;
+    dyn::trace::SessionizeOptions s;
+    dyn::cli::OutputOptions out;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand(
+      "sessionize", "Infer session_id and delay in Mooncake rows from hash-id prefix chains");
+  sub->add_option("files", o->inputs, "Mooncake JSONL files (gzip detected by magic bytes); - or none = stdin")
+      ->type_name("FILE");
+  sub->add_option("--block-size", o->s.block_size, "Tokens per hash id")
+      ->check(CLI::Range(1u, 1u << 20))
+      ->default_val(512)
+      ->type_name("B");
+  sub->add_option("--shared-fanout", o->s.shared_fanout,
+                  "A prefix continued in at least N distinct ways is shared by unrelated rows (a system prompt)")
+      ->check(CLI::Range(2u, 1u << 30))
+      ->default_val(4)
+      ->type_name("N");
+  sub->add_option("--session-prefix", o->s.id_prefix, "Session ids are PREFIX followed by a counter")
+      ->default_val("s")
+      ->type_name("PREFIX");
+  dyn::cli::add_output_options(*sub, o->out);
+  dispatch.add(sub, [o, sub] {
+    if (dyn::cli::stdin_is_interactive(o->inputs)) {
+      std::fputs(sub->help().c_str(), stderr);
+      return static_cast<int>(dyn::kExitUsage);
+    }
+    dyn::trace::WorkloadOptions wo;
+    wo.block_size = o->s.block_size;
+    wo.require_timestamps = true;
+    auto w = dyn::trace::load_workload(o->inputs, wo);
+    if (w.from_dynamo)
+      throw dyn::Fatal(dyn::kExitBadData, "input holds Dynamo trace records, which carry their own sessions");
+    if (!w.ok()) {
+      dyn::diag::error("", std::to_string(w.errors.size()) + " bad rows; nothing written");
+      return static_cast<int>(dyn::kExitBadData);
+    }
+    auto st = dyn::trace::sessionize(w.rows, o->s);
+    dyn::io::Output* out = nullptr;
+    auto file = dyn::cli::open_output(o->out, &out);
+    for (const auto& r : w.rows) out->line(dyn::trace::workload_row_to_json(r).dump());
+    out->close();
+    dyn::diag::note("sessionize: " + std::to_string(st.rows) + " rows -> " + std::to_string(st.sessions) +
+                    " sessions (" + std::to_string(st.multi_turn_sessions) + " with 2+ turns holding " +
+                    std::to_string(st.multi_turn_rows) + " rows; " + std::to_string(st.continued) +
+                    " later turns; longest " + std::to_string(st.longest) + " turns; " + std::to_string(st.forks) +
+                    " forks with parent_session_id" +
+                    (st.kept ? "; " + std::to_string(st.kept) + " rows kept their session_id" : std::string()) + ")");
+    return 0;
+  });
+}
