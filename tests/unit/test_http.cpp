@@ -1,0 +1,396 @@
+// Unit tests for lib/dyn/http: SSE parser (cases 01, 03), OpenAI chunk interpretation, the
+// keep-alive client against an in-process server with scripted faults, and the worker pool.
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <fstream>
+#include <sstream>
+
+#include "dyn/http/client.h"
+#include "dyn/http/pool.h"
+#include "dyn/http/sse.h"
+#include "dyn/http/sse_openai.h"
+#include "http_test_server.h"
+
+using namespace dyn::http;
+using dyn::testing::chunk;
+using dyn::testing::TestServer;
+
+namespace {
+
+std::string slurp(const std::string& rel) {
+  std::ifstream f(std::string(DYN_SHARED_DIR) + "/" + rel, std::ios::binary);
+  REQUIRE(f.good());
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+/// Feeds `reads` (each stamped 10, 20, 30, ...) and interprets the events.
+ResponseSummary run_stream(const std::vector<std::string>& reads, std::vector<SseEvent>* all = nullptr,
+                           bool* clean = nullptr) {
+  SseParser p;
+  OpenAiStream s(true);
+  std::vector<SseEvent> ev;
+  double t = 0;
+  for (const auto& r : reads) {
+    t += 10;
+    p.feed(r, t, ev);
+  }
+  bool c = p.finish(ev);
+  if (clean) *clean = c;
+  for (auto& e : ev) s.on_event(e);
+  if (all) *all = ev;
+  return s.summary();
+}
+
+}  // namespace
+
+TEST_CASE("sse: fields, CRLF, CR, comments, data without space, multi-line data") {
+  SseParser p;
+  std::vector<SseEvent> ev;
+  p.feed(": keep-alive\r\ndata:a\r\ndata: b\r\n\r\nevent: x\rid: 7\rdata:  two spaces\r\r", 5, ev);
+  REQUIRE(ev.size() == 2);
+  CHECK(ev[0].data == "a\nb");
+  CHECK(ev[0].event.empty());
+  CHECK(ev[1].event == "x");
+  CHECK(ev[1].id == "7");
+  CHECK(ev[1].data == " two spaces");
+  CHECK(p.comments() == 1);
+  // An event without data is not dispatched; a line without colon is a field with empty value.
+  ev.clear();
+  p.feed("event: nothing\n\ndata\n\n", 6, ev);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].data.empty());
+  CHECK(p.finish(ev));
+}
+
+TEST_CASE("sse: stamp is the arrival of the event's first field byte, not of comments") {
+  SseParser p;
+  std::vector<SseEvent> ev;
+  p.feed(": ping\n", 1, ev);
+  p.feed("da", 2, ev);
+  p.feed("ta: {\"x\":1}\n", 3, ev);
+  p.feed("\n", 4, ev);
+  p.feed("data: y\n\n", 5, ev);
+  REQUIRE(ev.size() == 2);
+  CHECK(ev[0].first_byte_ms == 2);
+  CHECK(ev[1].first_byte_ms == 5);
+}
+
+TEST_CASE("sse: CRLF split between reads is one line end") {
+  SseParser p;
+  std::vector<SseEvent> ev;
+  p.feed("data: a\r", 1, ev);
+  p.feed("\ndata: b\r", 2, ev);
+  p.feed("\n\r", 3, ev);
+  p.feed("\n", 4, ev);
+  REQUIRE(ev.size() == 1);
+  CHECK(ev[0].data == "a\nb");
+}
+
+TEST_CASE("case 01: events split mid-JSON and mid-UTF-8 across three reads") {
+  const std::string dir = "cases/01-sse-split-mid-json/";
+  std::vector<std::string> reads = {slurp(dir + "read-1.bin"), slurp(dir + "read-2.bin"), slurp(dir + "read-3.bin")};
+  CHECK(reads[0].size() == 318);
+  CHECK(reads[1].size() == 168);
+  CHECK(reads[2].size() == 199);
+  std::vector<SseEvent> ev;
+  bool clean = false;
+  auto s = run_stream(reads, &ev, &clean);
+  CHECK(clean);
+  REQUIRE(ev.size() == 5);
+  CHECK(ev[4].data == "[DONE]");
+  CHECK(s.parse_errors == 0);
+  CHECK(s.events == 5);
+  CHECK(s.done);
+  CHECK(s.content == "Gr\xc3\xbc\xc3\x9f" "e \xe6\x97\xa5\xe6\x9c\xac");
+  CHECK(s.content.find("\xef\xbf\xbd") == std::string::npos);
+  CHECK(s.finish_reason == "stop");
+  // Stamps: event 2 began in read 1 (t=10) though it completed in read 2; event 3 began in read 2.
+  CHECK(ev[1].first_byte_ms == 10);
+  CHECK(ev[2].first_byte_ms == 20);
+  REQUIRE(s.token_chunk_ms.size() == 2);  // the role-only first chunk is not a token
+  CHECK(s.token_chunk_ms[0] == 10);
+  // Identical to one read, and to one byte per read.
+  auto whole = run_stream({slurp(dir + "full.sse")});
+  CHECK(whole.content == s.content);
+  CHECK(whole.finish_reason == "stop");
+  std::vector<std::string> bytes;
+  for (char c : slurp(dir + "full.sse")) bytes.emplace_back(1, c);
+  auto bytewise = run_stream(bytes);
+  CHECK(bytewise.content == s.content);
+  CHECK(bytewise.events == 5);
+}
+
+TEST_CASE("case 03: usage chunk with empty choices, usage on last chunk, usage null") {
+  const std::string dir = "cases/03-sse-usage-empty-choices/";
+  auto split = [](const std::string& s) {  // one read per event, so each event has its own stamp
+    std::vector<std::string> out;
+    size_t pos = 0;
+    while (pos < s.size()) {
+      size_t e = s.find("\n\n", pos);
+      e = e == std::string::npos ? s.size() : e + 2;
+      out.push_back(s.substr(pos, e - pos));
+      pos = e;
+    }
+    return out;
+  };
+  auto a = run_stream(split(slurp(dir + "stream-a.sse")));
+  CHECK(a.content == "Hi there!");
+  CHECK(a.prompt_tokens == 17u);
+  CHECK(a.completion_tokens == 3u);
+  CHECK(a.finish_reason == "stop");
+  // Events: role(10) Hi(20) there(30) !(40) finish(50) usage(60) DONE(70): the usage chunk is no token.
+  REQUIRE(a.token_chunk_ms.size() == 3);
+  CHECK(a.token_chunk_ms.back() == 40);
+  auto b = run_stream(split(slurp(dir + "stream-b.sse")));
+  CHECK(b.content == "Hi there!");
+  CHECK(b.prompt_tokens == 17u);
+  CHECK(b.completion_tokens == 3u);
+  CHECK(b.finish_reason == "stop");
+  CHECK(b.token_chunk_ms.size() == 3);
+  auto c = run_stream(split(slurp(dir + "stream-c.sse")));
+  CHECK(c.content == "Hi there!");
+  CHECK_FALSE(c.prompt_tokens.has_value());
+  CHECK_FALSE(c.completion_tokens.has_value());
+  CHECK(c.text_bytes == 9);  // the SPEC 4.2 estimate: ceil(9 / 4) = 3 tokens
+  CHECK(c.token_chunk_ms.size() == 3);
+}
+
+TEST_CASE("openai chunks: reasoning, tool calls, completions text, cached tokens, error object") {
+  SseParser p;
+  OpenAiStream s(true);
+  std::vector<SseEvent> ev;
+  p.feed(
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"reasoning_content\":\"hmm\"}}]}\n\n"
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"function\":{\"name\":\"ls\",\"arguments\":\"\"}}]}}]}\n\n"
+      "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\n"
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"completion_tokens\":4,\"prompt_tokens_details\":{\"cached_tokens\":64}}}\n\n",
+      1, ev);
+  for (auto& e : ev) s.on_event(e);
+  auto& r = s.summary();
+  CHECK(r.token_chunk_ms.size() == 3);
+  REQUIRE(r.tool_calls.size() == 1);
+  CHECK(r.tool_calls[0].id == "call_1");
+  CHECK(r.tool_calls[0].name == "ls");
+  CHECK(r.finish_reason == "tool_calls");
+  CHECK(r.cached_tokens == 64u);
+  CHECK(r.content.empty());
+
+  OpenAiStream comp(false);
+  comp.on_event({"", "{\"choices\":[{\"index\":0,\"text\":\"abc\",\"finish_reason\":null}]}", "", 3});
+  CHECK(comp.summary().token_chunk_ms.size() == 1);
+  CHECK(comp.summary().text.empty());  // not kept
+  CHECK(comp.summary().text_bytes == 3);
+
+  OpenAiStream err(false);
+  err.on_event({"", "{\"error\":{\"type\":\"overloaded\",\"message\":\"busy\"}}", "", 1});
+  CHECK(err.summary().stream_error);
+  CHECK(err.summary().error_type == "overloaded");
+}
+
+TEST_CASE("endpoint URL parsing and path joining") {
+  auto e = Endpoint::parse("http://127.0.0.1:8123/v1/");
+  REQUIRE(e.ok());
+  CHECK(e->host == "127.0.0.1");
+  CHECK(e->port == 8123);
+  CHECK(e->join("/v1/chat/completions") == "/v1/chat/completions");
+  auto plain = Endpoint::parse("localhost:9000");
+  REQUIRE(plain.ok());
+  CHECK(plain->join("/v1/completions") == "/v1/completions");
+  CHECK_FALSE(Endpoint::parse("https://x").ok());
+  CHECK_FALSE(Endpoint::parse("http://x:99999").ok());
+}
+
+namespace {
+ClientOptions opts_for(const TestServer& s, double read_timeout_s = 5) {
+  ClientOptions o;
+  o.endpoint = *Endpoint::parse(s.url());
+  o.read_timeout_s = read_timeout_s;
+  return o;
+}
+HttpRequest chat_req() {
+  HttpRequest r;
+  r.path = "/v1/chat/completions";
+  r.body = R"({"model":"m","messages":[{"role":"user","content":"hi"}],"stream":true})";
+  r.keep_text = true;
+  return r;
+}
+}  // namespace
+
+TEST_CASE("client: streamed SSE with pauses, worker header, keep-alive reuse") {
+  TestServer srv;
+  std::atomic<int> conns{0};
+  std::set<int> ports;
+  std::mutex mu;
+  srv.server.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
+    {
+      std::lock_guard<std::mutex> lk(mu);
+      ports.insert(req.remote_port);
+    }
+    res.set_header("x-dyn-worker", "1");
+    res.set_chunked_content_provider("text/event-stream", [](size_t, httplib::DataSink& sink) {
+      auto send = [&](const std::string& s) { sink.write(s.data(), s.size()); };
+      send(": hello\n\n");
+      send(chunk("A"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      send(chunk("B"));
+      std::this_thread::sleep_for(std::chrono::milliseconds(30));
+      send(chunk("", "stop"));
+      send("data: [DONE]\n\n");
+      sink.done();
+      return true;
+    });
+  });
+  srv.start();
+  Connection c(opts_for(srv));
+  for (int i = 0; i < 3; ++i) {
+    auto r = c.post(chat_req());
+    CHECK_FALSE(r.error.has_value());
+    CHECK(r.status == 200);
+    CHECK(r.streamed);
+    CHECK(r.header("x-dyn-worker") == "1");
+    CHECK(r.summary.content == "AB");
+    REQUIRE(r.summary.token_chunk_ms.size() == 2);
+    double gap = r.summary.token_chunk_ms[1] - r.summary.token_chunk_ms[0];
+    INFO("reads=" << r.reads << " enc=" << r.header("content-encoding") << " te=" << r.header("transfer-encoding"));
+    CHECK(gap >= 25);
+    CHECK(gap < 500);
+    CHECK(r.summary.token_chunk_ms[0] >= r.start_ms);
+  }
+  CHECK(ports.size() == 1);  // one keep-alive connection for all three requests
+}
+
+TEST_CASE("client: 503 then OK, error body message; connection refused") {
+  TestServer srv;
+  std::atomic<int> n{0};
+  srv.server.Post("/v1/chat/completions", [&](const httplib::Request&, httplib::Response& res) {
+    if (n++ == 0) {
+      res.status = 503;
+      res.set_content(R"({"error":{"message":"no capacity","type":"overloaded"}})", "application/json");
+      return;
+    }
+    res.set_content(chunk("ok", "stop") + "data: [DONE]\n\n", "text/event-stream");
+  });
+  srv.start();
+  Connection c(opts_for(srv));
+  auto r1 = c.post(chat_req());
+  REQUIRE(r1.error.has_value());
+  CHECK(r1.error->code == 503);
+  CHECK(r1.error->type == "http");
+  CHECK(r1.error->message == "no capacity");
+  auto r2 = c.post(chat_req());
+  CHECK_FALSE(r2.error.has_value());
+  CHECK(r2.summary.content == "ok");
+
+  ClientOptions dead;
+  dead.endpoint = *Endpoint::parse("http://127.0.0.1:1");
+  dead.connect_timeout_s = 1;
+  Connection d(dead);
+  auto r3 = d.post(chat_req());
+  REQUIRE(r3.error.has_value());
+  CHECK(r3.error->code == 0);
+  CHECK(r3.error->type == "connection");
+}
+
+TEST_CASE("client: drop mid-stream is stream_cut; missing [DONE] with finish is success") {
+  TestServer srv;
+  srv.server.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
+    bool drop = req.body.find("drop") != std::string::npos;
+    bool nofinish = req.body.find("nofinish") != std::string::npos;
+    res.set_chunked_content_provider("text/event-stream", [drop, nofinish](size_t, httplib::DataSink& sink) {
+      std::string a = chunk("x");
+      sink.write(a.data(), a.size());
+      if (drop) {
+        std::string half = "data: {\"choices\":[{\"ind";
+        sink.write(half.data(), half.size());
+        return false;  // abort the connection without the terminating chunk
+      }
+      if (!nofinish) {
+        std::string b = chunk("", "length");
+        sink.write(b.data(), b.size());
+      }
+      sink.done();
+      return true;
+    });
+  });
+  srv.start();
+  Connection c(opts_for(srv));
+  auto req = chat_req();
+  req.body = R"({"drop":1})";
+  auto r = c.post(req);
+  REQUIRE(r.error.has_value());
+  CHECK(r.error->type == "stream_cut");
+  CHECK(r.error->code == 200);
+  CHECK(r.summary.token_chunk_ms.size() == 1);  // what arrived is kept
+  req.body = R"({"ok":1})";
+  auto ok = c.post(req);  // the connection recovers
+  CHECK_FALSE(ok.error.has_value());
+  CHECK(ok.summary.finish_reason == "length");
+  CHECK_FALSE(ok.summary.done);
+  req.body = R"({"nofinish":1})";
+  auto nf = c.post(req);
+  REQUIRE(nf.error.has_value());
+  CHECK(nf.error->type == "stream_cut");
+}
+
+TEST_CASE("client: slow headers time out; non-streaming JSON body") {
+  TestServer srv;
+  srv.server.Post("/slow", [&](const httplib::Request&, httplib::Response& res) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(600));
+    res.set_content("{}", "application/json");
+  });
+  srv.server.Post("/v1/completions", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_content(R"({"choices":[{"index":0,"text":"hello","finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2}})",
+                    "application/json");
+  });
+  srv.start();
+  Connection c(opts_for(srv, 0.2));
+  HttpRequest slow = chat_req();
+  slow.path = "/slow";
+  auto r = c.post(slow);
+  REQUIRE(r.error.has_value());
+  CHECK(r.error->type == "timeout");
+  CHECK(r.error->code == 0);
+  HttpRequest comp = chat_req();
+  comp.path = "/v1/completions";
+  auto ok = c.post(comp);
+  CHECK_FALSE(ok.error.has_value());
+  CHECK_FALSE(ok.streamed);
+  CHECK(ok.summary.content == "hello");
+  CHECK(ok.summary.completion_tokens == 2u);
+  CHECK(ok.summary.token_chunk_ms.size() == 1);
+}
+
+TEST_CASE("pool: 300 concurrent streams, workers reused") {
+  raise_fd_limit();
+  TestServer srv(400);
+  std::atomic<int> in_flight{0}, peak{0};
+  srv.server.Post("/v1/chat/completions", [&](const httplib::Request&, httplib::Response& res) {
+    int now = ++in_flight;
+    int p = peak.load();
+    while (now > p && !peak.compare_exchange_weak(p, now)) {}
+    std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    --in_flight;
+    res.set_content(chunk("z", "stop") + "data: [DONE]\n\n", "text/event-stream");
+  });
+  srv.start();
+  std::atomic<int> ok{0}, done{0};
+  {
+    ConnectionPool pool(opts_for(srv), 300);
+    for (int i = 0; i < 600; ++i) {
+      ConnectionPool::Job job{[&](Connection& c) {
+                                auto r = c.post(chat_req());
+                                if (!r.error) ++ok;
+                                else MESSAGE(r.error->type << ": " << r.error->message << " after " << (r.end_ms - r.start_ms) << " ms, status " << r.status);
+                              },
+                              [&] { ++done; }};
+      while (!pool.submit(job)) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    while (done < 600) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    CHECK(pool.workers() == 300);
+  }
+  CHECK(ok.load() == 600);
+  CHECK(peak.load() >= 250);
+}
