@@ -1,24 +1,233 @@
-// dyn-replay: replay a workload against a live endpoint or the simulated cluster (SPEC 6).
+// dyn-replay: replay a workload against a live OpenAI-compatible endpoint (SPEC 6.3) and write
+// one request_end row per request.
+#include <unistd.h>
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+
+#include "dyn/base/diag.h"
 #include "dyn/cli/run_tool.h"
+#include "dyn/replay/live.h"
 #include "sim_cmd.h"
+
+namespace {
+
+struct Opts {
+  std::vector<std::string> inputs;
+  std::string url, endpoint_type = "chat", endpoint, model, session_headers = "dynamo", history = "cumulative";
+  bool streaming = true, fixed_schedule = false, auto_offset = false, lenient = false, ignore_eos = false;
+  std::optional<double> start_offset, end_offset;
+  double speedup = 1, request_rate = 0, gamma_shape = 1, duration_s = 0, request_timeout_s = 600,
+         connect_timeout_s = 10;
+  std::string rate_mode = "constant";
+  uint64_t concurrency = 0, request_count = 0, warmup = 0, seed = 0, max_connections = 4096;
+  uint32_t block_size = 0;
+  std::vector<std::string> headers, extra_inputs;
+  std::optional<bool> progress;
+  dyn::cli::OutputOptions out;
+  dyn::cmd::SimFlags sim;
+};
+
+/// "KEY:VALUE" -> (key, JSON value or string).
+std::pair<std::string, dyn::Json> parse_extra(const std::string& kv) {
+  auto c = kv.find(':');
+  if (c == std::string::npos || c == 0) throw dyn::Fatal(dyn::kExitUsage, "--extra-inputs " + kv + ": expected KEY:VALUE");
+  std::string v = kv.substr(c + 1);
+  dyn::Json j = dyn::Json::parse(v, nullptr, false);
+  return {kv.substr(0, c), j.is_discarded() ? dyn::Json(v) : j};
+}
+
+std::string pick_model(const dyn::http::ClientOptions& co) {
+  dyn::http::ClientOptions o = co;
+  o.read_timeout_s = std::min(o.read_timeout_s, 10.0);
+  dyn::http::Connection c(o);
+  auto [status, body] = c.get("/v1/models");
+  if (status == 200) {
+    dyn::Json j = dyn::Json::parse(body, nullptr, false);
+    if (j.is_object() && j.contains("data") && j["data"].is_array() && !j["data"].empty() &&
+        j["data"][0].contains("id") && j["data"][0]["id"].is_string())
+      return j["data"][0]["id"].get<std::string>();
+  }
+  throw dyn::Fatal(dyn::kExitUsage, "no --model given and GET /v1/models did not name one (status " +
+                                        std::to_string(status) + ")");
+}
+
+int run(Opts& o, CLI::App& app) {
+  using namespace dyn;
+  if (cli::stdin_is_interactive(o.inputs)) {
+    std::fputs(app.help().c_str(), stderr);
+    return kExitUsage;
+  }
+  if (o.sim.sim) {  // the same workload through the simulated cluster (engine's sim_cmd)
+    o.sim.seed = o.seed;
+    if (!o.model.empty()) o.sim.model = o.model;
+    return cmd::run_sim_cmd(o.inputs, o.block_size, o.sim, o.out.output, o.out.line_buffered);
+  }
+  if (o.url.empty()) throw Fatal(kExitUsage, "--url is required (or --sim)");
+  replay::LiveOptions lo;
+  auto ep = http::Endpoint::parse(o.url);
+  if (!ep) throw Fatal(ep.error().exit_code, ep.error().message);
+  lo.client.endpoint = *ep;
+  lo.client.connect_timeout_s = o.connect_timeout_s;
+  lo.client.read_timeout_s = o.request_timeout_s;
+  lo.client.request_timeout_s = o.request_timeout_s;
+  lo.endpoint_type = o.endpoint_type == "completions" ? replay::EndpointType::kCompletions : replay::EndpointType::kChat;
+  lo.endpoint_path = o.endpoint;
+  lo.streaming = o.streaming;
+  lo.header_style = *replay::parse_header_style(o.session_headers);
+  lo.history = o.history == "delta" ? replay::History::kDelta : replay::History::kCumulative;
+  lo.concurrency = o.concurrency;
+  lo.warmup_count = o.warmup;
+  lo.duration_s = o.duration_s;
+  lo.prompt_seed = o.seed;
+  lo.ignore_eos = o.ignore_eos;
+  lo.max_connections = o.max_connections;
+  for (const auto& kv : o.extra_inputs) {
+    auto [k, v] = parse_extra(kv);
+    lo.extra_inputs[k] = v;
+  }
+  for (const auto& h : o.headers) {
+    auto c = h.find(':');
+    if (c == std::string::npos || c == 0) throw Fatal(kExitUsage, "--header " + h + ": expected 'Name: value'");
+    std::string v = h.substr(c + 1);
+    v.erase(0, v.find_first_not_of(" \t"));
+    lo.extra_headers.emplace_back(h.substr(0, c), v);
+  }
+  auto& s = lo.schedule;
+  s.speedup = o.speedup;
+  s.start_offset_ms = o.start_offset;
+  s.end_offset_ms = o.end_offset;
+  s.auto_offset = o.auto_offset;
+  s.request_rate = o.request_rate;
+  s.rate_mode = *replay::parse_rate_mode(o.rate_mode);
+  s.gamma_shape = o.gamma_shape;
+  s.seed = o.seed;
+  s.request_count = o.request_count;
+
+  // Mode: explicit flags win; otherwise a fixed schedule exactly when the first row has a
+  // timestamp, else one request at a time in file order (AIPerf).
+  trace::WorkloadOptions wo;
+  wo.block_size = o.block_size;
+  wo.strict_hash_ids = !o.lenient;
+  const bool rate = o.request_rate > 0;
+  if (o.fixed_schedule) wo.require_timestamps = true;
+  else if (!rate && !o.concurrency) wo.require_timestamps_if_first_has = true;
+  trace::Workload w = trace::load_workload(o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs, wo);
+  if (!w.ok())
+    throw Fatal(kExitBadData, std::to_string(w.errors.size()) + " workload error(s); nothing was sent");
+  if (w.rows.empty()) throw Fatal(kExitBadData, "the workload has no rows");
+  if (o.fixed_schedule || (!rate && !o.concurrency && w.has_timestamps)) s.mode = replay::LoadMode::kFixedSchedule;
+  else if (rate) s.mode = replay::LoadMode::kRequestRate;
+  else {
+    s.mode = replay::LoadMode::kConcurrency;
+    if (!lo.concurrency) lo.concurrency = 1;
+  }
+  if (s.mode != replay::LoadMode::kFixedSchedule && (o.start_offset || o.end_offset || o.auto_offset))
+    diag::warning("", "fixed-schedule offsets are ignored outside fixed-schedule mode");
+  lo.model = o.model.empty() ? pick_model(lo.client) : o.model;
+  lo.progress = o.progress.value_or(isatty(STDERR_FILENO) != 0);
+
+  io::Output* out = nullptr;
+  auto file = cli::open_output(o.out, &out);
+  replay::LiveStats st = replay::run_live(w, lo, *out);
+  out->close();
+
+  // Summary on stderr: every planned request accounted for.
+  std::string msg = std::to_string(st.planned) + " requests planned: " + std::to_string(st.sent) + " sent (" +
+                    std::to_string(st.ok) + " ok, " + std::to_string(st.errors) + " errors), " +
+                    std::to_string(st.not_sent) + " not sent";
+  if (st.warmup) msg += "; " + std::to_string(st.warmup) + " warmup";
+  if (!st.lag_ms.empty()) {
+    auto lag = st.lag_ms;
+    std::sort(lag.begin(), lag.end());
+    auto q = [&](double p) {
+      double pos = (static_cast<double>(lag.size()) - 1) * p;
+      size_t lo_i = static_cast<size_t>(std::floor(pos));
+      size_t hi_i = std::min(lag.size() - 1, lo_i + 1);
+      return lag[lo_i] + (lag[hi_i] - lag[lo_i]) * (pos - static_cast<double>(lo_i));
+    };
+    char buf[160];
+    std::snprintf(buf, sizeof buf, "; schedule lag p50 %.3f ms, p99 %.3f ms, max %.3f ms; %.1f req/s", q(0.5), q(0.99),
+                  lag.back(), st.duration_ms > 0 ? 1000.0 * static_cast<double>(st.sent) / st.duration_ms : 0.0);
+    msg += buf;
+  }
+  diag::note(msg);
+  for (const auto& [k, n] : st.errors_by_type) diag::note("  errors " + k + ": " + std::to_string(n));
+  if (st.all_transport_errors) {
+    diag::error("", "no request got a response from " + o.url);
+    return kExitIo;
+  }
+  return kExitOk;
+}
+
+}  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"Replay a workload against a live endpoint or the simulated cluster", "dyn-replay"};
-  std::vector<std::string> inputs;
-  uint32_t block_size = 0;
-  dyn::cli::OutputOptions out;
-  dyn::cmd::SimFlags sim;
-  app.add_option("WORKLOAD", inputs, "Mooncake JSONL workload or Dynamo trace files ('-' = stdin)");
-  app.add_option("--block-size", block_size, "Block size of the workload's hash_ids (default 512, or the trace's)")
+  Opts o;
+  app.add_option("workload", o.inputs,
+                 "Workload: Mooncake JSONL (with session extensions) or Dynamo trace files; - or none = stdin")
+      ->type_name("FILE");
+  app.add_option("--url,-u", o.url, "Endpoint base URL, e.g. http://127.0.0.1:8000 (required unless --sim)");
+  app.add_option("--endpoint-type", o.endpoint_type, "API of the endpoint")
+      ->check(CLI::IsMember({"chat", "completions"}))
+      ->capture_default_str();
+  app.add_option("--endpoint", o.endpoint, "Request path instead of the endpoint type's default (/v1/chat/completions)");
+  app.add_flag("--streaming,!--no-streaming", o.streaming, "Stream responses (SSE; default on: TTFT and ITL need it)");
+  app.add_option("--model,-m", o.model, "Model name sent in every request (default: the first of GET /v1/models)");
+  app.add_option("--session-headers", o.session_headers, "How session identity is sent (SPEC 1.1)")
+      ->check(CLI::IsMember({"dynamo", "claude", "codex", "opencode", "none"}))
+      ->capture_default_str();
+  app.add_option("--history", o.history,
+                 "cumulative: a row is the whole prompt; delta: rows are new input, earlier turns and live replies are threaded in")
+      ->check(CLI::IsMember({"cumulative", "delta"}))
+      ->capture_default_str();
+  app.add_flag("--fixed-schedule", o.fixed_schedule,
+               "Send each request at its timestamp (default when the first row has a timestamp)");
+  app.add_flag("--fixed-schedule-auto-offset", o.auto_offset, "Shift the schedule so the first kept timestamp is time 0");
+  app.add_option("--fixed-schedule-start-offset", o.start_offset, "Skip rows before this timestamp (ms, inclusive); it becomes time 0")
+      ->type_name("MS");
+  app.add_option("--fixed-schedule-end-offset", o.end_offset, "Skip rows after this timestamp (ms, inclusive)")->type_name("MS");
+  app.add_option("--speedup", o.speedup, "Divide every timestamp gap and delay by this factor")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--request-rate", o.request_rate, "Start sessions / requests at this rate (req/s) instead of the schedule")
       ->check(CLI::PositiveNumber);
-  dyn::cli::add_output_options(app, out);
-  dyn::cmd::add_sim_flags(app, sim);
-  return dyn::cli::run_tool(argc, argv, app, [&] {
-    if (!sim.sim) throw dyn::Fatal(dyn::kExitUsage, "live replay is not built yet: use --sim");
-    if (dyn::cli::stdin_is_interactive(inputs)) {
-      std::fputs(app.help().c_str(), stderr);
-      return static_cast<int>(dyn::kExitUsage);
-    }
-    return dyn::cmd::run_sim_cmd(inputs, block_size, sim, out.output, out.line_buffered);
-  });
+  app.add_option("--request-rate-mode", o.rate_mode, "Arrival process of --request-rate")
+      ->check(CLI::IsMember({"constant", "poisson", "gamma"}))
+      ->capture_default_str();
+  app.add_option("--request-rate-gamma-shape", o.gamma_shape, "Shape of gamma arrivals (1 = Poisson, larger = smoother)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--concurrency", o.concurrency,
+                 "Requests in flight at most; alone, it selects closed-loop concurrency mode")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--request-count", o.request_count, "Send only the first N requests of the plan")->check(CLI::PositiveNumber);
+  app.add_option("--benchmark-duration", o.duration_s, "Stop sending new requests after this many seconds")
+      ->type_name("S")
+      ->check(CLI::PositiveNumber);
+  app.add_option("--warmup-request-count", o.warmup, "Warmup requests sent first (rows flagged dyn.warmup)");
+  app.add_option("--block-size", o.block_size, "Block size of hash_ids (default 512; Dynamo traces carry their own)");
+  app.add_flag("--lenient", o.lenient, "Warn about hash_ids that do not fit input_length instead of rejecting the workload");
+  app.add_option("--seed", o.seed, "Seed for synthetic prompts and random arrivals")->capture_default_str();
+  app.add_flag("--ignore-eos", o.ignore_eos, "Ask the server for exactly output_length tokens (ignore_eos, min_tokens)");
+  app.add_option("--extra-inputs", o.extra_inputs, "Extra body field KEY:VALUE (VALUE parsed as JSON when it is)")
+      ->type_name("KEY:VALUE");
+  app.add_option("--header,-H", o.headers, "Extra request header 'Name: value'")->type_name("HEADER");
+  app.add_option("--request-timeout-seconds", o.request_timeout_s, "Fail a request after this long (also the idle read limit)")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--connect-timeout-seconds", o.connect_timeout_s, "Fail a connection attempt after this long")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_option("--max-connections", o.max_connections, "Connections (worker threads) at most")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
+  app.add_flag_function(
+      "--progress,!--no-progress", [&](int64_t n) { o.progress = n > 0; },
+      "Progress on stderr (default: only when stderr is a terminal)");
+  dyn::cli::add_output_options(app, o.out);
+  dyn::cmd::add_sim_flags(app, o.sim, /*add_seed=*/false, /*add_model=*/false);
+  return dyn::cli::run_tool(argc, argv, app, [&] { return run(o, app); });
 }

@@ -281,11 +281,12 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
   std::map<std::string, std::pair<int, std::string>> later_kind;  // session -> (1 delay | 2 timestamp, where)
   std::unordered_map<std::string, bool> seen;
   w.has_timestamps = !w.rows.empty() && w.rows.front().timestamp_ms.has_value();
+  const bool need_ts = opts.require_timestamps || (opts.require_timestamps_if_first_has && w.has_timestamps);
   for (auto& r : w.rows) {
     bool first_turn = r.session_id.empty() || !seen.count(r.session_id);
     if (!r.session_id.empty()) seen[r.session_id] = true;
     if (first_turn) {
-      if (opts.require_timestamps && !r.timestamp_ms)
+      if (need_ts && !r.timestamp_ms)
         report(r.where + ": missing field 'timestamp' (required in fixed-schedule mode)");
       continue;
     }

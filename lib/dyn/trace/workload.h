@@ -39,6 +39,9 @@ struct WorkloadOptions {
   /// Timestamps are required (fixed-schedule mode): a row that starts an arrival (no session, or
   /// a session's first turn) without one is an error naming the line.
   bool require_timestamps = false;
+  /// Timestamps are required when the first row has one (a replayer's default mode is a fixed
+  /// schedule exactly then, SPEC 6.3), so a later arrival without one is an error naming its line.
+  bool require_timestamps_if_first_has = false;
   /// Sort stably by timestamp when rows are out of order (a note says so).
   bool sort_by_timestamp = true;
 };

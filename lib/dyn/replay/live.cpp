@@ -1,0 +1,389 @@
+// Timed dispatch of a plan over the connection pool, request bodies, and client request_end rows.
+#include "dyn/replay/live.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <queue>
+#include <thread>
+
+#include "dyn/base/clock.h"
+#include "dyn/base/diag.h"
+#include "dyn/http/pool.h"
+#include "dyn/tokens/hash.h"
+#include "dyn/tokens/render.h"
+#include "dyn/tokens/synthetic.h"
+#include "dyn/trace/record.h"
+
+namespace dyn::replay {
+
+namespace {
+
+double round_us(double ms) { return std::round(ms * 1000.0) / 1000.0; }
+
+std::chrono::steady_clock::time_point to_tp(double mono_ms) {
+  return std::chrono::steady_clock::time_point(
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(mono_ms)));
+}
+
+}  // namespace
+
+Json build_body(const LiveOptions& o, const std::string& prompt, std::optional<uint64_t> osl,
+                const std::vector<std::pair<std::string, std::string>>& history) {
+  Json b = Json::object();
+  b["model"] = o.model;
+  if (o.endpoint_type == EndpointType::kChat) {
+    Json msgs = Json::array();
+    for (const auto& [role, text] : history) msgs.push_back({{"role", role}, {"content", text}});
+    msgs.push_back({{"role", "user"}, {"content", prompt}});
+    b["messages"] = std::move(msgs);
+  } else {
+    std::string p;
+    for (const auto& h : history) p += h.second;
+    b["prompt"] = p + prompt;
+  }
+  b["stream"] = o.streaming;
+  if (o.streaming) b["stream_options"] = {{"include_usage", true}};
+  if (osl) {
+    b["max_tokens"] = *osl;
+    if (o.endpoint_type == EndpointType::kChat) b["max_completion_tokens"] = *osl;
+    if (o.ignore_eos) {
+      b["min_tokens"] = *osl;
+      b["ignore_eos"] = true;
+    }
+  }
+  for (auto it = o.extra_inputs.begin(); it != o.extra_inputs.end(); ++it) b[it.key()] = it.value();
+  return b;
+}
+
+Json client_record(const RecordContext& c, const http::HttpResult& res) {
+  const auto& s = res.summary;
+  auto unix_of = [&](double mono) { return c.unix_at_mono0 + (mono - c.mono0); };
+  Json rec = trace::make_record(trace::event::kRequestEnd, static_cast<uint64_t>(std::llround(unix_of(res.end_ms))),
+                                "client");
+  const Identity& id = c.item->identity;
+  if (!id.session.empty()) {
+    Json ac = {{"session_id", id.session}};
+    if (!id.parent.empty()) ac["parent_session_id"] = id.parent;
+    rec["agent_context"] = std::move(ac);
+  }
+  const bool ok = !res.error.has_value();
+  Json rq = Json::object();
+  rq["request_id"] = c.item->request_id;
+  rq["x_request_id"] = c.item->request_id;
+  rq["model"] = c.model;
+  uint64_t isl = s.prompt_tokens.value_or(c.input_tokens_estimate);
+  rq["input_tokens"] = isl;
+  bool osl_estimated = !s.completion_tokens.has_value();
+  uint64_t osl = s.completion_tokens.value_or(tokens::token_count(s.text_bytes));
+  if (ok || s.text_bytes > 0 || s.completion_tokens) rq["output_tokens"] = osl;
+  if (s.cached_tokens) rq["cached_tokens"] = *s.cached_tokens;
+  rq["request_received_ms"] = static_cast<uint64_t>(std::llround(unix_of(res.start_ms)));
+  const auto& t = s.token_chunk_ms;
+  if (ok && !t.empty() && res.streamed) {
+    double ttft = t.front() - res.start_ms;
+    rq["ttft_ms"] = round_us(ttft);
+    rq["total_time_ms"] = round_us(res.end_ms - res.start_ms);
+    double latency = t.back() - res.start_ms;
+    if (osl >= 2) rq["avg_itl_ms"] = round_us((latency - ttft) / static_cast<double>(osl - 1));
+  } else {
+    rq["total_time_ms"] = round_us(res.end_ms - res.start_ms);
+  }
+  if (s.cached_tokens && isl > 0) rq["kv_hit_rate"] = static_cast<double>(*s.cached_tokens) / static_cast<double>(isl);
+  if (std::string w = res.header("x-dyn-worker"); !w.empty()) {
+    char* end = nullptr;
+    long long v = std::strtoll(w.c_str(), &end, 10);
+    if (end && *end == '\0' && v >= 0) rq["worker"] = {{"decode_worker_id", v}};
+    else rq["worker"] = {{"decode_worker_id", w}};
+  }
+  rq["replay"] = {{"trace_block_size", c.block_size},
+                  {"input_length", c.input_length},
+                  {"input_sequence_hashes", c.sequence_hashes}};
+  if (!s.finish_reason.empty() || !s.tool_calls.empty()) {
+    Json fr = Json::object();
+    if (!s.finish_reason.empty()) fr["finish_reason"] = s.finish_reason;
+    if (!s.tool_calls.empty()) {
+      Json calls = Json::array();
+      for (const auto& tc : s.tool_calls) {
+        Json one = {{"choice_index", tc.choice_index}, {"tool_call_index", tc.tool_call_index}};
+        if (!tc.id.empty()) one["id"] = tc.id;
+        if (!tc.name.empty()) one["name"] = tc.name;
+        calls.push_back(std::move(one));
+      }
+      fr["tool_calls"] = std::move(calls);
+    }
+    rq["finish_reason_metadata"] = std::move(fr);
+  }
+  rec["request"] = std::move(rq);
+
+  Json d = Json::object();
+  d["status"] = ok ? "ok" : "error";
+  if (!ok) d["error"] = {{"code", res.error->code}, {"type", res.error->type}, {"message", res.error->message}};
+  if (ok && res.streamed && t.size() >= 2) d["ttst_ms"] = round_us(t[1] - t[0]);
+  if (ok && res.streamed && !t.empty()) {
+    Json gaps = Json::array();
+    for (size_t i = 1; i < t.size(); ++i) gaps.push_back(round_us(t[i] - t[i - 1]));
+    d["inter_chunk_ms"] = std::move(gaps);
+    d["request_latency_ms"] = round_us(t.back() - res.start_ms);
+  } else if (ok) {
+    d["request_latency_ms"] = round_us(res.end_ms - res.start_ms);
+  }
+  if (osl_estimated && rec["request"].contains("output_tokens")) d["output_tokens_estimated"] = true;
+  if (!s.prompt_tokens) d["input_tokens_estimated"] = true;
+  d["schedule_lag_ms"] = round_us(c.lag_ms);
+  d["scheduled_ms"] = round_us(c.scheduled_ms);
+  d["hash_ids"] = c.row->hash_ids;
+  d["block_size"] = c.block_size;
+  d["turn"] = c.item->turn;
+  if (c.warmup) d["warmup"] = true;
+  rec["dyn"] = std::move(d);
+  return rec;
+}
+
+namespace {
+
+/// One run over a list of plan items: dispatcher + pool + completion bookkeeping.
+class Runner {
+ public:
+  Runner(const trace::Workload& w, const LiveOptions& o, io::Output& out, const std::vector<PlanItem>& items,
+         http::ConnectionPool& pool, bool warmup, LiveStats& stats)
+      : w_(w), o_(o), out_(out), items_(items), pool_(pool), warmup_(warmup), stats_(stats) {
+    const size_t n = items.size();
+    remaining_.assign(n, 0);
+    dep_end_.assign(n, 0);
+    dependents_.assign(n, {});
+    for (size_t k = 0; k < n; ++k) {
+      remaining_[k] = items[k].deps.size();
+      for (size_t d : items[k].deps) dependents_[d].push_back(k);
+    }
+    // Conversation history per session (delta mode), touched only by that session's turns,
+    // which never overlap; the map itself is filled here, before any thread runs.
+    if (o.history == History::kDelta)
+      for (const auto& it : items)
+        if (!it.identity.session.empty()) history_[it.identity.session];
+  }
+
+  void run() {
+    auto& clock = RealClock::instance();
+    mono0_ = clock.now_ms();
+    unix0_ = static_cast<double>(clock.unix_ms());
+    for (size_t k = 0; k < items_.size(); ++k)
+      if (remaining_[k] == 0) ready_.push({items_[k].at_ms.value_or(0), k});
+    std::thread progress;
+    if (o_.progress && !warmup_) progress = std::thread([this] { progress_loop(); });
+    std::unique_lock<std::mutex> lk(mu_);
+    const uint64_t cap = o_.concurrency ? o_.concurrency : UINT64_MAX;
+    const double stop_at = o_.duration_s > 0 && !warmup_ ? mono0_ + o_.duration_s * 1000 : INFINITY;
+    for (;;) {
+      if (done_ == items_.size()) break;
+      if (stopped_) {
+        if (in_flight_ == 0) break;
+        cv_.wait(lk);
+        continue;
+      }
+      if (ready_.empty()) {
+        if (in_flight_ == 0) break;  // nothing can become ready (cannot happen with a valid plan)
+        cv_.wait(lk);
+        continue;
+      }
+      double now = RealClock::instance().now_ms();
+      auto [at, k] = ready_.top();
+      double deadline = mono0_ + at;
+      if (now >= stop_at || deadline > stop_at) {
+        stopped_ = true;
+        continue;
+      }
+      if (now < deadline - o_.dispatch_lead_ms) {
+        cv_.wait_until(lk, to_tp(std::min(deadline - o_.dispatch_lead_ms, stop_at)));
+        continue;
+      }
+      if (in_flight_ >= cap) {
+        cv_.wait(lk);
+        continue;
+      }
+      ready_.pop();
+      ++in_flight_;
+      ++sent_;
+      lk.unlock();
+      http::ConnectionPool::Job job{[this, k, deadline, at](http::Connection& c) { execute(c, k, deadline, at); },
+                                    [this, k] { finish(k); }};
+      while (!pool_.submit(job)) {  // every worker busy: wait for one to come back
+        std::unique_lock<std::mutex> wl(mu_);
+        pool_wait_ = true;
+        cv_.wait_for(wl, std::chrono::milliseconds(5));
+      }
+      lk.lock();
+    }
+    finished_ = true;
+    lk.unlock();
+    progress_cv_.notify_all();
+    if (progress.joinable()) progress.join();
+    if (warmup_) stats_.warmup += sent_;
+    else {
+      stats_.sent += sent_;
+      stats_.not_sent += items_.size() - sent_;
+      stats_.duration_ms = last_end_ - first_start_;
+    }
+  }
+
+ private:
+  void execute(http::Connection& conn, size_t k, double deadline, double at) {
+    const PlanItem& it = items_[k];
+    const auto& row = w_.rows[it.row];
+    // Build everything before the deadline (the dispatcher hands work over early).
+    std::string prompt = row.text_input ? *row.text_input
+                                        : tokens::synthetic_prompt(o_.prompt_seed, row.hash_ids, row.input_length,
+                                                                   w_.block_size);
+    std::vector<std::pair<std::string, std::string>>* hist = nullptr;
+    if (o_.history == History::kDelta && !it.identity.session.empty()) hist = &history_.at(it.identity.session);
+    static const std::vector<std::pair<std::string, std::string>> kNoHistory;
+    Json body = build_body(o_, prompt, row.output_length, hist ? *hist : kNoHistory);
+    RecordContext ctx;
+    ctx.item = &it;
+    ctx.row = &row;
+    ctx.model = o_.model;
+    ctx.block_size = w_.block_size;
+    ctx.warmup = warmup_;
+    ctx.scheduled_ms = at;
+    ctx.mono0 = mono0_;
+    ctx.unix_at_mono0 = unix0_;
+    std::string rendered = tokens::render_request(body);
+    ctx.input_tokens_estimate = tokens::token_count(rendered.size());
+    const std::string& hashed = hist && !hist->empty() ? rendered : prompt;
+    auto toks = tokens::text_to_tokens(hashed);
+    ctx.input_length = toks.size();
+    ctx.sequence_hashes = tokens::sequence_hashes(tokens::block_hashes(toks, w_.block_size, true));
+    http::HttpRequest req;
+    req.path = o_.endpoint_path.empty()
+                   ? (o_.endpoint_type == EndpointType::kChat ? "/v1/chat/completions" : "/v1/completions")
+                   : o_.endpoint_path;
+    req.keep_text = hist != nullptr;
+    req.headers.emplace_back("X-Request-ID", it.request_id);
+    if (!it.identity.session.empty()) req.headers.emplace_back("X-Correlation-ID", it.identity.session);
+    if (!warmup_)
+      for (auto& h : identity_headers(o_.header_style, it.identity)) req.headers.push_back(std::move(h));
+    for (const auto& h : o_.extra_headers) req.headers.push_back(h);
+    if (o_.streaming) req.headers.emplace_back("Accept", "text/event-stream");
+    req.body = body.dump();
+    if (RealClock::instance().now_ms() < deadline) std::this_thread::sleep_until(to_tp(deadline));
+    http::HttpResult res = conn.post(req);
+    ctx.lag_ms = std::max(0.0, res.start_ms - deadline);
+    if (hist) {
+      hist->emplace_back("user", prompt);
+      hist->emplace_back("assistant", res.summary.content);
+    }
+    std::string line = client_record(ctx, res).dump();
+    std::lock_guard<std::mutex> lk(mu_);
+    out_.line(line);
+    if (first_start_ == 0 || res.start_ms < first_start_) first_start_ = res.start_ms;
+    last_end_ = std::max(last_end_, res.end_ms);
+    end_rel_[k] = res.end_ms - mono0_;
+    if (!warmup_) {
+      stats_.lag_ms.push_back(ctx.lag_ms);
+      if (res.error) {
+        ++stats_.errors;
+        ++stats_.errors_by_type[std::to_string(res.error->code) + " " + res.error->type];
+        if (res.status == 0) ++transport_errors_;
+      } else {
+        ++stats_.ok;
+      }
+    }
+  }
+
+  void finish(size_t k) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      --in_flight_;
+      ++done_;
+      double end = end_rel_.count(k) ? end_rel_[k] : 0;
+      end_rel_.erase(k);
+      for (size_t d : dependents_[k]) {
+        dep_end_[d] = std::max(dep_end_[d], end);
+        if (--remaining_[d] == 0) {
+          double ready = dep_end_[d] + items_[d].delay_ms;
+          if (items_[d].at_ms) ready = std::max(ready, *items_[d].at_ms);
+          ready_.push({ready, d});
+        }
+      }
+      if (done_ == items_.size() && !warmup_) stats_.all_transport_errors = transport_errors_ == done_ && done_ > 0;
+    }
+    cv_.notify_all();
+  }
+
+  void progress_loop() {
+    std::unique_lock<std::mutex> lk(mu_);
+    const double t0 = RealClock::instance().now_ms();
+    while (!finished_) {
+      progress_cv_.wait_for(lk, std::chrono::milliseconds(250));
+      double el = (RealClock::instance().now_ms() - t0) / 1000.0;
+      double rate = el > 0 ? static_cast<double>(done_) / el : 0;
+      uint64_t left = items_.size() - done_;
+      char buf[200];
+      std::snprintf(buf, sizeof buf, "\r%s: %zu/%zu done, %zu in flight, %llu errors, %.1f req/s, ETA %s   ",
+                    diag::program().c_str(), done_, items_.size(), in_flight_,
+                    static_cast<unsigned long long>(stats_.errors), rate,
+                    rate > 0 ? (std::to_string(static_cast<long long>(static_cast<double>(left) / rate)) + "s").c_str() : "?");
+      std::fputs(buf, stderr);
+    }
+    std::fputs("\n", stderr);
+  }
+
+  const trace::Workload& w_;
+  const LiveOptions& o_;
+  io::Output& out_;
+  const std::vector<PlanItem>& items_;
+  http::ConnectionPool& pool_;
+  bool warmup_;
+  LiveStats& stats_;
+  std::mutex mu_;
+  std::condition_variable cv_, progress_cv_;
+  std::priority_queue<std::pair<double, size_t>, std::vector<std::pair<double, size_t>>, std::greater<>> ready_;
+  std::vector<size_t> remaining_;
+  std::vector<double> dep_end_;
+  std::vector<std::vector<size_t>> dependents_;
+  std::map<size_t, double> end_rel_;
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> history_;
+  size_t in_flight_ = 0, done_ = 0, sent_ = 0;
+  uint64_t transport_errors_ = 0;
+  bool stopped_ = false, finished_ = false, pool_wait_ = false;
+  double mono0_ = 0, unix0_ = 0, first_start_ = 0, last_end_ = 0;
+};
+
+}  // namespace
+
+LiveStats run_live(const trace::Workload& w, const LiveOptions& o, io::Output& out) {
+  Plan plan = build_plan(w, o.schedule);
+  for (const auto& e : plan.errors) diag::error("", e);
+  if (!plan.errors.empty())
+    throw Fatal(kExitBadData, std::to_string(plan.errors.size()) + " workload error(s); nothing was sent");
+  LiveStats stats;
+  stats.planned = plan.items.size();
+  http::raise_fd_limit();
+  size_t pool_size = o.max_connections;
+  if (o.concurrency) pool_size = std::min<size_t>(pool_size, o.concurrency);
+  http::ConnectionPool pool(o.client, pool_size);
+  if (o.warmup_count && !w.rows.empty()) {
+    std::vector<PlanItem> warm;
+    for (uint64_t k = 0; k < o.warmup_count; ++k) {
+      PlanItem it;
+      it.row = k % w.rows.size();
+      it.at_ms = 0;
+      it.request_id = "warmup-" + std::to_string(k);
+      warm.push_back(std::move(it));
+    }
+    LiveOptions wo = o;
+    wo.history = History::kCumulative;
+    if (!wo.concurrency) wo.concurrency = std::min<uint64_t>(o.warmup_count, 16);
+    Runner(w, wo, out, warm, pool, true, stats).run();
+  }
+  Runner(w, o, out, plan.items, pool, false, stats).run();
+  return stats;
+}
+
+}  // namespace dyn::replay

@@ -1,0 +1,89 @@
+// Live replay against an OpenAI-compatible endpoint: plan -> timed dispatch over a keep-alive
+// connection pool -> one request_end row per request (SPEC 6.3, 7; docs/records.md).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dyn/base/json.h"
+#include "dyn/http/client.h"
+#include "dyn/io/output.h"
+#include "dyn/replay/schedule.h"
+#include "dyn/replay/session.h"
+#include "dyn/trace/workload.h"
+
+namespace dyn::replay {
+
+enum class EndpointType { kChat, kCompletions };
+/// cumulative: a row is the whole prompt (Mooncake traces). delta: a row is the new input of its
+/// turn; earlier prompts and the live replies are threaded in as conversation history.
+enum class History { kCumulative, kDelta };
+
+struct LiveOptions {
+  http::ClientOptions client;
+  EndpointType endpoint_type = EndpointType::kChat;
+  std::string endpoint_path;  ///< override of the request path ("" = /v1/chat/completions or /v1/completions)
+  bool streaming = true;
+  std::string model;          ///< must be set (the tool asks /v1/models when the user gave none)
+  HeaderStyle header_style = HeaderStyle::kDynamo;
+  History history = History::kCumulative;
+  ScheduleOptions schedule;
+  uint64_t concurrency = 0;   ///< cap on requests in flight (0 = none, except the pool size)
+  uint64_t warmup_count = 0;  ///< warmup requests before the run (rows flagged dyn.warmup)
+  double duration_s = 0;      ///< stop sending new requests after this long (0 = no limit)
+  uint64_t prompt_seed = 0;   ///< SPEC 4.3 block text seed
+  bool ignore_eos = false;    ///< send ignore_eos and min_tokens = output_length
+  Json extra_inputs = Json::object();  ///< merged into every body
+  http::HeaderList extra_headers;      ///< sent with every request
+  size_t max_connections = 4096;       ///< worker threads / connections at most
+  bool progress = false;               ///< progress line on stderr
+  double dispatch_lead_ms = 2;         ///< hand a request to its worker this early to build it
+};
+
+/// Counters of a finished run (stderr summary; exit status).
+struct LiveStats {
+  uint64_t planned = 0, sent = 0, ok = 0, errors = 0, not_sent = 0, warmup = 0;
+  std::map<std::string, uint64_t> errors_by_type;  ///< "code type" -> count
+  std::vector<double> lag_ms;                      ///< schedule lag per measured request
+  double duration_ms = 0;                          ///< first send to last end
+  bool all_transport_errors = false;               ///< every request failed without a response
+};
+
+/// Builds the JSON body of a request (SPEC 6.3): chat `messages` (history + user prompt) or a
+/// completions `prompt`; model, stream (+ stream_options.include_usage), max_tokens and
+/// max_completion_tokens (chat) = output_length, ignore_eos/min_tokens when asked, then
+/// extra_inputs. `history` is the alternating user/assistant messages before this turn.
+Json build_body(const LiveOptions& opts, const std::string& prompt, std::optional<uint64_t> output_length,
+                const std::vector<std::pair<std::string, std::string>>& history);
+
+/// What the record needs besides the HTTP result.
+struct RecordContext {
+  const PlanItem* item = nullptr;
+  const trace::WorkloadRow* row = nullptr;
+  std::string model;
+  uint32_t block_size = 512;
+  uint64_t input_length = 0;                ///< replay.input_length (tokens of the hashed prompt)
+  std::vector<uint64_t> sequence_hashes;    ///< of the prompt (SPEC 4.1, trailing partial block)
+  uint64_t input_tokens_estimate = 0;       ///< SPEC 4.2 count of the rendered request
+  double scheduled_ms = 0;                  ///< offset from run start
+  double lag_ms = 0;
+  double unix_at_mono0 = 0, mono0 = 0;      ///< maps clock readings to unix ms
+  bool warmup = false;
+};
+
+/// The request_end row of one request, event_source "client" (docs/records.md). Metrics per
+/// SPEC 7 from the token-chunk stamps: TTFT, TTST, request latency (last token chunk), ITL =
+/// (latency - TTFT) / (OSL - 1) when OSL >= 2, inter-chunk gaps. Tokens from usage, else
+/// estimated (SPEC 4.2; dyn.output_tokens_estimated). Worker from x-dyn-worker. Errors under
+/// dyn.error, and then no latency metrics are written. Times rounded to microseconds.
+Json client_record(const RecordContext& ctx, const http::HttpResult& res);
+
+/// Runs the whole replay and writes rows to `out` as requests end (completion order).
+/// Validation errors in the plan are Fatal(kExitBadData) before anything is sent.
+/// Thread-safe internally; call once per workload.
+LiveStats run_live(const trace::Workload& workload, const LiveOptions& options, io::Output& out);
+
+}  // namespace dyn::replay

@@ -1,0 +1,122 @@
+// Session grouping and identity headers per client style.
+#include "dyn/replay/session.h"
+
+#include <map>
+#include <set>
+#include <unordered_map>
+
+namespace dyn::replay {
+
+std::optional<HeaderStyle> parse_header_style(std::string_view n) {
+  if (n == "dynamo") return HeaderStyle::kDynamo;
+  if (n == "claude") return HeaderStyle::kClaude;
+  if (n == "codex") return HeaderStyle::kCodex;
+  if (n == "opencode") return HeaderStyle::kOpenCode;
+  if (n == "none") return HeaderStyle::kNone;
+  return std::nullopt;
+}
+
+const char* header_style_name(HeaderStyle s) {
+  switch (s) {
+    case HeaderStyle::kDynamo: return "dynamo";
+    case HeaderStyle::kClaude: return "claude";
+    case HeaderStyle::kCodex: return "codex";
+    case HeaderStyle::kOpenCode: return "opencode";
+    case HeaderStyle::kNone: return "none";
+  }
+  return "none";
+}
+
+HeaderList identity_headers(HeaderStyle style, const Identity& id) {
+  HeaderList h;
+  if (id.session.empty()) return h;
+  const std::string& root = id.root.empty() ? id.session : id.root;
+  const bool child = !id.parent.empty() && id.parent != id.session;
+  switch (style) {
+    case HeaderStyle::kDynamo:
+      h.emplace_back("X-Dynamo-Session-ID", id.session);
+      if (child) h.emplace_back("X-Dynamo-Parent-Session-ID", id.parent);
+      if (id.final_turn) h.emplace_back("X-Dynamo-Session-Final", "true");
+      break;
+    case HeaderStyle::kClaude:
+      h.emplace_back("X-Claude-Code-Session-Id", root);
+      if (id.session != root) {
+        h.emplace_back("x-claude-code-agent-id", id.session);
+        if (child && id.parent != root) h.emplace_back("x-claude-code-parent-agent-id", id.parent);
+      }
+      break;
+    case HeaderStyle::kCodex:
+      if (child) {
+        h.emplace_back("x-codex-parent-thread-id", id.parent);
+        h.emplace_back("x-openai-subagent", "collab_spawn");
+      }
+      h.emplace_back("x-client-request-id", id.session);
+      h.emplace_back("session-id", root);
+      h.emplace_back("thread-id", id.session);
+      break;
+    case HeaderStyle::kOpenCode:
+      if (child) h.emplace_back("x-parent-session-id", id.parent);
+      h.emplace_back("x-session-affinity", id.session);
+      h.emplace_back("x-session-id", id.session);
+      break;
+    case HeaderStyle::kNone: break;
+  }
+  return h;
+}
+
+SessionPlan plan_sessions(const std::vector<trace::WorkloadRow>& rows) {
+  const size_t n = rows.size();
+  SessionPlan p;
+  p.turn.assign(n, 0);
+  p.prev_turn.assign(n, -1);
+  p.last_turn.assign(n, true);
+  p.root.assign(n, "");
+  p.parent_row.assign(n, -1);
+  std::unordered_map<std::string, int64_t> latest;      // session -> latest row so far
+  std::unordered_map<std::string, uint32_t> turns;      // session -> turns so far
+  std::unordered_map<std::string, std::string> parent;  // session -> parent (first seen)
+  for (size_t i = 0; i < n; ++i) {
+    const auto& r = rows[i];
+    if (r.session_id.empty()) continue;
+    if (!r.parent_session_id.empty() && r.parent_session_id != r.session_id)
+      parent.emplace(r.session_id, r.parent_session_id);
+  }
+  auto root_of = [&](const std::string& s) {
+    std::string cur = s;
+    std::set<std::string> seen{cur};
+    for (;;) {
+      auto it = parent.find(cur);
+      if (it == parent.end() || !seen.insert(it->second).second) return cur;
+      cur = it->second;
+    }
+  };
+  std::unordered_map<std::string, std::string> root_cache;
+  for (size_t i = 0; i < n; ++i) {
+    const auto& r = rows[i];
+    if (r.session_id.empty()) continue;
+    auto [rc, fresh] = root_cache.emplace(r.session_id, "");
+    if (fresh) rc->second = root_of(r.session_id);
+    p.root[i] = rc->second;
+    auto lt = latest.find(r.session_id);
+    if (lt != latest.end()) {
+      p.prev_turn[i] = lt->second;
+      p.last_turn[static_cast<size_t>(lt->second)] = false;
+      p.turn[i] = ++turns[r.session_id];
+      lt->second = static_cast<int64_t>(i);
+    } else {
+      turns[r.session_id] = 0;
+      latest.emplace(r.session_id, static_cast<int64_t>(i));
+      if (auto pi = parent.find(r.session_id); pi != parent.end())
+        if (auto pl = latest.find(pi->second); pl != latest.end()) p.parent_row[i] = pl->second;
+    }
+  }
+  return p;
+}
+
+std::string request_id_for(const trace::WorkloadRow& row, uint32_t turn, size_t i) {
+  if (!row.request_id.empty()) return row.request_id;
+  if (!row.session_id.empty()) return row.session_id + ":" + std::to_string(turn);
+  return "row-" + std::to_string(i);
+}
+
+}  // namespace dyn::replay

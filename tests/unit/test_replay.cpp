@@ -1,0 +1,454 @@
+// Unit tests for lib/dyn/replay live replay: session headers per client style, the dispatch
+// plan (AIPerf fixtures, offsets, sessions, rates), and whole runs against an in-process server
+// (cases 06 and 08, errors, closed-loop sessions, delta history, records).
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <sstream>
+
+#include "dyn/replay/live.h"
+#include "dyn/replay/schedule.h"
+#include "dyn/replay/session.h"
+#include "dyn/trace/workload.h"
+#include "http_test_server.h"
+
+using namespace dyn::replay;
+using dyn::Json;
+using dyn::testing::TestServer;
+namespace trace = dyn::trace;
+
+namespace {
+
+std::string shared(const std::string& rel) { return std::string(DYN_SHARED_DIR) + "/" + rel; }
+
+std::string header(const HeaderList& h, const std::string& name) {
+  for (const auto& [k, v] : h)
+    if (k == name) return v;
+  return "<absent>";
+}
+
+/// A workload from inline JSONL text (written to a temporary file).
+trace::Workload workload_of(const std::string& jsonl, trace::WorkloadOptions o = {}) {
+  static int n = 0;
+  std::string path = "/tmp/dyn-test-replay-" + std::to_string(getpid()) + "-" + std::to_string(n++) + ".jsonl";
+  std::ofstream(path) << jsonl;
+  auto w = trace::load_workload({path}, o);
+  std::remove(path.c_str());
+  return w;
+}
+
+/// Received requests, in arrival order.
+struct Seen {
+  std::mutex mu;
+  std::vector<Json> bodies;
+  std::vector<std::map<std::string, std::string>> headers;
+  std::vector<double> at_ms;
+};
+
+/// A scripted OpenAI endpoint: streams `reply` word by word with usage; "fail-503" in the prompt
+/// gets a 503; every response names worker 1.
+void serve_chat(TestServer& srv, Seen& seen, int delay_ms = 0) {
+  srv.server.Post("/v1/chat/completions", [&seen, delay_ms](const httplib::Request& req, httplib::Response& res) {
+    Json body = Json::parse(req.body);
+    {
+      std::lock_guard<std::mutex> lk(seen.mu);
+      seen.bodies.push_back(body);
+      std::map<std::string, std::string> h;
+      for (const auto& [k, v] : req.headers) h[k] = v;
+      seen.headers.push_back(h);
+      seen.at_ms.push_back(dyn::RealClock::instance().now_ms());
+    }
+    std::string prompt = body["messages"].back()["content"].get<std::string>();
+    if (prompt.find("fail-503") != std::string::npos) {
+      res.status = 503;
+      res.set_content(R"({"error":{"message":"overloaded","type":"unavailable"}})", "application/json");
+      return;
+    }
+    res.set_header("x-dyn-worker", "1");
+    size_t isl = (prompt.size() + 3) / 4;
+    res.set_chunked_content_provider("text/event-stream", [isl, delay_ms](size_t, httplib::DataSink& sink) {
+      auto send = [&](const std::string& s) { sink.write(s.data(), s.size()); };
+      for (const char* word : {"one ", "two ", "six "}) {
+        if (delay_ms) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+        send(dyn::testing::chunk(word));
+      }
+      send(dyn::testing::chunk("", "stop"));
+      send("data: {\"choices\":[],\"usage\":{\"prompt_tokens\":" + std::to_string(isl) +
+           ",\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":4}}}\n\n");
+      send("data: [DONE]\n\n");
+      sink.done();
+      return true;
+    });
+  });
+}
+
+std::vector<Json> run_rows(const trace::Workload& w, LiveOptions o, LiveStats* stats = nullptr) {
+  std::string path = "/tmp/dyn-test-replay-out-" + std::to_string(getpid()) + ".jsonl";
+  LiveStats st;
+  {
+    dyn::io::Output out(path);
+    st = run_live(w, o, out);
+    out.close();
+  }
+  if (stats) *stats = st;
+  std::ifstream f(path);
+  std::vector<Json> rows;
+  for (std::string line; std::getline(f, line);) rows.push_back(Json::parse(line));
+  std::remove(path.c_str());
+  return rows;
+}
+
+LiveOptions opts_for(const TestServer& srv) {
+  LiveOptions o;
+  o.client.endpoint = *dyn::http::Endpoint::parse(srv.url());
+  o.client.read_timeout_s = 5;
+  o.model = "m";
+  return o;
+}
+
+const Json* by_id(const std::vector<Json>& rows, const std::string& id) {
+  for (const auto& r : rows)
+    if (r["request"]["request_id"] == id) return &r;
+  return nullptr;
+}
+
+}  // namespace
+
+TEST_CASE("identity headers: each client style as the captured CLIs send it") {
+  Identity root{"R", "", "R", false};
+  Identity child{"C", "R", "R", false};
+  Identity grandchild{"G", "C", "R", true};
+  // dynamo
+  auto d = identity_headers(HeaderStyle::kDynamo, grandchild);
+  CHECK(header(d, "X-Dynamo-Session-ID") == "G");
+  CHECK(header(d, "X-Dynamo-Parent-Session-ID") == "C");
+  CHECK(header(d, "X-Dynamo-Session-Final") == "true");
+  CHECK(header(identity_headers(HeaderStyle::kDynamo, root), "X-Dynamo-Parent-Session-ID") == "<absent>");
+  // claude: session header = root always; agent id on subagents; parent-agent only for nested.
+  auto cr = identity_headers(HeaderStyle::kClaude, root);
+  CHECK(cr.size() == 1);
+  CHECK(header(cr, "X-Claude-Code-Session-Id") == "R");
+  auto cc = identity_headers(HeaderStyle::kClaude, child);
+  CHECK(header(cc, "X-Claude-Code-Session-Id") == "R");
+  CHECK(header(cc, "x-claude-code-agent-id") == "C");
+  CHECK(header(cc, "x-claude-code-parent-agent-id") == "<absent>");
+  auto cg = identity_headers(HeaderStyle::kClaude, grandchild);
+  CHECK(header(cg, "x-claude-code-agent-id") == "G");
+  CHECK(header(cg, "x-claude-code-parent-agent-id") == "C");
+  // codex: session-id root, thread-id own, parent thread for children, x-client-request-id = thread.
+  auto xr = identity_headers(HeaderStyle::kCodex, root);
+  CHECK(header(xr, "session-id") == "R");
+  CHECK(header(xr, "thread-id") == "R");
+  CHECK(header(xr, "x-codex-parent-thread-id") == "<absent>");
+  auto xg = identity_headers(HeaderStyle::kCodex, grandchild);
+  CHECK(header(xg, "session-id") == "R");
+  CHECK(header(xg, "thread-id") == "G");
+  CHECK(header(xg, "x-client-request-id") == "G");
+  CHECK(header(xg, "x-codex-parent-thread-id") == "C");
+  CHECK(header(xg, "x-openai-subagent") == "collab_spawn");
+  // opencode (third-party provider): lower-case x-session-id + affinity, immediate parent.
+  auto og = identity_headers(HeaderStyle::kOpenCode, grandchild);
+  CHECK(header(og, "x-session-id") == "G");
+  CHECK(header(og, "x-session-affinity") == "G");
+  CHECK(header(og, "x-parent-session-id") == "C");
+  CHECK(identity_headers(HeaderStyle::kNone, grandchild).empty());
+  CHECK(identity_headers(HeaderStyle::kDynamo, Identity{}).empty());
+}
+
+TEST_CASE("sessions: turns, roots through parent chains, request ids") {
+  auto w = workload_of(
+      "{\"session_id\":\"a\",\"timestamp\":0,\"input_length\":4,\"hash_ids\":[1]}\n"
+      "{\"session_id\":\"b\",\"parent_session_id\":\"a\",\"timestamp\":5,\"input_length\":4,\"hash_ids\":[2]}\n"
+      "{\"session_id\":\"c\",\"parent_session_id\":\"b\",\"timestamp\":6,\"input_length\":4,\"hash_ids\":[3]}\n"
+      "{\"session_id\":\"a\",\"timestamp\":9,\"input_length\":4,\"hash_ids\":[1]}\n"
+      "{\"timestamp\":9,\"input_length\":4,\"hash_ids\":[1]}\n");
+  REQUIRE(w.ok());
+  auto p = plan_sessions(w.rows);
+  CHECK(p.turn == std::vector<uint32_t>{0, 0, 0, 1, 0});
+  CHECK(p.root[2] == "a");
+  CHECK(p.prev_turn[3] == 0);
+  CHECK_FALSE(p.last_turn[0]);
+  CHECK(p.last_turn[3]);
+  CHECK(p.parent_row[1] == 0);
+  CHECK(p.parent_row[2] == 1);
+  CHECK(request_id_for(w.rows[3], 1, 3) == "a:1");
+  CHECK(request_id_for(w.rows[4], 0, 4) == "row-4");
+}
+
+TEST_CASE("plan: AIPerf fixtures load as AIPerf loads them") {
+  trace::WorkloadOptions lo;
+  lo.require_timestamps_if_first_has = true;
+  for (auto f : {"example_trace.jsonl", "precise_schedule.jsonl", "production_queries.jsonl", "custom_trace.jsonl",
+                 "test_trace_session_ids.jsonl", "test_trace_delay.jsonl", "test_trace_offset_filtering.jsonl"}) {
+    INFO(f);
+    auto w = trace::load_workload({shared(std::string("data/aiperf/") + f)}, lo);
+    CHECK(w.ok());
+  }
+  // Offsets are inclusive: 1500..2500 keeps 2000 and 2500, and time 0 is the start offset.
+  auto w = trace::load_workload({shared("data/aiperf/test_trace_offset_filtering.jsonl")}, lo);
+  ScheduleOptions so;
+  so.start_offset_ms = 1500;
+  so.end_offset_ms = 2500;
+  auto plan = build_plan(w, so);
+  REQUIRE(plan.items.size() == 2);
+  CHECK(*plan.items[0].at_ms == 500);
+  CHECK(*plan.items[1].at_ms == 1000);
+  CHECK(plan.outside_offsets == 2);
+  // precise_schedule with 2000/4000: rows at 2000, 2500, 3000, 4000.
+  auto ps = trace::load_workload({shared("data/aiperf/precise_schedule.jsonl")}, lo);
+  so.start_offset_ms = 2000;
+  so.end_offset_ms = 4000;
+  CHECK(build_plan(ps, so).items.size() == 4);
+  // Auto offset and speedup on example_trace: 0, 10535, 27482 -> 0, 5267.5, 13741.
+  auto ex = trace::load_workload({shared("data/aiperf/example_trace.jsonl")}, lo);
+  ScheduleOptions sp;
+  sp.speedup = 2;
+  sp.auto_offset = true;
+  auto pe = build_plan(ex, sp);
+  REQUIRE(pe.items.size() == 3);
+  CHECK(*pe.items[1].at_ms == doctest::Approx(5267.5));
+  CHECK(*pe.items[2].at_ms == doctest::Approx(13741));
+  // Session ids group turns: session-1's second turn waits for the first (+ recorded gap 1000).
+  auto si = trace::load_workload({shared("data/aiperf/test_trace_session_ids.jsonl")}, lo);
+  auto pi = build_plan(si, ScheduleOptions{});
+  REQUIRE(pi.items.size() == 3);
+  CHECK(pi.items[1].deps == std::vector<size_t>{0});
+  CHECK(pi.items[1].delay_ms == 1000);
+  CHECK_FALSE(pi.items[1].at_ms.has_value());
+  CHECK(pi.items[1].request_id == "session-1:1");
+  CHECK(*pi.items[2].at_ms == 3000);
+}
+
+TEST_CASE("plan: request rate processes, request count, wait_for") {
+  std::string rows;
+  for (int i = 0; i < 200; ++i) rows += "{\"input_length\":8,\"hash_ids\":[" + std::to_string(i) + "]}\n";
+  auto w = workload_of(rows);
+  ScheduleOptions o;
+  o.mode = LoadMode::kRequestRate;
+  o.request_rate = 100;
+  auto c = build_plan(w, o);
+  CHECK(*c.items[0].at_ms == 0);
+  CHECK(*c.items[10].at_ms == doctest::Approx(100));
+  o.rate_mode = RateMode::kPoisson;
+  o.seed = 7;
+  auto p1 = build_plan(w, o), p2 = build_plan(w, o);
+  CHECK(*p1.items[199].at_ms == *p2.items[199].at_ms);  // seeded
+  CHECK(*p1.items[199].at_ms == doctest::Approx(1990).epsilon(0.25));
+  o.rate_mode = RateMode::kGamma;
+  o.gamma_shape = 50;  // nearly constant
+  auto g = build_plan(w, o);
+  CHECK(*g.items[100].at_ms == doctest::Approx(1000).epsilon(0.05));
+  o.request_count = 5;
+  CHECK(build_plan(w, o).items.size() == 5);
+
+  auto wf = workload_of(
+      "{\"request_id\":\"r1\",\"input_length\":4,\"hash_ids\":[1]}\n"
+      "{\"request_id\":\"r2\",\"input_length\":4,\"hash_ids\":[1],\"wait_for\":[\"r1\"],\"tool_wait_ms\":30}\n"
+      "{\"request_id\":\"r3\",\"input_length\":4,\"hash_ids\":[1],\"wait_for\":[\"nope\"]}\n");
+  ScheduleOptions cc;
+  cc.mode = LoadMode::kConcurrency;
+  auto pw = build_plan(wf, cc);
+  CHECK(pw.items[1].deps == std::vector<size_t>{0});
+  CHECK(pw.items[1].delay_ms == 30);
+  REQUIRE(pw.errors.size() == 1);
+  CHECK(pw.errors[0].find("'nope'") != std::string::npos);
+}
+
+TEST_CASE("case 06: strict rejects before sending; lenient sends exactly input_length tokens") {
+  TestServer srv;
+  Seen seen;
+  serve_chat(srv, seen);
+  srv.start();
+  trace::WorkloadOptions strict;
+  strict.require_timestamps_if_first_has = true;
+  auto bad = trace::load_workload({shared("cases/06-mooncake-hashids-vs-length/trace.jsonl")}, strict);
+  REQUIRE(bad.errors.size() == 2);
+  CHECK(bad.errors[0].find(":2: input_length 20 needs 1 hash_ids at block size 512, row has 2") != std::string::npos);
+  CHECK(bad.errors[1].find(":3: input_length 1500 needs 3 hash_ids at block size 512, row has 2") != std::string::npos);
+  trace::WorkloadOptions lenient = strict;
+  lenient.strict_hash_ids = false;
+  auto w = trace::load_workload({shared("cases/06-mooncake-hashids-vs-length/trace.jsonl")}, lenient);
+  REQUIRE(w.ok());
+  auto o = opts_for(srv);
+  o.schedule.speedup = 100;
+  auto rows = run_rows(w, o);
+  REQUIRE(rows.size() == 4);
+  REQUIRE(seen.bodies.size() == 4);
+  std::vector<size_t> lens;
+  for (auto& b : seen.bodies) lens.push_back(b["messages"][0]["content"].get<std::string>().size());
+  std::sort(lens.begin(), lens.end());
+  CHECK(lens == std::vector<size_t>{40, 80, 4096, 6000});  // 4 bytes per token, never padded or cut
+  for (auto& r : rows) {
+    uint64_t il = r["request"]["replay"]["input_length"];
+    CHECK(r["request"]["replay"]["input_sequence_hashes"].size() == (il + 511) / 512);
+  }
+}
+
+TEST_CASE("case 08: a missing timestamp stops the run before any request; concurrency mode sends 3") {
+  trace::WorkloadOptions auto_mode;
+  auto_mode.require_timestamps_if_first_has = true;
+  auto w = trace::load_workload({shared("cases/08-mooncake-missing-timestamp/trace.jsonl")}, auto_mode);
+  REQUIRE(w.errors.size() == 1);
+  CHECK(w.errors[0].find("trace.jsonl:2: missing field 'timestamp'") != std::string::npos);
+
+  TestServer srv;
+  Seen seen;
+  serve_chat(srv, seen);
+  srv.start();
+  auto loose = trace::load_workload({shared("cases/08-mooncake-missing-timestamp/trace.jsonl")}, trace::WorkloadOptions{});
+  REQUIRE(loose.ok());
+  auto o = opts_for(srv);
+  o.schedule.mode = LoadMode::kConcurrency;
+  o.concurrency = 1;
+  auto rows = run_rows(loose, o);
+  CHECK(rows.size() == 3);
+  CHECK(seen.bodies.size() == 3);
+
+  // Non-monotonic timestamps: sorted stably, sent in order rows 1, 3, 2 (by hash id 1, 3, 2).
+  auto nm = trace::load_workload({shared("cases/08-mooncake-missing-timestamp/trace-nonmonotonic.jsonl")}, auto_mode);
+  REQUIRE(nm.ok());
+  CHECK(nm.reordered);
+  Seen seen2;
+  TestServer srv2;
+  serve_chat(srv2, seen2);
+  srv2.start();
+  auto o2 = opts_for(srv2);
+  o2.schedule.speedup = 20;  // 0, 50, 100 ms
+  auto rows2 = run_rows(nm, o2);
+  REQUIRE(seen2.bodies.size() == 3);
+  std::vector<std::string> order;
+  for (auto& r : rows2) order.push_back(r["request"]["request_id"]);
+  CHECK(order == std::vector<std::string>{"row-0", "row-2", "row-1"});
+  CHECK(seen2.at_ms[1] - seen2.at_ms[0] >= 45);
+  CHECK(seen2.at_ms[2] - seen2.at_ms[0] >= 95);
+}
+
+TEST_CASE("live: records, errors, closed-loop sessions with delay, session headers") {
+  TestServer srv;
+  Seen seen;
+  serve_chat(srv, seen, 5);
+  srv.start();
+  auto w = workload_of(
+      "{\"session_id\":\"s1\",\"timestamp\":0,\"input_length\":1024,\"output_length\":3,\"hash_ids\":[7,8]}\n"
+      "{\"session_id\":\"s1\",\"delay\":40,\"input_length\":1100,\"output_length\":3,\"hash_ids\":[7,8,9]}\n"
+      "{\"session_id\":\"k1\",\"parent_session_id\":\"s1\",\"timestamp\":1,\"input_length\":10,\"output_length\":3,\"hash_ids\":[5]}\n"
+      "{\"timestamp\":2,\"text_input\":\"fail-503 please\",\"output_length\":3}\n");
+  REQUIRE(w.ok());
+  auto o = opts_for(srv);
+  o.header_style = HeaderStyle::kCodex;
+  LiveStats st;
+  auto rows = run_rows(w, o, &st);
+  REQUIRE(rows.size() == 4);
+  CHECK(st.ok == 3);
+  CHECK(st.errors == 1);
+  const Json* t0 = by_id(rows, "s1:0");
+  const Json* t1 = by_id(rows, "s1:1");
+  const Json* err = by_id(rows, "row-3");
+  REQUIRE(t0);
+  REQUIRE(t1);
+  REQUIRE(err);
+  // Record shape and metrics.
+  std::vector<std::string> keys;
+  for (auto it = t0->begin(); it != t0->end(); ++it) keys.push_back(it.key());
+  CHECK(keys == std::vector<std::string>{"schema", "event_type", "event_time_unix_ms", "event_source", "agent_context",
+                                         "request", "dyn"});
+  CHECK((*t0)["event_source"] == "client");
+  const Json& rq = (*t0)["request"];
+  CHECK(rq["input_tokens"] == 1024);  // usage.prompt_tokens (the server counts ceil(bytes / 4))
+  CHECK(rq["output_tokens"] == 3);
+  CHECK(rq["cached_tokens"] == 4);
+  CHECK(rq["worker"]["decode_worker_id"] == 1);
+  CHECK(rq["finish_reason_metadata"]["finish_reason"] == "stop");
+  CHECK(rq["ttft_ms"].get<double>() >= 5);
+  double ttft = rq["ttft_ms"], lat = (*t0)["dyn"]["request_latency_ms"];
+  CHECK(rq["avg_itl_ms"].get<double>() == doctest::Approx((lat - ttft) / 2).epsilon(0.01));
+  CHECK((*t0)["dyn"]["inter_chunk_ms"].size() == 2);
+  CHECK((*t0)["dyn"]["hash_ids"] == Json::array({7, 8}));
+  CHECK((*t0)["dyn"]["status"] == "ok");
+  CHECK((*t0)["request"]["replay"]["input_sequence_hashes"].size() == 2);
+  // Prefix sharing: the second turn's first two sequence hashes equal the first turn's.
+  CHECK((*t1)["request"]["replay"]["input_sequence_hashes"][1] == (*t0)["request"]["replay"]["input_sequence_hashes"][1]);
+  // Closed loop: turn 1 starts >= 40 ms after turn 0 ends.
+  double end0 = (*t0)["event_time_unix_ms"].get<double>();
+  double start1 = (*t1)["request"]["request_received_ms"].get<double>();
+  CHECK(start1 - end0 >= 38);
+  CHECK((*t1)["dyn"]["turn"] == 1);
+  // The error row.
+  CHECK((*err)["dyn"]["status"] == "error");
+  CHECK((*err)["dyn"]["error"]["code"] == 503);
+  CHECK((*err)["dyn"]["error"]["type"] == "http");
+  CHECK((*err)["dyn"]["error"]["message"] == "overloaded");
+  CHECK_FALSE((*err)["request"].contains("ttft_ms"));
+  CHECK_FALSE(err->contains("agent_context"));
+  // Headers: codex style for the child, X-Request-ID and X-Correlation-ID everywhere.
+  bool child_seen = false;
+  for (auto& h : seen.headers) {
+    CHECK(h.count("X-Request-ID"));
+    if (h.count("thread-id") && h["thread-id"] == "k1") {
+      child_seen = true;
+      CHECK(h["session-id"] == "s1");
+      CHECK(h["x-codex-parent-thread-id"] == "s1");
+      CHECK(h["X-Correlation-ID"] == "k1");
+    }
+  }
+  CHECK(child_seen);
+}
+
+TEST_CASE("live: delta history threads earlier prompts and live replies") {
+  TestServer srv;
+  Seen seen;
+  serve_chat(srv, seen);
+  srv.start();
+  auto w = workload_of(
+      "{\"session_id\":\"s\",\"input_length\":4,\"output_length\":3,\"text_input\":\"aaaa\"}\n"
+      "{\"session_id\":\"s\",\"delay\":0,\"input_length\":4,\"output_length\":3,\"text_input\":\"bbbb\"}\n");
+  auto o = opts_for(srv);
+  o.history = History::kDelta;
+  o.schedule.mode = LoadMode::kConcurrency;
+  o.concurrency = 4;
+  auto rows = run_rows(w, o);
+  REQUIRE(seen.bodies.size() == 2);
+  const Json& m = seen.bodies[1]["messages"];
+  REQUIRE(m.size() == 3);
+  CHECK(m[0]["content"] == "aaaa");
+  CHECK(m[1]["role"] == "assistant");
+  CHECK(m[1]["content"] == "one two six ");
+  CHECK(m[2]["content"] == "bbbb");
+  CHECK(seen.bodies[1]["max_tokens"] == 3);
+  CHECK(seen.bodies[1]["stream_options"]["include_usage"] == true);
+}
+
+TEST_CASE("live: warmup rows are flagged; duration stops new sends; unreachable endpoint") {
+  TestServer srv;
+  Seen seen;
+  serve_chat(srv, seen);
+  srv.start();
+  std::string jsonl;
+  for (int i = 0; i < 20; ++i) jsonl += "{\"timestamp\":" + std::to_string(i * 100) + ",\"input_length\":4,\"hash_ids\":[1]}\n";
+  auto w = workload_of(jsonl);
+  auto o = opts_for(srv);
+  o.warmup_count = 2;
+  o.duration_s = 0.45;
+  LiveStats st;
+  auto rows = run_rows(w, o, &st);
+  int warm = 0;
+  for (auto& r : rows) warm += r["dyn"].value("warmup", false) ? 1 : 0;
+  CHECK(warm == 2);
+  CHECK(st.warmup == 2);
+  CHECK(st.sent == 5);  // 0, 100, 200, 300, 400 ms
+  CHECK(st.not_sent == 15);
+  CHECK(rows.size() == 7);
+
+  LiveOptions dead = o;
+  dead.client.endpoint = *dyn::http::Endpoint::parse("http://127.0.0.1:1");
+  dead.warmup_count = 0;
+  dead.duration_s = 0;
+  dead.schedule.request_count = 3;
+  dead.schedule.speedup = 1000;
+  auto drows = run_rows(w, dead, &st);
+  CHECK(drows.size() == 3);
+  CHECK(st.all_transport_errors);
+  CHECK(drows[0]["dyn"]["error"]["type"] == "connection");
+}
