@@ -19,6 +19,7 @@
 #include "dyn/base/clock.h"
 #include "dyn/base/diag.h"
 #include "dyn/cli/run_tool.h"
+#include "dyn/http/pool.h"
 #include "dyn/engine/live.h"
 #include "dyn/engine/mock_api.h"
 #include "engine_flags.h"
@@ -82,6 +83,9 @@ class Mocker {
     const size_t threads = opt_.threads;
     svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
     svr.set_keep_alive_max_count(100000);
+    // Each SSE chunk is a small write: without TCP_NODELAY, Nagle holds it until the client's
+    // delayed ACK (~40 ms), which inflates ITL and caps a keep-alive connection at ~25 req/s.
+    svr.set_tcp_nodelay(true);
     svr.set_read_timeout(600, 0);
     svr.set_write_timeout(600, 0);
     routes(svr);
@@ -95,6 +99,9 @@ class Mocker {
     } else if (!svr.bind_to_port(opt_.host, port)) {
       throw dyn::Fatal(dyn::kExitIo, fmt::format("cannot bind {}:{}", opt_.host, port));
     }
+    // cpp-httplib 0.11 listens with a backlog of 5: a burst of connects (replay start, 2,000
+    // streams) would be reset after ~1 s.
+    dyn::http::widen_listen_backlog(port);
     engine_.start();
     if (!opt_.port_file.empty()) {
       // Written after bind, so a script that waits for the file can connect at once.

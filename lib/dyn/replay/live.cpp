@@ -208,6 +208,12 @@ class Runner {
         continue;
       }
       ready_.pop();
+      if (o_.schedule.mode == LoadMode::kConcurrency && now > deadline) {
+        // Closed loop: a request is due when a slot frees, so lag counts from then (waiting for
+        // the cap is the mode itself, not lateness).
+        deadline = now;
+        at = now - mono0_;
+      }
       ++in_flight_;
       ++sent_;
       lk.unlock();
