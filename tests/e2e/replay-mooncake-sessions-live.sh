@@ -35,3 +35,10 @@ jq -s -r --slurpfile w w.jsonl '
 jq -s -r '[ group_by(.dyn.hash_ids[0:2])[] | select(length > 1) |
   (map(.request.replay.input_sequence_hashes[0:2]) | unique | length) ] |
   "prefix groups: \(length), groups whose shared prefix hashes differ: \(map(select(. > 1)) | length)"' rows.jsonl
+# The rows are a Dynamo trace: replayed again directly (SPEC 6.2), every request comes back once,
+# with the same sessions and prompt lengths.
+dyn-replay rows.jsonl --url "http://127.0.0.1:$(cat port)" --speedup 50 --no-progress >rows2.jsonl 2>err2.txt
+echo "replay of the rows: exit $?, $(jq -c 'select(.dyn.status == "ok")' rows2.jsonl | wc -l) ok"
+cmp -s <(jq -r '[.agent_context.session_id, .request.replay.input_length] | @tsv' rows.jsonl | sort) \
+       <(jq -r '[.agent_context.session_id, .request.replay.input_length] | @tsv' rows2.jsonl | sort) &&
+  echo "same sessions and prompt lengths" || echo "sessions or prompt lengths differ"
