@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# dyn-trace filter speed and memory, against baselines measured in the same run, on a gzip trace of
+# request_end rows generated from the Mooncake conversation trace (bench/gen-request-end.sh):
+#  1. filter --event request_end --where 'request.cached_tokens>0' vs
+#     gzip -cd | jq -c 'select(...)' with the same meaning   (goal: at least 10x faster);
+#  2. the same filter vs gzip -cd > /dev/null                (goal: at most 1.5x its time);
+#  3. peak RSS of the filter at two file sizes               (goal: flat as the file grows).
+# Inputs go to $BENCH_DIR (default build/bench-data) and are never committed.
+# Usage: bench/trace-filter.sh [BUILD_DIR] [MB]   (defaults: build, 200)
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+build="${1:-$root/build}"
+mb="${2:-200}"
+bin="$build/bin"
+data="${BENCH_DIR:-$build/bench-data}"
+mkdir -p "$data"
+export DYN_SHARED="${DYN_SHARED:-$root/../shared}"
+big="$data/request-end-${mb}mb.jsonl.gz"
+small="$data/request-end-$((mb / 4))mb.jsonl.gz"
+for spec in "$mb:$big" "$((mb / 4)):$small"; do
+  m="${spec%%:*}" f="${spec#*:}"
+  [[ -s "$f" ]] || "$root/bench/gen-request-end.sh" --mb "$m" | gzip -c >"$f"
+done
+printf 'input: %s (%s MB uncompressed, %s MB gzip)\n' "$big" \
+  "$(( $(gzip -cd "$big" | wc -c) / 1048576 ))" "$(( $(stat -c %s "$big") / 1048576 ))"
+# run NAME CMD...: wall seconds and peak RSS (KiB) of one run, output discarded.
+run() {
+  /usr/bin/time -f '%e %M' -o "$data/.time" bash -c "$1" >/dev/null
+  read -r secs rss <"$data/.time"
+  echo "$secs $rss"
+}
+where='request.cached_tokens>0'
+jqprog='select(.event_type=="request_end" and (.request.cached_tokens|type)=="number" and .request.cached_tokens>0)'
+read -r gz_s _ < <(run "gzip -cd '$big' >/dev/null")
+read -r dyn_s dyn_rss < <(run "'$bin/dyn-trace' filter --event request_end --where '$where' '$big'")
+read -r dyn_small_s dyn_small_rss < <(run "'$bin/dyn-trace' filter --event request_end --where '$where' '$small'")
+read -r jq_s _ < <(run "gzip -cd '$big' | jq -c '$jqprog'")
+ours=$("$bin/dyn-trace" filter --event request_end --where "$where" "$big" | wc -l)
+theirs=$(gzip -cd "$big" | jq -c "$jqprog" | wc -l)
+printf 'rows selected: dyn-trace %s, jq %s\n' "$ours" "$theirs"
+printf 'gzip -cd > /dev/null:     %6.2f s\n' "$gz_s"
+printf 'dyn-trace filter:         %6.2f s  peak RSS %s KiB\n' "$dyn_s" "$dyn_rss"
+printf 'gzip -cd | jq select:     %6.2f s\n' "$jq_s"
+printf 'filter on %s MB:          %6.2f s  peak RSS %s KiB\n' "$((mb / 4))" "$dyn_small_s" "$dyn_small_rss"
+awk -v d="$dyn_s" -v j="$jq_s" -v g="$gz_s" -v r1="$dyn_rss" -v r2="$dyn_small_rss" 'BEGIN {
+  printf "speedup over jq:          %6.1fx (goal >= 10)\n", j / d
+  printf "ratio filter / gzip -cd:  %6.2f  (goal <= 1.5)\n", d / g
+  printf "peak RSS 4x input / 1x:   %6.2f  (goal: flat, ~1.0)\n", r1 / r2
+}'
+[[ "$ours" == "$theirs" ]] || { echo "row counts differ" >&2; exit 1; }
