@@ -10,3 +10,4 @@ void setup_filter(CLI::App& app, dyn::cli::Dispatch& dispatch);
 void setup_stats(CLI::App& app, dyn::cli::Dispatch& dispatch);
 void setup_convert(CLI::App& app, dyn::cli::Dispatch& dispatch);
 void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch);
+void setup_generate(CLI::App& app, dyn::cli::Dispatch& dispatch);

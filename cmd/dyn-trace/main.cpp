@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   setup_stats(app, dispatch);
   setup_convert(app, dispatch);
   setup_sessionize(app, dispatch);
+  setup_generate(app, dispatch);
   app.require_subcommand(1);
   return dyn::cli::run_tool(argc, argv, app, [&] { return dispatch.run(); });
 }

@@ -1,0 +1,65 @@
+// dyn-trace generate: options -> trace::generate_agent_workload -> Mooncake JSONL rows.
+#include <cstdio>
+#include <memory>
+
+#include "commands.h"
+#include "dyn/base/diag.h"
+#include "dyn/trace/generate.h"
+#include "dyn/trace/workload.h"
+
+void setup_generate(CLI::App& app, dyn::cli::Dispatch& dispatch) {
+  struct Opts {
+    dyn::trace::AgentWorkloadOptions g;
+    dyn::cli::OutputOptions out;
+    bool summary = false;
+  };
+  auto o = std::make_shared<Opts>();
+  auto& g = o->g;
+  CLI::App* sub = app.add_subcommand(
+      "generate", "Generate a synthetic agent-session workload (Mooncake JSONL with session extensions)");
+  sub->add_option("--seed", g.seed, "Random seed (same seed and options = same file)")->default_str("0");
+  sub->add_option("--block-size", g.block_size, "Tokens per hash id")->default_str("512");
+  sub->add_option("--sessions", g.sessions, "Root agent sessions")->default_str("100");
+  sub->add_option("--session-rate", g.session_rate_per_s,
+                  "Root sessions started per second (Poisson); 0 starts all at t=0")->default_str("1.0");
+  sub->add_option("--turns-min", g.turns_min, "Fewest turns per root session")->default_str("4");
+  sub->add_option("--turns-max", g.turns_max, "Most turns per root session")->default_str("16");
+  sub->add_option("--system-prompt-tokens", g.system_prompt_tokens,
+                  "System prompt shared by every session (same hash ids)")->default_str("2048");
+  sub->add_option("--task-tokens", g.task_tokens, "Mean first user message (task) per session")->default_str("1024");
+  sub->add_option("--tool-output-tokens", g.tool_output_tokens,
+                  "Mean tool result appended to the context after each turn")->default_str("1500");
+  sub->add_option("--output-tokens", g.output_tokens, "Mean completion tokens per turn")->default_str("300");
+  sub->add_option("--tool-gap-ms", g.tool_gap_ms, "Mean tool time between turns (exponential), written as delay")
+      ->default_str("5000");
+  sub->add_option("--subagent-probability", g.subagent_probability,
+                  "Chance that a root turn spawns a subagent session")->default_str("0.1");
+  sub->add_option("--subagent-turns-min", g.subagent_turns_min, "Fewest turns per subagent")->default_str("2");
+  sub->add_option("--subagent-turns-max", g.subagent_turns_max, "Most turns per subagent")->default_str("6");
+  sub->add_option("--max-context-tokens", g.max_context_tokens,
+                  "A session ends before its context would exceed this")->default_str("131072");
+  sub->add_flag("--wait-for", g.wait_for,
+                "Add wait_for: a subagent starts after the parent turn that spawned it, and the parent's next "
+                "turn waits for the subagent's last turn");
+  sub->add_flag("--summary", o->summary,
+                "Print sessions, rows, tokens and the aggregate working set on stderr");
+  dyn::cli::add_output_options(*sub, o->out);
+  dispatch.add(sub, [o] {
+    dyn::trace::AgentWorkloadSummary s;
+    auto rows = dyn::trace::generate_agent_workload(o->g, &s);
+    dyn::io::Output* out = nullptr;
+    auto file = dyn::cli::open_output(o->out, &out);
+    for (auto& r : rows) out->line(dyn::trace::workload_row_to_json(r).dump());
+    out->close();
+    if (o->summary)
+      std::fprintf(stderr,
+                   "sessions %llu subagents %llu rows %llu input_tokens %llu output_tokens %llu "
+                   "max_context_tokens %llu working_set_tokens %llu\n",
+                   static_cast<unsigned long long>(s.sessions), static_cast<unsigned long long>(s.subagents),
+                   static_cast<unsigned long long>(s.rows), static_cast<unsigned long long>(s.input_tokens),
+                   static_cast<unsigned long long>(s.output_tokens),
+                   static_cast<unsigned long long>(s.max_context_tokens),
+                   static_cast<unsigned long long>(s.working_set_tokens));
+    return 0;
+  });
+}
