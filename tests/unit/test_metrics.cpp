@@ -1,0 +1,248 @@
+// Unit tests for lib/dyn/metrics: NumPy-exact statistics, the real AIPerf run reproduced from its
+// per-request file, SPEC 7 per-request definitions (case 04), goodput and breakdowns.
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <sstream>
+
+#include "dyn/base/json.h"
+#include "dyn/metrics/report.h"
+#include "dyn/metrics/stats.h"
+
+using namespace dyn;
+using namespace dyn::metrics;
+
+namespace {
+
+const std::string kAiperf = std::string(DYN_SHARED_DIR) + "/data/aiperf";
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  REQUIRE_MESSAGE(f.good(), path);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::string tag_now(const std::string& old) {
+  if (old == "ttft") return "time_to_first_token";
+  if (old == "ttst") return "time_to_second_token";
+  return old;
+}
+
+// Drops the p10 column (AIPerf's 2025 fixture predates it) from a stats CSV.
+std::string without_p10(const std::string& csv) {
+  std::string out;
+  std::istringstream in(csv);
+  std::string line;
+  bool stats = true;
+  int p10 = -1;
+  while (std::getline(in, line)) {
+    if (line == "\r" || line.empty()) stats = false;
+    if (stats) {
+      std::vector<std::string> cells;
+      std::string cell;
+      std::istringstream ls(line);
+      while (std::getline(ls, cell, ',')) cells.push_back(cell);
+      if (p10 < 0)
+        for (int i = 0; i < static_cast<int>(cells.size()); ++i)
+          if (cells[i] == "p10") p10 = i;
+      std::string joined;
+      for (int i = 0; i < static_cast<int>(cells.size()); ++i) {
+        if (i == p10) continue;
+        joined += (joined.empty() ? "" : ",") + cells[i];
+      }
+      out += joined + "\n";
+    } else {
+      out += line + "\n";
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+TEST_CASE("percentiles interpolate linearly at (n-1)*p/100 and std is the population std") {
+  std::vector<double> v{1, 2, 3, 4};
+  Stats s = compute_stats(v);
+  CHECK(s.avg == 2.5);
+  CHECK(s.min == 1);
+  CHECK(s.max == 4);
+  CHECK(s.pct(50) == 2.5);
+  CHECK(s.pct(25) == doctest::Approx(1.75));
+  CHECK(s.pct(99) == doctest::Approx(3.97));
+  CHECK(s.std == doctest::Approx(std::sqrt(1.25)));  // ddof 0, not the sample std 1.29
+  CHECK(compute_stats({7}).std == 0);
+  CHECK(compute_stats({}).count == 0);
+}
+
+TEST_CASE("numpy_sum sums pairwise in 8192-element blocks, unlike a plain loop") {
+  // 0.1 repeated: the plain left-to-right sum drifts in the last bits; NumPy's pairwise sum of
+  // 10000 values has a known different result.
+  std::vector<double> v(10000, 0.1);
+  double naive = 0;
+  for (double x : v) naive += x;
+  const double pw = numpy_sum(v.data(), v.size());
+  CHECK(naive != pw);
+  CHECK(pw == doctest::Approx(1000.0));
+}
+
+TEST_CASE("the real AIPerf run is reproduced exactly from its per-request file") {
+  RequestSet set = load_requests({kAiperf + "/profile_export.jsonl"});
+  REQUIRE(set.kind == RowKind::kAiperf);
+  REQUIRE(set.requests.size() == 100);
+  Report rep = build_report(set);
+  Json want = Json::parse(slurp(kAiperf + "/profile_export_aiperf.json"));
+  const Json& records = want.contains("records") ? want["records"] : want;
+  int compared = 0;
+  for (const auto& [old_tag, m] : records.items()) {
+    const std::string tag = tag_now(old_tag);
+    CAPTURE(tag);
+    const bool is_series = !m["std"].is_null();
+    if (is_series) {
+      const Series* s = rep.find_series(tag);
+      REQUIRE_MESSAGE(s, "missing series " << tag);
+      CHECK(s->unit == m["unit"].get<std::string>());
+      CHECK(s->header == m["header"].get<std::string>());
+      CHECK(s->stats.count == m["count"].get<std::size_t>());
+      CHECK(s->stats.avg == m["avg"].get<double>());
+      CHECK(s->stats.min == m["min"].get<double>());
+      CHECK(s->stats.max == m["max"].get<double>());
+      CHECK(s->stats.std == m["std"].get<double>());
+      for (int p : {1, 5, 25, 50, 75, 90, 95, 99}) {
+        CAPTURE(p);
+        CHECK(s->stats.pct(p) == m["p" + std::to_string(p)].get<double>());
+        ++compared;
+      }
+      compared += 5;
+    } else {
+      const Scalar* s = rep.find_scalar(tag);
+      REQUIRE_MESSAGE(s, "missing scalar " << tag);
+      CHECK(s->unit == m["unit"].get<std::string>());
+      CHECK(s->value == m["avg"].get<double>());
+      ++compared;
+    }
+  }
+  CHECK(compared == 10 * 13 + 11);
+  // Nothing extra either: the same metrics as AIPerf reported.
+  CHECK(rep.series.size() == 10);
+  CHECK(rep.scalars.size() == 11);
+  // Error summary: 11 cancellations.
+  REQUIRE(rep.errors.size() == 1);
+  CHECK(rep.errors[0].count == want["error_summary"][0]["count"].get<uint64_t>());
+  CHECK(rep.errors[0].info.code == 499);
+  CHECK(rep.errors[0].info.type == "RequestCancellationError");
+  CHECK(rep.errors[0].info.message == want["error_summary"][0]["error_details"]["message"].get<std::string>());
+
+  // The CSV is AIPerf's byte for byte, apart from the p10 column this toolkit adds.
+  const std::string csv = report_csv(rep);
+  CHECK(csv.find("p10") != std::string::npos);
+  CHECK(without_p10(csv) == without_p10(slurp(kAiperf + "/profile_export_aiperf.csv")));
+}
+
+TEST_CASE("case 04: ITL excludes TTFT") {
+  // ../shared/cases/04-itl-excludes-ttft/timeline.jsonl: chunks at 250, 300, 350, 420, 470 ms,
+  // one token each, [DONE] at 471 ms.
+  std::ifstream f(std::string(DYN_SHARED_DIR) + "/cases/04-itl-excludes-ttft/timeline.jsonl");
+  REQUIRE(f.good());
+  ChunkTimeline t;
+  std::string line;
+  double done_ms = -1;
+  while (std::getline(f, line)) {
+    Json j = Json::parse(line);
+    if (j["event"] == "chunk") {
+      t.chunk_ms.push_back(j["t_ms"].get<double>());
+      t.tokens.push_back(j["tokens"].get<double>());
+    } else if (j["event"] == "done") {
+      done_ms = j["t_ms"].get<double>();
+    }
+  }
+  REQUIRE(t.chunk_ms.size() == 5);
+  REQUIRE(done_ms == 471);
+  RequestRecord r = metrics_from_timeline(t);
+  CHECK(*r.ttft == 250);
+  CHECK(r.inter_chunk == std::vector<double>{50, 50, 70, 50});  // 250 is not among them
+  CHECK(compute_stats(r.inter_chunk).avg == 55);                // not the wrong 94
+  CHECK(*r.latency == 470);  // last content chunk; [DONE] at 471 does not count (SPEC 7)
+  CHECK(*r.itl == 55);       // (470 - 250) / (5 - 1)
+  CHECK(*r.ttst == 50);
+  CHECK(*r.osl == 5);
+  CHECK(*r.per_user_tps == doctest::Approx(1000.0 / 55));
+}
+
+TEST_CASE("request_end rows: warmup excluded, errors only in the error summary, ITL recomputed") {
+  auto row = [](const std::string& id, const std::string& session, int worker, double start, double ttft,
+                double total, int osl, int isl, int cached) {
+    return Json{{"schema", "dynamo.request.trace.v1"},
+                {"event_type", "request_end"},
+                {"event_time_unix_ms", static_cast<uint64_t>(start + total)},
+                {"agent_context", {{"session_id", session}}},
+                {"request",
+                 {{"request_id", id},
+                  {"input_tokens", isl},
+                  {"output_tokens", osl},
+                  {"cached_tokens", cached},
+                  {"request_received_ms", start},
+                  {"ttft_ms", ttft},
+                  {"total_time_ms", total},
+                  {"avg_itl_ms", 999.0},
+                  {"worker", {{"decode_worker_id", worker}}}}}};
+  };
+  RequestSet set;
+  bool warm = false;
+  set.requests.push_back(*parse_request_end(row("a", "s1", 0, 1000, 100, 1100, 11, 1000, 0), "t:1"));
+  set.requests.push_back(*parse_request_end(row("b", "s1", 0, 3000, 50, 550, 11, 2000, 1000), "t:2"));
+  set.requests.push_back(*parse_request_end(row("c", "s2", 1, 1500, 200, 1200, 2, 500, 0), "t:3"));
+  Json err = row("d", "s2", 1, 2000, 0, 10, 0, 500, 0);
+  err["dyn"] = {{"status", "error"}, {"error", {{"code", 503}, {"type", "http"}, {"message", "busy"}}}};
+  set.requests.push_back(*parse_request_end(err, "t:4"));
+  Json wu = row("w", "s3", 0, 0, 1, 2, 2, 10, 0);
+  wu["dyn"] = {{"warmup", true}};
+  CHECK_FALSE(parse_request_end(wu, "t:5", &warm).has_value());
+  CHECK(warm);
+
+  CHECK(*set.requests[0].itl == 100);  // (1100 - 100) / 10, not the row's 999
+  auto slos = parse_goodput("ttft:150 request_latency:1150");
+  REQUIRE(slos.ok());
+  Report rep = build_report(set, {*slos});
+  CHECK(rep.find_scalar("request_count")->value == 3);
+  CHECK(rep.find_scalar("error_request_count")->value == 1);
+  CHECK(rep.find_series("time_to_first_token")->stats.count == 3);
+  CHECK(rep.find_scalar("benchmark_duration")->value == doctest::Approx(2.55));  // 1000 .. 3550 ms
+  CHECK(rep.find_scalar("good_request_count")->value == 2);                     // a and b
+  CHECK(rep.find_scalar("goodput")->value == doctest::Approx(2 / 2.55));
+  CHECK(rep.find_scalar("prompt_cache_hit_rate")->value == doctest::Approx(100.0 * 1000 / 3500));
+  REQUIRE(rep.errors.size() == 1);
+  CHECK(rep.errors[0].info.code == 503);
+  REQUIRE(rep.workers.size() == 2);
+  CHECK(rep.workers[0].requests == 2);
+  CHECK(rep.workers[1].errors == 1);
+  CHECK(*rep.workers[0].hit_pct == doctest::Approx(100.0 / 3));
+  REQUIRE(rep.sessions.size() == 2);
+  CHECK(rep.sessions[0].session_id == "s1");
+  CHECK(rep.sessions[0].turns == 2);
+
+  CHECK_FALSE(parse_goodput("bogus:1").ok());
+  CHECK_FALSE(parse_goodput("ttft:x").ok());
+  CHECK(parse_goodput("ttft:1,itl:2")->size() == 2);
+}
+
+TEST_CASE("theoretical hit rate counts blocks seen earlier in the workload") {
+  RequestSet set;
+  for (int i = 0; i < 3; ++i) {
+    RequestRecord r;
+    r.start_ns = i * 1'000'000;
+    r.end_ns = r.start_ns.value() + 1;
+    r.hash_ids = i == 0 ? std::vector<uint64_t>{0, 1, 2} : i == 1 ? std::vector<uint64_t>{0, 3, 4, 5} : std::vector<uint64_t>{1, 4, 6};
+    set.requests.push_back(r);
+  }
+  // custom_trace.jsonl's hash ids: 10 blocks, 0 (second row) and 1, 4 (third row) seen before.
+  Report rep = build_report(set);
+  CHECK(rep.find_scalar("theoretical_cache_hit_rate")->value == doctest::Approx(30.0));
+}
+
+TEST_CASE("format_number groups thousands") {
+  CHECK(format_number(1234567.891) == "1,234,567.89");
+  CHECK(format_number(-5.5) == "-5.50");
+  CHECK(format_number(0.004) == "0.00");
+}
