@@ -1,10 +1,12 @@
 // dyn-bench: Metrics, comparisons, plots and AIPerf-compatible exports from request rows.
-#include "dyn/cli/run_tool.h"
+#include "commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Metrics, comparisons, plots and AIPerf-compatible exports from request rows", "dyn-bench"};
-  return dyn::cli::run_tool(argc, argv, app, [&] {
-    std::fputs(app.help().c_str(), stderr);
-    return static_cast<int>(dyn::kExitUsage);
-  });
+  dyn::cli::Dispatch dispatch(app);
+  setup_report(app, dispatch);
+  setup_compare(app, dispatch);
+  setup_plot(app, dispatch);
+  app.require_subcommand(1);
+  return dyn::cli::run_tool(argc, argv, app, [&] { return dispatch.run(); });
 }

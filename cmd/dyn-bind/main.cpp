@@ -1,10 +1,12 @@
 // dyn-bind: Inspect and check session affinity in traces and live routers.
-#include "dyn/cli/run_tool.h"
+#include "commands.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Inspect and check session affinity in traces and live routers", "dyn-bind"};
-  return dyn::cli::run_tool(argc, argv, app, [&] {
-    std::fputs(app.help().c_str(), stderr);
-    return static_cast<int>(dyn::kExitUsage);
-  });
+  dyn::cli::Dispatch dispatch(app);
+  setup_show(app, dispatch);
+  setup_check(app, dispatch);
+  setup_live(app, dispatch);
+  app.require_subcommand(1);
+  return dyn::cli::run_tool(argc, argv, app, [&] { return dispatch.run(); });
 }

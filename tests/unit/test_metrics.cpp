@@ -246,3 +246,109 @@ TEST_CASE("format_number groups thousands") {
   CHECK(format_number(-5.5) == "-5.50");
   CHECK(format_number(0.004) == "0.00");
 }
+
+#include "dyn/metrics/affinity.h"
+#include "dyn/metrics/compare.h"
+
+namespace {
+
+Turn turn(const std::string& session, const std::string& parent, const std::string& worker, double start, double end,
+          bool error = false) {
+  static uint64_t order = 0;
+  Turn t;
+  t.session_id = session;
+  t.parent_session_id = parent;
+  t.worker = worker;
+  t.start_ms = start;
+  t.end_ms = end;
+  t.error = error;
+  t.request_id = session + "@" + std::to_string(static_cast<int>(start));
+  t.order = order++;
+  return t;
+}
+
+}  // namespace
+
+TEST_CASE("affinity check: a move within the TTL is a violation, after it is not") {
+  std::vector<Turn> ts{turn("s", "", "0", 0, 1000), turn("s", "", "1", 5000, 6000), turn("s", "", "0", 20000, 21000)};
+  // Gaps: 4 s and 14 s.
+  CHECK(check_affinity(ts, 3).violations.empty());
+  auto r = check_affinity(ts, 10);
+  REQUIRE(r.violations.size() == 1);
+  CHECK(r.violations[0].gap_ms == 4000);
+  CHECK(r.violations[0].key == "session:s");
+  CHECK(check_affinity(ts, 15).violations.size() == 2);
+  CHECK(check_affinity(ts, 4).violations.size() == 1);  // gap equal to the TTL still binds
+}
+
+TEST_CASE("affinity check: subagents bind under their parent group, the parent under its own id") {
+  std::vector<Turn> ts{turn("p", "", "0", 0, 100), turn("a", "p", "1", 10, 50), turn("b", "p", "1", 20, 60),
+                       turn("p", "", "0", 200, 300)};
+  CHECK(check_affinity(ts, 60).violations.empty());  // parent on 0, group on 1: both kept
+  ts.push_back(turn("c", "p", "0", 30, 70));          // a sibling elsewhere: the group moved
+  auto r = check_affinity(ts, 60);
+  REQUIRE(r.violations.size() == 1);  // b (worker 1) -> c (worker 0); a -> b stayed
+  CHECK(r.violations[0].key == "parent:p");
+  CHECK(r.violations[0].gap_ms == 30 - 60);  // overlapping turns: negative gap
+}
+
+TEST_CASE("affinity check: a move after the bound worker failed is a rebind (SPEC 2.3), not a violation") {
+  std::vector<Turn> ts{turn("s", "", "0", 0, 100), turn("s", "", "0", 200, 210, true), turn("s", "", "1", 300, 400)};
+  auto r = check_affinity(ts, 60);
+  CHECK(r.violations.empty());
+  CHECK(r.excused == 1);
+  CHECK(r.turns_checked == 2);
+}
+
+TEST_CASE("route_decision rows use event times; show summarizes sessions and groups") {
+  auto decision = [](const std::string& s, int worker, uint64_t t) {
+    return Json{{"schema", "dynamo.request.trace.v1"}, {"event_type", "route_decision"}, {"event_time_unix_ms", t},
+                {"agent_context", {{"session_id", s}}},
+                {"request", {{"request_id", s + std::to_string(t)}, {"input_tokens", 100}, {"cached_tokens", 50},
+                             {"worker", {{"decode_worker_id", worker}}}}},
+                {"dyn", {{"binding", "new"}}}};
+  };
+  std::vector<Turn> ts;
+  ts.push_back(*parse_turn(decision("s", 0, 1000), "d:1", 0));
+  ts.push_back(*parse_turn(decision("s", 1, 3000), "d:2", 1));
+  CHECK(*ts[1].start_ms == 3000);
+  CHECK(check_affinity(ts, 1).violations.empty());  // 2 s between arrivals > 1 s TTL
+  REQUIRE(check_affinity(ts, 2).violations.size() == 1);
+  auto sums = summarize_bindings(ts);
+  REQUIRE(sums.size() == 1);
+  CHECK(sums[0].rebinds == 1);
+  CHECK(sums[0].workers == std::vector<std::string>{"0", "1"});
+  CHECK(*sums[0].cached_ratio == 0.5);
+  CHECK_FALSE(parse_turn(Json{{"event_type", "tool_start"}}, "x", 0).has_value());
+}
+
+TEST_CASE("live bindings: array or {bindings: [...]}, anything else is bad data") {
+  Json arr = Json::parse(R"([{"key":"session:a","worker":1},{"key":"parent:b","worker":0,"active_leases":2}])");
+  auto a = parse_bindings(arr);
+  REQUIRE(a.ok());
+  CHECK(a->size() == 2);
+  auto b = parse_bindings(Json{{"bindings", arr}});
+  REQUIRE(b.ok());
+  CHECK(b->size() == 2);
+  CHECK_FALSE(parse_bindings(Json{{"nope", 1}}).ok());
+  CHECK_FALSE(parse_bindings(Json::parse("[1]")).ok());
+  const std::string table = bindings_table(*a);
+  CHECK(table.find("active_leases") != std::string::npos);
+  CHECK(table.find("parent:b") != std::string::npos);
+}
+
+TEST_CASE("compare: differences, ratios and which side is better") {
+  Report a, b;
+  a.series.push_back({"time_to_first_token", "Time to First Token", "ms", false, compute_stats({100, 200})});
+  b.series.push_back({"time_to_first_token", "Time to First Token", "ms", false, compute_stats({50, 100})});
+  a.scalars.push_back({"prompt_cache_hit_rate", "Prompt Cache Hit Rate", "percent", 20});
+  b.scalars.push_back({"prompt_cache_hit_rate", "Prompt Cache Hit Rate", "percent", 60});
+  auto rows = compare_reports(a, b);
+  REQUIRE(rows.size() == 5);
+  CHECK(rows[0].stat == "avg");
+  CHECK(rows[0].diff == -75);
+  CHECK(*rows[0].ratio == 0.5);
+  CHECK(rows[0].better == "b");
+  CHECK(rows[4].better == "b");
+  CHECK(*rows[4].ratio == 3);
+}

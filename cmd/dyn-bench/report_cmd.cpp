@@ -1,0 +1,71 @@
+// dyn-bench report: SPEC 7 metrics as a table, JSON or CSV, and AIPerf-compatible exports.
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "dyn/base/diag.h"
+#include "dyn/base/error.h"
+
+using namespace dyn;
+
+metrics::RequestSet load_or_fail(const std::vector<std::string>& inputs) {
+  metrics::RequestSet set = metrics::load_requests(inputs);
+  if (set.requests.empty())
+    throw Fatal(kExitBadData, fmt::format("no request rows found ({} other rows, {} warmup rows, {} malformed lines)",
+                                          set.other_rows, set.warmup_skipped, set.malformed));
+  if (set.warmup_skipped) diag::note(fmt::format("{} warmup rows excluded", set.warmup_skipped));
+  return set;
+}
+
+std::vector<metrics::Slo> goodput_or_fail(const std::string& text) {
+  if (text.empty()) return {};
+  auto slos = metrics::parse_goodput(text);
+  if (!slos) throw Fatal(slos.error().exit_code, slos.error().message);
+  return *slos;
+}
+
+void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
+  struct Opts {
+    std::vector<std::string> inputs;
+    std::string format = "table";
+    std::string goodput;
+    std::string export_dir;
+    bool per_session = false;
+    cli::OutputOptions out;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand(
+      "report", "Metrics of SPEC 7 (AIPerf definitions) from request_end rows or AIPerf's profile_export.jsonl");
+  sub->add_option("files", o->inputs, "request_end rows (plain, gzip, envelopes) or AIPerf profile_export.jsonl; - or none = stdin")
+      ->type_name("FILE");
+  sub->add_option("--format", o->format, "table (console), json (profile_export_aiperf.json shape) or csv (its CSV)")
+      ->check(CLI::IsMember({"table", "json", "csv"}))
+      ->capture_default_str();
+  sub->add_option("--goodput", o->goodput,
+                  "SLOs as 'metric:value ...' in ms or tokens/sec/user, e.g. 'time_to_first_token:200 inter_token_latency:20'")
+      ->type_name("SLOS");
+  sub->add_option("--aiperf-export", o->export_dir,
+                  "Also write profile_export.jsonl, profile_export_aiperf.json and profile_export_aiperf.csv into DIR")
+      ->type_name("DIR");
+  sub->add_flag("--per-session", o->per_session, "Add the per-session breakdown to the table (always in JSON)");
+  cli::add_output_options(*sub, o->out);
+  dispatch.add(sub, [o, sub] {
+    if (cli::stdin_is_interactive(o->inputs)) {
+      std::fputs(sub->help().c_str(), stderr);
+      return static_cast<int>(kExitUsage);
+    }
+    metrics::ReportOptions ro;
+    ro.goodput = goodput_or_fail(o->goodput);
+    metrics::RequestSet set = load_or_fail(o->inputs);
+    metrics::Report rep = metrics::build_report(set, ro);
+    io::Output* out = nullptr;
+    auto file = cli::open_output(o->out, &out);
+    if (o->format == "json") out->line(metrics::report_json(rep).dump(2));
+    else if (o->format == "csv") out->write(metrics::report_csv(rep));
+    else out->write(metrics::report_table(rep, o->per_session));
+    out->close();
+    if (!o->export_dir.empty()) metrics::write_aiperf_export(set, rep, o->export_dir);
+    return static_cast<int>(kExitOk);
+  });
+}

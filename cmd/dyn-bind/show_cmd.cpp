@@ -1,0 +1,114 @@
+// dyn-bind show and check: per-session placement and the TTL affinity check (SPEC 2).
+#include <cstdlib>
+#include <memory>
+
+#include <fmt/format.h>
+
+#include "commands.h"
+#include "dyn/base/diag.h"
+#include "dyn/base/error.h"
+#include "dyn/metrics/affinity.h"
+#include "dyn/metrics/report.h"
+
+using namespace dyn;
+
+namespace {
+
+std::string ms_cell(const std::optional<double>& v) { return v ? fmt::format("{:.0f}", *v) : "-"; }
+
+metrics::TurnSet load_or_fail(const std::vector<std::string>& inputs) {
+  metrics::TurnSet set = metrics::load_turns(inputs);
+  if (set.turns.empty())
+    throw Fatal(kExitBadData, fmt::format("no request_end or route_decision rows found ({} other rows)", set.skipped_rows));
+  return set;
+}
+
+}  // namespace
+
+void setup_show(CLI::App& app, cli::Dispatch& dispatch) {
+  struct Opts {
+    std::vector<std::string> inputs;
+    std::string format = "auto";
+    cli::OutputOptions out;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand(
+      "show", "Per session and subagent group: turns, workers used, first/last time, rebinds, cached ratio");
+  sub->add_option("files", o->inputs, "request_end rows (router traces, client rows) or route_decision rows; - or none = stdin")
+      ->type_name("FILE");
+  sub->add_option("--format", o->format, "table, jsonl, or auto (table on a terminal, else JSONL)")
+      ->check(CLI::IsMember({"auto", "table", "jsonl"}))
+      ->capture_default_str();
+  cli::add_output_options(*sub, o->out);
+  dispatch.add(sub, [o, sub] {
+    if (cli::stdin_is_interactive(o->inputs)) {
+      std::fputs(sub->help().c_str(), stderr);
+      return static_cast<int>(kExitUsage);
+    }
+    metrics::TurnSet set = load_or_fail(o->inputs);
+    const auto summaries = metrics::summarize_bindings(set.turns);
+    io::Output* out = nullptr;
+    auto file = cli::open_output(o->out, &out);
+    const bool table = o->format == "table" || (o->format == "auto" && out->is_terminal());
+    if (table) {
+      std::vector<std::vector<std::string>> rows{
+          {"key", "turns", "errors", "workers", "rebinds", "first_unix_ms", "last_unix_ms", "cached_ratio"}};
+      for (const auto& s : summaries) {
+        std::string ws;
+        for (const auto& w : s.workers) ws += (ws.empty() ? "" : ",") + w;
+        rows.push_back({s.key, std::to_string(s.turns), std::to_string(s.errors), ws.empty() ? "-" : ws,
+                        std::to_string(s.rebinds), ms_cell(s.first_ms), ms_cell(s.last_ms),
+                        s.cached_ratio ? fmt::format("{:.3f}", *s.cached_ratio) : "-"});
+      }
+      out->write(metrics::text_table(rows));
+    } else {
+      for (const auto& s : summaries) out->line(metrics::binding_summary_json(s).dump());
+    }
+    out->close();
+    if (set.no_session) diag::note(fmt::format("{} rows without a session id not shown", set.no_session));
+    return static_cast<int>(kExitOk);
+  });
+}
+
+void setup_check(CLI::App& app, cli::Dispatch& dispatch) {
+  struct Opts {
+    std::vector<std::string> inputs;
+    double ttl_secs = 0;
+    cli::OutputOptions out;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand(
+      "check", "Exit 1 and list violations (JSONL) if a session or subagent group moved between workers within the TTL");
+  sub->add_option("files", o->inputs, "request_end rows or route_decision rows; - or none = stdin")->type_name("FILE");
+  sub->add_option("--ttl-secs", o->ttl_secs,
+                  "Affinity TTL in seconds (1..31536000); default $DYN_ROUTER_SESSION_AFFINITY_TTL_SECS")
+      ->type_name("S");
+  cli::add_output_options(*sub, o->out);
+  dispatch.add(sub, [o, sub] {
+    if (cli::stdin_is_interactive(o->inputs)) {
+      std::fputs(sub->help().c_str(), stderr);
+      return static_cast<int>(kExitUsage);
+    }
+    double ttl = o->ttl_secs;
+    if (sub->count("--ttl-secs") == 0) {
+      const char* env = std::getenv("DYN_ROUTER_SESSION_AFFINITY_TTL_SECS");
+      if (!env || !*env)
+        throw Fatal(kExitUsage, "no TTL: pass --ttl-secs or set DYN_ROUTER_SESSION_AFFINITY_TTL_SECS");
+      char* end = nullptr;
+      ttl = std::strtod(env, &end);
+      if (*end != '\0') throw Fatal(kExitUsage, fmt::format("DYN_ROUTER_SESSION_AFFINITY_TTL_SECS: '{}' is not a number", env));
+    }
+    if (!(ttl >= 1 && ttl <= 31536000))
+      throw Fatal(kExitUsage, fmt::format("TTL {} s is out of range 1..31536000 (SPEC 2.1)", ttl));
+    metrics::TurnSet set = load_or_fail(o->inputs);
+    const auto res = metrics::check_affinity(set.turns, ttl);
+    io::Output* out = nullptr;
+    auto file = cli::open_output(o->out, &out);
+    for (const auto& v : res.violations) out->line(metrics::violation_json(v, ttl).dump());
+    out->close();
+    diag::note(fmt::format("{} affinity keys, {} served turns checked, {} violations{}", res.keys, res.turns_checked,
+                           res.violations.size(),
+                           res.excused ? fmt::format(", {} rebinds after a failed turn", res.excused) : ""));
+    return static_cast<int>(res.violations.empty() ? kExitOk : kExitCheckFailed);
+  });
+}

@@ -1,0 +1,253 @@
+// Inline-SVG charts for dyn-bench plot.
+#include "dyn/metrics/plot.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include <fmt/format.h>
+
+namespace dyn::metrics {
+namespace {
+
+constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
+                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+constexpr double kW = 720, kH = 300, kL = 64, kR = 16, kT = 28, kB = 44;  // chart box and margins
+
+std::string esc(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    switch (c) {
+      case '&': o += "&amp;"; break;
+      case '<': o += "&lt;"; break;
+      case '>': o += "&gt;"; break;
+      case '"': o += "&quot;"; break;
+      default: o += c;
+    }
+  }
+  return o;
+}
+
+double nice_step(double range, int target) {
+  if (range <= 0) return 1;
+  const double raw = range / target;
+  const double mag = std::pow(10.0, std::floor(std::log10(raw)));
+  const double f = raw / mag;
+  return (f <= 1 ? 1 : f <= 2 ? 2 : f <= 5 ? 5 : 10) * mag;
+}
+
+std::string num(double v) {
+  if (std::fabs(v) >= 1000) return fmt::format("{:.0f}", v);
+  if (std::fabs(v) >= 10) return fmt::format("{:.1f}", v);
+  return fmt::format("{:.2f}", v);
+}
+
+struct Axes {
+  double x0, x1, y0, y1;
+  double px(double x) const { return kL + (x1 > x0 ? (x - x0) / (x1 - x0) : 0) * (kW - kL - kR); }
+  double py(double y) const { return kH - kB - (y1 > y0 ? (y - y0) / (y1 - y0) : 0) * (kH - kT - kB); }
+};
+
+// Frame, grid, ticks and labels of a chart.
+std::string frame(const std::string& title, const Axes& a, const std::string& xlabel, const std::string& ylabel,
+                  bool xticks = true) {
+  std::string s = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}">)", kW, kH, kW, kH);
+  s += fmt::format(R"(<rect x="0" y="0" width="{}" height="{}" fill="#ffffff"/>)", kW, kH);
+  s += fmt::format(R"(<text x="{}" y="18" font-size="14" font-weight="bold">{}</text>)", kL, esc(title));
+  const double ys = nice_step(a.y1 - a.y0, 5);
+  for (double y = std::ceil(a.y0 / ys) * ys; y <= a.y1 + 1e-9; y += ys) {
+    s += fmt::format(R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#e0e0e0"/>)", kL, a.py(y), kW - kR, a.py(y));
+    s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="end">{}</text>)", kL - 4, a.py(y) + 3,
+                     ys >= 1 ? fmt::format("{:.0f}", y) : num(y));
+  }
+  if (xticks) {
+    const double xs = nice_step(a.x1 - a.x0, 8);
+    for (double x = std::ceil(a.x0 / xs) * xs; x <= a.x1 + 1e-9; x += xs)
+      s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", a.px(x), kH - kB + 14, num(x));
+  }
+  s += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#333"/>)", kL, kH - kB, kW - kR, kH - kB);
+  s += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#333"/>)", kL, kT, kL, kH - kB);
+  s += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" text-anchor="middle">{}</text>)", (kL + kW - kR) / 2, kH - 8, esc(xlabel));
+  s += fmt::format(R"~(<text x="12" y="{:.1f}" font-size="11" text-anchor="middle" transform="rotate(-90 12 {:.1f})">{}</text>)~",
+                   (kT + kH - kB) / 2, (kT + kH - kB) / 2, esc(ylabel));
+  return s;
+}
+
+std::string histogram(const std::string& title, const std::vector<double>& v, const std::string& xlabel, const char* color) {
+  if (v.empty()) return fmt::format("<p>{}: no data</p>", esc(title));
+  const auto [mn_it, mx_it] = std::minmax_element(v.begin(), v.end());
+  double mn = *mn_it, mx = *mx_it;
+  if (mx == mn) { mn -= 0.5; mx += 0.5; }
+  constexpr int kBins = 30;
+  std::vector<int> counts(kBins, 0);
+  for (double x : v) counts[std::min(kBins - 1, static_cast<int>((x - mn) / (mx - mn) * kBins))]++;
+  const int top = *std::max_element(counts.begin(), counts.end());
+  Axes a{mn, mx, 0, static_cast<double>(top)};
+  std::string s = frame(title, a, xlabel, "requests");
+  const double bw = (mx - mn) / kBins;
+  for (int i = 0; i < kBins; ++i) {
+    if (!counts[i]) continue;
+    const double x0 = a.px(mn + i * bw), x1 = a.px(mn + (i + 1) * bw), y = a.py(counts[i]);
+    s += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>{} .. {}: {}</title></rect>)",
+                     x0, y, std::max(1.0, x1 - x0 - 1), kH - kB - y, color, num(mn + i * bw), num(mn + (i + 1) * bw), counts[i]);
+  }
+  return s + "</svg>";
+}
+
+std::string legend(const std::vector<std::string>& workers, const std::map<std::string, std::string>& colors) {
+  std::string s = "<p class=\"legend\">";
+  for (const auto& w : workers)
+    s += fmt::format(R"(<span><svg width="12" height="12"><rect width="12" height="12" fill="{}"/></svg> worker {}</span> )",
+                     colors.at(w), esc(w));
+  return s + "</p>";
+}
+
+}  // namespace
+
+std::string render_html(const RequestSet& set, const Report& rep, const PlotOptions& opt) {
+  const double to_ms = set.time_to_ms();
+  std::vector<const RequestRecord*> valid;
+  for (const auto& r : set.requests)
+    if (r.valid()) valid.push_back(&r);
+  // Worker colours, in the report's worker order ("?" for rows without a worker).
+  std::vector<std::string> workers;
+  for (const auto& w : rep.workers) workers.push_back(w.worker);
+  std::map<std::string, std::string> colors;
+  for (std::size_t i = 0; i < workers.size(); ++i) colors[workers[i]] = kPalette[i % std::size(kPalette)];
+  colors[""] = "#555555";
+  auto color_of = [&](const std::string& w) { return colors.count(w) ? colors[w] : colors[""]; };
+
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(opt.title) +
+                  "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222;background:#fafafa}"
+                  "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+                  "td:first-child,th:first-child{text-align:left}h2{margin-top:28px}svg{background:#fff}"
+                  ".legend span{margin-right:12px;font-size:12px}</style></head><body>\n";
+  h += "<h1>" + esc(opt.title) + "</h1>\n";
+
+  // Summary table.
+  h += "<h2>Summary</h2><table><tr><th>Metric</th><th>avg</th><th>min</th><th>max</th><th>p99</th><th>p90</th><th>p50</th><th>std</th></tr>\n";
+  for (const auto& s : rep.series)
+    h += fmt::format("<tr><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+                     esc(s.header), esc(s.unit), format_number(s.stats.avg), format_number(s.stats.min),
+                     format_number(s.stats.max), format_number(s.stats.pct(99)), format_number(s.stats.pct(90)),
+                     format_number(s.stats.pct(50)), format_number(s.stats.std));
+  for (const auto& s : rep.scalars) {
+    if (s.unit == "ns") continue;
+    h += fmt::format("<tr><td>{} ({})</td><td>{}</td><td colspan=\"6\"></td></tr>\n", esc(s.header), esc(s.unit), format_number(s.value));
+  }
+  h += "</table>\n";
+
+  // Distributions.
+  std::vector<double> ttft, lat;
+  for (const RequestRecord* r : valid) {
+    if (r->ttft) ttft.push_back(*r->ttft * to_ms);
+    if (r->latency) lat.push_back(*r->latency * to_ms);
+  }
+  h += "<h2>Distributions</h2>\n" + histogram("Time to first token", ttft, "TTFT (ms)", kPalette[0]) + "\n" +
+       histogram("Request latency", lat, "latency (ms)", kPalette[1]) + "\n";
+
+  // Latency over time.
+  std::optional<int64_t> t0;
+  for (const RequestRecord* r : valid)
+    if (r->start_ns && (!t0 || *r->start_ns < *t0)) t0 = r->start_ns;
+  {
+    std::vector<std::pair<double, const RequestRecord*>> pts;
+    for (const RequestRecord* r : valid)
+      if (r->start_ns && r->latency) pts.emplace_back(static_cast<double>(*r->start_ns - *t0) / 1e9, r);
+    h += "<h2>Latency over time</h2>\n";
+    if (pts.empty()) {
+      h += "<p>no requests with start times and latencies</p>\n";
+    } else {
+      double xmax = 0, ymax = 0;
+      for (auto& [x, r] : pts) {
+        xmax = std::max(xmax, x);
+        ymax = std::max(ymax, *r->latency * to_ms);
+      }
+      Axes a{0, xmax > 0 ? xmax : 1, 0, ymax > 0 ? ymax * 1.05 : 1};
+      std::string s = frame("Request latency by start time", a, "request start (s since first request)", "latency (ms)");
+      for (auto& [x, r] : pts)
+        s += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}" fill-opacity="0.75"><title>{} worker {}: {} ms</title></circle>)",
+                         a.px(x), a.py(*r->latency * to_ms), color_of(r->worker), esc(r->request_id), esc(r->worker),
+                         num(*r->latency * to_ms));
+      h += s + "</svg>\n";
+      if (!workers.empty()) h += legend(workers, colors);
+    }
+  }
+
+  // Per-worker share and hit rate.
+  h += "<h2>Workers</h2>\n";
+  if (rep.workers.empty()) {
+    h += "<p>no worker ids in the rows</p>\n";
+  } else {
+    Axes a{0, static_cast<double>(rep.workers.size()), 0, 100};
+    std::string s = frame("Request share and prompt-cache hit rate per worker", a, "worker", "percent", false);
+    const double slot = (kW - kL - kR) / static_cast<double>(rep.workers.size());
+    const double bw = std::min(40.0, slot / 3);
+    for (std::size_t i = 0; i < rep.workers.size(); ++i) {
+      const auto& w = rep.workers[i];
+      const double cx = kL + slot * (i + 0.5);
+      s += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>worker {} share {:.1f}%</title></rect>)",
+                       cx - bw - 1, a.py(w.share_pct), bw, kH - kB - a.py(w.share_pct), color_of(w.worker), esc(w.worker), w.share_pct);
+      if (w.hit_pct)
+        s += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}" fill-opacity="0.45" stroke="{}"><title>worker {} hit {:.1f}%</title></rect>)",
+                         cx + 1, a.py(*w.hit_pct), bw, kH - kB - a.py(*w.hit_pct), color_of(w.worker), color_of(w.worker), esc(w.worker), *w.hit_pct);
+      s += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" text-anchor="middle">{}</text>)", cx, kH - kB + 14, esc(w.worker));
+    }
+    h += s + "</svg>\n<p class=\"legend\">solid: share of requests; light: prompt-cache hit rate</p>\n";
+  }
+
+  // Per-session timeline.
+  h += "<h2>Sessions</h2>\n";
+  std::vector<const SessionRow*> sessions;
+  for (const auto& s : rep.sessions)
+    if (sessions.size() < opt.max_sessions) sessions.push_back(&s);
+  if (sessions.empty() || !t0) {
+    h += "<p>no session ids in the rows</p>\n";
+  } else {
+    double tmax = 0;
+    std::map<std::string, std::vector<const RequestRecord*>> turns;
+    for (const auto& r : set.requests)
+      if (!r.session_id.empty() && r.start_ns) {
+        turns[r.session_id].push_back(&r);
+        tmax = std::max(tmax, static_cast<double>(r.end_ns.value_or(*r.start_ns) - *t0) / 1e9);
+      }
+    const double row_h = 16, top = 30, left = 150;
+    const double height = top + row_h * static_cast<double>(sessions.size()) + 30;
+    std::string s = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{:.0f}" viewBox="0 0 {} {:.0f}">)", kW, height, kW, height);
+    s += fmt::format(R"(<rect x="0" y="0" width="{}" height="{:.0f}" fill="#ffffff"/>)", kW, height);
+    s += fmt::format(R"(<text x="{}" y="18" font-size="14" font-weight="bold">Which worker served each turn</text>)", left);
+    auto px = [&](double t) { return left + (tmax > 0 ? t / tmax : 0) * (kW - left - kR); };
+    for (std::size_t i = 0; i < sessions.size(); ++i) {
+      const double y = top + row_h * static_cast<double>(i);
+      std::string label = sessions[i]->session_id;
+      if (label.size() > 22) label = label.substr(0, 21) + "~";
+      s += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10" text-anchor="end">{}</text>)", left - 6, y + 11, esc(label));
+      s += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#eeeeee"/>)", left, y + 8, kW - kR, y + 8);
+      int turn = 0;
+      for (const RequestRecord* r : turns[sessions[i]->session_id]) {
+        const double a = static_cast<double>(*r->start_ns - *t0) / 1e9;
+        const double b = static_cast<double>(r->end_ns.value_or(*r->start_ns) - *t0) / 1e9;
+        s += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"{}><title>{} turn {} worker {}{}</title></rect>)",
+                         px(a), y + 2, std::max(2.0, px(b) - px(a)), row_h - 4, color_of(r->worker),
+                         r->valid() ? "" : R"( stroke="#000" stroke-dasharray="2")", esc(sessions[i]->session_id),
+                         r->turn.value_or(turn), r->worker.empty() ? "?" : esc(r->worker), r->valid() ? "" : " (error)");
+        ++turn;
+      }
+    }
+    const double axis_y = top + row_h * static_cast<double>(sessions.size()) + 4;
+    s += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#333"/>)", left, axis_y, kW - kR, axis_y);
+    const double xs = nice_step(tmax, 8);
+    for (double t = 0; t <= tmax + 1e-9 && tmax > 0; t += xs)
+      s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", px(t), axis_y + 14, num(t));
+    s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="middle">seconds since first request</text>)",
+                     (left + kW - kR) / 2, axis_y + 26);
+    h += s + "</svg>\n";
+    if (!workers.empty()) h += legend(workers, colors);
+    if (rep.sessions.size() > sessions.size())
+      h += fmt::format("<p>showing the first {} of {} sessions</p>\n", sessions.size(), rep.sessions.size());
+  }
+  h += "</body></html>\n";
+  return h;
+}
+
+}  // namespace dyn::metrics
