@@ -21,10 +21,12 @@ void add_sim_flags(CLI::App& app, SimFlags& f, bool add_seed, bool add_model) {
   if (add_model) app.add_option("--model", f.model, "Model name in the records")->capture_default_str()->group(g);
   add_engine_flags(app, f.engine, /*with_block_size=*/false, "Engine (--sim)");
   add_router_flags(app, f.router);
+  add_admission_flags(app, f.admission, /*with_kv_blocks=*/false);
 }
 
 int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_size, const SimFlags& f,
                 const std::string& out_path, bool line_buffered) {
+  const route::AdmissionConfig admission = admission_config(f.admission);  // usage errors before loading
   trace::WorkloadOptions wo;
   wo.block_size = workload_block_size;
   wo.require_timestamps = true;
@@ -37,6 +39,7 @@ int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_
   so.engine.block_size = so.router.block_size;
   so.epoch_unix_ms = f.epoch_unix_ms;
   so.model = f.model;
+  so.admission = admission;
   cli::OutputOptions oo{out_path, line_buffered};
   io::Output* out = nullptr;
   auto owned = cli::open_output(oo, &out);

@@ -7,6 +7,7 @@
 #include <CLI/CLI.hpp>
 
 #include "dyn/engine/config.h"
+#include "admission_flags.h"
 #include "router_flags.h"
 
 namespace dyn::cmd {
@@ -16,6 +17,7 @@ struct SimFlags {
   uint32_t workers = 1;
   engine::EngineConfig engine;
   RouterFlags router;
+  AdmissionFlags admission;
   uint64_t seed = 0;
   uint64_t epoch_unix_ms = 0;
   std::string model = "mock-model";

@@ -13,6 +13,7 @@
 #include "dyn/base/clock.h"
 #include "dyn/base/diag.h"
 #include "dyn/engine/engine.h"
+#include "dyn/route/admission.h"
 #include "dyn/route/offline.h"
 #include "dyn/route/router.h"
 #include "dyn/tokens/hash.h"
@@ -21,7 +22,7 @@
 namespace dyn::replay {
 namespace {
 
-enum EventKind : int { kArrival = 0, kStepEnd = 1, kKick = 2 };
+enum EventKind : int { kArrival = 0, kStepEnd = 1, kKick = 2, kTick = 3 };  // kTick: admission scheduler (SPEC 9)
 
 struct Event {
   double t;
@@ -50,6 +51,7 @@ struct Req {
   route::BindingOutcome binding = route::BindingOutcome::kNone;
   bool error = false;
   std::string error_message;
+  double pause_ms = 0;        // time waited in admission control (SPEC 9)
 };
 
 struct Worker {
@@ -77,6 +79,16 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
     workers[w].engine = std::make_unique<engine::Engine>(ecfg);
     if (auto err = router.add_worker({w, ecfg.block_size, ecfg.num_blocks})) throw Fatal(err->exit_code, err->message);
   }
+
+  // Program-aware admission (SPEC 9) on the virtual clock: capacity = block size x KV blocks.
+  std::unique_ptr<route::AdmissionController> admission;
+  std::map<uint64_t, uint32_t> parked;  // admission ticket -> request waiting for its program's resume
+  if (opt.admission.enabled()) {
+    std::vector<route::AdmissionWorker> aw;
+    for (uint32_t w = 0; w < opt.workers; ++w) aw.push_back({static_cast<int>(w), ecfg.num_blocks * ecfg.block_size});
+    admission = std::make_unique<route::AdmissionController>(opt.admission, std::move(aw));
+  }
+  const double tick_ms = opt.admission.scheduler_interval_s * 1000.0;
 
   // Requests, ids, sessions and dependencies.
   const size_t n = wl.rows.size();
@@ -124,7 +136,8 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
   std::priority_queue<double, std::vector<double>, std::greater<double>> arrivals;  // pending arrival times
   auto push = [&](double t, int kind, uint32_t arg) {
     q.push(Event{t, kind, seq++, arg});
-    if (kind == kArrival) arrivals.push(t);
+    // A tick can release paused requests into an engine, so it bounds fast-forwarding like an arrival.
+    if (kind == kArrival || kind == kTick) arrivals.push(t);
   };
   bool has_deps = false;
   for (const Req& r : reqs)
@@ -176,6 +189,7 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
     }
     if (!row.session_id.empty()) d["turn"] = r.turn;
     d["binding"] = route::binding_name(r.binding);
+    if (admission) d["pause_ms"] = r.pause_ms;
     rec["dyn"] = std::move(d);
     out.line(rec.dump());
   };
@@ -192,6 +206,10 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
       sum.output_tokens += r.generated;
     }
     write_row(r);
+    if (admission && !r.row->session_id.empty()) {
+      if (r.error) admission->on_request_failed(r.row->session_id, t);
+      else admission->on_response(r.row->session_id, r.row->input_length, r.generated, t);
+    }
     for (uint32_t d : r.dependents) {
       Req& x = reqs[d];
       if (static_cast<int64_t>(i) != x.session_prev) x.deps_done = std::max(x.deps_done, t);
@@ -218,7 +236,53 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
     push(t, kKick, w);
   };
 
+  // Routes request i at time t (to `target` when admission placed its program) and hands it to
+  // the engine.
   std::vector<uint64_t> hashes;
+  auto dispatch = [&](uint32_t i, double t, std::optional<uint64_t> target) {
+    Req& r = reqs[i];
+    const auto& row = *r.row;
+    if (row.text_input && row.hash_ids.empty()) {
+      auto toks = tokens::text_to_tokens(*row.text_input);
+      hashes = tokens::sequence_hashes(tokens::block_hashes(toks, bs));
+    } else {
+      hashes = route::sequence_from_ids(row.hash_ids, wl.block_size, false, row.input_length, bs);
+    }
+    route::RouteRequest rr;
+    rr.session_id = row.session_id;
+    rr.parent_session_id = row.parent_session_id;
+    rr.sequence_hashes = hashes;
+    rr.tokens = row.input_length;
+    rr.wait_for_initializing = false;
+    rr.worker = target;
+    auto placed = router.place(rr);
+    if (!placed) {
+      r.error = true;
+      r.error_message = placed.error().message;
+      complete(i, t);
+      return;
+    }
+    r.worker = placed->worker();
+    r.binding = placed->binding();
+    engine::RequestSpec spec;
+    spec.id = i;
+    spec.prompt_tokens = row.input_length;
+    spec.block_hashes = hashes;
+    spec.max_output_tokens = std::max<uint64_t>(1, row.output_length.value_or(1));
+    auto added = workers[r.worker].engine->add(std::move(spec));
+    if (!added) {
+      placed->fail();
+      r.error = true;
+      r.error_message = added.error().message;
+      complete(i, t);
+      return;
+    }
+    placed->commit();
+    r.placement = std::move(*placed);
+    kick(static_cast<uint32_t>(r.worker), t);
+  };
+
+  if (admission) push(tick_ms, kTick, 0);
   while (!q.empty()) {
     const Event ev = q.top();
     q.pop();
@@ -228,44 +292,28 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
       Req& r = reqs[ev.arg];
       r.start = ev.t;
       if (first_start < 0) first_start = ev.t;
-      const auto& row = *r.row;
-      if (row.text_input && row.hash_ids.empty()) {
-        auto toks = tokens::text_to_tokens(*row.text_input);
-        hashes = tokens::sequence_hashes(tokens::block_hashes(toks, bs));
-      } else {
-        hashes = route::sequence_from_ids(row.hash_ids, wl.block_size, false, row.input_length, bs);
+      std::optional<uint64_t> target;
+      if (admission && !r.row->session_id.empty()) {
+        auto d = admission->admit(r.row->session_id, r.row->parent_session_id, r.row->input_length, ev.t);
+        if (!d.admitted) {  // paused program: released by a later tick
+          parked.emplace(d.ticket, ev.arg);
+          continue;
+        }
+        if (d.worker >= 0) target = static_cast<uint64_t>(d.worker);
       }
-      route::RouteRequest rr;
-      rr.session_id = row.session_id;
-      rr.parent_session_id = row.parent_session_id;
-      rr.sequence_hashes = hashes;
-      rr.tokens = row.input_length;
-      rr.wait_for_initializing = false;
-      auto placed = router.place(rr);
-      if (!placed) {
-        r.error = true;
-        r.error_message = placed.error().message;
-        complete(ev.arg, ev.t);
-        continue;
+      dispatch(ev.arg, ev.t, target);
+    } else if (ev.kind == kTick) {
+      arrivals.pop();
+      auto report = admission->tick(ev.t);
+      for (const auto& rel : report.released) {
+        auto it = parked.find(rel.ticket);
+        if (it == parked.end()) continue;
+        uint32_t i = it->second;
+        parked.erase(it);
+        reqs[i].pause_ms = rel.waited_ms;
+        dispatch(i, ev.t, rel.worker >= 0 ? std::optional<uint64_t>(static_cast<uint64_t>(rel.worker)) : std::nullopt);
       }
-      r.worker = placed->worker();
-      r.binding = placed->binding();
-      engine::RequestSpec spec;
-      spec.id = ev.arg;
-      spec.prompt_tokens = row.input_length;
-      spec.block_hashes = hashes;
-      spec.max_output_tokens = std::max<uint64_t>(1, row.output_length.value_or(1));
-      auto added = workers[r.worker].engine->add(std::move(spec));
-      if (!added) {
-        placed->fail();
-        r.error = true;
-        r.error_message = added.error().message;
-        complete(ev.arg, ev.t);
-        continue;
-      }
-      placed->commit();
-      r.placement = std::move(*placed);
-      kick(static_cast<uint32_t>(r.worker), ev.t);
+      if (!q.empty() || !parked.empty()) push(ev.t + tick_ms, kTick, 0);
     } else if (ev.kind == kKick) {
       Worker& wk = workers[ev.arg];
       wk.kicked = false;

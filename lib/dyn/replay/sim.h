@@ -7,6 +7,7 @@
 
 #include "dyn/engine/config.h"
 #include "dyn/io/output.h"
+#include "dyn/route/admission.h"
 #include "dyn/route/config.h"
 #include "dyn/trace/workload.h"
 
@@ -18,6 +19,10 @@ struct SimOptions {
   route::RouterConfig router;
   uint64_t epoch_unix_ms = 0;   ///< virtual time 0 as unix ms in the records
   std::string model = "mock-model";
+  /// Program-aware admission (SPEC 9, `--admission thunderagent`): requests of a session wait
+  /// while their program is paused and are released by the scheduler tick (every
+  /// scheduler_interval_s of virtual time); admitted programs go to the controller's worker.
+  route::AdmissionConfig admission;
 };
 
 struct SimSummary {
