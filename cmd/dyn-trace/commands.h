@@ -11,3 +11,4 @@ void setup_stats(CLI::App& app, dyn::cli::Dispatch& dispatch);
 void setup_convert(CLI::App& app, dyn::cli::Dispatch& dispatch);
 void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch);
 void setup_generate(CLI::App& app, dyn::cli::Dispatch& dispatch);
+void setup_capture(CLI::App& app, dyn::cli::Dispatch& dispatch);

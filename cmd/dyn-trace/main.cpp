@@ -10,6 +10,7 @@ int main(int argc, char** argv) {
   setup_convert(app, dispatch);
   setup_sessionize(app, dispatch);
   setup_generate(app, dispatch);
+  setup_capture(app, dispatch);
   app.require_subcommand(1);
   return dyn::cli::run_tool(argc, argv, app, [&] { return dispatch.run(); });
 }

@@ -1,0 +1,91 @@
+// Flags shared by the live frontends (dyn-route serve, dyn-trace capture): listening address,
+// upstream timeouts and request tracing (SPEC 5.2), with flag > environment > default.
+#pragma once
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+
+#include <CLI/CLI.hpp>
+
+#include "dyn/base/error.h"
+#include "dyn/io/segment_writer.h"
+#include "dyn/serve/frontend.h"
+
+namespace dyn::cmd {
+
+/// Registers listening, upstream and trace flags on `sub`; call apply() after parsing.
+struct FrontendFlags {
+  dyn::serve::FrontendOptions opt;
+  bool trace_flag = false;
+  std::string format;
+  CLI::Option* path_opt = nullptr;
+  CLI::Option* flush_opt = nullptr;
+  CLI::Option* buffer_opt = nullptr;
+  CLI::Option* roll_bytes_opt = nullptr;
+  CLI::Option* roll_lines_opt = nullptr;
+  dyn::io::SegmentWriterOptions file;  // flag values land here
+
+  void add(CLI::App& sub, bool trace_always_on) {
+    sub.add_option("--host", opt.listen.host, "Address to listen on (admin endpoints included)")
+        ->capture_default_str();
+    sub.add_option("--port", opt.listen.port, "Port to listen on; 0 picks a free port")->capture_default_str();
+    sub.add_option("--port-file", opt.listen.port_file, "Write the bound port to FILE once listening")
+        ->type_name("FILE");
+    sub.add_option("--threads", opt.listen.threads,
+                   "Server threads = most concurrent client connections (one per connection)")
+        ->capture_default_str();
+    sub.add_option("--upstream-connect-timeout-secs", opt.upstream.connect_s, "Connect timeout to a worker")
+        ->capture_default_str();
+    sub.add_option("--upstream-read-timeout-secs", opt.upstream.read_s,
+                   "Longest silence while reading a worker's response")
+        ->capture_default_str();
+    if (!trace_always_on) {
+      sub.add_flag("--request-trace", trace_flag,
+                   "Write one request_end row per request (also DYN_REQUEST_TRACE=1)");
+    }
+    path_opt = sub.add_option("--request-trace-file-path", file.prefix,
+                              "Trace path prefix (DYN_REQUEST_TRACE_FILE_PATH; default /tmp/dynamo-request-trace)")
+                   ->type_name("PREFIX");
+    sub.add_option("--request-trace-file-format", format,
+                   "gzip segments PREFIX.NNNNNN.jsonl.gz, or jsonl = plain PREFIX (DYN_REQUEST_TRACE_FILE_FORMAT)")
+        ->check(CLI::IsMember({"gzip", "jsonl"}))
+        ->type_name("gzip|jsonl");
+    flush_opt = sub.add_option("--request-trace-file-flush-interval-ms", file.flush_interval_ms,
+                               "Flush (one gzip member) this often (DYN_REQUEST_TRACE_FILE_FLUSH_INTERVAL_MS; default 1000)");
+    buffer_opt = sub.add_option("--request-trace-file-buffer-bytes", file.buffer_bytes,
+                                "Flush when the buffer passes this size (DYN_REQUEST_TRACE_FILE_BUFFER_BYTES; default 1 MiB)");
+    roll_bytes_opt = sub.add_option("--request-trace-file-roll-bytes", file.roll_bytes,
+                                    "Start a new segment after this many uncompressed bytes (DYN_REQUEST_TRACE_FILE_ROLL_BYTES)");
+    roll_lines_opt = sub.add_option("--request-trace-file-roll-lines", file.roll_lines,
+                                    "Start a new segment after this many rows (DYN_REQUEST_TRACE_FILE_ROLL_LINES)");
+  }
+
+  /// Environment first, then flags given on the command line.
+  void apply(bool trace_always_on) {
+    io::SegmentWriterOptions o = io::SegmentWriterOptions::from_env();
+    if (path_opt->count()) o.prefix = file.prefix;
+    if (!format.empty()) o.gzip = format == "gzip";
+    if (flush_opt->count()) o.flush_interval_ms = file.flush_interval_ms;
+    if (buffer_opt->count()) o.buffer_bytes = file.buffer_bytes;
+    if (roll_bytes_opt->count()) o.roll_bytes = file.roll_bytes;
+    if (roll_lines_opt->count()) o.roll_lines = file.roll_lines;
+    opt.trace_file = o;
+    const char* env = std::getenv("DYN_REQUEST_TRACE");
+    bool env_on = env && (std::string(env) == "1" || std::string(env) == "true");
+    opt.trace = trace_always_on || trace_flag || env_on;
+  }
+};
+
+/// Binds, serves until SIGTERM/SIGINT, then drains in-flight responses and flushes the trace.
+/// Returns 0 after such a clean stop; bind errors throw Fatal (exit 4).
+inline int run_frontend(dyn::serve::FrontendOptions opt) {
+  dyn::serve::Frontend frontend(std::move(opt));
+  dyn::http::SignalWatcher watcher([&frontend](int) { frontend.stop(); });
+  auto port = frontend.bind();
+  if (!port) throw dyn::Fatal(port.error().exit_code, port.error().message);
+  frontend.serve();
+  return 0;
+}
+
+}  // namespace dyn::cmd

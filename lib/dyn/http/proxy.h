@@ -1,0 +1,172 @@
+// Streaming reverse proxy on cpp-httplib: forwards a request to one upstream and relays its
+// response (status, headers, body chunks flushed as they arrive) through an observing tap.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include <httplib.h>
+
+#include "dyn/base/clock.h"
+#include "dyn/base/error.h"
+
+namespace dyn::http {
+
+/// An upstream base URL "http://HOST:PORT[/PREFIX]". A trailing "/" or "/v1" is dropped from the
+/// prefix because request paths already start with /v1 (so "http://w:8000/v1" works as users
+/// write it for OpenAI clients).
+struct UpstreamUrl {
+  std::string text;              ///< as given
+  std::string scheme_host_port;  ///< "http://127.0.0.1:8000"
+  std::string path_prefix;       ///< "" or "/prefix" (no trailing slash)
+  /// Errors (exit code 2): not http(s)://host[:port][/path].
+  static Expected<UpstreamUrl> parse(std::string_view url);
+};
+
+/// Timeouts for upstream calls, in seconds.
+struct UpstreamTimeouts {
+  double connect_s = 5;
+  double read_s = 600;  ///< longest silence between two reads of a response (long generations)
+};
+
+/// Keep-alive connections to one upstream, reused across requests so the proxy does not pay a TCP
+/// handshake per call. Thread-safe.
+class UpstreamPool {
+ public:
+  UpstreamPool(UpstreamUrl url, UpstreamTimeouts timeouts = {});
+  const UpstreamUrl& url() const { return url_; }
+  const UpstreamTimeouts& timeouts() const { return timeouts_; }
+  /// A connected-or-fresh client (never null).
+  std::unique_ptr<httplib::Client> acquire();
+  /// Returns a client after a completed exchange; `reusable` false drops it (cut, cancelled).
+  void release(std::unique_ptr<httplib::Client> client, bool reusable);
+
+ private:
+  UpstreamUrl url_;
+  UpstreamTimeouts timeouts_;
+  std::mutex mu_;
+  std::vector<std::unique_ptr<httplib::Client>> idle_;
+};
+
+/// Observes (and may rewrite) a response on its way to the client. Called from one thread at a
+/// time (the server thread relaying the body; on_response from the upstream thread before any
+/// on_data). Implementations see bytes exactly as the upstream sent them, possibly split anywhere.
+class StreamTap {
+ public:
+  virtual ~StreamTap() = default;
+  /// Status and headers of the upstream response, at `arrival_ms` (Clock::now_ms()).
+  virtual void on_response(int status, const httplib::Headers& headers, double arrival_ms) {}
+  /// One upstream read of `data` received at `arrival_ms`; append to `out` what the client
+  /// should see (the default relays it unchanged).
+  virtual void on_data(std::string_view data, double arrival_ms, std::string& out) { out.append(data); }
+  /// The upstream body ended (cleanly or not); append any held-back bytes to `out`.
+  virtual void on_end(double now_ms, std::string& out) {}
+};
+
+/// How a proxied exchange ended.
+struct ProxyOutcome {
+  enum class Kind {
+    kOk,         ///< the upstream response was relayed completely
+    kTransport,  ///< no response: connection refused/reset or timeout before the status line
+    kStreamCut,  ///< the upstream failed after its headers (worker killed mid-stream)
+    kCancelled,  ///< the client went away; the upstream request was stopped
+  };
+  Kind kind = Kind::kOk;
+  int status = 0;          ///< upstream HTTP status (0 when none arrived)
+  std::string message;     ///< transport error text, "" when ok
+  double end_ms = 0;       ///< Clock::now_ms() when the response to the client ended
+};
+const char* outcome_name(ProxyOutcome::Kind k);
+
+/// The request to forward.
+struct ProxyRequest {
+  std::string method = "POST";
+  std::string path;           ///< with query string, e.g. "/v1/messages?beta=true"
+  httplib::Headers headers;   ///< the client's headers; hop-by-hop ones are dropped (see forwardable_header)
+  std::string body;
+  std::string content_type = "application/json";
+};
+
+/// False for headers a proxy must not forward: hop-by-hop (Connection, Keep-Alive, TE, Trailer,
+/// Transfer-Encoding, Upgrade, Proxy-*), Host, Content-Length, Accept-Encoding (the upstream is
+/// asked for identity encoding so the tap sees plain bytes) and cpp-httplib's pseudo headers
+/// (REMOTE_ADDR, REMOTE_PORT, LOCAL_ADDR, LOCAL_PORT). Credentials are forwarded.
+bool forwardable_header(std::string_view name);
+
+/// One proxied exchange. start() sends the request from a thread of its own; the server's handler
+/// waits for the upstream status (wait_response), may decide to retry elsewhere (cancel), and
+/// otherwise hands the response to cpp-httplib with relay(). SSE bodies (text/event-stream) are
+/// relayed chunk by chunk through a chunked content provider as they arrive; other bodies are
+/// buffered and sent with a Content-Length. A client that disconnects stops the upstream request
+/// (detected on the next write). Thread-safe as described per method.
+class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
+ public:
+  /// Starts forwarding `request` to `pool`'s upstream. `tap` may be null. `clock` must outlive
+  /// the call.
+  static std::shared_ptr<ProxyCall> start(UpstreamPool& pool, ProxyRequest request,
+                                          std::shared_ptr<StreamTap> tap, const Clock& clock);
+  ~ProxyCall();
+  ProxyCall(const ProxyCall&) = delete;
+  ProxyCall& operator=(const ProxyCall&) = delete;
+
+  /// Blocks until the upstream's status line and headers arrived (true) or the exchange failed
+  /// before them (false; see error()).
+  bool wait_response();
+  int status() const { return status_; }
+  const httplib::Headers& headers() const { return headers_; }
+  /// Transport error text ("" when none).
+  std::string error() const;
+  /// Content-Type of the upstream response.
+  std::string content_type() const;
+  bool is_event_stream() const;
+
+  /// Hands the response to cpp-httplib: status and upstream headers (minus hop-by-hop) plus
+  /// `extra_headers`, then the body. `on_end` runs exactly once, when the response to the client
+  /// has ended (on the server thread; for a buffered body before relay() returns). When the
+  /// upstream is cut mid-stream, an SSE error event {"error": {..., "type": "stream_cut"}} is sent
+  /// and the chunked response is aborted, so the client sees an error rather than a hang. Call
+  /// after wait_response() returned true, from the handler thread, at most once.
+  void relay(const httplib::Request& req, httplib::Response& res,
+             const std::vector<std::pair<std::string, std::string>>& extra_headers,
+             std::function<void(const ProxyOutcome&)> on_end);
+  /// Abandons the exchange (no relay): stops the upstream request and waits for its thread.
+  void cancel();
+
+ private:
+  ProxyCall(UpstreamPool& pool, std::shared_ptr<StreamTap> tap, const Clock& clock);
+  void run(ProxyRequest request);
+  void stop_upstream();
+  void join();
+  void finish_once(ProxyOutcome::Kind kind);
+  /// Moves queued upstream bytes through the tap into `out`; returns true when the upstream is done.
+  bool drain(std::string& out, bool block);
+
+  UpstreamPool& pool_;
+  std::shared_ptr<StreamTap> tap_;
+  const Clock& clock_;
+  std::thread thread_;
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
+  httplib::Client* active_ = nullptr;  ///< the client in use, for stop() (guarded by mu_)
+  bool have_response_ = false;
+  bool done_ = false;
+  bool client_gone_ = false;
+  bool stopped_ = false;
+  bool ended_ = false;
+  int status_ = 0;
+  httplib::Headers headers_;
+  std::string error_;
+  bool body_complete_ = false;
+  std::vector<std::pair<double, std::string>> queue_;
+  std::function<void(const ProxyOutcome&)> on_end_;
+};
+
+}  // namespace dyn::http

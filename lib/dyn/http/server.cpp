@@ -1,0 +1,119 @@
+// Server helpers: binding with --port 0 / --port-file, signal watcher, OpenAI-style errors.
+#include "dyn/http/server.h"
+
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <fstream>
+
+#include <pthread.h>
+#include <unistd.h>
+
+namespace dyn::http {
+
+Expected<int> bind_server(httplib::Server& server, const ListenOptions& o) {
+  size_t threads = o.threads == 0 ? 1 : o.threads;
+  server.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  server.set_keep_alive_max_count(o.keep_alive_max_count);
+  server.set_keep_alive_timeout(o.keep_alive_timeout_s);
+  server.set_tcp_nodelay(true);
+  int port = o.port;
+  if (port == 0) {
+    port = server.bind_to_any_port(o.host);
+    if (port <= 0) return Error{"cannot bind " + o.host + " to a free port", kExitIo};
+  } else if (!server.bind_to_port(o.host, port)) {
+    return Error{"cannot bind " + o.host + ":" + std::to_string(port) + " (in use?)", kExitIo};
+  }
+  if (!o.port_file.empty()) {
+    std::string tmp = o.port_file + ".tmp." + std::to_string(::getpid());
+    {
+      std::ofstream f(tmp, std::ios::trunc);
+      f << port << "\n";
+      if (!f) return Error{"cannot write port file " + o.port_file, kExitIo};
+    }
+    if (std::rename(tmp.c_str(), o.port_file.c_str()) != 0) {
+      std::remove(tmp.c_str());
+      return Error{"cannot write port file " + o.port_file, kExitIo};
+    }
+  }
+  return port;
+}
+
+SignalWatcher::SignalWatcher(std::function<void(int)> on_signal) : on_signal_(std::move(on_signal)) {
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  thread_ = std::thread([this, set] {
+    // Polls with a short timeout so stop() needs no signal of its own.
+    while (!stop_.load()) {
+      timespec ts{0, 100 * 1000 * 1000};
+      int sig = sigtimedwait(&set, nullptr, &ts);
+      if (sig > 0) {
+        received_.store(sig);
+        on_signal_(sig);
+        return;
+      }
+    }
+  });
+}
+
+SignalWatcher::~SignalWatcher() { stop(); }
+
+void SignalWatcher::stop() {
+  stop_.store(true);
+  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
+}
+
+Json openai_error_body(std::string_view message, std::string_view type, int code) {
+  Json e = Json::object();
+  e["message"] = std::string(message);
+  e["type"] = std::string(type);
+  e["param"] = nullptr;
+  e["code"] = code;
+  Json body = Json::object();
+  body["error"] = std::move(e);
+  return body;
+}
+
+const char* error_type_for_status(int status) {
+  switch (status) {
+    case 400: return "invalid_request_error";
+    case 401: return "authentication_error";
+    case 403: return "permission_error";
+    case 404: return "not_found_error";
+    case 405: return "invalid_request_error";
+    case 413: return "invalid_request_error";
+    case 429: return "rate_limit_error";
+    case 502: return "bad_gateway";
+    case 503: return "service_unavailable";
+    case 504: return "timeout";
+    default: return status >= 500 ? "internal_server_error" : "invalid_request_error";
+  }
+}
+
+void set_error(httplib::Response& res, int status, std::string_view type, std::string_view message) {
+  res.status = status;
+  res.set_content(openai_error_body(message, type, status).dump() + "\n", "application/json");
+}
+
+std::vector<std::pair<std::string, std::string>> header_list(const httplib::Headers& headers) {
+  std::vector<std::pair<std::string, std::string>> out;
+  out.reserve(headers.size());
+  for (const auto& [k, v] : headers) out.emplace_back(k, v);
+  return out;
+}
+
+bool header_name_equal(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i) {
+    char x = a[i], y = b[i];
+    if (x >= 'A' && x <= 'Z') x = static_cast<char>(x - 'A' + 'a');
+    if (y >= 'A' && y <= 'Z') y = static_cast<char>(y - 'A' + 'a');
+    if (x != y) return false;
+  }
+  return true;
+}
+
+}  // namespace dyn::http

@@ -1,0 +1,607 @@
+// The live frontend: request handling, routing with leases, tracing, health polling, admin API.
+#include "dyn/serve/frontend.h"
+
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include <fmt/format.h>
+
+#include "dyn/base/diag.h"
+#include "dyn/base/json.h"
+#include "dyn/route/router.h"
+#include "dyn/serve/prometheus.h"
+#include "dyn/serve/response_tap.h"
+#include "dyn/session/normalize.h"
+#include "dyn/tokens/hash.h"
+#include "dyn/tokens/render.h"
+#include "dyn/trace/record.h"
+
+namespace dyn::serve {
+
+namespace {
+
+/// HTTP status for a router or identity error: Error::exit_code holds the status when it is one
+/// (400 … 599); an I/O-class error (no worker) is 503; other codes are the caller's fault (400).
+int http_status(const Error& e) {
+  if (e.exit_code >= 400 && e.exit_code <= 599) return e.exit_code;
+  if (e.exit_code == kExitIo) return 503;
+  return 400;
+}
+
+/// One request from arrival to its request_end row.
+struct Exchange {
+  Api api = Api::kChat;
+  bool stream = false;
+  double start_ms = 0;
+  uint64_t received_unix_ms = 0;
+  std::optional<session::AgentContext> ctx;
+  std::string x_request_id;
+  std::string request_id;
+  std::string model;
+  uint64_t input_length = 0;
+  std::vector<uint64_t> sequence_hashes;  ///< with the trailing partial block (SPEC 4.1 replay)
+  std::optional<route::Placement> placement;
+  int worker = -1;
+  std::string binding;                     ///< dyn.binding ("" = omit: capture mode)
+  std::shared_ptr<ResponseTap> tap;
+};
+
+}  // namespace
+
+struct Frontend::Impl {
+  FrontendOptions opt;
+  const Clock& clock;
+  httplib::Server server;
+  std::vector<std::unique_ptr<http::UpstreamPool>> pools;
+  std::unique_ptr<route::Router> router;
+  std::unique_ptr<io::SegmentWriter> writer;
+  std::vector<std::unique_ptr<WorkerCounters>> counters;
+  std::unique_ptr<std::atomic<bool>[]> healthy;
+  LatencyHistogram ttft_hist, total_hist, itl_hist;
+  std::atomic<uint64_t> requests_total{0}, rejected_total{0}, retries_total{0};
+  std::atomic<uint64_t> seq{0};
+  std::string id_prefix;
+  std::thread health_thread;
+  std::mutex health_mu;
+  std::condition_variable health_cv;
+  bool stopping = false;
+
+  Impl(FrontendOptions o, const Clock& c) : opt(std::move(o)), clock(c) {}
+
+  // ---- request handling ------------------------------------------------------------------
+
+  void handle_api(Api api, const httplib::Request& req, httplib::Response& res);
+  void finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out, int status,
+              const std::string& err_type, const std::string& err_msg);
+  Json request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
+                       const std::string& err_type, const std::string& err_msg);
+  void reject(const std::shared_ptr<Exchange>& ex, httplib::Response& res, int status,
+              const std::string& type, const std::string& msg) {
+    rejected_total++;
+    http::set_error(res, status, type, msg);
+    finish(ex, nullptr, status, "http", msg);
+  }
+  void forward_plain(size_t worker, const httplib::Request& req, httplib::Response& res);
+
+  // ---- admin -------------------------------------------------------------------------------
+  Json bindings_json() const;
+  std::string metrics_text() const;
+  Json health_json(bool* any_healthy) const;
+  void health_loop();
+};
+
+Frontend::Frontend(FrontendOptions options, const Clock& clock)
+    : impl_(std::make_unique<Impl>(std::move(options), clock)) {
+  Impl& m = *impl_;
+  if (m.opt.workers.empty()) throw Fatal(kExitUsage, "at least one --worker URL is needed");
+  if (m.opt.capture && m.opt.workers.size() != 1) throw Fatal(kExitUsage, "capture takes exactly one --upstream");
+  for (const auto& w : m.opt.workers) {
+    auto u = http::UpstreamUrl::parse(w);
+    if (!u) throw Fatal(kExitUsage, u.error().message);
+    m.pools.push_back(std::make_unique<http::UpstreamPool>(*u, m.opt.upstream));
+    m.counters.push_back(std::make_unique<WorkerCounters>());
+  }
+  m.healthy = std::make_unique<std::atomic<bool>[]>(m.opt.workers.size());
+  for (size_t i = 0; i < m.opt.workers.size(); ++i) m.healthy[i] = true;
+  if (!m.opt.capture) {
+    if (auto e = m.opt.router.validate()) throw Fatal(kExitUsage, e->message);
+    m.router = std::make_unique<route::Router>(m.opt.router, m.clock);
+    for (size_t i = 0; i < m.opt.workers.size(); ++i) {
+      if (auto e = m.router->add_worker(route::WorkerSpec{i, 0, 0})) throw Fatal(kExitUsage, e->message);
+    }
+    m.opt.trace_block_size = m.opt.router.block_size;
+  }
+  if (m.opt.trace_block_size == 0) throw Fatal(kExitUsage, "block size must be > 0");
+  std::random_device rd;
+  m.id_prefix = fmt::format("{:08x}", rd());
+
+  auto api_route = [&m](Api api) {
+    return [&m, api](const httplib::Request& req, httplib::Response& res) { m.handle_api(api, req, res); };
+  };
+  m.server.Post("/v1/chat/completions", api_route(Api::kChat));
+  m.server.Post("/v1/completions", api_route(Api::kCompletions));
+  m.server.Post("/v1/responses", api_route(Api::kResponses));
+  m.server.Post("/v1/messages", api_route(Api::kMessages));
+  if (!m.opt.capture) {
+    m.server.Get("/v1/bindings", [&m](const httplib::Request&, httplib::Response& res) {
+      res.set_content(m.bindings_json().dump(2) + "\n", "application/json");
+    });
+  }
+  m.server.Get("/metrics", [&m](const httplib::Request&, httplib::Response& res) {
+    res.set_content(m.metrics_text(), "text/plain; version=0.0.4");
+  });
+  if (!m.opt.capture) {
+    m.server.Get("/health", [&m](const httplib::Request&, httplib::Response& res) {
+      bool any = false;
+      Json j = m.health_json(&any);
+      res.status = any ? 200 : 503;
+      res.set_content(j.dump() + "\n", "application/json");
+    });
+    m.server.Get("/v1/models", [&m](const httplib::Request& req, httplib::Response& res) {
+      for (size_t i = 0; i < m.pools.size(); ++i) {
+        if (m.healthy[i]) return m.forward_plain(i, req, res);
+      }
+      http::set_error(res, 503, "service_unavailable", "no healthy worker");
+    });
+  }
+  auto other = [&m](const httplib::Request& req, httplib::Response& res) {
+    if (m.opt.capture) return m.forward_plain(0, req, res);
+    http::set_error(res, 404, "not_found_error", "unknown route " + req.method + " " + req.path);
+  };
+  m.server.Get(".*", other);
+  m.server.Post(".*", other);
+  m.server.Put(".*", other);
+  m.server.Delete(".*", other);
+  m.server.Patch(".*", other);
+  m.server.Options(".*", other);
+}
+
+Frontend::~Frontend() { stop(); }
+
+Expected<int> Frontend::bind() { return http::bind_server(impl_->server, impl_->opt.listen); }
+
+void Frontend::serve() {
+  Impl& m = *impl_;
+  if (m.opt.trace) m.writer = std::make_unique<io::SegmentWriter>(m.opt.trace_file);
+  if (!m.opt.capture) m.health_thread = std::thread([&m] { m.health_loop(); });
+  m.server.listen_after_bind();  // returns after stop(); its pool has finished every request
+  {
+    std::lock_guard<std::mutex> lk(m.health_mu);
+    m.stopping = true;
+  }
+  m.health_cv.notify_all();
+  if (m.health_thread.joinable()) m.health_thread.join();
+  if (m.writer) m.writer->close();
+}
+
+void Frontend::stop() {
+  impl_->server.stop();
+  {
+    std::lock_guard<std::mutex> lk(impl_->health_mu);
+    impl_->stopping = true;
+  }
+  impl_->health_cv.notify_all();
+}
+
+// ---- request handling ------------------------------------------------------------------------
+
+void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::Response& res) {
+  auto ex = std::make_shared<Exchange>();
+  ex->api = api;
+  ex->start_ms = clock.now_ms();
+  ex->received_unix_ms = clock.unix_ms();
+  ex->request_id = fmt::format("{}-{:06}", id_prefix, seq.fetch_add(1) + 1);
+  requests_total++;
+
+  auto ident = session::normalize(http::header_list(req.headers));
+  if (!ident) return reject(ex, res, http_status(ident.error()), "invalid_request_error", ident.error().message);
+  ex->ctx = ident->context;
+  ex->x_request_id = ident->x_request_id;
+
+  Json body = Json::parse(req.body, nullptr, false);
+  if (body.is_discarded()) return reject(ex, res, 400, "invalid_request_error", "malformed JSON body");
+  if (!body.is_object()) return reject(ex, res, 400, "invalid_request_error", "request body must be a JSON object");
+  if (auto it = body.find("model"); it != body.end() && it->is_string()) ex->model = it->get<std::string>();
+  auto st = body.find("stream");
+  ex->stream = st != body.end() && st->is_boolean() && st->get<bool>();
+
+  // Usage for the trace: when a chat/completions client streams without asking for usage, ask the
+  // worker for it and hide the extra chunk from the client.
+  bool hide_usage = false;
+  std::string upstream_body;
+  if (ex->stream && (api == Api::kChat || api == Api::kCompletions)) {
+    Json& so = body["stream_options"];
+    if (!so.is_object()) so = Json::object();
+    auto iu = so.find("include_usage");
+    if (iu == so.end() || !iu->is_boolean() || !iu->get<bool>()) {
+      so["include_usage"] = true;
+      hide_usage = true;
+      upstream_body = body.dump();
+    }
+  }
+  if (!hide_usage) upstream_body = req.body;
+
+  // SPEC 4.2 tokens and SPEC 4.1 hashes of the rendered request: routing uses the complete
+  // blocks, the trace's replay block also the trailing partial one.
+  {
+    std::string text = tokens::render_request(body);
+    auto toks = tokens::text_to_tokens(text);
+    ex->input_length = toks.size();
+    auto blocks = tokens::block_hashes(toks, opt.trace_block_size, /*include_partial=*/true);
+    ex->sequence_hashes = tokens::sequence_hashes(blocks);
+  }
+
+  http::ProxyRequest preq;
+  preq.method = "POST";
+  preq.path = req.target.empty() ? req.path : req.target;
+  preq.headers = req.headers;
+  preq.body = std::move(upstream_body);
+
+  std::optional<route::RetryAdvice> retry;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    size_t worker = 0;
+    if (router) {
+      route::RouteRequest rr;
+      if (ex->ctx) {
+        rr.session_id = ex->ctx->session_id;
+        rr.parent_session_id = ex->ctx->parent_session_id;
+      }
+      size_t complete = ex->input_length / opt.trace_block_size;
+      rr.sequence_hashes = std::span<const uint64_t>(ex->sequence_hashes.data(), complete);
+      rr.tokens = ex->input_length;
+      rr.worker = ident->worker_instance_id;
+      rr.retry = retry;
+      auto placed = router->place(rr);
+      if (!placed) {
+        int status = http_status(placed.error());
+        return reject(ex, res, status, http::error_type_for_status(status), placed.error().message);
+      }
+      ex->placement.emplace(std::move(*placed));
+      worker = ex->placement->worker();
+      ex->binding = route::binding_name(ex->placement->binding());
+    }
+    ex->worker = static_cast<int>(worker);
+    WorkerCounters& wc = *counters[worker];
+    wc.requests++;
+    ex->tap = std::make_shared<ResponseTap>(api, hide_usage);
+    auto call = http::ProxyCall::start(*pools[worker], attempt == 0 ? preq : preq, ex->tap, clock);
+    if (!call->wait_response()) {
+      // No response at all: the worker is unreachable. Mark it down until the health poller sees
+      // it again; in hard mode the router invalidates the binding and advises one retry.
+      std::string err = call->error();
+      call->cancel();
+      wc.errors++;
+      if (router) {
+        healthy[worker] = false;
+        router->set_healthy(worker, false);
+        route::RetryAdvice advice = ex->placement->fail(false);
+        ex->placement.reset();
+        bool can_retry = attempt == 0 && !ident->worker_instance_id && pools.size() > 1;
+        if (can_retry) {
+          if (advice.retry) retry = advice;
+          retries_total++;
+          continue;
+        }
+      }
+      http::set_error(res, 502, "connection", "worker " + std::to_string(worker) + " unreachable: " + err);
+      http::ProxyOutcome o;
+      o.kind = http::ProxyOutcome::Kind::kTransport;
+      o.message = err;
+      o.end_ms = clock.now_ms();
+      return finish(ex, &o, 502, "connection", "worker unreachable: " + err);
+    }
+    int status = call->status();
+    if (ex->placement) {
+      if (status >= 200 && status < 300) {
+        ex->placement->commit();
+        auto* pl = &*ex->placement;
+        ex->tap->set_on_first_token([pl] { pl->first_token(); });
+      } else {
+        // The worker answered with an error: a 5xx is a failed dispatch (hard mode invalidates
+        // the binding); a 4xx is about the request, so the binding is left alone.
+        ex->placement->fail(status < 500);
+        ex->placement.reset();
+      }
+    }
+    wc.in_flight++;
+    std::vector<std::pair<std::string, std::string>> extra;
+    if (router) extra.emplace_back("x-dyn-worker", std::to_string(worker));
+    call->relay(req, res, extra, [this, ex](const http::ProxyOutcome& o) {
+      int st = o.status;
+      std::string type, msg;
+      if (o.kind == http::ProxyOutcome::Kind::kStreamCut) {
+        type = "stream_cut";
+        msg = o.message;
+        if (router) {
+          healthy[ex->worker] = false;
+          router->set_healthy(ex->worker, false);
+        }
+      } else if (o.kind == http::ProxyOutcome::Kind::kCancelled) {
+        type = "cancelled";
+        msg = "client went away";
+      } else if (st >= 400) {
+        type = "http";
+        msg = "worker returned HTTP " + std::to_string(st);
+      }
+      finish(ex, &o, st, type, msg);
+    });
+    return;
+  }
+}
+
+void Frontend::Impl::finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out,
+                            int status, const std::string& err_type, const std::string& err_msg) {
+  if (ex->placement) {
+    ex->placement->finish();
+    ex->placement.reset();
+  }
+  const ResponseFacts* f = ex->tap ? &ex->tap->facts() : nullptr;
+  double end = out ? out->end_ms : clock.now_ms();
+  if (ex->worker >= 0 && out) {
+    WorkerCounters& wc = *counters[ex->worker];
+    if (out->kind != http::ProxyOutcome::Kind::kTransport) wc.in_flight--;
+    if (out->kind == http::ProxyOutcome::Kind::kCancelled) {
+      wc.cancelled++;
+    } else if (!err_type.empty() && out->kind != http::ProxyOutcome::Kind::kTransport) {
+      wc.errors++;
+    }
+    if (f) {
+      wc.input_tokens += f->input_tokens.value_or(0);
+      wc.output_tokens += f->output_tokens.value_or(0);
+      wc.cached_tokens += f->cached_tokens.value_or(0);
+    }
+  }
+  if (err_type.empty()) {
+    total_hist.observe(end - ex->start_ms);
+    if (f && f->first_content_ms) ttft_hist.observe(*f->first_content_ms - ex->start_ms);
+  }
+  if (!writer) return;
+  Json row = request_end_row(*ex, out, status, err_type, err_msg);
+  writer->write_line(row.dump());
+}
+
+Json Frontend::Impl::request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
+                                     const std::string& err_type, const std::string& err_msg) {
+  const ResponseFacts* f = ex.tap ? &ex.tap->facts() : nullptr;
+  double end = out ? out->end_ms : clock.now_ms();
+  uint64_t end_unix = ex.received_unix_ms + static_cast<uint64_t>(std::max(0.0, end - ex.start_ms));
+  Json row = trace::make_record(trace::event::kRequestEnd, end_unix, "router");
+  if (ex.ctx) row["agent_context"] = ex.ctx->to_json();
+  Json r = Json::object();
+  r["request_id"] = ex.request_id;
+  if (!ex.x_request_id.empty()) r["x_request_id"] = ex.x_request_id;
+  std::string model = f && !f->model.empty() ? f->model : ex.model;
+  if (!model.empty()) r["model"] = model;
+  bool estimated = false;
+  uint64_t in = ex.input_length, outt = 0;
+  if (f && f->input_tokens) {
+    in = *f->input_tokens;
+  } else {
+    estimated = true;
+  }
+  r["input_tokens"] = in;
+  if (f && (f->output_tokens || f->content_bytes > 0 || out)) {
+    if (f->output_tokens) {
+      outt = *f->output_tokens;
+    } else {
+      outt = tokens::token_count(f->content_bytes);  // SPEC 4.2 estimate when usage is absent
+      estimated = true;
+    }
+    r["output_tokens"] = outt;
+  }
+  if (f && f->cached_tokens) r["cached_tokens"] = *f->cached_tokens;
+  r["request_received_ms"] = ex.received_unix_ms;
+  std::optional<double> ttft, latency;
+  if (f && f->first_content_ms) {
+    ttft = *f->first_content_ms - ex.start_ms;
+    latency = *f->last_content_ms - ex.start_ms;
+    if (ex.stream) r["ttft_ms"] = *ttft;
+  }
+  r["total_time_ms"] = end - ex.start_ms;
+  if (ex.stream && ttft && outt >= 2) {
+    double itl = (*latency - *ttft) / static_cast<double>(outt - 1);
+    r["avg_itl_ms"] = itl;
+    itl_hist.observe(itl);
+  }
+  if (f && f->cached_tokens && in > 0) r["kv_hit_rate"] = static_cast<double>(*f->cached_tokens) / static_cast<double>(in);
+  if (ex.worker >= 0 && router) r["worker"] = Json{{"decode_worker_id", ex.worker}};
+  Json replay = Json::object();
+  replay["trace_block_size"] = opt.trace_block_size;
+  replay["input_length"] = ex.input_length;
+  replay["input_sequence_hashes"] = ex.sequence_hashes;
+  r["replay"] = std::move(replay);
+  if (f && (f->finish_reason || !f->tool_calls.empty())) {
+    Json frm = Json::object();
+    if (f->finish_reason) frm["finish_reason"] = *f->finish_reason;
+    if (!f->tool_calls.empty()) {
+      Json tcs = Json::array();
+      for (const auto& tc : f->tool_calls) {
+        Json t = Json::object();
+        t["choice_index"] = tc.choice_index;
+        t["tool_call_index"] = tc.tool_call_index;
+        if (!tc.id.empty()) t["id"] = tc.id;
+        if (!tc.name.empty()) t["name"] = tc.name;
+        tcs.push_back(std::move(t));
+      }
+      frm["tool_calls"] = std::move(tcs);
+    }
+    r["finish_reason_metadata"] = std::move(frm);
+  }
+  row["request"] = std::move(r);
+
+  Json d = Json::object();
+  bool cancelled = out && out->kind == http::ProxyOutcome::Kind::kCancelled;
+  bool error = !err_type.empty() && !cancelled;
+  if (!error && f && f->error_event) error = true;
+  d["status"] = cancelled ? "cancelled" : (error ? "error" : "ok");
+  if (error) {
+    Json e = Json::object();
+    bool transport = err_type == "connection" || err_type == "stream_cut";
+    e["code"] = transport ? 0 : status;
+    e["type"] = err_type.empty() ? "stream_error" : err_type;
+    e["message"] = err_msg.empty() ? "the stream carried an error event" : err_msg;
+    d["error"] = std::move(e);
+  }
+  if (f && f->first_content_ms && f->second_content_ms) d["ttst_ms"] = *f->second_content_ms - *f->first_content_ms;
+  if (ex.stream && f && !f->inter_chunk_ms.empty()) d["inter_chunk_ms"] = f->inter_chunk_ms;
+  if (latency) d["request_latency_ms"] = *latency;
+  if (!ex.binding.empty()) d["binding"] = ex.binding;
+  if (estimated) d["tokens_estimated"] = true;
+  row["dyn"] = std::move(d);
+  return row;
+}
+
+void Frontend::Impl::forward_plain(size_t worker, const httplib::Request& req, httplib::Response& res) {
+  http::ProxyRequest preq;
+  preq.method = req.method;
+  preq.path = req.target.empty() ? req.path : req.target;
+  preq.headers = req.headers;
+  preq.body = req.body;
+  auto call = http::ProxyCall::start(*pools[worker], std::move(preq), nullptr, clock);
+  if (!call->wait_response()) {
+    http::set_error(res, 502, "connection", "upstream unreachable: " + call->error());
+    return;
+  }
+  call->relay(req, res, {}, nullptr);
+}
+
+// ---- admin ---------------------------------------------------------------------------------
+
+Json Frontend::Impl::bindings_json() const {
+  Json arr = Json::array();
+  double now = clock.now_ms();
+  uint64_t unix_now = clock.unix_ms();
+  for (const auto& b : router->bindings()) {
+    Json j = Json::object();
+    if (!b.parent_session_id.empty()) {
+      j["key"] = nullptr;
+      j["parent_session_id"] = b.parent_session_id;
+      j["kind"] = "parent_group";
+    } else {
+      j["key"] = b.key;
+      j["kind"] = "session";
+    }
+    j["worker"] = b.worker;
+    j["worker_url"] = b.worker < opt.workers.size() ? opt.workers[b.worker] : "";
+    j["state"] = b.initializing ? "initializing" : "bound";
+    j["active_leases"] = b.active_leases;
+    j["version"] = b.version;
+    if (b.idle_deadline_ms) {
+      double left = *b.idle_deadline_ms - now;
+      j["idle_deadline_unix_ms"] = unix_now + static_cast<uint64_t>(std::max(0.0, left));
+      j["idle_expires_in_ms"] = std::max(0.0, left);
+    } else {
+      j["idle_deadline_unix_ms"] = nullptr;
+    }
+    arr.push_back(std::move(j));
+  }
+  Json out = Json::object();
+  out["affinity"] = opt.router.affinity_enabled()
+                        ? Json{{"ttl_secs", opt.router.affinity_ttl_secs},
+                               {"mode", route::affinity_mode_name(opt.router.affinity_mode)}}
+                        : Json(nullptr);
+  out["count"] = arr.size();
+  out["bindings"] = std::move(arr);
+  return out;
+}
+
+Json Frontend::Impl::health_json(bool* any_healthy) const {
+  Json ws = Json::array();
+  bool any = false;
+  for (size_t i = 0; i < opt.workers.size(); ++i) {
+    bool h = healthy[i].load();
+    any = any || h;
+    ws.push_back(Json{{"worker", i}, {"url", opt.workers[i]}, {"healthy", h}});
+  }
+  if (any_healthy) *any_healthy = any;
+  Json j = Json::object();
+  j["status"] = any ? "ok" : "no healthy worker";
+  j["workers"] = std::move(ws);
+  return j;
+}
+
+std::string Frontend::Impl::metrics_text() const {
+  std::string o;
+  auto wl = [&](size_t i) { return fmt::format("worker=\"{}\",url=\"{}\"", i, opt.workers[i]); };
+  prom_family(o, "dyn_frontend_requests_total", "counter", "API requests received");
+  prom_sample(o, "dyn_frontend_requests_total", "", static_cast<double>(requests_total.load()));
+  prom_family(o, "dyn_frontend_rejected_total", "counter", "requests answered by the frontend with an error before dispatch");
+  prom_sample(o, "dyn_frontend_rejected_total", "", static_cast<double>(rejected_total.load()));
+  prom_family(o, "dyn_frontend_retries_total", "counter", "dispatches retried on another worker after a transport failure");
+  prom_sample(o, "dyn_frontend_retries_total", "", static_cast<double>(retries_total.load()));
+  struct F { const char* name; const char* help; std::atomic<uint64_t> WorkerCounters::*m; };
+  const F fams[] = {
+      {"dyn_worker_requests_total", "requests dispatched to the worker", &WorkerCounters::requests},
+      {"dyn_worker_errors_total", "dispatched requests that ended in an error", &WorkerCounters::errors},
+      {"dyn_worker_cancelled_total", "dispatched requests whose client went away", &WorkerCounters::cancelled},
+      {"dyn_worker_input_tokens_total", "input tokens reported by the worker", &WorkerCounters::input_tokens},
+      {"dyn_worker_output_tokens_total", "output tokens reported by the worker", &WorkerCounters::output_tokens},
+      {"dyn_worker_cached_tokens_total", "cached prompt tokens reported by the worker", &WorkerCounters::cached_tokens},
+  };
+  for (const auto& fam : fams) {
+    prom_family(o, fam.name, "counter", fam.help);
+    for (size_t i = 0; i < counters.size(); ++i) prom_sample(o, fam.name, wl(i), static_cast<double>(((*counters[i]).*fam.m).load()));
+  }
+  prom_family(o, "dyn_worker_in_flight", "gauge", "responses being relayed from the worker");
+  for (size_t i = 0; i < counters.size(); ++i) prom_sample(o, "dyn_worker_in_flight", wl(i), static_cast<double>(counters[i]->in_flight.load()));
+  prom_family(o, "dyn_worker_healthy", "gauge", "1 when the worker's /health answered 200 at the last poll");
+  for (size_t i = 0; i < counters.size(); ++i) prom_sample(o, "dyn_worker_healthy", wl(i), healthy[i].load() ? 1 : 0);
+  if (router) {
+    route::RouterStats s = router->stats();
+    prom_family(o, "dyn_router_decisions_total", "counter", "routing decisions per chosen worker");
+    for (const auto& [w, n] : s.decisions_per_worker) prom_sample(o, "dyn_router_decisions_total", fmt::format("worker=\"{}\"", w), static_cast<double>(n));
+    prom_family(o, "dyn_router_bindings_total", "counter", "binding outcomes of routed requests (SPEC 5.1 dyn.binding)");
+    const std::pair<const char*, uint64_t> outcomes[] = {{"new", s.binding_new}, {"hit", s.binding_hit},
+                                                         {"rebound", s.binding_rebound}, {"expired", s.binding_expired},
+                                                         {"none", s.binding_none}};
+    for (const auto& [k, v] : outcomes) prom_sample(o, "dyn_router_bindings_total", fmt::format("outcome=\"{}\"", k), static_cast<double>(v));
+    prom_family(o, "dyn_router_bindings_live", "gauge", "live session bindings");
+    prom_sample(o, "dyn_router_bindings_live", "", static_cast<double>(s.bindings_live));
+    prom_family(o, "dyn_router_binding_table_full_total", "counter", "new bindings refused at the table limit");
+    prom_sample(o, "dyn_router_binding_table_full_total", "", static_cast<double>(s.table_full));
+    prom_family(o, "dyn_router_binding_waits_total", "counter", "requests that waited for an initializing binding");
+    prom_sample(o, "dyn_router_binding_waits_total", "", static_cast<double>(s.waits));
+  }
+  prom_family(o, "dyn_request_ttft_seconds", "histogram", "time to first token of successful requests");
+  ttft_hist.render(o, "dyn_request_ttft_seconds", "");
+  prom_family(o, "dyn_request_duration_seconds", "histogram", "total time of successful requests");
+  total_hist.render(o, "dyn_request_duration_seconds", "");
+  prom_family(o, "dyn_request_itl_seconds", "histogram", "average inter-token latency per streamed request");
+  itl_hist.render(o, "dyn_request_itl_seconds", "");
+  return o;
+}
+
+void Frontend::Impl::health_loop() {
+  std::vector<std::unique_ptr<httplib::Client>> clients;
+  for (const auto& p : pools) {
+    auto c = std::make_unique<httplib::Client>(p->url().scheme_host_port);
+    auto us = std::chrono::microseconds(static_cast<int64_t>(opt.health_timeout_ms * 1000));
+    c->set_connection_timeout(us);
+    c->set_read_timeout(us);
+    c->set_keep_alive(true);
+    clients.push_back(std::move(c));
+  }
+  for (;;) {
+    for (size_t i = 0; i < clients.size(); ++i) {
+      auto r = clients[i]->Get(pools[i]->url().path_prefix + "/health");
+      bool ok = r && r->status == 200;
+      if (ok != healthy[i].load()) {
+        healthy[i] = ok;
+        router->set_healthy(i, ok);
+        diag::note(fmt::format("worker {} ({}) is {}", i, opt.workers[i], ok ? "healthy" : "unhealthy"));
+      }
+    }
+    std::unique_lock<std::mutex> lk(health_mu);
+    if (health_cv.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>(opt.health_interval_ms * 1000)),
+                           [&] { return stopping; })) {
+      return;
+    }
+  }
+}
+
+}  // namespace dyn::serve

@@ -1,0 +1,68 @@
+// The live frontend (dyn-route serve, dyn-trace capture): OpenAI/Anthropic-compatible HTTP proxy
+// with session identity, session-aware routing with leases, request_end tracing and admin API.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dyn/base/clock.h"
+#include "dyn/base/error.h"
+#include "dyn/http/proxy.h"
+#include "dyn/http/server.h"
+#include "dyn/io/segment_writer.h"
+#include "dyn/route/config.h"
+
+namespace dyn::serve {
+
+/// Everything the frontend needs. Serve mode routes over `workers`; capture mode forwards to the
+/// single upstream workers[0] without routing (and forwards any other path untraced).
+struct FrontendOptions {
+  http::ListenOptions listen;
+  std::vector<std::string> workers;  ///< base URLs; worker id = index (SPEC: order of --worker)
+  bool capture = false;
+  route::RouterConfig router;        ///< serve mode only
+  /// Block size of the trace's replay block (serve: the router's block size).
+  uint32_t trace_block_size = 64;
+  bool trace = false;                ///< write request_end rows (SPEC 5.2)
+  io::SegmentWriterOptions trace_file;
+  double health_interval_ms = 1000;  ///< GET /health polling period per worker (serve mode)
+  double health_timeout_ms = 1000;
+  http::UpstreamTimeouts upstream;
+  std::string tool_name = "dyn-route";
+};
+
+/// A running frontend. Construct, bind(), then serve() blocks until stop() (from any thread, e.g.
+/// a signal watcher); in-flight responses are finished and their request_end rows written and
+/// flushed before serve() returns, so SIGTERM loses no finished request.
+/// Request handling (SPEC 1, 2, 5):
+/// - POST /v1/chat/completions, /v1/completions, /v1/responses, /v1/messages: identity from
+///   headers (400 for an over-long session id or conflicting duplicates), malformed JSON -> 400,
+///   placement by the router (503 when no worker is healthy or the binding table is full), the
+///   worker's response relayed as it arrives with `x-dyn-worker: <id>`, the placement's lease
+///   held until the stream ends; a transport failure before the response invalidates/retries once.
+/// - GET /v1/bindings, /metrics, /health; GET /v1/models is forwarded to a healthy worker.
+/// - Anything else: 404 with an OpenAI-style error body (capture mode: forwarded untraced).
+class Frontend {
+ public:
+  /// Errors (Fatal, exit 2): a bad worker URL or an invalid router configuration.
+  Frontend(FrontendOptions options, const Clock& clock = RealClock::instance());
+  ~Frontend();
+  Frontend(const Frontend&) = delete;
+  Frontend& operator=(const Frontend&) = delete;
+
+  /// Binds the listening socket and writes the port file. Returns the port.
+  Expected<int> bind();
+  /// Serves until stop(); then drains, flushes the trace and stops the health poller.
+  void serve();
+  /// Thread-safe, idempotent.
+  void stop();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace dyn::serve

@@ -1,0 +1,369 @@
+// ResponseTap: SSE event splitting and per-API extraction of timings, usage and finish reasons.
+#include "dyn/serve/response_tap.h"
+
+namespace dyn::serve {
+
+const char* api_name(Api a) {
+  switch (a) {
+    case Api::kChat: return "chat";
+    case Api::kCompletions: return "completions";
+    case Api::kResponses: return "responses";
+    case Api::kMessages: return "messages";
+  }
+  return "?";
+}
+
+std::optional<Api> api_for_path(std::string_view path) {
+  size_t q = path.find('?');
+  if (q != std::string_view::npos) path = path.substr(0, q);
+  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
+  if (path == "/v1/chat/completions") return Api::kChat;
+  if (path == "/v1/completions") return Api::kCompletions;
+  if (path == "/v1/responses") return Api::kResponses;
+  if (path == "/v1/messages") return Api::kMessages;
+  return std::nullopt;
+}
+
+namespace {
+const Json* member(const Json& j, const char* key) {
+  if (!j.is_object()) return nullptr;
+  auto it = j.find(key);
+  if (it == j.end() || it->is_null()) return nullptr;
+  return &*it;
+}
+std::optional<uint64_t> u64_at(const Json& j, const char* key) {
+  const Json* v = member(j, key);
+  if (!v) return std::nullopt;
+  if (v->is_number_unsigned()) return v->get<uint64_t>();
+  if (v->is_number_integer() && v->get<int64_t>() >= 0) return static_cast<uint64_t>(v->get<int64_t>());
+  return std::nullopt;
+}
+uint64_t text_len(const Json* v) { return v && v->is_string() ? v->get_ref<const std::string&>().size() : 0; }
+std::string str_at(const Json& j, const char* key) {
+  const Json* v = member(j, key);
+  return v && v->is_string() ? v->get<std::string>() : std::string();
+}
+}  // namespace
+
+void ResponseTap::on_response(int status, const httplib::Headers& headers, double) {
+  facts_.status = status;
+  auto it = headers.find("Content-Type");
+  facts_.event_stream = it != headers.end() && it->second.rfind("text/event-stream", 0) == 0;
+}
+
+void ResponseTap::content(double t, uint64_t bytes) {
+  facts_.content_bytes += bytes;
+  facts_.content_chunks++;
+  if (!facts_.first_content_ms) {
+    facts_.first_content_ms = t;
+    if (on_first_token_) on_first_token_();
+  } else {
+    if (!facts_.second_content_ms) facts_.second_content_ms = t;
+    facts_.inter_chunk_ms.push_back(t - *facts_.last_content_ms);
+  }
+  facts_.last_content_ms = t;
+}
+
+void ResponseTap::usage(const Json& u) {
+  if (!u.is_object()) return;  // "usage": null is absent (case 03 stream-c)
+  switch (api_) {
+    case Api::kChat:
+    case Api::kCompletions:
+      if (auto v = u64_at(u, "prompt_tokens")) facts_.input_tokens = v;
+      if (auto v = u64_at(u, "completion_tokens")) facts_.output_tokens = v;
+      if (const Json* d = member(u, "prompt_tokens_details")) {
+        if (auto v = u64_at(*d, "cached_tokens")) facts_.cached_tokens = v;
+      }
+      break;
+    case Api::kResponses:
+      if (auto v = u64_at(u, "input_tokens")) facts_.input_tokens = v;
+      if (auto v = u64_at(u, "output_tokens")) facts_.output_tokens = v;
+      if (const Json* d = member(u, "input_tokens_details")) {
+        if (auto v = u64_at(*d, "cached_tokens")) facts_.cached_tokens = v;
+      }
+      break;
+    case Api::kMessages: {
+      // Anthropic's input_tokens excludes cache reads and writes; the trace's input is the whole
+      // prompt, so add them back.
+      auto in = u64_at(u, "input_tokens");
+      auto rd = u64_at(u, "cache_read_input_tokens");
+      auto wr = u64_at(u, "cache_creation_input_tokens");
+      if (in || rd || wr) facts_.input_tokens = in.value_or(0) + rd.value_or(0) + wr.value_or(0);
+      if (rd) facts_.cached_tokens = rd;
+      if (auto v = u64_at(u, "output_tokens")) facts_.output_tokens = v;
+      break;
+    }
+  }
+}
+
+ToolCall& ResponseTap::tool_call(uint64_t choice, uint64_t index) {
+  for (auto& tc : facts_.tool_calls) {
+    if (tc.choice_index == choice && tc.tool_call_index == index) return tc;
+  }
+  facts_.tool_calls.push_back(ToolCall{choice, index, "", ""});
+  return facts_.tool_calls.back();
+}
+
+void ResponseTap::on_data(std::string_view data, double t, std::string& out) {
+  if (!facts_.event_stream) {
+    // A JSON (or other) body: relayed unchanged, parsed once complete. Cap what is kept for
+    // parsing so a huge body cannot exhaust memory; facts then stay unknown.
+    if (pending_.size() < (64u << 20)) pending_.append(data);
+    out.append(data);
+    return;
+  }
+  size_t scan_from = pending_.size() >= 3 ? pending_.size() - 3 : 0;
+  pending_.append(data);
+  size_t start = 0;
+  for (;;) {
+    size_t lf = pending_.find("\n\n", scan_from);
+    size_t crlf = pending_.find("\r\n\r\n", scan_from);
+    size_t end, term;
+    if (lf == std::string::npos && crlf == std::string::npos) break;
+    if (crlf != std::string::npos && (lf == std::string::npos || crlf < lf)) {
+      end = crlf;
+      term = 4;
+    } else {
+      end = lf;
+      term = 2;
+    }
+    std::string_view ev(pending_.data() + start, end - start);
+    // Parse the fields of one event (SSE: "event:", "data:" lines; ":" comments).
+    std::string name, payload;
+    bool have_data = false;
+    size_t p = 0;
+    while (p <= ev.size()) {
+      size_t nl = ev.find('\n', p);
+      std::string_view line = ev.substr(p, nl == std::string_view::npos ? std::string_view::npos : nl - p);
+      if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+      auto field = [&](std::string_view key) -> std::optional<std::string_view> {
+        if (line.substr(0, key.size()) != key) return std::nullopt;
+        std::string_view v = line.substr(key.size());
+        if (!v.empty() && v.front() == ' ') v.remove_prefix(1);
+        return v;
+      };
+      if (auto v = field("data:")) {
+        if (have_data) payload += '\n';
+        payload.append(*v);
+        have_data = true;
+      } else if (auto v2 = field("event:")) {
+        name.assign(*v2);
+      }
+      if (nl == std::string_view::npos) break;
+      p = nl + 1;
+    }
+    bool keep = true;
+    if (have_data || !name.empty()) keep = on_event(name, payload, t);
+    if (keep) out.append(pending_, start, end + term - start);
+    start = end + term;
+    scan_from = start;
+  }
+  pending_.erase(0, start);
+}
+
+void ResponseTap::on_end(double now_ms, std::string& out) {
+  if (!facts_.event_stream) {
+    if (!pending_.empty()) {
+      Json body = Json::parse(pending_, nullptr, false);
+      if (!body.is_discarded()) observe_body(body);
+    }
+    pending_.clear();
+    return;
+  }
+  // An unterminated last event: relay it as is (the client decides what it means).
+  if (!pending_.empty()) out.append(pending_);
+  pending_.clear();
+}
+
+bool ResponseTap::on_event(std::string_view event_name, std::string_view data, double t) {
+  facts_.events++;
+  if (data == "[DONE]") return true;
+  if (event_name == "error") facts_.error_event = true;
+  Json j = Json::parse(data, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return true;
+  if (member(j, "error")) facts_.error_event = true;
+  if (facts_.model.empty()) {
+    facts_.model = str_at(j, "model");
+    if (facts_.model.empty()) {
+      if (const Json* m = member(j, "message")) facts_.model = str_at(*m, "model");
+      if (const Json* r = member(j, "response")) facts_.model = str_at(*r, "model");
+    }
+  }
+  switch (api_) {
+    case Api::kChat:
+    case Api::kCompletions: {
+      const Json* choices = member(j, "choices");
+      bool empty_choices = !choices || !choices->is_array() || choices->empty();
+      if (const Json* u = member(j, "usage")) usage(*u);
+      if (empty_choices) {
+        if (hide_usage_ && member(j, "usage")) {
+          facts_.dropped_events++;
+          return false;
+        }
+        return true;
+      }
+      uint64_t bytes = 0;
+      bool any = false;
+      for (const Json& c : *choices) {
+        uint64_t ci = u64_at(c, "index").value_or(0);
+        if (const Json* fr = member(c, "finish_reason"); fr && fr->is_string()) facts_.finish_reason = fr->get<std::string>();
+        if (api_ == Api::kCompletions) {
+          uint64_t n = text_len(member(c, "text"));
+          if (n) { bytes += n; any = true; }
+          continue;
+        }
+        const Json* d = member(c, "delta");
+        if (!d) continue;
+        for (const char* k : {"content", "reasoning_content", "reasoning"}) {
+          uint64_t n = text_len(member(*d, k));
+          if (n) { bytes += n; any = true; }
+        }
+        if (const Json* tcs = member(*d, "tool_calls"); tcs && tcs->is_array()) {
+          for (const Json& tc : *tcs) {
+            ToolCall& rec = tool_call(ci, u64_at(tc, "index").value_or(0));
+            if (std::string id = str_at(tc, "id"); !id.empty()) rec.id = id;
+            if (const Json* f = member(tc, "function")) {
+              if (std::string nm = str_at(*f, "name"); !nm.empty()) rec.name = nm;
+              bytes += text_len(member(*f, "arguments"));
+            }
+            any = true;
+          }
+        }
+      }
+      if (any) content(t, bytes);
+      return true;
+    }
+    case Api::kMessages: {
+      std::string type = str_at(j, "type");
+      if (type == "message_start") {
+        if (const Json* m = member(j, "message")) {
+          if (const Json* u = member(*m, "usage")) usage(*u);
+        }
+      } else if (type == "content_block_start") {
+        const Json* b = member(j, "content_block");
+        if (b && str_at(*b, "type") == "tool_use") {
+          uint64_t idx = facts_.tool_calls.size();
+          ToolCall& rec = tool_call(0, idx);
+          rec.id = str_at(*b, "id");
+          rec.name = str_at(*b, "name");
+        }
+      } else if (type == "content_block_delta") {
+        if (const Json* d = member(j, "delta")) {
+          uint64_t n = text_len(member(*d, "text")) + text_len(member(*d, "thinking")) +
+                       text_len(member(*d, "partial_json"));
+          if (n) content(t, n);
+        }
+      } else if (type == "message_delta") {
+        if (const Json* d = member(j, "delta")) {
+          if (std::string sr = str_at(*d, "stop_reason"); !sr.empty()) facts_.finish_reason = sr;
+        }
+        if (const Json* u = member(j, "usage")) {
+          // message_delta carries the final output count (and may repeat input counts).
+          if (auto v = u64_at(*u, "output_tokens")) facts_.output_tokens = v;
+          if (u64_at(*u, "input_tokens") || u64_at(*u, "cache_read_input_tokens")) usage(*u);
+        }
+      } else if (type == "error") {
+        facts_.error_event = true;
+      }
+      return true;
+    }
+    case Api::kResponses: {
+      std::string type = str_at(j, "type");
+      if (type == "response.output_text.delta" || type == "response.reasoning_text.delta" ||
+          type == "response.reasoning_summary_text.delta" ||
+          type == "response.function_call_arguments.delta") {
+        uint64_t n = text_len(member(j, "delta"));
+        if (n) content(t, n);
+      } else if (type == "response.output_item.added" || type == "response.output_item.done") {
+        const Json* item = member(j, "item");
+        if (item && str_at(*item, "type") == "function_call") {
+          uint64_t oi = u64_at(j, "output_index").value_or(facts_.tool_calls.size());
+          ToolCall& rec = tool_call(0, oi);
+          if (std::string id = str_at(*item, "call_id"); !id.empty()) rec.id = id;
+          if (std::string nm = str_at(*item, "name"); !nm.empty()) rec.name = nm;
+        }
+      } else if (type == "response.completed" || type == "response.incomplete" ||
+                 type == "response.failed") {
+        if (const Json* r = member(j, "response")) {
+          Json copy = *r;
+          copy.erase("output");  // items were seen as events; observe_body would re-add them
+          observe_body(copy);
+        }
+        if (type == "response.failed") facts_.error_event = true;
+      } else if (type == "error") {
+        facts_.error_event = true;
+      }
+      return true;
+    }
+  }
+  return true;
+}
+
+void ResponseTap::observe_body(const Json& body) {
+  if (!body.is_object()) return;
+  if (facts_.model.empty()) facts_.model = str_at(body, "model");
+  if (const Json* u = member(body, "usage")) usage(*u);
+  switch (api_) {
+    case Api::kChat:
+    case Api::kCompletions:
+      if (const Json* choices = member(body, "choices"); choices && choices->is_array()) {
+        for (const Json& c : *choices) {
+          uint64_t ci = u64_at(c, "index").value_or(0);
+          if (const Json* fr = member(c, "finish_reason"); fr && fr->is_string()) facts_.finish_reason = fr->get<std::string>();
+          facts_.content_bytes += text_len(member(c, "text"));
+          if (const Json* m = member(c, "message")) {
+            facts_.content_bytes += text_len(member(*m, "content"));
+            if (const Json* tcs = member(*m, "tool_calls"); tcs && tcs->is_array()) {
+              uint64_t i = 0;
+              for (const Json& tc : *tcs) {
+                ToolCall& rec = tool_call(ci, i++);
+                rec.id = str_at(tc, "id");
+                if (const Json* f = member(tc, "function")) rec.name = str_at(*f, "name");
+              }
+            }
+          }
+        }
+      }
+      break;
+    case Api::kMessages:
+      if (std::string sr = str_at(body, "stop_reason"); !sr.empty()) facts_.finish_reason = sr;
+      if (const Json* blocks = member(body, "content"); blocks && blocks->is_array()) {
+        for (const Json& b : *blocks) {
+          facts_.content_bytes += text_len(member(b, "text"));
+          if (str_at(b, "type") == "tool_use") {
+            ToolCall& rec = tool_call(0, facts_.tool_calls.size());
+            rec.id = str_at(b, "id");
+            rec.name = str_at(b, "name");
+          }
+        }
+      }
+      break;
+    case Api::kResponses: {
+      if (const Json* out = member(body, "output"); out && out->is_array()) {
+        uint64_t i = 0;
+        for (const Json& item : *out) {
+          if (str_at(item, "type") == "function_call") {
+            ToolCall& rec = tool_call(0, i);
+            rec.id = str_at(item, "call_id");
+            rec.name = str_at(item, "name");
+          }
+          ++i;
+        }
+      }
+      // The Responses API has no finish_reason: map its status the way chat reports it.
+      std::string status = str_at(body, "status");
+      if (status == "completed") {
+        facts_.finish_reason = facts_.tool_calls.empty() ? "stop" : "tool_calls";
+      } else if (status == "incomplete") {
+        std::string reason;
+        if (const Json* d = member(body, "incomplete_details")) reason = str_at(*d, "reason");
+        facts_.finish_reason = reason == "max_output_tokens" ? "length" : (reason.empty() ? status : reason);
+      } else if (!status.empty()) {
+        facts_.finish_reason = status;
+      }
+      break;
+    }
+  }
+}
+
+}  // namespace dyn::serve

@@ -1,0 +1,89 @@
+// Observes a proxied response (SSE or JSON) for tracing: token timings, usage, finish reason and
+// tool calls for the four APIs the frontend serves, and hides the usage chunk it asked for.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "dyn/base/json.h"
+#include "dyn/http/proxy.h"
+
+namespace dyn::serve {
+
+/// The API of a request, from its path.
+enum class Api { kChat, kCompletions, kResponses, kMessages };
+const char* api_name(Api a);
+/// "/v1/chat/completions" -> kChat, ... ; nullopt for other paths (query string ignored).
+std::optional<Api> api_for_path(std::string_view path);
+
+/// One tool call of the response (SPEC 5.1 finish_reason_metadata.tool_calls).
+struct ToolCall {
+  uint64_t choice_index = 0;
+  uint64_t tool_call_index = 0;
+  std::string id;
+  std::string name;
+};
+
+/// What the tap learned about a response. Times are Clock::now_ms() readings; optional values
+/// are unset when the response did not say.
+struct ResponseFacts {
+  int status = 0;
+  bool event_stream = false;
+  std::optional<double> first_content_ms, second_content_ms, last_content_ms;
+  std::vector<double> inter_chunk_ms;       ///< gaps between consecutive content chunks
+  uint64_t content_chunks = 0;
+  uint64_t content_bytes = 0;                ///< UTF-8 bytes of generated text (for the estimate)
+  std::optional<uint64_t> input_tokens, output_tokens, cached_tokens;  ///< from `usage`
+  std::optional<std::string> finish_reason;
+  std::vector<ToolCall> tool_calls;
+  std::string model;                         ///< the response's model, "" when absent
+  bool error_event = false;                  ///< the stream carried an error event
+  uint64_t events = 0;                       ///< SSE events seen
+  uint64_t dropped_events = 0;               ///< usage-only chunks hidden from the client
+};
+
+/// StreamTap for the frontend. SSE bodies are split into events across arbitrary read
+/// boundaries (an event cut mid-JSON or mid-UTF-8 is held until complete, case 01) and relayed
+/// event by event; JSON bodies are relayed unchanged and parsed at the end.
+/// Content chunks (SPEC 7): chat `delta.content`, `delta.reasoning_content`/`reasoning`,
+/// `delta.tool_calls`; completions `text`; Anthropic `content_block_delta` text/thinking/
+/// partial_json; Responses `*.delta` events of output text, reasoning and function-call arguments.
+/// Role-only, usage-only (`choices: []`) and `[DONE]` events are not tokens (case 03).
+/// With `hide_usage_chunk` (the frontend added stream_options.include_usage for its own
+/// accounting) a chat/completions event with empty `choices` and a usage object is not relayed.
+/// `"usage": null` counts as absent. Not thread-safe (cpp-httplib calls it from one thread).
+class ResponseTap : public http::StreamTap {
+ public:
+  ResponseTap(Api api, bool hide_usage_chunk) : api_(api), hide_usage_(hide_usage_chunk) {}
+  /// Called once, on the relaying thread, at the first content chunk (e.g. to tell the router
+  /// that prefill is done).
+  void set_on_first_token(std::function<void()> f) { on_first_token_ = std::move(f); }
+
+  void on_response(int status, const httplib::Headers& headers, double arrival_ms) override;
+  void on_data(std::string_view data, double arrival_ms, std::string& out) override;
+  void on_end(double now_ms, std::string& out) override;
+
+  const ResponseFacts& facts() const { return facts_; }
+
+  /// Feeds one complete JSON response body (non-streaming) to the fact collector; public for tests.
+  void observe_body(const Json& body);
+
+ private:
+  /// Handles one complete SSE event; returns false to drop it from the relayed bytes.
+  bool on_event(std::string_view event_name, std::string_view data, double t);
+  void content(double t, uint64_t bytes);
+  void usage(const Json& u);
+  ToolCall& tool_call(uint64_t choice, uint64_t index);
+
+  Api api_;
+  bool hide_usage_;
+  std::function<void()> on_first_token_;
+  ResponseFacts facts_;
+  std::string pending_;  ///< bytes of an incomplete SSE event, or the JSON body so far
+};
+
+}  // namespace dyn::serve

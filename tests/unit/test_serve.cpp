@@ -1,0 +1,473 @@
+// Unit tests for lib/dyn/serve and the proxy helpers of lib/dyn/http: the response tap on the SSE
+// cases (01 split reads, 03 usage chunks), and the frontend in capture and serve mode against
+// scripted in-process upstreams on 127.0.0.1 (errors keep their status, a cut stream gives the
+// client an error, a disconnecting client cancels the upstream, request_end rows).
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <httplib.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include "dyn/base/json.h"
+#include "dyn/http/proxy.h"
+#include "dyn/http/server.h"
+#include "dyn/serve/frontend.h"
+#include "dyn/serve/response_tap.h"
+
+using dyn::Json;
+using namespace dyn::serve;
+
+namespace {
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+const std::string kCases = std::string(DYN_SHARED_DIR) + "/cases/";
+
+httplib::Headers sse_headers() { return {{"Content-Type", "text/event-stream"}}; }
+
+/// Feeds reads through a tap, returns what the client would see.
+std::string feed(ResponseTap& tap, const std::vector<std::string>& reads) {
+  tap.on_response(200, sse_headers(), 0);
+  std::string out;
+  double t = 1;
+  for (const auto& r : reads) tap.on_data(r, t++, out);
+  tap.on_end(t, out);
+  return out;
+}
+}  // namespace
+
+TEST_CASE("case 01: an event split mid-JSON and mid-UTF-8 across reads is kept whole") {
+  std::string dir = kCases + "01-sse-split-mid-json/";
+  std::string full = slurp(dir + "full.sse");
+  ResponseTap split(Api::kChat, false), whole(Api::kChat, false);
+  std::string out = feed(split, {slurp(dir + "read-1.bin"), slurp(dir + "read-2.bin"), slurp(dir + "read-3.bin")});
+  std::string out2 = feed(whole, {full});
+  CHECK(out == full);   // relayed byte for byte
+  CHECK(out2 == full);
+  CHECK(split.facts().events == 5);
+  CHECK(split.facts().finish_reason == std::optional<std::string>("stop"));
+  CHECK(split.facts().content_bytes == std::string("Grüße 日本").size());
+  CHECK(split.facts().content_chunks == whole.facts().content_chunks);
+  CHECK(split.facts().content_bytes == whole.facts().content_bytes);
+}
+
+TEST_CASE("case 03: usage from the final empty-choices chunk or the last content chunk; null usage is absent") {
+  std::string dir = kCases + "03-sse-usage-empty-choices/";
+  for (const char* name : {"stream-a.sse", "stream-b.sse"}) {
+    CAPTURE(name);
+    ResponseTap tap(Api::kChat, false);
+    std::string in = slurp(dir + name);
+    // One byte per read: the worst split there is.
+    std::vector<std::string> reads;
+    for (char c : in) reads.emplace_back(1, c);
+    std::string out = feed(tap, reads);
+    CHECK(out == in);
+    CHECK(tap.facts().input_tokens == std::optional<uint64_t>(17));
+    CHECK(tap.facts().output_tokens == std::optional<uint64_t>(3));
+    CHECK(tap.facts().finish_reason == std::optional<std::string>("stop"));
+    CHECK(tap.facts().content_bytes == std::string("Hi there!").size());
+  }
+  {
+    // stream-a: the usage chunk is no token arrival: the last content time stays at "!".
+    ResponseTap tap(Api::kChat, false);
+    std::string in = slurp(dir + "stream-a.sse");
+    tap.on_response(200, sse_headers(), 0);
+    std::string out;
+    size_t pos = 0;
+    double t = 0;
+    while (pos < in.size()) {  // one event per read, at t = 1, 2, ...
+      size_t e = in.find("\n\n", pos) + 2;
+      tap.on_data(std::string_view(in).substr(pos, e - pos), ++t, out);
+      pos = e;
+    }
+    CHECK(tap.facts().first_content_ms == std::optional<double>(2));
+    CHECK(tap.facts().last_content_ms == std::optional<double>(4));
+    CHECK(tap.facts().inter_chunk_ms.size() == 2);
+  }
+  {
+    ResponseTap tap(Api::kChat, false);
+    feed(tap, {slurp(dir + "stream-c.sse")});
+    CHECK_FALSE(tap.facts().input_tokens.has_value());
+    CHECK_FALSE(tap.facts().output_tokens.has_value());
+    CHECK(tap.facts().content_bytes == std::string("Hi there!").size());
+  }
+  {
+    // The frontend asked for usage on the client's behalf: the usage-only chunk is hidden.
+    ResponseTap tap(Api::kChat, true);
+    std::string in = slurp(dir + "stream-a.sse");
+    std::string out = feed(tap, {in});
+    CHECK(out.find("\"usage\"") == std::string::npos);
+    CHECK(out.find("[DONE]") != std::string::npos);
+    CHECK(tap.facts().dropped_events == 1);
+    CHECK(tap.facts().output_tokens == std::optional<uint64_t>(3));
+  }
+}
+
+TEST_CASE("tool calls, Anthropic and Responses streams") {
+  ResponseTap chat(Api::kChat, false);
+  feed(chat, {"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"spawn_agent\",\"arguments\":\"\"}}]}}]}\n\n"
+              "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"});
+  REQUIRE(chat.facts().tool_calls.size() == 1);
+  CHECK(chat.facts().tool_calls[0].id == "call_1");
+  CHECK(chat.facts().tool_calls[0].name == "spawn_agent");
+  CHECK(chat.facts().finish_reason == std::optional<std::string>("tool_calls"));
+
+  ResponseTap msg(Api::kMessages, false);
+  feed(msg, {"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude\",\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":90,\"output_tokens\":1}}}\n\n"
+             "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Agent\",\"input\":{}}}\n\n"
+             "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n"
+             "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":7}}\n\n"});
+  CHECK(msg.facts().input_tokens == std::optional<uint64_t>(100));
+  CHECK(msg.facts().cached_tokens == std::optional<uint64_t>(90));
+  CHECK(msg.facts().output_tokens == std::optional<uint64_t>(7));
+  CHECK(msg.facts().finish_reason == std::optional<std::string>("tool_use"));
+  REQUIRE(msg.facts().tool_calls.size() == 1);
+  CHECK(msg.facts().tool_calls[0].name == "Agent");
+  CHECK(msg.facts().model == "claude");
+
+  ResponseTap resp(Api::kResponses, false);
+  feed(resp, {"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"call_id\":\"call_9\",\"name\":\"spawn_agent\",\"arguments\":\"\"}}\n\n"
+              "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"delta\":\"{}\"}\n\n"
+              "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"model\":\"m\",\"usage\":{\"input_tokens\":50,\"output_tokens\":5,\"input_tokens_details\":{\"cached_tokens\":32}}}}\n\n"});
+  CHECK(resp.facts().input_tokens == std::optional<uint64_t>(50));
+  CHECK(resp.facts().cached_tokens == std::optional<uint64_t>(32));
+  CHECK(resp.facts().finish_reason == std::optional<std::string>("tool_calls"));
+  REQUIRE(resp.facts().tool_calls.size() == 1);
+  CHECK(resp.facts().tool_calls[0].id == "call_9");
+}
+
+TEST_CASE("upstream URLs") {
+  auto u = dyn::http::UpstreamUrl::parse("http://127.0.0.1:8000/v1/");
+  REQUIRE(u.ok());
+  CHECK(u->scheme_host_port == "http://127.0.0.1:8000");
+  CHECK(u->path_prefix == "");
+  CHECK_FALSE(dyn::http::UpstreamUrl::parse("127.0.0.1:8000").ok());
+}
+
+namespace {
+
+/// A scripted upstream on 127.0.0.1 (port 0). The request header x-test-mode picks the script:
+/// "error" 503 with a JSON error; "cut" one chunk then the connection drops; "slow" a chunk every
+/// 20 ms for up to 5 s (counts chunks written, to see cancellation); anything else a normal
+/// three-chunk stream (or a JSON body when not streaming).
+struct ScriptedUpstream {
+  httplib::Server svr;
+  std::thread th;
+  int port = 0;
+  std::atomic<int> slow_chunks{0};
+  std::atomic<bool> slow_ended{false};
+  std::mutex mu;
+  std::vector<Json> bodies;
+  std::vector<std::string> auth;
+
+  ScriptedUpstream() {
+    svr.new_task_queue = [] { return new httplib::ThreadPool(16); };
+    svr.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+    svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+      Json body = Json::parse(req.body);
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        bodies.push_back(body);
+        auth.push_back(req.get_header_value("Authorization"));
+      }
+      std::string mode = req.get_header_value("x-test-mode");
+      bool usage = body.contains("stream_options") && body["stream_options"].value("include_usage", false);
+      if (mode == "error") {
+        res.status = 503;
+        res.set_content(R"({"error":{"message":"overloaded","type":"service_unavailable","code":503}})", "application/json");
+        return;
+      }
+      if (!body.value("stream", false)) {
+        res.set_content(R"({"id":"x","model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"Hello world"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}})",
+                        "application/json");
+        return;
+      }
+      res.set_chunked_content_provider("text/event-stream", [this, mode, usage, i = 0](size_t, httplib::DataSink& sink) mutable {
+        auto chunk = [](const std::string& text) {
+          return "data: {\"model\":\"up\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + text + "\"},\"finish_reason\":null}]}\n\n";
+        };
+        if (mode == "slow") {
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          std::string c = chunk("tok");
+          if (!sink.write(c.data(), c.size()) || ++i > 250) {
+            slow_ended = true;
+            return false;
+          }
+          slow_chunks++;
+          return true;
+        }
+        if (mode == "cut") {
+          std::string c = chunk("partial");
+          sink.write(c.data(), c.size());
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          return false;
+        }
+        std::string all;
+        for (const char* t : {"Hel", "lo ", "you"}) {
+          std::string c = chunk(t);
+          sink.write(c.data(), c.size());
+          std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        }
+        all = "data: {\"model\":\"up\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+        if (usage) all += "data: {\"model\":\"up\",\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":32}}}\n\n";
+        all += "data: [DONE]\n\n";
+        sink.write(all.data(), all.size());
+        sink.done();
+        return true;
+      });
+    });
+    port = svr.bind_to_any_port("127.0.0.1");
+    th = std::thread([this] { svr.listen_after_bind(); });
+    while (!svr.is_running()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ~ScriptedUpstream() {
+    svr.stop();
+    th.join();
+  }
+  std::string url() const { return "http://127.0.0.1:" + std::to_string(port); }
+};
+
+struct RunningFrontend {
+  std::unique_ptr<Frontend> fe;
+  std::thread th;
+  int port = 0;
+  explicit RunningFrontend(FrontendOptions o) {
+    fe = std::make_unique<Frontend>(std::move(o));
+    auto p = fe->bind();
+    REQUIRE(p.ok());
+    port = *p;
+    th = std::thread([this] { fe->serve(); });
+  }
+  void stop() {
+    if (th.joinable()) {
+      fe->stop();
+      th.join();
+    }
+  }
+  ~RunningFrontend() { stop(); }
+};
+
+std::string temp_prefix(const char* name) {
+  return "/tmp/dyn-unit-serve-" + std::to_string(::getpid()) + "-" + name;
+}
+
+std::vector<Json> read_rows(const std::string& path) {
+  std::vector<Json> rows;
+  std::ifstream f(path);
+  std::string line;
+  while (std::getline(f, line)) rows.push_back(Json::parse(line));
+  return rows;
+}
+
+FrontendOptions base_options(const std::string& trace_path) {
+  FrontendOptions o;
+  o.listen.port = 0;
+  o.listen.threads = 32;
+  o.trace = true;
+  o.trace_file.prefix = trace_path;
+  o.trace_file.gzip = false;
+  o.health_interval_ms = 100;
+  return o;
+}
+
+const char* kChatStream = R"({"model":"m","stream":true,"messages":[{"role":"user","content":"hello there, this is a prompt"}]})";
+
+}  // namespace
+
+TEST_CASE("capture: streams relayed as they arrive, usage hidden, errors keep status, rows written") {
+  ScriptedUpstream up;
+  std::string trace = temp_prefix("capture.jsonl");
+  std::remove(trace.c_str());
+  FrontendOptions o = base_options(trace);
+  o.capture = true;
+  o.workers = {up.url()};
+  RunningFrontend fe(o);
+  httplib::Client cli("127.0.0.1", fe.port);
+  cli.set_read_timeout(std::chrono::seconds(10));
+
+  // Streaming without include_usage: the client never sees the usage chunk; the row has usage.
+  httplib::Headers h = {{"x-dynamo-session-id", "research-run-42:researcher"},
+                        {"x-dynamo-parent-session-id", "research-run-42:planner"},
+                        {"Authorization", "Bearer sk-secret"},
+                        {"x-request-id", "rid-1"}};
+  std::string got;
+  httplib::Request r;
+  r.method = "POST";
+  r.path = "/v1/chat/completions";
+  r.headers = h;
+  r.body = kChatStream;
+  r.headers.emplace("Content-Type", "application/json");
+  std::vector<double> arrivals;
+  auto t0 = std::chrono::steady_clock::now();
+  r.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+    got.append(d, n);
+    arrivals.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    return true;
+  };
+  httplib::Response res;
+  httplib::Error err;
+  REQUIRE(cli.send(r, res, err));
+  CHECK(res.status == 200);
+  CHECK(got.find("\"usage\"") == std::string::npos);
+  CHECK(got.find("Hel") != std::string::npos);
+  CHECK(got.find("[DONE]") != std::string::npos);
+  CHECK(arrivals.size() >= 2);  // flushed per chunk, not buffered to the end
+  {
+    std::lock_guard<std::mutex> lk(up.mu);
+    REQUIRE(up.bodies.size() == 1);
+    CHECK(up.bodies[0]["stream_options"]["include_usage"] == true);
+    CHECK(up.auth[0] == "Bearer sk-secret");  // credentials forwarded
+  }
+
+  // An upstream error keeps its status and body.
+  auto e = cli.Post("/v1/chat/completions", {{"x-test-mode", "error"}}, kChatStream, "application/json");
+  REQUIRE(e);
+  CHECK(e->status == 503);
+  CHECK(e->body.find("overloaded") != std::string::npos);
+
+  // Malformed JSON: 400 with an OpenAI-style error body; the server keeps serving.
+  auto bad = cli.Post("/v1/chat/completions", "{not json", "application/json");
+  REQUIRE(bad);
+  CHECK(bad->status == 400);
+  CHECK(Json::parse(bad->body)["error"]["type"] == "invalid_request_error");
+
+  // Non-streaming: a plain JSON body with a Content-Length.
+  auto plain = cli.Post("/v1/chat/completions", R"({"model":"m","messages":[{"role":"user","content":"hi"}]})", "application/json");
+  REQUIRE(plain);
+  CHECK(plain->status == 200);
+  CHECK(Json::parse(plain->body)["choices"][0]["message"]["content"] == "Hello world");
+
+  // A cut stream: the client gets an error event and an incomplete response, not a hang.
+  std::string cut_body;
+  httplib::Request rc = r;
+  rc.headers.emplace("x-test-mode", "cut");
+  rc.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) { cut_body.append(d, n); return true; };
+  httplib::Response cres;
+  cli.send(rc, cres, err);
+  CHECK(cut_body.find("partial") != std::string::npos);
+  CHECK(cut_body.find("stream_cut") != std::string::npos);
+
+  // A client that goes away mid-stream stops the upstream request.
+  httplib::Client c2("127.0.0.1", fe.port);
+  httplib::Request rs = r;
+  rs.headers.emplace("x-test-mode", "slow");
+  int seen = 0;
+  rs.content_receiver = [&](const char*, size_t, uint64_t, uint64_t) { return ++seen < 3; };
+  httplib::Response sres;
+  c2.send(rs, sres, err);
+  for (int i = 0; i < 100 && !up.slow_ended; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  CHECK(up.slow_ended.load());
+  CHECK(up.slow_chunks.load() < 50);
+
+  fe.stop();  // flushes the trace
+  auto rows = read_rows(trace);
+  REQUIRE(rows.size() == 6);
+  const Json& first = rows[0];
+  CHECK(first["event_type"] == "request_end");
+  CHECK(first["event_source"] == "router");
+  CHECK(first["agent_context"]["session_id"] == "research-run-42:researcher");
+  CHECK(first["agent_context"]["parent_session_id"] == "research-run-42:planner");
+  CHECK(first["request"]["x_request_id"] == "rid-1");
+  CHECK(first["request"]["input_tokens"] == 40);
+  CHECK(first["request"]["output_tokens"] == 3);
+  CHECK(first["request"]["cached_tokens"] == 32);
+  CHECK(first["request"]["finish_reason_metadata"]["finish_reason"] == "stop");
+  CHECK(first["request"]["ttft_ms"].get<double>() > 0);
+  CHECK(first["request"]["avg_itl_ms"].get<double>() > 0);
+  CHECK(first["request"]["replay"]["trace_block_size"] == 64);
+  CHECK_FALSE(first["request"].contains("worker"));
+  CHECK(first["dyn"]["status"] == "ok");
+  std::string all;
+  for (const auto& row : rows) all += row.dump();
+  CHECK(all.find("sk-secret") == std::string::npos);       // never credentials
+  CHECK(all.find("hello there") == std::string::npos);     // never prompts
+  CHECK(all.find("Hello world") == std::string::npos);     // never responses
+  CHECK(rows[1]["dyn"]["error"]["code"] == 503);
+  CHECK(rows[2]["dyn"]["error"]["code"] == 400);
+  CHECK(rows[3]["request"]["output_tokens"] == 2);
+  CHECK(rows[4]["dyn"]["error"]["type"] == "stream_cut");
+  CHECK(rows[5]["dyn"]["status"] == "cancelled");
+  std::remove(trace.c_str());
+}
+
+TEST_CASE("serve: x-dyn-worker, bindings, identity errors, 404, unreachable worker") {
+  ScriptedUpstream a, b;
+  std::string trace = temp_prefix("serve.jsonl");
+  std::remove(trace.c_str());
+  FrontendOptions o = base_options(trace);
+  o.workers = {a.url(), b.url()};
+  o.router.affinity_ttl_secs = 300;
+  RunningFrontend fe(o);
+  httplib::Client cli("127.0.0.1", fe.port);
+  std::string worker;
+  for (int i = 0; i < 4; ++i) {
+    auto r = cli.Post("/v1/chat/completions", {{"x-session-id", "s1"}}, kChatStream, "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    if (i == 0) worker = r->get_header_value("x-dyn-worker");
+    CHECK(r->get_header_value("x-dyn-worker") == worker);
+  }
+  auto bj = cli.Get("/v1/bindings");
+  REQUIRE(bj);
+  Json bindings = Json::parse(bj->body);
+  REQUIRE(bindings["count"] == 1);
+  CHECK(bindings["bindings"][0]["key"] == "s1");
+  CHECK(std::to_string(bindings["bindings"][0]["worker"].get<uint64_t>()) == worker);
+  CHECK(bindings["bindings"][0]["active_leases"] == 0);
+
+  auto longid = cli.Post("/v1/chat/completions", {{"x-session-id", std::string(257, 'a')}}, kChatStream, "application/json");
+  REQUIRE(longid);
+  CHECK(longid->status == 400);
+  auto nf = cli.Post("/v1/nope", "{}", "application/json");
+  REQUIRE(nf);
+  CHECK(nf->status == 404);
+  CHECK(Json::parse(nf->body)["error"]["code"] == 404);
+  auto m = cli.Get("/metrics");
+  REQUIRE(m);
+  CHECK(m->body.find("dyn_router_bindings_total{outcome=\"hit\"} 3") != std::string::npos);
+  fe.stop();
+  auto rows = read_rows(trace);
+  REQUIRE(rows.size() == 5);  // the 404 is no API request: no row
+  CHECK(rows[0]["dyn"]["binding"] == "new");
+  CHECK(rows[1]["dyn"]["binding"] == "hit");
+  CHECK(rows[1]["request"]["worker"]["decode_worker_id"].get<int>() == std::stoi(worker));
+  std::remove(trace.c_str());
+}
+
+TEST_CASE("serve: a dead worker is retried elsewhere; all dead gives 503 or 502, never a hang") {
+  ScriptedUpstream a;
+  // A port that refuses connections: bound (to learn a free number) but never listening.
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in sa{};
+  sa.sin_family = AF_INET;
+  sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) == 0);
+  socklen_t len = sizeof sa;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+  int dead_port = ntohs(sa.sin_port);
+  FrontendOptions o = base_options(temp_prefix("dead.jsonl"));
+  o.trace = false;
+  o.health_interval_ms = 60000;  // only the dispatch failure can notice the dead worker
+  o.workers = {"http://127.0.0.1:" + std::to_string(dead_port), a.url()};
+  RunningFrontend fe(o);
+  httplib::Client cli("127.0.0.1", fe.port);
+  for (int i = 0; i < 3; ++i) {
+    auto r = cli.Post("/v1/chat/completions", kChatStream, "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(r->get_header_value("x-dyn-worker") == "1");
+  }
+  ::close(fd);
+}
