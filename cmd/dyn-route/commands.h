@@ -7,3 +7,4 @@
 
 void setup_normalize(CLI::App& app, dyn::cli::Dispatch& dispatch);
 void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch);
+void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch);

@@ -6,6 +6,7 @@ int main(int argc, char** argv) {
   dyn::cli::Dispatch dispatch(app);
   setup_normalize(app, dispatch);
   setup_decide(app, dispatch);
+  setup_serve(app, dispatch);
   app.require_subcommand(1);
   return dyn::cli::run_tool(argc, argv, app, [&] { return dispatch.run(); });
 }

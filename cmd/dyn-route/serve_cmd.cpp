@@ -1,0 +1,42 @@
+// dyn-route serve: the live session-aware frontend (router flags, trace flags) -> serve::Frontend.
+#include <memory>
+
+#include "commands.h"
+#include "frontend_flags.h"
+#include "router_flags.h"
+
+void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
+  struct Opts {
+    dyn::cmd::FrontendFlags front;
+    dyn::cmd::RouterFlags router;
+    std::vector<std::string> workers;
+    uint64_t seed = 0;
+    double health_interval_ms = 1000;
+    double health_timeout_ms = 1000;
+  };
+  auto o = std::make_shared<Opts>();
+  CLI::App* sub = app.add_subcommand(
+      "serve", "Live OpenAI/Anthropic-compatible frontend: session-aware routing to workers, request tracing");
+  sub->add_option("--worker", o->workers, "Worker base URL (repeat; worker ids 0..N-1 in this order)")
+      ->required()
+      ->type_name("URL");
+  sub->add_option("--seed", o->seed, "Seed of every random routing choice")->capture_default_str();
+  sub->add_option("--health-interval-ms", o->health_interval_ms, "Poll each worker's GET /health this often")
+      ->capture_default_str()
+      ->check(CLI::Range(10.0, 3.6e6));
+  sub->add_option("--health-timeout-ms", o->health_timeout_ms, "A /health poll slower than this marks the worker unhealthy")
+      ->capture_default_str()
+      ->check(CLI::Range(1.0, 3.6e6));
+  o->front.add(*sub, /*trace_always_on=*/false);
+  dyn::cmd::add_router_flags(*sub, o->router);
+  dispatch.add(sub, [o] {
+    o->front.apply(false);
+    dyn::serve::FrontendOptions opt = o->front.opt;
+    opt.workers = o->workers;
+    opt.router = o->router.config(o->seed);
+    opt.health_interval_ms = o->health_interval_ms;
+    opt.health_timeout_ms = o->health_timeout_ms;
+    opt.tool_name = "dyn-route";
+    return dyn::cmd::run_frontend(opt);
+  });
+}
