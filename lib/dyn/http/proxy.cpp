@@ -263,7 +263,10 @@ void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
   }
   res.status = status_;
   for (const auto& [k, v] : headers_) {
-    if (response_header_copyable(k)) res.headers.emplace(k, v);
+    if (!response_header_copyable(k)) continue;
+    bool replaced = false;  // the proxy's own value wins (e.g. a worker's x-dyn-worker)
+    for (const auto& e : extra_headers) replaced = replaced || header_name_equal(k, e.first);
+    if (!replaced) res.headers.emplace(k, v);
   }
   for (const auto& [k, v] : extra_headers) res.headers.emplace(k, v);
   std::string ct = content_type();
@@ -334,9 +337,12 @@ void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
           sink.done();
           return true;
         }
+        // Record the cut before the client can see it, so a client that retries at once meets
+        // a router that already knows the worker failed.
+        *result = ProxyOutcome::Kind::kStreamCut;
+        self->finish_once(ProxyOutcome::Kind::kStreamCut);
         tail += cut_event(err);
         sink.write(tail.data(), tail.size());
-        *result = ProxyOutcome::Kind::kStreamCut;
         return false;  // abort the chunked body: the client sees an incomplete response
       },
       [self, result](bool success) {

@@ -1,0 +1,68 @@
+# Helpers for e2e tests that start real servers on 127.0.0.1 (sourced, not a test). Every process
+# started here is stopped when the test's shell exits, whatever happens.
+_dyn_pids=()
+_dyn_cleanup() {
+  local p
+  for p in "${_dyn_pids[@]}"; do kill "$p" 2>/dev/null; done
+  for p in "${_dyn_pids[@]}"; do wait "$p" 2>/dev/null; done
+}
+trap _dyn_cleanup EXIT
+
+# wait_file FILE: waits (up to 10 s) until FILE is non-empty.
+wait_file() {
+  local i
+  for i in $(seq 1 200); do [[ -s "$1" ]] && return 0; sleep 0.05; done
+  echo "timed out waiting for $1" >&2
+  return 1
+}
+
+# start_mocker NAME [ARGS...]: starts dyn-mocker on a free port; sets NAME_url and NAME_pid.
+start_mocker() {
+  local name=$1; shift
+  rm -f "$name.port"
+  dyn-mocker --port 0 --port-file "$name.port" "$@" >"$name.log" 2>&1 &
+  local pid=$!
+  _dyn_pids+=("$pid")
+  wait_file "$name.port" || return 1
+  printf -v "${name}_url" 'http://127.0.0.1:%s' "$(cat "$name.port")"
+  printf -v "${name}_pid" '%s' "$pid"
+}
+
+# start_router NAME [ARGS...]: starts dyn-route serve on a free port; sets NAME_url and NAME_pid.
+start_router() {
+  local name=$1; shift
+  rm -f "$name.port"
+  dyn-route serve --port 0 --port-file "$name.port" "$@" >"$name.log" 2>&1 &
+  local pid=$!
+  _dyn_pids+=("$pid")
+  wait_file "$name.port" || return 1
+  printf -v "${name}_url" 'http://127.0.0.1:%s' "$(cat "$name.port")"
+  printf -v "${name}_pid" '%s' "$pid"
+}
+
+# stop PID: SIGTERM and wait (the frontends flush their traces on SIGTERM).
+stop() {
+  kill "$1" 2>/dev/null
+  wait "$1" 2>/dev/null
+  return 0
+}
+
+# chat URL SESSION_HEADERS_JSON MESSAGES_JSON [MAX_TOKENS]: one streamed chat completion through
+# curl; prints the x-dyn-worker header value ("-" when absent) and the HTTP status.
+chat() {
+  local url=$1 headers=$2 messages=$3 max=${4:-4}
+  local args=() k v
+  while IFS=$'\t' read -r k v; do args+=(-H "$k: $v"); done < <(jq -r 'to_entries[] | [.key, .value] | @tsv' <<<"$headers")
+  curl -sS -N -D hdr.txt -o body.txt "${args[@]}" -H 'content-type: application/json' \
+    "$url/v1/chat/completions" \
+    -d "{\"model\":\"mock-model\",\"stream\":true,\"max_tokens\":$max,\"messages\":$messages}"
+  local w
+  w=$(tr -d '\r' <hdr.txt | awk -F': ' 'tolower($1)=="x-dyn-worker"{print $2}')
+  echo "${w:--} $(head -1 hdr.txt | awk '{print $2}')"
+}
+
+# grow MESSAGES_JSON TURN: appends an assistant reply and the next user message (deterministic).
+grow() {
+  jq -c --arg t "$2" '. + [{"role":"assistant","content":("reply " + $t + " " + ("lorem ipsum dolor sit amet " * 8))},
+                           {"role":"user","content":("turn " + $t + " question " + ("consectetur adipiscing elit " * 6))}]' <<<"$1"
+}
