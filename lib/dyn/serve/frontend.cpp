@@ -377,12 +377,12 @@ Json Frontend::Impl::request_end_row(const Exchange& ex, const http::ProxyOutcom
   if (!ex.x_request_id.empty()) r["x_request_id"] = ex.x_request_id;
   std::string model = f && !f->model.empty() ? f->model : ex.model;
   if (!model.empty()) r["model"] = model;
-  bool estimated = false;
+  bool in_estimated = false, out_estimated = false;
   uint64_t in = ex.input_length, outt = 0;
   if (f && f->input_tokens) {
     in = *f->input_tokens;
   } else {
-    estimated = true;
+    in_estimated = true;
   }
   r["input_tokens"] = in;
   if (f && (f->output_tokens || f->content_bytes > 0 || out)) {
@@ -390,7 +390,7 @@ Json Frontend::Impl::request_end_row(const Exchange& ex, const http::ProxyOutcom
       outt = *f->output_tokens;
     } else {
       outt = tokens::token_count(f->content_bytes);  // SPEC 4.2 estimate when usage is absent
-      estimated = true;
+      out_estimated = true;
     }
     r["output_tokens"] = outt;
   }
@@ -451,7 +451,8 @@ Json Frontend::Impl::request_end_row(const Exchange& ex, const http::ProxyOutcom
   if (ex.stream && f && !f->inter_chunk_ms.empty()) d["inter_chunk_ms"] = f->inter_chunk_ms;
   if (latency) d["request_latency_ms"] = *latency;
   if (!ex.binding.empty()) d["binding"] = ex.binding;
-  if (estimated) d["tokens_estimated"] = true;
+  if (in_estimated) d["input_tokens_estimated"] = true;
+  if (out_estimated && r.contains("output_tokens")) d["output_tokens_estimated"] = true;
   row["dyn"] = std::move(d);
   return row;
 }
