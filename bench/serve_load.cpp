@@ -1,0 +1,125 @@
+// Load client for the serve benchmarks: C concurrent clients, each looping streamed chat
+// completions (optionally as one agent session per client whose conversation grows every turn)
+// for a fixed time; prints TTFT percentiles, throughput and errors as one JSON line.
+// Usage: serve_load URL CONCURRENCY SECONDS [--sessions] [--max-tokens N]
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <httplib.h>
+
+#include "dyn/base/json.h"
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_since(Clock::time_point t) { return std::chrono::duration<double, std::milli>(Clock::now() - t).count(); }
+double pct(std::vector<double>& v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  double pos = (v.size() - 1) * q / 100.0;
+  size_t lo = static_cast<size_t>(pos);
+  size_t hi = std::min(lo + 1, v.size() - 1);
+  return v[lo] + (v[hi] - v[lo]) * (pos - lo);
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 4) {
+    std::fprintf(stderr, "usage: serve_load URL CONCURRENCY SECONDS [--sessions] [--max-tokens N]\n");
+    return 2;
+  }
+  std::string url = argv[1];
+  int conc = std::atoi(argv[2]);
+  double secs = std::atof(argv[3]);
+  bool sessions = false;
+  int max_tokens = 16;
+  for (int i = 4; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--sessions") sessions = true;
+    if (a == "--max-tokens" && i + 1 < argc) max_tokens = std::atoi(argv[++i]);
+  }
+  std::mutex mu;
+  std::vector<double> ttfts, totals;
+  std::atomic<uint64_t> ok{0}, errors{0}, chunks_total{0};
+  auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
+  auto start = Clock::now();
+  std::vector<std::thread> threads;
+  for (int c = 0; c < conc; ++c) {
+    threads.emplace_back([&, c] {
+      httplib::Client cli(url);
+      cli.set_keep_alive(true);
+      cli.set_read_timeout(std::chrono::seconds(60));
+      cli.set_connection_timeout(std::chrono::seconds(10));
+      dyn::Json messages = dyn::Json::array();
+      messages.push_back({{"role", "system"}, {"content", "You are a benchmark assistant. Be brief and exact in every answer you give."}});
+      int turn = 0;
+      std::vector<double> my_ttft, my_total;
+      while (Clock::now() < deadline) {
+        ++turn;
+        messages.push_back({{"role", "user"}, {"content", "client " + std::to_string(c) + " turn " + std::to_string(turn) +
+                                                          " asks a question about caching and routing"}});
+        dyn::Json body = {{"model", "mock-model"}, {"stream", true}, {"max_tokens", max_tokens}, {"messages", messages}};
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/chat/completions";
+        req.headers.emplace("Content-Type", "application/json");
+        if (sessions) req.headers.emplace("x-session-id", "bench-session-" + std::to_string(c));
+        req.body = body.dump();
+        auto t0 = Clock::now();
+        double ttft = -1;
+        uint64_t chunks = 0;
+        std::string tail;
+        req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+          std::string_view s(d, n);
+          if (ttft < 0 && s.find("\"content\":\"") != std::string_view::npos) ttft = ms_since(t0);
+          for (size_t p = s.find("\"content\":\""); p != std::string_view::npos; p = s.find("\"content\":\"", p + 1)) ++chunks;
+          tail.assign(s.substr(s.size() > 32 ? s.size() - 32 : 0));
+          return true;
+        };
+        httplib::Response res;
+        httplib::Error err;
+        bool sent = cli.send(req, res, err);
+        double total = ms_since(t0);
+        if (!sent || res.status != 200 || tail.find("[DONE]") == std::string::npos || ttft < 0) {
+          errors++;
+          if (errors.load() <= 3) std::fprintf(stderr, "error: %s status %d\n", httplib::to_string(err).c_str(), res.status);
+          messages.erase(messages.end() - 1);
+          continue;
+        }
+        ok++;
+        chunks_total += chunks;
+        my_ttft.push_back(ttft);
+        my_total.push_back(total);
+        if (sessions) {
+          messages.push_back({{"role", "assistant"}, {"content", "an answer of about sixteen tokens for turn " + std::to_string(turn)}});
+          if (messages.size() > 41) messages.erase(messages.begin() + 1, messages.begin() + 3);  // bounded history
+        } else {
+          messages.erase(messages.end() - 1);
+        }
+      }
+      std::lock_guard<std::mutex> lk(mu);
+      ttfts.insert(ttfts.end(), my_ttft.begin(), my_ttft.end());
+      totals.insert(totals.end(), my_total.begin(), my_total.end());
+    });
+  }
+  for (auto& t : threads) t.join();
+  double wall = ms_since(start) / 1000.0;
+  dyn::Json out = {{"concurrency", conc},
+                   {"seconds", wall},
+                   {"requests_ok", ok.load()},
+                   {"errors", errors.load()},
+                   {"requests_per_s", ok.load() / wall},
+                   {"chunks_per_s", chunks_total.load() / wall},
+                   {"ttft_p50_ms", pct(ttfts, 50)},
+                   {"ttft_p90_ms", pct(ttfts, 90)},
+                   {"ttft_p99_ms", pct(ttfts, 99)},
+                   {"total_p50_ms", pct(totals, 50)}};
+  std::printf("%s\n", out.dump().c_str());
+  return errors.load() == 0 ? 0 : 1;
+}
