@@ -333,7 +333,10 @@ void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
             *result = ProxyOutcome::Kind::kCancelled;
             return false;
           }
+          // End the exchange (lease, trace row) before the terminating chunk, so a client that
+          // sends its next turn at once finds the previous lease released.
           *result = ProxyOutcome::Kind::kOk;
+          self->finish_once(ProxyOutcome::Kind::kOk);
           sink.done();
           return true;
         }
