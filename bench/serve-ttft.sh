@@ -19,10 +19,10 @@ for _ in $(seq 100); do [[ -s "$work/m.port" ]] && break; sleep 0.05; done
 pids+=($!)
 for _ in $(seq 100); do [[ -s "$work/r.port" ]] && break; sleep 0.05; done
 load="$build/bench/serve_load"
-"$load" "http://127.0.0.1:$(cat "$work/m.port")" 32 2 >/dev/null  # warm up both paths
-"$load" "http://127.0.0.1:$(cat "$work/r.port")" 32 2 >/dev/null
-direct=$("$load" "http://127.0.0.1:$(cat "$work/m.port")" "$n" "$secs")
-routed=$("$load" "http://127.0.0.1:$(cat "$work/r.port")" "$n" "$secs")
+"$load" "http://127.0.0.1:$(cat "$work/m.port")" 32 2 >/dev/null || true  # warm up both paths
+"$load" "http://127.0.0.1:$(cat "$work/r.port")" 32 2 >/dev/null || true
+direct=$("$load" "http://127.0.0.1:$(cat "$work/m.port")" "$n" "$secs" || true)
+routed=$("$load" "http://127.0.0.1:$(cat "$work/r.port")" "$n" "$secs" || true)
 echo "direct: $direct"
 echo "routed: $routed"
 jq -n -r --argjson d "$direct" --argjson r "$routed" '

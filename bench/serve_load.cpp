@@ -85,6 +85,13 @@ int main(int argc, char** argv) {
         httplib::Response res;
         httplib::Error err;
         bool sent = cli.send(req, res, err);
+        if (!sent && res.status == -1 && tail.empty()) {
+          // A keep-alive connection the server closed just now (httplib servers close after
+          // their keep-alive count): resend once on a fresh connection, as HTTP clients do.
+          t0 = Clock::now();
+          res = httplib::Response();
+          sent = cli.send(req, res, err);
+        }
         double total = ms_since(t0);
         if (!sent || res.status != 200 || tail.find("[DONE]") == std::string::npos || ttft < 0) {
           errors++;
