@@ -1,6 +1,8 @@
 // Server helpers: binding with --port 0 / --port-file, signal watcher, OpenAI-style errors.
 #include "dyn/http/server.h"
 
+#include "dyn/http/pool.h"
+
 #include <csignal>
 #include <cstdio>
 #include <ctime>
@@ -24,6 +26,9 @@ Expected<int> bind_server(httplib::Server& server, const ListenOptions& o) {
   } else if (!server.bind_to_port(o.host, port)) {
     return Error{"cannot bind " + o.host + ":" + std::to_string(port) + " (in use?)", kExitIo};
   }
+  // cpp-httplib 0.11 listens with a backlog of 5: a burst of connects (1,000 sessions starting
+  // together) would overflow it and clients would see resets.
+  widen_listen_backlog(port);
   if (!o.port_file.empty()) {
     std::string tmp = o.port_file + ".tmp." + std::to_string(::getpid());
     {
