@@ -7,10 +7,12 @@
 # (dyn-bench), prints one table and writes report.html. Every process it starts is stopped at the
 # end, also on Ctrl-C.
 # Usage: scripts/quickstart.sh [OUT_DIR]   (default: ./quickstart-out)
-# Env: DYN_QUICKSTART_SPEEDUP (default 100: the hour-long slice and the engine run 100x faster).
+# Env: DYN_QUICKSTART_SPEEDUP (default 100: the hour-long slice and the engine run 100x faster),
+#      DYN_QUICKSTART_SESSIONS (replay only the first N sessions; the tests use it),
+#      DYN_SETUP_SKIP=1 (do not run scripts/setup.sh: the build exists already).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-"$root/scripts/setup.sh"
+[[ "${DYN_SETUP_SKIP:-}" == 1 ]] || "$root/scripts/setup.sh"
 bin="$root/build/bin"
 out="${1:-$PWD/quickstart-out}"
 workload="$root/data/quickstart/conversation-slice.jsonl"
@@ -18,6 +20,12 @@ speedup="${DYN_QUICKSTART_SPEEDUP:-100}"
 block_size=64
 kv_blocks=4096   # 262,144 tokens per worker: the slice's working set is ~650,000 tokens
 rm -rf "$out" && mkdir -p "$out"
+if [[ -n "${DYN_QUICKSTART_SESSIONS:-}" ]]; then
+  jq -c -s --argjson n "$DYN_QUICKSTART_SESSIONS" \
+    '(map(.session_id) | reduce .[] as $s ([]; if index([$s]) then . else . + [$s] end) | .[0:$n]) as $keep
+     | .[] | select(.session_id as $s | $keep | index([$s]))' "$workload" >"$out/workload.jsonl"
+  workload="$out/workload.jsonl"
+fi
 
 pids=()
 stop_all() {
@@ -82,7 +90,8 @@ for name in round-robin kv kv-affinity; do
     "$(jq -r '.request_throughput.avg' "$r")" "$(jq -r '.output_token_throughput.avg' "$r")" \
     "$(grep -c . "$out/$name/violations.jsonl" || true)"
 done
-echo "(times in ms of the ${speedup}x-compressed run; throughput per wall second of it)"
+echo "(times in ms and throughput per second of the ${speedup}x-compressed run; the affinity TTL and"
+echo " dyn-bind's --ttl-secs count compressed seconds, so 300 s covers $((300 * speedup)) s of the original trace)"
 echo
 "$bin/dyn-bench" compare "$out/round-robin/rows.jsonl" "$out/kv-affinity/rows.jsonl" \
   --label-a round-robin --label-b kv-affinity
