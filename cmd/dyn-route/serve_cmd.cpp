@@ -1,6 +1,7 @@
 // dyn-route serve: the live session-aware frontend (router flags, trace flags) -> serve::Frontend.
 #include <memory>
 
+#include "admission_flags.h"
 #include "commands.h"
 #include "frontend_flags.h"
 #include "router_flags.h"
@@ -9,6 +10,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   struct Opts {
     dyn::cmd::FrontendFlags front;
     dyn::cmd::RouterFlags router;
+    dyn::cmd::AdmissionFlags admission;
     std::vector<std::string> workers;
     uint64_t seed = 0;
     double health_interval_ms = 1000;
@@ -29,6 +31,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       ->check(CLI::Range(1.0, 3.6e6));
   o->front.add(*sub, /*trace_always_on=*/false);
   dyn::cmd::add_router_flags(*sub, o->router);
+  dyn::cmd::add_admission_flags(*sub, o->admission, /*with_kv_blocks=*/true);
   dispatch.add(sub, [o] {
     o->front.apply(false);
     dyn::serve::FrontendOptions opt = o->front.opt;
@@ -37,6 +40,10 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     opt.health_interval_ms = o->health_interval_ms;
     opt.health_timeout_ms = o->health_timeout_ms;
     opt.tool_name = "dyn-route";
+    opt.admission = dyn::cmd::admission_config(o->admission);
+    // SPEC 9 capacity: the workers' KV blocks (SPEC 8 default 16,384) x the router block size.
+    opt.admission_capacity_tokens = (o->admission.kv_blocks ? o->admission.kv_blocks : 16384) *
+                                    static_cast<uint64_t>(opt.router.block_size);
     return dyn::cmd::run_frontend(opt);
   });
 }

@@ -48,6 +48,8 @@ struct Exchange {
   std::optional<route::Placement> placement;
   int worker = -1;
   std::string binding;                     ///< dyn.binding ("" = omit: capture mode)
+  std::string admission_program;           ///< admitted by the controller: report its end
+  std::optional<double> pause_ms;          ///< dyn.pause_ms (admission wait, SPEC 9)
   std::shared_ptr<ResponseTap> tap;
 };
 
@@ -70,6 +72,9 @@ struct Frontend::Impl {
   std::mutex health_mu;
   std::condition_variable health_cv;
   bool stopping = false;
+  std::unique_ptr<route::AdmissionController> admission;  ///< SPEC 9; null when off
+  std::unique_ptr<route::AdmissionTicker> admission_ticker;
+  std::mutex admission_mu;  ///< orders worker-set updates to the controller
 
   Impl(FrontendOptions o, const Clock& c) : opt(std::move(o)), clock(c) {}
 
@@ -92,6 +97,16 @@ struct Frontend::Impl {
   Json bindings_json() const;
   std::string metrics_text() const;
   Json health_json(bool* any_healthy) const;
+  /// Hands the controller the healthy workers, so a program assigned to a worker that went away
+  /// is re-placed at its next request instead of failing (SPEC 9).
+  void sync_admission() {
+    if (!admission) return;
+    std::lock_guard<std::mutex> lk(admission_mu);
+    std::vector<route::AdmissionWorker> ws;
+    for (size_t i = 0; i < opt.workers.size(); ++i)
+      if (healthy[i]) ws.push_back(route::AdmissionWorker{static_cast<int>(i), opt.admission_capacity_tokens});
+    admission->set_workers(std::move(ws));
+  }
   void health_loop();
 };
 
@@ -115,6 +130,11 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
       if (auto e = m.router->add_worker(route::WorkerSpec{i, 0, 0})) throw Fatal(kExitUsage, e->message);
     }
     m.opt.trace_block_size = m.opt.router.block_size;
+    if (m.opt.admission.enabled()) {
+      if (m.opt.admission_capacity_tokens == 0) throw Fatal(kExitUsage, "admission needs a worker KV capacity > 0");
+      m.admission = std::make_unique<route::AdmissionController>(m.opt.admission, std::vector<route::AdmissionWorker>{});
+      m.sync_admission();
+    }
   }
   if (m.opt.trace_block_size == 0) throw Fatal(kExitUsage, "block size must be > 0");
   std::random_device rd;
@@ -130,6 +150,11 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
   if (!m.opt.capture) {
     m.server.Get("/v1/bindings", [&m](const httplib::Request&, httplib::Response& res) {
       res.set_content(m.bindings_json().dump(2) + "\n", "application/json");
+    });
+    m.server.Get("/v1/programs", [&m](const httplib::Request&, httplib::Response& res) {
+      Json j = m.admission ? m.admission->snapshot_json(m.clock.now_ms())
+                           : Json{{"admission", "none"}, {"programs", Json::array()}};
+      res.set_content(j.dump(2) + "\n", "application/json");
     });
   }
   m.server.Get("/metrics", [&m](const httplib::Request&, httplib::Response& res) {
@@ -169,7 +194,9 @@ void Frontend::serve() {
   Impl& m = *impl_;
   if (m.opt.trace) m.writer = std::make_unique<io::SegmentWriter>(m.opt.trace_file);
   if (!m.opt.capture) m.health_thread = std::thread([&m] { m.health_loop(); });
+  if (m.admission) m.admission_ticker = std::make_unique<route::AdmissionTicker>(*m.admission, m.clock);
   m.server.listen_after_bind();  // returns after stop(); its pool has finished every request
+  if (m.admission_ticker) m.admission_ticker->stop();
   {
     std::lock_guard<std::mutex> lk(m.health_mu);
     m.stopping = true;
@@ -180,6 +207,8 @@ void Frontend::serve() {
 }
 
 void Frontend::stop() {
+  // Requests blocked in admission wake and are answered 503, so the server's pool can drain.
+  if (impl_->admission) impl_->admission->shutdown();
   impl_->server.stop();
   {
     std::lock_guard<std::mutex> lk(impl_->health_mu);
@@ -236,6 +265,20 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
     ex->sequence_hashes = tokens::sequence_hashes(blocks);
   }
 
+  // SPEC 9 admission: a paused program's request waits here (no polling) until the scheduler tick
+  // releases it or the resume timeout forces it in; it then goes to the controller's worker
+  // unless the client named one.
+  std::optional<uint64_t> admitted_worker;
+  if (admission && ex->ctx) {
+    double waited = 0, t0 = clock.now_ms();
+    route::AdmitDecision d =
+        admission->admit_blocking(ex->ctx->session_id, ex->ctx->parent_session_id, ex->input_length, clock, &waited);
+    ex->pause_ms = d.admitted ? waited : clock.now_ms() - t0;
+    if (!d.admitted) return reject(ex, res, 503, "service_unavailable", "the router is shutting down");
+    ex->admission_program = ex->ctx->session_id;
+    if (d.worker >= 0 && static_cast<size_t>(d.worker) < pools.size() && healthy[d.worker]) admitted_worker = d.worker;
+  }
+
   http::ProxyRequest preq;
   preq.method = "POST";
   preq.path = req.target.empty() ? req.path : req.target;
@@ -255,6 +298,7 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
       rr.sequence_hashes = std::span<const uint64_t>(ex->sequence_hashes.data(), complete);
       rr.tokens = ex->input_length;
       rr.worker = ident->worker_instance_id;
+      if (!rr.worker && attempt == 0) rr.worker = admitted_worker;  // the retry lets the router choose
       rr.retry = retry;
       auto placed = router->place(rr);
       if (!placed) {
@@ -279,6 +323,7 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
       if (router) {
         healthy[worker] = false;
         router->set_healthy(worker, false);
+        sync_admission();
         route::RetryAdvice advice = ex->placement->fail(false);
         ex->placement.reset();
         bool can_retry = attempt == 0 && !ident->worker_instance_id && pools.size() > 1;
@@ -320,6 +365,7 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
         if (router) {
           healthy[ex->worker] = false;
           router->set_healthy(ex->worker, false);
+          sync_admission();
         }
       } else if (o.kind == http::ProxyOutcome::Kind::kCancelled) {
         type = "cancelled";
@@ -342,6 +388,19 @@ void Frontend::Impl::finish(const std::shared_ptr<Exchange>& ex, const http::Pro
   }
   const ResponseFacts* f = ex->tap ? &ex->tap->facts() : nullptr;
   double end = out ? out->end_ms : clock.now_ms();
+  if (admission && !ex->admission_program.empty()) {
+    // The program's turn ended (SPEC 9 tool boundary): usage sets its working set; a failure
+    // keeps the old one; session_final releases the program.
+    double now = clock.now_ms();
+    if (err_type.empty() && f) {
+      admission->on_response(ex->admission_program, f->input_tokens.value_or(ex->input_length),
+                             f->output_tokens.value_or(0), now);
+    } else {
+      admission->on_request_failed(ex->admission_program, now);
+    }
+    if (ex->ctx && ex->ctx->session_final.value_or(false)) admission->release_program(ex->admission_program, now);
+    ex->admission_program.clear();
+  }
   if (ex->worker >= 0 && out) {
     WorkerCounters& wc = *counters[ex->worker];
     if (out->kind != http::ProxyOutcome::Kind::kTransport) wc.in_flight--;
@@ -451,6 +510,7 @@ Json Frontend::Impl::request_end_row(const Exchange& ex, const http::ProxyOutcom
   if (ex.stream && f && !f->inter_chunk_ms.empty()) d["inter_chunk_ms"] = f->inter_chunk_ms;
   if (latency) d["request_latency_ms"] = *latency;
   if (!ex.binding.empty()) d["binding"] = ex.binding;
+  if (ex.pause_ms) d["pause_ms"] = *ex.pause_ms;
   if (in_estimated) d["input_tokens_estimated"] = true;
   if (out_estimated && r.contains("output_tokens")) d["output_tokens_estimated"] = true;
   row["dyn"] = std::move(d);
@@ -594,6 +654,7 @@ void Frontend::Impl::health_loop() {
       if (ok != healthy[i].load()) {
         healthy[i] = ok;
         router->set_healthy(i, ok);
+        sync_admission();
         diag::note(fmt::format("worker {} ({}) is {}", i, opt.workers[i], ok ? "healthy" : "unhealthy"));
       }
     }

@@ -13,6 +13,7 @@
 #include "dyn/http/proxy.h"
 #include "dyn/http/server.h"
 #include "dyn/io/segment_writer.h"
+#include "dyn/route/admission.h"
 #include "dyn/route/config.h"
 
 namespace dyn::serve {
@@ -32,6 +33,10 @@ struct FrontendOptions {
   double health_timeout_ms = 1000;
   http::UpstreamTimeouts upstream;
   std::string tool_name = "dyn-route";
+  /// Program-aware admission (SPEC 9, serve mode only); mode none = no controller.
+  route::AdmissionConfig admission;
+  /// Each worker's KV capacity in tokens for admission accounting (KV blocks x block size).
+  uint64_t admission_capacity_tokens = 0;
 };
 
 /// A running frontend. Construct, bind(), then serve() blocks until stop() (from any thread, e.g.
@@ -43,7 +48,12 @@ struct FrontendOptions {
 ///   placement by the router (503 when no worker is healthy or the binding table is full), the
 ///   worker's response relayed as it arrives with `x-dyn-worker: <id>`, the placement's lease
 ///   held until the stream ends; a transport failure before the response invalidates/retries once.
-/// - GET /v1/bindings, /metrics, /health; GET /v1/models is forwarded to a healthy worker.
+/// - With admission (SPEC 9): a request with a session first passes the AdmissionController
+///   (a paused program's request blocks until a scheduler tick releases it, or the resume timeout
+///   forces it in), then is sent to the controller's worker; the wait is `dyn.pause_ms`.
+///   The controller's worker set follows worker health.
+/// - GET /v1/bindings, /v1/programs (admission state), /metrics, /health; GET /v1/models is
+///   forwarded to a healthy worker.
 /// - Anything else: 404 with an OpenAI-style error body (capture mode: forwarded untraced).
 class Frontend {
  public:
