@@ -19,5 +19,5 @@ awk -v rows="$rows" -v wall="$wall" -v cpu="$(echo "$user + $sys" | bc)" -v sim=
   printf "rows %d  simulated %.1f s  wall %.2f s  cpu %.2f s\n", rows, sim, wall, cpu
   printf "requests per wall second: %.0f (goal 12000, ratio %.2f)\n", rows / wall, rows / wall / 12000
   printf "simulated / wall time:    %.0fx (goal 3600x, ratio %.2f)\n", sim / wall, sim / wall / 3600
-  printf "per CPU second:           %.0f req/s, %.0fx real time\n", rows / cpu, sim / cpu
+  printf "per CPU second (user+sys): %.0f req/s (ratio %.2f), %.0fx real time (ratio %.2f)\n", rows / cpu, rows / cpu / 12000, sim / cpu, sim / cpu / 3600
 }'

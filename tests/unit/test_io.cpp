@@ -7,6 +7,8 @@
 #include <fstream>
 #include <string>
 
+#include <simdjson.h>
+
 #include "dyn/base/error.h"
 #include "dyn/io/jsonl.h"
 #include "dyn/io/line_reader.h"
@@ -90,6 +92,38 @@ TEST_CASE("JSONL: malformed and NUL-padded lines are skipped and counted; u64 ex
   CHECK_FALSE(r.next(row));
   CHECK(r.malformed() == 2);
   CHECK(r.rows() == 2);
+}
+
+TEST_CASE("JSONL fast path (simdjson): same rows, skips, counts and unwrapping as the Json path") {
+  std::string d = tmpdir();
+  {
+    std::ofstream f(d + "/t.jsonl", std::ios::binary);
+    f << "{\"a\":18446744073709551615,\"b\":[-3,2.5,\"s\",true,null],\"c\":{\"z\":1,\"y\":0}}\n";
+    f << "{bad json\n";
+    f << std::string(8, '\0') << "\n";
+    f << "[1,2]\n";
+    f << "  \n";
+    f << "{\"timestamp\":5,\"event\":{\"event_type\":\"request_end\",\"x\":1}}\n";
+    f << "{\"timestamp\":5,\"event\":{\"x\":1},\"event_type\":\"e\"}\n";
+  }
+  JsonlReader fast({d + "/t.jsonl"}), slow({d + "/t.jsonl"});
+  simdjson::dom::object obj;
+  dyn::Json row;
+  std::string wf, ws;
+  int n = 0;
+  while (fast.next_dom(obj, &wf)) {
+    REQUIRE(slow.next(row, &ws));
+    CHECK(wf == ws);
+    dyn::Json conv = dyn::io::to_json(obj);
+    CHECK(conv.dump() == row.dump());  // key order, u64 exactness, signed/unsigned, floats
+    CHECK(conv == row);
+    ++n;
+  }
+  CHECK_FALSE(slow.next(row));
+  CHECK(n == 3);
+  CHECK(fast.rows() == 3);
+  CHECK(fast.malformed() == slow.malformed());
+  CHECK(fast.malformed() == 3);
 }
 
 TEST_CASE("segment writer: one gzip member per flush, readable after each flush, rolls by lines") {

@@ -1,6 +1,8 @@
 // Unit tests for lib/dyn/trace: workload loading and validation (cases 06, 08, 26), records.
 #include <doctest/doctest.h>
 
+#include <simdjson.h>
+
 #include "dyn/trace/record.h"
 #include "dyn/trace/workload.h"
 
@@ -260,4 +262,33 @@ TEST_CASE("percentiles interpolate at (n-1)q/100") {
   CHECK(percentile_sorted(v, 50) == doctest::Approx(2.5));
   CHECK(percentile_sorted(v, 99) == doctest::Approx(3.97));
   CHECK(percentile_sorted({7}, 90) == 7);
+}
+
+TEST_CASE("parse_workload_object: one pass, last duplicate wins, fields read before an error are kept") {
+  simdjson::dom::parser p;
+  simdjson::dom::object o;
+  dyn::trace::WorkloadRow r;
+  std::string err;
+  REQUIRE(p.parse(std::string(R"({"timestamp":7,"input_length":1024.0,"hash_ids":[5,6],"session_id":3,)"
+                              R"("request_id":"a","request_id":"b","wait_for":"x","priority":2})"))
+              .get(o) == simdjson::SUCCESS);
+  r.where = "f:3";
+  REQUIRE(parse_workload_object(o, 512, r, &err));
+  CHECK(r.where == "f:3");
+  CHECK(r.timestamp_ms == 7.0);
+  CHECK(r.input_length == 1024);  // integral float accepted, as for Json rows
+  CHECK(r.hash_ids == std::vector<uint64_t>{5, 6});
+  CHECK(r.hash_ids_consistent);
+  CHECK(r.session_id == "3");
+  CHECK(r.request_id == "b");
+  CHECK(r.wait_for == std::vector<std::string>{"x"});
+  CHECK(r.priority == 2);
+  REQUIRE(p.parse(std::string(R"({"timestamp":9,"input_length":-4,"hash_ids":[1]})")).get(o) == simdjson::SUCCESS);
+  CHECK_FALSE(parse_workload_object(o, 512, r, &err));
+  CHECK(err == "input_length must be a non-negative integer, got -4");
+  CHECK(r.timestamp_ms == 9.0);  // read before the bad field
+  CHECK(r.hash_ids.empty());     // reset, not left from the previous row
+  REQUIRE(p.parse(std::string(R"({"timestamp":"soon","input_length":4})")).get(o) == simdjson::SUCCESS);
+  CHECK_FALSE(parse_workload_object(o, 512, r, &err));
+  CHECK(err == "timestamp is not a number");
 }

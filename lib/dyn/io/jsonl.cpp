@@ -1,6 +1,8 @@
 // JsonlReader implementation.
 #include "dyn/io/jsonl.h"
 
+#include <simdjson.h>
+
 #include "dyn/base/diag.h"
 
 namespace dyn::io {
@@ -15,8 +17,73 @@ const Json& unwrap_envelope(const Json& row) {
   return row;
 }
 
+Json to_json(const simdjson::dom::element& v) {
+  using simdjson::dom::element_type;
+  switch (v.type()) {
+    case element_type::OBJECT: {
+      simdjson::dom::object o;
+      if (v.get(o) == simdjson::SUCCESS) return to_json(o);
+      break;
+    }
+    case element_type::ARRAY: {
+      simdjson::dom::array arr;
+      if (v.get(arr) != simdjson::SUCCESS) break;
+      Json a = Json::array();
+      for (simdjson::dom::element x : arr) a.push_back(to_json(x));
+      return a;
+    }
+    case element_type::STRING: {
+      std::string_view s;
+      if (v.get(s) == simdjson::SUCCESS) return std::string(s);
+      break;
+    }
+    case element_type::INT64: {
+      int64_t i = 0;
+      if (v.get(i) != simdjson::SUCCESS) break;
+      if (i >= 0) return static_cast<uint64_t>(i);  // nlohmann parses non-negative integers as unsigned
+      return i;
+    }
+    case element_type::UINT64: {
+      uint64_t u = 0;
+      if (v.get(u) == simdjson::SUCCESS) return u;
+      break;
+    }
+    case element_type::DOUBLE: {
+      double d = 0;
+      if (v.get(d) == simdjson::SUCCESS) return d;
+      break;
+    }
+    case element_type::BOOL: {
+      bool b = false;
+      if (v.get(b) == simdjson::SUCCESS) return b;
+      break;
+    }
+    case element_type::NULL_VALUE: break;
+  }
+  return nullptr;
+}
+
+Json to_json(const simdjson::dom::object& v) {
+  Json o = Json::object();
+  for (auto field : v) o[std::string(field.key)] = to_json(field.value);
+  return o;
+}
+
 JsonlReader::JsonlReader(std::vector<std::string> paths, JsonlOptions options)
     : reader_(std::move(paths), options.lines), opts_(options) {}
+
+JsonlReader::~JsonlReader() = default;
+
+bool JsonlReader::skip_blank() const {
+  return line_.text.find_first_not_of(" \t") == std::string_view::npos;
+}
+
+void JsonlReader::reject_malformed(bool parsed_but_not_object) {
+  bool nul = line_.text.find('\0') != std::string_view::npos;
+  reject(line_.where(), nul                     ? "malformed JSON row (NUL bytes), skipped"
+                        : parsed_but_not_object ? "row is not a JSON object, skipped"
+                                                : "malformed JSON row, skipped");
+}
 
 void JsonlReader::reject(const std::string& where, const std::string& what) {
   ++malformed_;
@@ -25,16 +92,11 @@ void JsonlReader::reject(const std::string& where, const std::string& what) {
 
 bool JsonlReader::next(Json& row, std::string* where) {
   while (reader_.next(line_)) {
+    if (skip_blank()) continue;
     std::string_view t = line_.text;
-    size_t i = 0;
-    while (i < t.size() && (t[i] == ' ' || t[i] == '\t')) ++i;
-    if (i == t.size()) continue;
     Json parsed = Json::parse(t.begin(), t.end(), nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded() || !parsed.is_object()) {
-      bool nul = t.find('\0') != std::string_view::npos;
-      reject(line_.where(), nul ? "malformed JSON row (NUL bytes), skipped"
-                                : parsed.is_discarded() ? "malformed JSON row, skipped"
-                                                        : "row is not a JSON object, skipped");
+      reject_malformed(!parsed.is_discarded());
       continue;
     }
     ++rows_;
@@ -48,6 +110,34 @@ bool JsonlReader::next(Json& row, std::string* where) {
       }
     } else {
       row = std::move(parsed);
+    }
+    if (where) *where = line_.where();
+    return true;
+  }
+  return false;
+}
+
+bool JsonlReader::next_dom(simdjson::dom::object& row, std::string* where) {
+  if (!dom_) dom_ = std::make_unique<simdjson::dom::parser>();
+  while (reader_.next(line_)) {
+    if (skip_blank()) continue;
+    std::string_view t = line_.text;
+    simdjson::dom::element doc;
+    // realloc_if_needed: the line lives in LineReader's buffer without simdjson's padding.
+    if (dom_->parse(t.data(), t.size(), /*realloc_if_needed=*/true).get(doc) != simdjson::SUCCESS) {
+      reject_malformed(false);
+      continue;
+    }
+    if (doc.get_object().get(row) != simdjson::SUCCESS) {
+      reject_malformed(true);
+      continue;
+    }
+    ++rows_;
+    if (opts_.unwrap && row.size() <= 3) {  // the envelope rule of unwrap_envelope
+      simdjson::dom::object inner;
+      if (row["event"].get_object().get(inner) == simdjson::SUCCESS && !row["timestamp"].error() &&
+          row["event_type"].error())
+        row = inner;
     }
     if (where) *where = line_.where();
     return true;

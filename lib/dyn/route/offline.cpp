@@ -1,6 +1,7 @@
 // dyn-route normalize and decide: rows in, agent_context / route_decision rows out.
 #include "dyn/route/offline.h"
 
+#include <fmt/compile.h>
 #include <fmt/format.h>
 #include <simdjson.h>
 
@@ -19,6 +20,7 @@
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
 #include "dyn/trace/record.h"
+#include "dyn/trace/workload.h"
 
 namespace dyn::route {
 
@@ -264,65 +266,38 @@ void parse_headers_row(const Json& row, Row& r) {
   if (auto v = j_u64(trace::find_path(row, "output_length"))) r.output_tokens = v;
 }
 
-// A Mooncake row through simdjson (the fast path). Returns an error message or "".
-std::string parse_mooncake(simdjson::dom::object obj, Row& r, uint32_t ids_bs) {
-  double d;
-  uint64_t u;
-  simdjson::dom::element e;
-  if (obj["timestamp"].get(e) == simdjson::SUCCESS && !e.is_null()) {
-    if (e.get_double().get(d) != simdjson::SUCCESS) return "timestamp is not a number";
-    r.arrival_ms = d;
+// A Mooncake/agentic row -> Row, validated by the workload parser shared with dyn-replay
+// (trace::parse_workload_object). A rejected row keeps the fields read before the bad one.
+void parse_mooncake(const simdjson::dom::object& obj, Row& r, uint32_t ids_bs, trace::WorkloadRow& w) {
+  std::string err;
+  w.where.clear();
+  bool ok = trace::parse_workload_object(obj, ids_bs, w, &err);
+  if (w.timestamp_ms) {
+    r.arrival_ms = *w.timestamp_ms;
     r.has_time = true;
   }
-  if (obj["input_length"].get(e) == simdjson::SUCCESS && !e.is_null()) {
-    if (e.get_uint64().get(u) != simdjson::SUCCESS) return "input_length must be a non-negative integer";
-    r.tokens = u;
+  if (!ok) {
+    r.error = Error{std::move(err), kExitBadData};
+    return;
   }
-  if (obj["output_length"].get(e) == simdjson::SUCCESS && !e.is_null()) {
-    if (e.get_uint64().get(u) != simdjson::SUCCESS) return "output_length must be a non-negative integer";
-    r.output_tokens = u;
-  }
-  simdjson::dom::array arr;
-  if (obj["hash_ids"].get(e) == simdjson::SUCCESS && !e.is_null()) {
-    if (e.get_array().get(arr) != simdjson::SUCCESS) return "hash_ids is not an array";
-    r.ids.reserve(arr.size());
-    size_t i = 0;
-    for (auto v : arr) {
-      if (v.get_uint64().get(u) != simdjson::SUCCESS)
-        return fmt::format("hash_ids[{}] is not an unsigned 64-bit integer", i);
-      r.ids.push_back(u);
-      ++i;
-    }
+  r.tokens = w.input_length;
+  r.output_tokens = w.output_length;
+  if (!w.hash_ids.empty()) {
+    r.ids = std::move(w.hash_ids);
     r.ids_bs = ids_bs;
   }
-  std::string_view sv;
-  if (obj["text_input"].get(e) == simdjson::SUCCESS && e.get_string().get(sv) == simdjson::SUCCESS) {
-    r.toks = tokens::text_to_tokens(sv);
+  if (w.text_input) {
+    r.toks = tokens::text_to_tokens(*w.text_input);
     r.from_tokens = true;
-    if (obj["input_length"].error()) r.tokens = r.toks.size();
-  } else if (obj["input_length"].error()) {
-    return "row has neither input_length nor text_input";
   }
-  auto id_of = [&](const char* key) -> std::string {
-    simdjson::dom::element x;
-    if (obj[key].get(x) != simdjson::SUCCESS) return {};
-    std::string_view s;
-    if (x.get_string().get(s) == simdjson::SUCCESS) return std::string(s);
-    int64_t i;
-    if (x.get_int64().get(i) == simdjson::SUCCESS) return std::to_string(i);
-    if (x.get_uint64().get(u) == simdjson::SUCCESS) return std::to_string(u);
-    return {};
-  };
-  std::string sid = id_of("session_id");
-  if (!sid.empty()) {
+  if (!w.session_id.empty()) {
     session::AgentContext c;
-    c.session_id = std::move(sid);
-    c.parent_session_id = id_of("parent_session_id");
+    c.session_id = std::move(w.session_id);
+    c.parent_session_id = std::move(w.parent_session_id);
     if (c.parent_session_id == c.session_id) c.parent_session_id.clear();
     r.ctx = std::move(c);
   }
-  r.request_id = id_of("request_id");
-  return {};
+  r.request_id = std::move(w.request_id);
 }
 
 }  // namespace
@@ -333,29 +308,18 @@ int decide(const DecideOptions& o, io::Output& out) {
 
   // 1. Read every row (the router needs the block size before hashing, and rows may need sorting).
   std::vector<Row> rows;
-  io::LineReader reader(o.inputs);
-  simdjson::dom::parser parser;
-  io::Line line;
-  uint64_t malformed = 0, skipped = 0, rejected = 0, untimed = 0;
+  io::JsonlReader reader(o.inputs);
+  simdjson::dom::object obj;
+  trace::WorkloadRow scratch;  // reused: its buffers are moved into the Row
+  uint64_t skipped = 0, rejected = 0, untimed = 0;
   uint64_t index = 0;
-  while (reader.next(line)) {
-    std::string_view t = line.text;
-    if (t.find_first_not_of(" \t") == std::string_view::npos) continue;
-    simdjson::dom::element doc;
-    auto err = parser.parse(t.data(), t.size(), true).get(doc);
-    simdjson::dom::object obj;
-    if (err || doc.get_object().get(obj) != simdjson::SUCCESS) {
-      if (++malformed <= 20) diag::warning(line.where(), "malformed JSON row, skipped");
-      continue;
-    }
+  while (reader.next_dom(obj)) {
     Row r;
     r.index = index;
-    r.where = line.where();
-    bool is_trace = !obj["event_type"].error() || !obj["schema"].error() ||
-                    (!obj["event"].error() && !obj["timestamp"].error());
+    r.where = reader.line().where();
+    bool is_trace = !obj["event_type"].error() || !obj["schema"].error();
     if (is_trace || !obj["headers"].error()) {
-      Json row = Json::parse(t.begin(), t.end(), nullptr, false);
-      const Json& rec = io::unwrap_envelope(row);
+      Json rec = io::to_json(obj);  // trace records and header rows are rare: Json-based parsing
       if (is_trace) {
         std::string why;
         if (!parse_dynamo(rec, r, &why)) {
@@ -366,13 +330,12 @@ int decide(const DecideOptions& o, io::Output& out) {
         parse_headers_row(rec, r);
       }
     } else {
-      std::string e = parse_mooncake(obj, r, mooncake_bs);
-      if (!e.empty()) r.error = Error{e, kExitBadData};
+      parse_mooncake(obj, r, mooncake_bs, scratch);
     }
     ++index;
     rows.push_back(std::move(r));
   }
-  if (malformed) diag::warning("", fmt::format("{} malformed row{} skipped", malformed, malformed == 1 ? "" : "s"));
+  reader.summarize();
   if (skipped)
     diag::note(fmt::format("{} trace row{} that are not request_end skipped", skipped, skipped == 1 ? "" : "s"));
 
@@ -453,8 +416,8 @@ int decide(const DecideOptions& o, io::Output& out) {
     }
     clock.set(std::max(clock.now_ms(), r.arrival_ms));
     if (r.request_id.empty()) {
-      if (r.ctx) r.request_id = fmt::format("{}:{}", r.ctx->session_id, turns[r.ctx->session_id]++);
-      else r.request_id = fmt::format("row-{}", r.index);
+      if (r.ctx) r.request_id = fmt::format(FMT_COMPILE("{}:{}"), r.ctx->session_id, turns[r.ctx->session_id]++);
+      else r.request_id = fmt::format(FMT_COMPILE("row-{}"), r.index);
     } else if (r.ctx) {
       ++turns[r.ctx->session_id];
     }
@@ -480,8 +443,7 @@ int decide(const DecideOptions& o, io::Output& out) {
     s.clear();
     auto app = std::back_inserter(s);
     uint64_t event_ms = r.arrival_ms > 0 ? static_cast<uint64_t>(std::llround(r.arrival_ms)) : 0;
-    fmt::format_to(app,
-                   R"({{"schema":"dynamo.request.trace.v1","event_type":"route_decision","event_time_unix_ms":{},"event_source":"router")",
+    fmt::format_to(app, FMT_COMPILE(R"({{"schema":"dynamo.request.trace.v1","event_type":"route_decision","event_time_unix_ms":{},"event_source":"router")"),
                    event_ms);
     if (r.ctx) {
       s += R"(,"agent_context":)";
@@ -493,21 +455,20 @@ int decide(const DecideOptions& o, io::Output& out) {
       s += R"(,"x_request_id":)";
       json_string(s, r.x_request_id);
     }
-    fmt::format_to(app, R"(,"input_tokens":{})", r.tokens);
-    if (r.output_tokens) fmt::format_to(app, R"(,"output_tokens":{})", *r.output_tokens);
+    fmt::format_to(app, FMT_COMPILE(R"(,"input_tokens":{})"), r.tokens);
+    if (r.output_tokens) fmt::format_to(app, FMT_COMPILE(R"(,"output_tokens":{})"), *r.output_tokens);
     if (placed.ok()) {
       Placement& p = *placed;
       double hit = r.tokens ? static_cast<double>(p.cached_tokens()) / static_cast<double>(r.tokens) : 0.0;
-      fmt::format_to(app, R"(,"cached_tokens":{},"kv_hit_rate":{},"worker":{{"decode_worker_id":{}}}}})",
+      fmt::format_to(app, FMT_COMPILE(R"(,"cached_tokens":{},"kv_hit_rate":{},"worker":{{"decode_worker_id":{}}}}})"),
                      p.cached_tokens(), hit, p.worker());
-      fmt::format_to(app, R"(,"dyn":{{"binding":"{}","request_blocks":{})", binding_name(p.binding()),
+      fmt::format_to(app, FMT_COMPILE(R"(,"dyn":{{"binding":"{}","request_blocks":{})"), binding_name(p.binding()),
                      p.request_blocks());
       if (o.explain) {
-        fmt::format_to(app, R"(,"explain":{{"request_blocks":{},"workers":[)", p.request_blocks());
+        fmt::format_to(app, FMT_COMPILE(R"(,"explain":{{"request_blocks":{},"workers":[)"), p.request_blocks());
         bool first = true;
         for (auto& w : p.explain()) {
-          fmt::format_to(app,
-                         R"({}{{"worker":{},"overlap_blocks":{},"prefill_blocks":{},"decode_blocks":{},"cost":{},"eligible":{}}})",
+          fmt::format_to(app, FMT_COMPILE(R"({}{{"worker":{},"overlap_blocks":{},"prefill_blocks":{},"decode_blocks":{},"cost":{},"eligible":{}}})"),
                          first ? "" : ",", w.worker, w.overlap_blocks, w.prefill_blocks, w.decode_blocks, w.cost,
                          w.eligible);
           first = false;
@@ -534,7 +495,7 @@ int decide(const DecideOptions& o, io::Output& out) {
       ends.emplace(end, order++, slot);
     } else {
       s += R"(},"dyn":{"binding":"none","error":{"code":)";
-      fmt::format_to(app, "{}", r.error->exit_code);
+      fmt::format_to(app, FMT_COMPILE("{}"), r.error->exit_code);
       s += R"(,"message":)";
       json_string(s, r.error->message);
       s += "}}}";

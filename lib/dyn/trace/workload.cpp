@@ -6,6 +6,8 @@
 #include <map>
 #include <unordered_map>
 
+#include <simdjson.h>
+
 #include "dyn/base/diag.h"
 #include "dyn/io/jsonl.h"
 #include "dyn/trace/record.h"
@@ -14,87 +16,148 @@ namespace dyn::trace {
 
 namespace {
 
-std::optional<double> opt_number(const Json& row, const char* key, std::string* err, const char* what) {
-  auto it = row.find(key);
-  if (it == row.end() || it->is_null()) return std::nullopt;
-  if (!it->is_number()) {
-    *err = std::string(what) + " is not a number";
-    return std::nullopt;
-  }
-  return it->get<double>();
+using simdjson::dom::element;
+using simdjson::dom::element_type;
+
+// The keys a workload row may carry, found in one pass over the object (the last of duplicate
+// keys wins, as with nlohmann).
+enum Key { kTimestamp, kDelay, kToolWait, kInputLength, kOutputLength, kHashIds, kTextInput, kSessionId,
+           kParentSessionId, kRequestId, kPriority, kWaitFor, kKeyCount };
+constexpr std::string_view kKeyNames[kKeyCount] = {
+    "timestamp",  "delay",      "tool_wait_ms",      "input_length", "output_length", "hash_ids",
+    "text_input", "session_id", "parent_session_id", "request_id",   "priority",      "wait_for"};
+
+bool is_number(const element& v) {
+  auto t = v.type();
+  return t == element_type::INT64 || t == element_type::UINT64 || t == element_type::DOUBLE;
 }
 
-std::optional<uint64_t> opt_count(const Json& row, const char* key, std::string* err) {
-  auto it = row.find(key);
-  if (it == row.end() || it->is_null()) return std::nullopt;
-  auto v = as_u64(*it);
-  if (!v) {
-    if (it->is_number_float() && it->get<double>() >= 0 && std::floor(it->get<double>()) == it->get<double>() &&
-        it->get<double>() < 1.8e19)
-      return static_cast<uint64_t>(it->get<double>());
-    *err = std::string(key) + " must be a non-negative integer, got " + it->dump();
-  }
-  return v;
+// Absent and null read as absent.
+const element* present(const std::optional<element>& v) { return v && !v->is_null() ? &*v : nullptr; }
+
+std::optional<uint64_t> u64_of(const element& v) {
+  uint64_t u;
+  if (v.get_uint64().get(u) == simdjson::SUCCESS) return u;  // also non-negative int64
+  return std::nullopt;
 }
 
-std::string id_string(const Json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  if (v.is_number()) return v.dump();
+// A count: an unsigned integer, or an integral non-negative float (e.g. 512.0).
+bool count_of(const element& v, const char* key, uint64_t* out, std::string* err) {
+  if (auto u = u64_of(v)) return *out = *u, true;
+  double d;
+  if (v.get_double().get(d) == simdjson::SUCCESS && v.type() == element_type::DOUBLE && d >= 0 &&
+      std::floor(d) == d && d < 1.8e19)
+    return *out = static_cast<uint64_t>(d), true;
+  *err = std::string(key) + " must be a non-negative integer, got " + simdjson::to_string(v);
+  return false;
+}
+
+std::string id_string(const element& v) {
+  std::string_view s;
+  if (v.get_string().get(s) == simdjson::SUCCESS) return std::string(s);
+  if (auto u = u64_of(v)) return std::to_string(*u);
+  int64_t i;
+  if (v.get_int64().get(i) == simdjson::SUCCESS) return std::to_string(i);
+  if (is_number(v)) return simdjson::to_string(v);
   return {};
 }
 
 }  // namespace
 
-std::optional<WorkloadRow> parse_workload_row(const Json& row, uint32_t block_size, std::string where,
-                                              std::string* error) {
-  std::string err;
-  if (!row.is_object()) {
-    *error = "row is not a JSON object";
-    return std::nullopt;
-  }
-  WorkloadRow r;
+bool parse_workload_object(const simdjson::dom::object& row, uint32_t block_size, WorkloadRow& r, std::string* error) {
+  std::string where = std::move(r.where);
+  r = WorkloadRow{};
   r.where = std::move(where);
-  r.timestamp_ms = opt_number(row, "timestamp", &err, "timestamp");
-  if (!err.empty()) return *error = err, std::nullopt;
-  r.delay_ms = opt_number(row, "delay", &err, "delay");
-  if (!err.empty()) return *error = err, std::nullopt;
-  if (r.delay_ms && *r.delay_ms < 0) return *error = "delay is negative", std::nullopt;
-  r.tool_wait_ms = opt_number(row, "tool_wait_ms", &err, "tool_wait_ms");
-  if (!err.empty()) return *error = err, std::nullopt;
-  auto in = opt_count(row, "input_length", &err);
-  if (!err.empty()) return *error = err, std::nullopt;
-  r.output_length = opt_count(row, "output_length", &err);
-  if (!err.empty()) return *error = err, std::nullopt;
-  if (auto it = row.find("hash_ids"); it != row.end() && !it->is_null()) {
-    if (!it->is_array()) return *error = "hash_ids is not an array", std::nullopt;
-    r.hash_ids.reserve(it->size());
-    for (size_t i = 0; i < it->size(); ++i) {
-      auto v = as_u64((*it)[i]);
-      if (!v)
-        return *error = "hash_ids[" + std::to_string(i) + "] = " + (*it)[i].dump() +
-                        " is not an unsigned 64-bit integer",
-               std::nullopt;
-      r.hash_ids.push_back(*v);
+  std::optional<element> f[kKeyCount];
+  for (auto field : row) {
+    for (int k = 0; k < kKeyCount; ++k)
+      if (field.key == kKeyNames[k]) {
+        f[k] = field.value;
+        break;
+      }
+  }
+  auto fail = [&](std::string msg) {
+    *error = std::move(msg);
+    return false;
+  };
+  auto number = [&](Key k, std::optional<double>* out) {
+    const element* v = present(f[k]);
+    if (!v) return true;
+    if (!is_number(*v)) return fail(std::string(kKeyNames[k]) + " is not a number");
+    double d = 0;
+    if (v->get_double().get(d) != simdjson::SUCCESS) return fail(std::string(kKeyNames[k]) + " is out of range");
+    *out = d;
+    return true;
+  };
+  if (!number(kTimestamp, &r.timestamp_ms) || !number(kDelay, &r.delay_ms)) return false;
+  if (r.delay_ms && *r.delay_ms < 0) return fail("delay is negative");
+  if (!number(kToolWait, &r.tool_wait_ms)) return false;
+  std::optional<uint64_t> in;
+  if (const element* v = present(f[kInputLength])) {
+    uint64_t u;
+    if (!count_of(*v, "input_length", &u, error)) return false;
+    in = u;
+  }
+  if (const element* v = present(f[kOutputLength])) {
+    uint64_t u;
+    if (!count_of(*v, "output_length", &u, error)) return false;
+    r.output_length = u;
+  }
+  if (const element* v = present(f[kHashIds])) {
+    simdjson::dom::array ids;
+    if (v->get_array().get(ids) != simdjson::SUCCESS) return fail("hash_ids is not an array");
+    r.hash_ids.reserve(ids.size());
+    for (auto x : ids) {
+      uint64_t u;
+      if (x.get_uint64().get(u) != simdjson::SUCCESS)
+        return fail("hash_ids[" + std::to_string(r.hash_ids.size()) + "] = " + simdjson::to_string(x) +
+                    " is not an unsigned 64-bit integer");
+      r.hash_ids.push_back(u);
     }
   }
-  if (auto it = row.find("text_input"); it != row.end() && it->is_string()) r.text_input = it->get<std::string>();
+  std::string_view text;
+  if (f[kTextInput] && f[kTextInput]->get_string().get(text) == simdjson::SUCCESS) r.text_input = std::string(text);
   if (in) r.input_length = *in;
   else if (r.text_input) r.input_length = (r.text_input->size() + 3) / 4;
-  else return *error = "row has neither input_length nor text_input", std::nullopt;
-  if (auto it = row.find("session_id"); it != row.end()) r.session_id = id_string(*it);
-  if (auto it = row.find("parent_session_id"); it != row.end()) r.parent_session_id = id_string(*it);
-  if (auto it = row.find("request_id"); it != row.end()) r.request_id = id_string(*it);
-  if (auto it = row.find("priority"); it != row.end() && it->is_number_integer()) r.priority = it->get<int64_t>();
-  if (auto it = row.find("wait_for"); it != row.end()) {
-    if (it->is_array())
-      for (auto& w : *it) r.wait_for.push_back(id_string(w));
-    else if (!it->is_null())
-      r.wait_for.push_back(id_string(*it));
+  else return fail("row has neither input_length nor text_input");
+  if (f[kSessionId]) r.session_id = id_string(*f[kSessionId]);
+  if (f[kParentSessionId]) r.parent_session_id = id_string(*f[kParentSessionId]);
+  if (f[kRequestId]) r.request_id = id_string(*f[kRequestId]);
+  if (f[kPriority]) {
+    int64_t i;
+    uint64_t u;
+    if (f[kPriority]->get_int64().get(i) == simdjson::SUCCESS) r.priority = i;
+    else if (f[kPriority]->get_uint64().get(u) == simdjson::SUCCESS) r.priority = static_cast<int64_t>(u);
+  }
+  if (f[kWaitFor]) {
+    simdjson::dom::array waits;
+    if (f[kWaitFor]->get_array().get(waits) == simdjson::SUCCESS)
+      for (auto w : waits) r.wait_for.push_back(id_string(w));
+    else if (!f[kWaitFor]->is_null())
+      r.wait_for.push_back(id_string(*f[kWaitFor]));
   }
   if (!r.hash_ids.empty() && !r.text_input) {
     uint64_t n = r.hash_ids.size();
     r.hash_ids_consistent = (n - 1) * block_size < r.input_length && r.input_length <= n * block_size;
   }
+  return true;
+}
+
+std::optional<WorkloadRow> parse_workload_row(const Json& row, uint32_t block_size, std::string where,
+                                              std::string* error) {
+  if (!row.is_object()) {
+    *error = "row is not a JSON object";
+    return std::nullopt;
+  }
+  simdjson::dom::parser parser;
+  simdjson::dom::object obj;
+  if (parser.parse(row.dump()).get_object().get(obj) != simdjson::SUCCESS) {
+    *error = "row is not a JSON object";
+    return std::nullopt;
+  }
+  WorkloadRow r;
+  r.where = std::move(where);
+  if (!parse_workload_object(obj, block_size, r, error)) return std::nullopt;
   return r;
 }
 
@@ -224,7 +287,7 @@ Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& r
 
 Workload load_workload(const std::vector<std::string>& paths, const WorkloadOptions& opts) {
   io::JsonlReader reader(paths);
-  Json row;
+  simdjson::dom::object obj;
   std::string where;
   std::vector<std::pair<Json, std::string>> dynamo;
   Workload w;
@@ -233,22 +296,23 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
     diag::error("", msg);
     w.errors.push_back(msg);
   };
-  while (reader.next(row, &where)) {
-    if (is_trace_record(row)) {
-      dynamo.emplace_back(std::move(row), where);
+  WorkloadRow r;
+  while (reader.next_dom(obj, &where)) {
+    if (!obj["event_type"].error() || !obj["schema"].error()) {  // is_trace_record: Dynamo records are rare
+      dynamo.emplace_back(io::to_json(obj), where);
       continue;
     }
     std::string err;
-    auto r = parse_workload_row(row, w.block_size, where, &err);
-    if (!r) {
+    r.where = where;
+    if (!parse_workload_object(obj, w.block_size, r, &err)) {
       report(where + ": " + err);
       continue;
     }
-    if (!r->hash_ids_consistent) {
-      uint64_t need = (r->input_length + w.block_size - 1) / w.block_size;
-      std::string msg = where + ": input_length " + std::to_string(r->input_length) + " needs " +
+    if (!r.hash_ids_consistent) {
+      uint64_t need = (r.input_length + w.block_size - 1) / w.block_size;
+      std::string msg = where + ": input_length " + std::to_string(r.input_length) + " needs " +
                         std::to_string(need) + " hash_ids at block size " + std::to_string(w.block_size) +
-                        ", row has " + std::to_string(r->hash_ids.size());
+                        ", row has " + std::to_string(r.hash_ids.size());
       if (opts.strict_hash_ids) {
         report(msg);
         continue;
@@ -256,8 +320,8 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
       diag::warning("", msg + " (lenient: sending exactly input_length tokens)");
       ++w.warnings;
     }
-    r->index = w.rows.size();
-    w.rows.push_back(std::move(*r));
+    r.index = w.rows.size();
+    w.rows.push_back(std::move(r));
   }
   reader.summarize();
   if (!dynamo.empty()) {

@@ -9,6 +9,10 @@
 
 #include "dyn/base/json.h"
 
+namespace simdjson::dom {
+class object;
+}  // namespace simdjson::dom
+
 namespace dyn::trace {
 
 /// One request of a workload. Times in ms. Absent optional fields stay nullopt / empty.
@@ -59,9 +63,22 @@ struct Workload {
   bool ok() const { return errors.empty(); }
 };
 
-/// Parses one Mooncake/agentic JSON row (SPEC 6.1). Errors (returned, not thrown): non-object,
-/// hash_ids not an array of unsigned 64-bit integers, negative/fractional lengths, neither
-/// input_length nor text_input. Hash-id/length consistency is recorded, not rejected, here.
+/// Parses one Mooncake/agentic JSON row (SPEC 6.1); the one place that validates such rows, shared
+/// by load_workload, dyn-route decide and dyn-replay. Fields are read in a fixed order (timestamp,
+/// delay, tool_wait_ms, input_length, output_length, hash_ids, text_input, ids, priority,
+/// wait_for) into `out` (which is reset first; `out.where` is kept); on the first invalid field it
+/// stops and returns false with `*error` set, leaving the fields read so far (so a caller that
+/// still writes a row for the rejected input can keep e.g. its timestamp). Errors: timestamp, delay
+/// or tool_wait_ms not a number, negative delay, lengths not non-negative integers (integral
+/// floats are accepted), hash_ids not an array of unsigned 64-bit integers, neither input_length
+/// nor text_input. Hash-id/length consistency is recorded (hash_ids_consistent), not rejected.
+/// Thread-safe (no shared state).
+bool parse_workload_object(const simdjson::dom::object& row, uint32_t block_size, WorkloadRow& out,
+                           std::string* error);
+
+/// parse_workload_object for a row already parsed as Json (a convenience for tests and Json
+/// holders: it re-parses row.dump() with simdjson, so both accept exactly the same rows; slower).
+/// Non-objects are errors.
 std::optional<WorkloadRow> parse_workload_row(const Json& row, uint32_t block_size, std::string where,
                                               std::string* error);
 
@@ -72,7 +89,7 @@ std::optional<WorkloadRow> parse_workload_row(const Json& row, uint32_t block_si
 /// Validates sessions (SPEC 6.1): a session mixing delay and timestamp on later turns is
 /// ambiguous; missing timestamps when required. Errors are printed with file:line and the
 /// numbers involved, and collected in Workload::errors. Malformed JSON lines are skipped and
-/// counted (JsonlReader). Fatal only for unreadable files.
+/// counted (JsonlReader, simdjson fast path). Fatal only for unreadable files.
 Workload load_workload(const std::vector<std::string>& paths, const WorkloadOptions& options);
 
 /// Converts Dynamo trace records (already parsed) into workload rows (SPEC 6.2). Rows that are

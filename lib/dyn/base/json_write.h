@@ -1,0 +1,24 @@
+// Writers for JSON rows built by hand on hot paths; they match Json::dump() byte for byte.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace dyn {
+
+/// Appends `s` as a JSON string literal exactly as Json::dump() writes it: quotes, \" and \\,
+/// the short escapes \b \f \n \r \t, \u00xx (lowercase hex) for other control characters, every
+/// other byte as is. The caller guarantees valid UTF-8 (dump() would throw on invalid UTF-8; rows
+/// parsed by simdjson or nlohmann are valid). Thread-safe.
+void append_json_string(std::string& out, std::string_view s);
+
+/// Appends a double exactly as Json::dump() writes it (nlohmann's shortest round-trip digits, a
+/// trailing ".0" on integral values, "null" for NaN and infinities). Thread-safe.
+void append_json_number(std::string& out, double v);
+
+/// Appends an unsigned / signed integer in decimal, as Json::dump() writes integers. Thread-safe.
+void append_json_number(std::string& out, uint64_t v);
+void append_json_number(std::string& out, int64_t v);
+
+}  // namespace dyn
