@@ -15,17 +15,11 @@ namespace dyn::cmd {
 /// environment over the default). Out-of-range values are usage errors (exit 2) before anything
 /// runs, whether they come from a flag or the environment.
 struct RouterFlags {
+  /// Numeric settings are bound straight into the config; only the enum names and the two
+  /// optional thresholds need a CLI-side representation.
+  route::RouterConfig cfg;
   std::string mode = "round-robin";
-  uint32_t affinity_ttl_secs = 0;
   std::string affinity_mode = "hard";
-  uint32_t block_size = 64;
-  double overlap_score_weight = 1.0;
-  double temperature = 0.0;
-  double kv_ttl_secs = 120.0;
-  bool kv_events = false;
-  uint64_t max_tree_size = 0;
-  double prune_target_ratio = 0.8;
-  uint64_t worker_kv_blocks = 16384;
   double active_decode_blocks_threshold = -1;   // < 0 = unset
   int64_t active_prefill_tokens_threshold = -1;  // < 0 = unset
   CLI::Option* block_size_opt = nullptr;
@@ -35,18 +29,9 @@ struct RouterFlags {
 
   /// The RouterConfig these flags describe (seed from the tool's own --seed).
   route::RouterConfig config(uint64_t seed = 0) const {
-    route::RouterConfig c;
+    route::RouterConfig c = cfg;
     c.mode = *route::parse_mode(mode);  // validated by IsMember
-    c.affinity_ttl_secs = affinity_ttl_secs;
     c.affinity_mode = *route::parse_affinity_mode(affinity_mode);
-    c.block_size = block_size;
-    c.overlap_score_weight = overlap_score_weight;
-    c.temperature = temperature;
-    c.kv_ttl_secs = kv_ttl_secs;
-    c.kv_events = kv_events;
-    c.max_tree_size = max_tree_size;
-    c.prune_target_ratio = prune_target_ratio;
-    c.worker_kv_blocks = worker_kv_blocks;
     if (active_decode_blocks_threshold >= 0) c.active_decode_blocks_threshold = active_decode_blocks_threshold;
     if (active_prefill_tokens_threshold >= 0)
       c.active_prefill_tokens_threshold = static_cast<uint64_t>(active_prefill_tokens_threshold);
@@ -65,7 +50,7 @@ inline void add_router_flags(CLI::App& app, RouterFlags& f) {
       ->check(CLI::IsMember({"round-robin", "random", "power-of-two", "least-loaded", "kv", "direct"}))
       ->capture_default_str()
       ->group(g);
-  app.add_option("--router-session-affinity-ttl-secs", f.affinity_ttl_secs,
+  app.add_option("--router-session-affinity-ttl-secs", f.cfg.affinity_ttl_secs,
                  "Bind each session to one worker; the binding expires after this many idle seconds "
                  "(1..31536000); unset = affinity off")
       ->envname("DYN_ROUTER_SESSION_AFFINITY_TTL_SECS")
@@ -78,46 +63,46 @@ inline void add_router_flags(CLI::App& app, RouterFlags& f) {
       ->check(CLI::IsMember({"hard", "soft"}))
       ->capture_default_str()
       ->group(g);
-  f.block_size_opt = app.add_option("--kv-cache-block-size", f.block_size,
+  f.block_size_opt = app.add_option("--kv-cache-block-size", f.cfg.block_size,
                                     "Router KV block size in tokens; must equal the workers' block size")
                          ->envname("DYN_ROUTER_KV_CACHE_BLOCK_SIZE")
                          ->check(CLI::Range(1u, 1u << 20))
                          ->capture_default_str()
                          ->group(g);
-  app.add_option("--kv-overlap-score-weight,--router-kv-overlap-score-weight", f.overlap_score_weight,
+  app.add_option("--kv-overlap-score-weight,--router-kv-overlap-score-weight", f.cfg.overlap_score_weight,
                  "Weight of prefill blocks in cost = weight x prefill_blocks + decode_blocks (0 = load only)")
       ->envname("DYN_ROUTER_KV_OVERLAP_SCORE_WEIGHT")
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str()
       ->group(g);
-  app.add_option("--router-temperature", f.temperature,
+  app.add_option("--router-temperature", f.cfg.temperature,
                  "Softmax temperature over normalized costs; 0 = lowest cost (ties: fewest cached blocks, then seeded)")
       ->envname("DYN_ROUTER_TEMPERATURE")
       ->check(CLI::Range(0.0, 1e9))
       ->capture_default_str()
       ->group(g);
-  app.add_option("--router-ttl-secs", f.kv_ttl_secs,
+  app.add_option("--router-ttl-secs", f.cfg.kv_ttl_secs,
                  "Approximate KV index: seconds a routed block is assumed cached without reuse")
       ->envname("DYN_ROUTER_TTL_SECS")
       ->check(CLI::Range(0.001, 1e9))
       ->capture_default_str()
       ->group(g);
-  app.add_flag("--router-kv-events,!--no-router-kv-events", f.kv_events,
+  app.add_flag("--router-kv-events,!--no-router-kv-events", f.cfg.kv_events,
                "Feed the KV index from worker KV events (stored/removed/cleared) instead of predicting it")
       ->envname("DYN_ROUTER_USE_KV_EVENTS")
       ->group(g);
-  app.add_option("--router-max-tree-size", f.max_tree_size,
+  app.add_option("--router-max-tree-size", f.cfg.max_tree_size,
                  "Approximate KV index budget per worker in blocks (0 = --router-worker-kv-blocks)")
       ->envname("DYN_ROUTER_MAX_TREE_SIZE")
       ->capture_default_str()
       ->group(g);
-  app.add_option("--router-prune-target-ratio", f.prune_target_ratio,
+  app.add_option("--router-prune-target-ratio", f.cfg.prune_target_ratio,
                  "When a worker's index exceeds its budget, prune least-recently-used blocks to this fraction")
       ->envname("DYN_ROUTER_PRUNE_TARGET_RATIO")
       ->check(CLI::Range(0.01, 1.0))
       ->capture_default_str()
       ->group(g);
-  app.add_option("--router-worker-kv-blocks", f.worker_kv_blocks,
+  app.add_option("--router-worker-kv-blocks", f.cfg.worker_kv_blocks,
                  "KV capacity of each worker in router blocks (base of --active-decode-blocks-threshold)")
       ->envname("DYN_ROUTER_WORKER_KV_BLOCKS")
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40))
