@@ -173,7 +173,7 @@ class Mocker {
     auto req = std::make_shared<MockRequest>(std::move(*parsed));
     if (req->model.empty()) req->model = opt_.model;
     std::optional<Reply> scripted;
-    if (script_) scripted = script_->choose(req->last_user_text);
+    if (script_) scripted = script_->choose(*req);
     auto plan = std::make_shared<ReplyPlan>(plan_reply(*req, scripted));
     const uint64_t id = engine_.next_id();
     auto st = std::make_shared<StreamState>();
@@ -384,7 +384,7 @@ int main(int argc, char** argv) {
   dyn::cmd::add_engine_flags(app, o.engine);
   app.add_flag("--kv-events", o.kv_events, "Publish KV cache events at GET /v1/kv_events (SSE)");
   app.add_option("--replies", o.replies,
-                 "JSONL of scripted replies: {\"text\"} or {\"tool_call\": {\"name\", \"arguments\"}}, optional \"match\"")
+                 "JSONL of scripted replies: {\"text\"} or {\"tool_call\": {\"name\", \"arguments\"}}, optional conditions \"match\", \"offered\", \"first_turn\", \"after_tool\"")
       ->type_name("FILE")->check(CLI::ExistingFile);
   app.add_option("--default-max-tokens", o.default_max_tokens,
                  "Output tokens when a request sets no limit")->capture_default_str()->check(CLI::PositiveNumber);

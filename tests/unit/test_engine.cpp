@@ -13,6 +13,12 @@ using dyn::Json;
 
 namespace {
 
+Reply text_reply(const char* text) {
+  Reply r;
+  r.text = text;
+  return r;
+}
+
 RequestSpec req(uint64_t id, uint64_t prompt, uint64_t out, uint64_t first_hash = 1000, uint32_t bs = 64) {
   RequestSpec r;
   r.id = id;
@@ -235,22 +241,22 @@ TEST_CASE("mock api: scripted replies by order and by match; plan lengths") {
   CHECK(s->choose("y")->text == "all done");  // the last unmatched reply repeats
   MockRequest q;
   q.max_tokens = 100;
-  auto p = plan_reply(q, Reply{false, "hello world!", "", "", ""});
+  auto p = plan_reply(q, text_reply("hello world!"));
   CHECK(p.tokens() == 3);
   CHECK(p.finish_reason == "stop");
   q.min_tokens = 5;
-  CHECK(plan_reply(q, Reply{false, "hello world!", "", "", ""}).tokens() == 5);
+  CHECK(plan_reply(q, text_reply("hello world!")).tokens() == 5);
   q.ignore_eos = true;
-  CHECK(plan_reply(q, Reply{false, "hi", "", "", ""}).tokens() == 100);
+  CHECK(plan_reply(q, text_reply("hi")).tokens() == 100);
   q = MockRequest{};
   q.max_tokens = 2;
-  auto cut = plan_reply(q, Reply{false, "hello world!", "", "", ""});
+  auto cut = plan_reply(q, text_reply("hello world!"));
   CHECK(cut.tokens() == 2);
   CHECK(cut.finish_reason == "length");
   CHECK(plan_reply(q, std::nullopt).tokens() == 2);
   // UTF-8 is never split inside a character.
   q.max_tokens = 100;
-  auto u = plan_reply(q, Reply{false, "Grüße 日本", "", "", ""});
+  auto u = plan_reply(q, text_reply("Grüße 日本"));
   std::string joined;
   for (auto& piece : u.pieces) joined += piece;
   CHECK(joined == "Grüße 日本");
@@ -281,4 +287,92 @@ TEST_CASE("mock api: chat stream ends with finish, a usage chunk with empty choi
   Json full = a.full_body(64);
   CHECK(full["stop_reason"] == "end_turn");
   CHECK(full["usage"]["input_tokens"] == 36);
+}
+
+TEST_CASE("mock api: conversation facts for --replies conditions (chat, messages, responses)") {
+  // OpenCode over Chat Completions: root first turn offers `task`; after the tool result the
+  // request ends with a role "tool" message answering the assistant's tool_calls[].id.
+  Json tools = Json::array({Json{{"type", "function"}, {"function", {{"name", "task"}, {"parameters", Json::object()}}}}});
+  Json first = {{"messages", {{{"role", "system"}, {"content", "sys"}}, {{"role", "user"}, {"content", "spawn please"}}}},
+                {"tools", tools}};
+  auto a = parse_mock_request(Api::kChat, first, 64, 10);
+  REQUIRE(a);
+  CHECK(a->first_turn);
+  CHECK(a->after_tool.empty());
+  CHECK(a->tool_names == std::vector<std::string>{"task"});
+  Json after = first;
+  after["messages"].push_back({{"role", "assistant"}, {"content", nullptr},
+                               {"tool_calls", {{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "task"}, {"arguments", "{}"}}}}}}});
+  after["messages"].push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "subagent said DONE"}});
+  auto b = parse_mock_request(Api::kChat, after, 64, 10);
+  REQUIRE(b);
+  CHECK_FALSE(b->first_turn);
+  CHECK(b->after_tool == "task");
+  CHECK(b->last_tool_output == "subagent said DONE");
+  CHECK(b->last_user_text == "subagent said DONE");  // the last tool output counts for "match"
+
+  // Anthropic: tool_result blocks in the final user message answer a tool_use id.
+  Json msgs = {{"messages", {{{"role", "user"}, {"content", "go"}},
+                             {{"role", "assistant"}, {"content", {{{"type", "tool_use"}, {"id", "toolu_1"}, {"name", "Agent"}, {"input", Json::object()}}}}},
+                             {{"role", "user"}, {"content", {{{"type", "tool_result"}, {"tool_use_id", "toolu_1"}, {"content", "ok"}}}}}}},
+               {"tools", {{{"name", "Agent"}, {"input_schema", Json::object()}}}}};
+  auto c = parse_mock_request(Api::kMessages, msgs, 64, 10);
+  REQUIRE(c);
+  CHECK_FALSE(c->first_turn);
+  CHECK(c->after_tool == "Agent");
+  CHECK(c->tool_names == std::vector<std::string>{"Agent"});
+
+  // Codex over Responses: namespace tools are flattened; a final function_call_output answers
+  // a function_call's call_id.
+  Json ns = Json::array({Json{{"type", "namespace"}, {"name", "multi_agent_v1"},
+                              {"tools", {{{"name", "spawn_agent"}}, {{"name", "wait_agent"}}}}},
+                         Json{{"type", "function"}, {"name", "shell"}}});
+  Json resp = {{"input", {{{"type", "message"}, {"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "spawn"}}}}},
+                          {{"type", "function_call"}, {"name", "spawn_agent"}, {"namespace", "multi_agent_v1"}, {"call_id", "c9"}, {"arguments", "{}"}},
+                          {{"type", "function_call_output"}, {"call_id", "c9"}, {"output", R"({"agent_id":"a-42","nickname":"P"})"}}}},
+               {"tools", ns}};
+  auto d = parse_mock_request(Api::kResponses, resp, 64, 10);
+  REQUIRE(d);
+  CHECK(d->tool_names == std::vector<std::string>{"multi_agent_v1", "spawn_agent", "wait_agent", "shell"});
+  CHECK_FALSE(d->first_turn);
+  CHECK(d->after_tool == "spawn_agent");
+  // An unanswered call id or a final user message is not "after a tool".
+  resp["input"].back()["call_id"] = "other";
+  CHECK(parse_mock_request(Api::kResponses, resp, 64, 10)->after_tool.empty());
+}
+
+TEST_CASE("mock api: --replies conditions script a subagent flow; ${result.PATH} fills arguments") {
+  std::string path = "test_engine_replies_cond.jsonl";
+  {
+    std::ofstream f(path);
+    f << R"({"offered": "spawn_agent", "first_turn": true, "tool_call": {"name": "spawn_agent", "arguments": {"message": "SUB: hi"}}})" << "\n"
+      << R"({"after_tool": "spawn_agent", "tool_call": {"name": "wait_agent", "arguments": {"targets": ["${result.agent_id}"], "timeout_ms": 60000, "x": "${result.missing}"}}})" << "\n"
+      << R"({"text": "DONE"})" << "\n";
+  }
+  auto s = ReplyScript::load(path);
+  std::remove(path.c_str());
+  REQUIRE(s);
+  MockRequest title;  // no tools: a side request such as title generation
+  CHECK(s->choose(title)->text == "DONE");
+  MockRequest root;
+  root.tool_names = {"multi_agent_v1", "spawn_agent", "wait_agent"};
+  MockRequest later = root;
+  later.first_turn = false;
+  CHECK(s->choose(later)->text == "DONE");  // first_turn: true does not hold
+  auto spawn = s->choose(root);
+  REQUIRE(spawn);
+  CHECK(spawn->name == "spawn_agent");
+  CHECK_FALSE(s->choose(root)->tool_call);  // a conditioned row is used once
+  MockRequest child;  // the subagent is not offered the spawn tool
+  CHECK(s->choose(child)->text == "DONE");
+  later.after_tool = "spawn_agent";
+  later.last_tool_output = R"({"agent_id":"a-42"})";
+  auto wait = s->choose(later);
+  REQUIRE(wait);
+  CHECK(wait->name == "wait_agent");
+  CHECK(wait->arguments == R"({"targets":["a-42"],"timeout_ms":60000,"x":"${result.missing}"})");
+  CHECK(s->choose(later)->text == "DONE");
+  CHECK_FALSE(ReplyScript::parse_row(Json{{"first_turn", "yes"}, {"text", "x"}}));
+  CHECK_FALSE(ReplyScript::parse_row(Json{{"offered", ""}, {"text", "x"}}));
+  CHECK_FALSE(ReplyScript::parse_row(Json{{"after_tool", 3}, {"text", "x"}}));
 }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <fstream>
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
@@ -64,12 +65,121 @@ std::string last_user(const Json& items) {
       if (auto c = it->find("content"); c != it->end()) return content_text(*c);
       return {};
     }
+    if (role != it->end() && role->is_string() && *role == "tool") {
+      if (auto c = it->find("content"); c != it->end()) return content_text(*c);
+      return {};
+    }
     auto type = it->find("type");
     if (type != it->end() && type->is_string() && *type == "function_call_output") {
       if (auto o = it->find("output"); o != it->end()) return content_text(*o);
     }
   }
   return {};
+}
+
+bool is_str(const Json& o, const char* key, const char* value) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() && *it == value;
+}
+
+std::string str_of(const Json& o, const char* key) {
+  auto it = o.find(key);
+  return it != o.end() && it->is_string() ? it->get<std::string>() : std::string();
+}
+
+// Offered tool names: chat {"type":"function","function":{"name"}}, Anthropic and Responses
+// {"name"}, Responses {"type":"namespace","name","tools":[{"name"}]} (both levels).
+std::vector<std::string> offered_tools(const Json& tools) {
+  std::vector<std::string> out;
+  if (!tools.is_array()) return out;
+  for (const Json& t : tools) {
+    if (!t.is_object()) continue;
+    if (auto n = str_of(t, "name"); !n.empty()) out.push_back(n);
+    if (auto f = t.find("function"); f != t.end() && f->is_object())
+      if (auto n = str_of(*f, "name"); !n.empty()) out.push_back(n);
+    if (auto sub = t.find("tools"); sub != t.end() && sub->is_array())
+      for (const Json& x : *sub)
+        if (x.is_object())
+          if (auto n = str_of(x, "name"); !n.empty()) out.push_back(n);
+  }
+  return out;
+}
+
+// Fills first_turn, after_tool and last_tool_output from the conversation. Chat: an assistant
+// message; a final role "tool" message answers an assistant tool_calls[].id. Anthropic: an
+// assistant message; a final user message holding tool_result blocks answers a tool_use id.
+// Responses: an assistant message or function_call item; a final function_call_output item
+// answers a function_call's call_id.
+void conversation_facts(Api api, const Json& items, MockRequest* r) {
+  if (!items.is_array() || items.empty()) return;
+  auto tool_name_of = [&](const std::string& id) -> std::string {
+    if (id.empty()) return {};
+    for (const Json& m : items) {
+      if (!m.is_object()) continue;
+      if (api == Api::kResponses) {
+        if (is_str(m, "type", "function_call") && str_of(m, "call_id") == id) return str_of(m, "name");
+        continue;
+      }
+      if (!is_str(m, "role", "assistant")) continue;
+      if (api == Api::kChat) {
+        if (auto tc = m.find("tool_calls"); tc != m.end() && tc->is_array())
+          for (const Json& c : *tc)
+            if (c.is_object() && str_of(c, "id") == id)
+              if (auto f = c.find("function"); f != c.end() && f->is_object()) return str_of(*f, "name");
+      } else if (auto c = m.find("content"); c != m.end() && c->is_array()) {
+        for (const Json& b : *c)
+          if (b.is_object() && is_str(b, "type", "tool_use") && str_of(b, "id") == id) return str_of(b, "name");
+      }
+    }
+    return {};
+  };
+  for (const Json& m : items) {
+    if (!m.is_object()) continue;
+    if (is_str(m, "role", "assistant") || is_str(m, "type", "function_call")) r->first_turn = false;
+  }
+  const Json& last = items.back();
+  if (!last.is_object()) return;
+  std::string id;
+  if (api == Api::kChat && is_str(last, "role", "tool")) {
+    id = str_of(last, "tool_call_id");
+    if (auto c = last.find("content"); c != last.end()) r->last_tool_output = content_text(*c);
+  } else if (api == Api::kMessages && is_str(last, "role", "user")) {
+    if (auto c = last.find("content"); c != last.end() && c->is_array())
+      for (const Json& b : *c)
+        if (b.is_object() && is_str(b, "type", "tool_result")) {
+          id = str_of(b, "tool_use_id");
+          if (auto k = b.find("content"); k != b.end()) r->last_tool_output = content_text(*k);
+        }
+  } else if (api == Api::kResponses && is_str(last, "type", "function_call_output")) {
+    id = str_of(last, "call_id");
+    if (auto o = last.find("output"); o != last.end()) r->last_tool_output = content_text(*o);
+  }
+  r->after_tool = tool_name_of(id);
+  if (r->after_tool.empty()) r->last_tool_output.clear();
+}
+
+// Replaces string values "${result.PATH}" in `args` by the value at PATH in `result`.
+void substitute_result(Json& args, const Json& result) {
+  if (args.is_object() || args.is_array()) {
+    for (Json& v : args) substitute_result(v, result);
+    return;
+  }
+  if (!args.is_string()) return;
+  const std::string& s = args.get_ref<const std::string&>();
+  static const std::string kOpen = "${result.";
+  if (s.size() <= kOpen.size() + 1 || s.compare(0, kOpen.size(), kOpen) != 0 || s.back() != '}') return;
+  const Json* cur = &result;
+  std::string path = s.substr(kOpen.size(), s.size() - kOpen.size() - 1);
+  size_t i = 0;
+  while (cur && i <= path.size()) {
+    size_t j = path.find('.', i);
+    if (j == std::string::npos) j = path.size();
+    std::string key = path.substr(i, j - i);
+    if (!cur->is_object() || !cur->contains(key)) return;  // unresolvable: left as written
+    cur = &(*cur)[key];
+    i = j + 1;
+  }
+  args = *cur;
 }
 
 }  // namespace
@@ -108,6 +218,7 @@ Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t blo
       for (const Json& x : *m)
         if (!x.is_object() || !x.contains("role")) return bad("each message must be an object with a 'role'");
       r.last_user_text = last_user(*m);
+      conversation_facts(api, *m, &r);
       break;
     }
     case Api::kCompletions: {
@@ -120,10 +231,14 @@ Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t blo
       auto in = body.find("input");
       if (in == body.end() || !(in->is_string() || in->is_array())) return bad("'input' must be a string or an array of items");
       r.last_user_text = last_user(*in);
+      conversation_facts(api, *in, &r);
       break;
     }
   }
-  if (auto t = body.find("tools"); t != body.end() && t->is_array()) r.tools = *t;
+  if (auto t = body.find("tools"); t != body.end() && t->is_array()) {
+    r.tools = *t;
+    r.tool_names = offered_tools(*t);
+  }
   std::string err;
   auto mct = limit_field(body, "max_completion_tokens", &err);
   auto mt = limit_field(body, "max_tokens", &err);
@@ -150,6 +265,18 @@ Expected<Reply> ReplyScript::parse_row(const Json& row) {
   if (auto m = row.find("match"); m != row.end()) {
     if (!m->is_string()) return Error{"'match' must be a string", kExitBadData};
     r.match = m->get<std::string>();
+  }
+  if (auto o = row.find("offered"); o != row.end()) {
+    if (!o->is_string() || o->get<std::string>().empty()) return Error{"'offered' must be a non-empty string", kExitBadData};
+    r.offered = o->get<std::string>();
+  }
+  if (auto a = row.find("after_tool"); a != row.end()) {
+    if (!a->is_string() || a->get<std::string>().empty()) return Error{"'after_tool' must be a non-empty string", kExitBadData};
+    r.after_tool = a->get<std::string>();
+  }
+  if (auto f = row.find("first_turn"); f != row.end()) {
+    if (!f->is_boolean()) return Error{"'first_turn' must be a boolean", kExitBadData};
+    r.first_turn = f->get<bool>();
   }
   if (auto t = row.find("text"); t != row.end() && t->is_string()) {
     r.text = t->get<std::string>();
@@ -191,25 +318,51 @@ Expected<ReplyScript> ReplyScript::load(const std::string& path) {
   return s;
 }
 
+bool Reply::holds(const MockRequest& req) const {
+  if (!match.empty() && req.last_user_text.find(match) == std::string::npos) return false;
+  if (!offered.empty() && std::find(req.tool_names.begin(), req.tool_names.end(), offered) == req.tool_names.end())
+    return false;
+  if (first_turn && *first_turn != req.first_turn) return false;
+  if (!after_tool.empty() && after_tool != req.after_tool) return false;
+  return true;
+}
+
 std::optional<Reply> ReplyScript::choose(const std::string& last_user_text) {
+  MockRequest req;
+  req.last_user_text = last_user_text;
+  return choose(req);
+}
+
+std::optional<Reply> ReplyScript::choose(const MockRequest& req) {
+  auto fill = [&](Reply r) {
+    if (r.tool_call && r.arguments.find("${result.") != std::string::npos) {
+      Json args = Json::parse(r.arguments, nullptr, false);
+      Json result = Json::parse(req.last_tool_output, nullptr, false);
+      if (!args.is_discarded() && !result.is_discarded()) {
+        substitute_result(args, result);
+        r.arguments = args.dump();
+      }
+    }
+    return r;
+  };
   std::lock_guard lk(mu_);
   if (rows_.empty()) return std::nullopt;
   for (size_t i = 0; i < rows_.size(); ++i) {
-    if (!rows_[i].match.empty() && !used_[i] && last_user_text.find(rows_[i].match) != std::string::npos) {
+    if (rows_[i].conditioned() && !used_[i] && rows_[i].holds(req)) {
       used_[i] = true;
-      return rows_[i];
+      return fill(rows_[i]);
     }
   }
   size_t last = rows_.size();
   for (size_t i = 0; i < rows_.size(); ++i) {
-    if (!rows_[i].match.empty()) continue;
+    if (rows_[i].conditioned()) continue;
     last = i;
     if (i >= next_unmatched_) {
       next_unmatched_ = i + 1;
-      return rows_[i];
+      return fill(rows_[i]);
     }
   }
-  if (last < rows_.size()) return rows_[last];
+  if (last < rows_.size()) return fill(rows_[last]);
   return std::nullopt;  // only matched rows and none matched: the default reply
 }
 

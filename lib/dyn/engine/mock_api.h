@@ -29,6 +29,11 @@ struct MockRequest {
   bool ignore_eos = false;
   std::string last_user_text;          ///< for --replies matching
   Json tools;                          ///< the request's tools (Responses namespaces)
+  // Conversation facts for --replies conditions (ReplyScript::choose):
+  std::vector<std::string> tool_names; ///< offered tools; Responses namespaces and their functions
+  bool first_turn = true;              ///< no assistant turn (message, tool call) in the history yet
+  std::string after_tool;              ///< the request ends with the result of a call to this tool
+  std::string last_tool_output;        ///< that result's text ("" when after_tool is empty)
 };
 
 /// Parses and validates a request body. Limits: max_completion_tokens > max_tokens >
@@ -38,25 +43,42 @@ struct MockRequest {
 Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t block_size,
                                          uint64_t default_max_tokens);
 
-/// A scripted assistant reply: text, or a tool call (name + JSON arguments as a string).
+/// A scripted assistant reply: text, or a tool call (name + JSON arguments as a string), with
+/// the conditions that select it (all optional; a row with none is an unconditioned row).
 struct Reply {
   bool tool_call = false;
   std::string text;       ///< text reply
   std::string name;       ///< tool name
-  std::string arguments;  ///< compact JSON
+  std::string arguments;  ///< compact JSON; may hold "${result.PATH}" placeholders
   std::string match;      ///< chosen when this is a substring of the last user message
+  std::string offered;    ///< ... and the request offers a tool of this name
+  std::optional<bool> first_turn;  ///< ... and the history has (false) / has no (true) assistant turn
+  std::string after_tool;          ///< ... and the request ends with the result of this tool
+  bool conditioned() const { return !match.empty() || !offered.empty() || first_turn || !after_tool.empty(); }
+  bool holds(const MockRequest& req) const;
 };
 
 /// --replies FILE: JSONL rows `{"text": "..."}` or `{"tool_call": {"name": N, "arguments":
-/// {...}}}`, optionally with `"match": "substring"`. choose(): the first not-yet-used row
-/// whose match occurs in the last user message; else the next unmatched row in file order;
-/// once those are used up the last unmatched row repeats (so an agent loop ends on text).
-/// Thread-safe.
+/// {...}}}`, optionally with conditions: `"match": "substring"` (of the last user message or
+/// tool output), `"offered": "tool"` (the request offers that tool), `"first_turn": bool`
+/// (whether the history has no assistant turn yet), `"after_tool": "tool"` (the request ends
+/// with the result of a call to that tool). These script an agent CLI's subagent flow: the
+/// root's first turn (offered spawn tool, first_turn) calls the spawn tool, the subagent (not
+/// offered it) and the root after the tool result get text.
+/// choose(): the first not-yet-used conditioned row whose conditions all hold; else the next
+/// unconditioned row in file order; once those are used up the last unconditioned row repeats
+/// (so an agent loop ends on text). A tool call's argument string values of the form
+/// "${result.PATH}" are replaced by the value at dotted PATH in the JSON of the last tool output
+/// (Codex's wait_agent needs the agent_id spawn_agent returned); unresolvable ones stay as they
+/// are. Thread-safe.
 class ReplyScript {
  public:
-  /// Errors name file:line (bad JSON, neither text nor tool_call, arguments not an object).
+  /// Errors name file:line (bad JSON, neither text nor tool_call, arguments not an object,
+  /// conditions of the wrong type).
   static Expected<ReplyScript> load(const std::string& path);
   static Expected<Reply> parse_row(const Json& row);
+  std::optional<Reply> choose(const MockRequest& req);
+  /// Matching on the last user text alone (a request with no other facts).
   std::optional<Reply> choose(const std::string& last_user_text);
   size_t size() const { return rows_.size(); }
   ReplyScript() = default;
