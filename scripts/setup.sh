@@ -5,6 +5,10 @@ set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pkgs=(build-essential cmake pkg-config libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
       zlib1g-dev doctest-dev libxxhash-dev libsimdjson-dev jq groff-base curl procps)
+# node and npm run the real-client e2e tests (OpenAI/Anthropic SDKs, Codex, OpenCode from npm;
+# skipped without them). Asked for by command, not by package: a NodeSource nodejs already ships
+# npm and conflicts with Debian's npm package.
+command -v node >/dev/null && command -v npm >/dev/null || pkgs+=(nodejs npm)
 [[ "${DYN_SETUP_EXTRA:-}" != "" ]] && read -r -a extra <<<"$DYN_SETUP_EXTRA" && pkgs+=("${extra[@]}")
 missing=()
 for p in "${pkgs[@]}"; do
