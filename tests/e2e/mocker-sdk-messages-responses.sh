@@ -5,12 +5,13 @@
 # input from input_json_delta, function_call arguments), stop reasons and usage are right, and a
 # follow-up turn that ends with the tool result gets the after_tool reply. Also checks the event
 # order on the wire with curl, and that a bad body gets a 400 in each API's own error shape.
+# SDK versions are pinned (openai 6.49.0, @anthropic-ai/sdk 1.14.0) so the goldens do not move.
 # Skipped (exit 77) only when npm cannot install the packages.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 command -v node >/dev/null && command -v npm >/dev/null || { echo "skip: node/npm not installed" >&2; exit 77; }
 mkdir -p sdk
 if ! (cd sdk && npm init -y >/dev/null 2>&1 &&
-      timeout 300 npm install --no-audit --no-fund --loglevel=error openai @anthropic-ai/sdk >npm.log 2>&1); then
+      timeout 300 npm install --no-audit --no-fund --loglevel=error openai@6.49.0 @anthropic-ai/sdk@1.14.0 >npm.log 2>&1); then
   echo "skip: npm could not install openai and @anthropic-ai/sdk (registry unreachable?): $(tail -3 sdk/npm.log | tr '\n' ' ')" >&2
   exit 77
 fi
