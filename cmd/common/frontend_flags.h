@@ -35,6 +35,25 @@ struct FrontendFlags {
     sub.add_option("--threads", opt.listen.threads,
                    "Server threads = most concurrent client connections (one per connection)")
         ->capture_default_str();
+    sub.add_option("--max-request-bytes", opt.max_request_bytes,
+                   "Largest request body accepted; a larger one gets 413 with an OpenAI-style error (0 = no limit)")
+        ->capture_default_str()
+        ->type_name("BYTES");
+    sub.add_option("--max-concurrent-requests", opt.max_concurrent_requests,
+                   "Most API requests in flight (streams until they end); more get 429 with Retry-After (0 = no limit)")
+        ->capture_default_str()
+        ->type_name("N");
+    sub.add_option("--admin-host", opt.admin_listen.host,
+                   "Address of the separate admin listener (--admin-port)")
+        ->capture_default_str();
+    sub.add_option("--admin-port", opt.admin_listen.port,
+                   "Serve /v1/bindings, /v1/programs, /metrics and detailed /health on this separate port "
+                   "(0 = a free port) instead of the main one")
+        ->check(CLI::Range(0, 65535));
+    sub.add_option("--admin-port-file", opt.admin_listen.port_file, "Write the bound admin port to FILE")
+        ->type_name("FILE");
+    sub.add_flag("--admin-allow-remote", opt.admin_allow_remote,
+                 "Answer admin endpoints on the main listener to non-loopback clients too (default: 403)");
     sub.add_option("--upstream-connect-timeout-secs", opt.upstream.connect_s, "Connect timeout to a worker")
         ->capture_default_str();
     sub.add_option("--upstream-read-timeout-secs", opt.upstream.read_s,

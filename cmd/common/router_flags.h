@@ -57,6 +57,12 @@ inline void add_router_flags(CLI::App& app, RouterFlags& f) {
       ->check(CLI::Range(1u, route::kMaxAffinityTtlSecs))
       ->type_name("SECS")
       ->group(g);
+  app.add_option("--router-max-bindings", f.cfg.max_bindings,
+                 "Live session bindings kept at most (SPEC 2.1); a new session beyond it gets HTTP 503")
+      ->envname("DYN_ROUTER_MAX_BINDINGS")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32))
+      ->capture_default_str()
+      ->group(g);
   app.add_option("--router-session-affinity-mode", f.affinity_mode,
                  "hard: the bound worker is the only candidate; soft: it is a preference kept while eligible")
       ->envname("DYN_ROUTER_SESSION_AFFINITY_MODE")

@@ -18,6 +18,7 @@
 
 #include "dyn/base/clock.h"
 #include "dyn/base/diag.h"
+#include "dyn/base/json_limits.h"
 #include "dyn/cli/run_tool.h"
 #include "dyn/http/pool.h"
 #include "dyn/engine/live.h"
@@ -40,6 +41,14 @@ struct Options {
   std::string replies;
   uint64_t default_max_tokens = 128;
   size_t threads = 1024;
+  // Fault injection for chaos tests (see the man page, FAULT INJECTION): API requests are
+  // numbered in arrival order; the first `fault_after` are served normally, the next `fail_first`
+  // are answered with `fail_status`, then `stall_count` (0 = all) wait `stall_ms` before headers.
+  uint64_t fault_after = 0;
+  uint64_t fail_first = 0;
+  int fail_status = 503;
+  double stall_ms = 0;
+  uint64_t stall_count = 0;
 };
 
 // Tokens of one request as the engine thread reports them.
@@ -138,6 +147,8 @@ class Mocker {
     svr.Post("/v1/messages", [this](const httplib::Request& q, httplib::Response& r) { handle(Api::kMessages, q, r); });
     svr.Post("/v1/responses", [this](const httplib::Request& q, httplib::Response& r) { handle(Api::kResponses, q, r); });
     svr.Post("/v1/messages/count_tokens", [this](const httplib::Request& q, httplib::Response& r) {
+      if (dyn::json_too_deep(q.body))
+        return send_error(r, Api::kMessages, 400, "JSON body nested too deeply", "invalid_request_error");
       Json body = Json::parse(q.body, nullptr, false);
       auto req = parse_mock_request(Api::kMessages, body, opt_.engine.block_size, 1);
       if (!req) return send_error(r, Api::kMessages, 400, req.error().message, "invalid_request_error");
@@ -165,7 +176,33 @@ class Mocker {
     ++errors_;
   }
 
+  // Applies the fault schedule to the next API request: true when it was answered with an
+  // injected error; otherwise it may first have waited (a stall before the response headers).
+  bool inject_fault(Api api, httplib::Response& r) {
+    const uint64_t n = api_seq_.fetch_add(1);  // 0-based arrival index
+    if (n < opt_.fault_after) return false;
+    const uint64_t k = n - opt_.fault_after;
+    if (k < opt_.fail_first) {
+      ++faults_failed_;
+      send_error(r, api, opt_.fail_status,
+                 fmt::format("injected fault: worker {} failing (--fail-first)", opt_.worker_id),
+                 opt_.fail_status == 429 ? "rate_limit_error" : "server_error");
+      return true;
+    }
+    const uint64_t j = k - opt_.fail_first;
+    if (opt_.stall_ms > 0 && (opt_.stall_count == 0 || j < opt_.stall_count)) {
+      ++faults_stalled_;
+      // Sleep in slices so SIGTERM still stops the server promptly.
+      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(opt_.stall_ms * 1000));
+      while (!stopping_ && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
   void handle(Api api, const httplib::Request& q, httplib::Response& r) {
+    if (inject_fault(api, r)) return;
+    if (dyn::json_too_deep(q.body))
+      return send_error(r, api, 400, "JSON body nested too deeply", "invalid_request_error");
     Json body = Json::parse(q.body, nullptr, false);
     if (body.is_discarded()) return send_error(r, api, 400, "request body is not valid JSON", "invalid_request_error");
     auto parsed = parse_mock_request(api, body, opt_.engine.block_size, opt_.default_max_tokens);
@@ -273,6 +310,10 @@ class Mocker {
     metric("preemptions_total", "counter", "Sequences preempted for recompute", static_cast<double>(s.preemptions));
     metric("kv_evictions_total", "counter", "Cached KV blocks evicted", static_cast<double>(s.evictions));
     metric("engine_steps_total", "counter", "Engine steps run", static_cast<double>(s.steps));
+    metric("faults_failed_total", "counter", "Requests answered with an injected error (--fail-first)",
+           static_cast<double>(faults_failed_.load()));
+    metric("faults_stalled_total", "counter", "Requests stalled before their headers (--stall-before-headers-ms)",
+           static_cast<double>(faults_stalled_.load()));
     return out;
   }
 
@@ -366,6 +407,7 @@ class Mocker {
   std::unique_ptr<ReplyScript> script_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> requests_{0}, errors_{0}, cancelled_{0};
+  std::atomic<uint64_t> api_seq_{0}, faults_failed_{0}, faults_stalled_{0};
   std::mutex sub_mu_;
   std::list<std::shared_ptr<Subscriber>> subs_;
   uint64_t next_event_id_ = 0;
@@ -390,6 +432,20 @@ int main(int argc, char** argv) {
                  "Output tokens when a request sets no limit")->capture_default_str()->check(CLI::PositiveNumber);
   app.add_option("--threads", o.threads, "HTTP worker threads (one per concurrent stream)")
       ->capture_default_str()->check(CLI::Range(4, 65536));
+  const char* fg = "Fault injection";
+  app.add_option("--fault-after", o.fault_after,
+                 "Serve this many API requests normally before any injected fault")
+      ->capture_default_str()->group(fg);
+  app.add_option("--fail-first", o.fail_first,
+                 "Answer the first N API requests (after --fault-after) with --fail-status, then recover")
+      ->capture_default_str()->group(fg);
+  app.add_option("--fail-status", o.fail_status, "HTTP status of injected failures")
+      ->capture_default_str()->check(CLI::Range(400, 599))->group(fg);
+  app.add_option("--stall-before-headers-ms", o.stall_ms,
+                 "Hold API requests (after the failures) this long before sending response headers")
+      ->capture_default_str()->check(CLI::Range(0.0, 3.6e6))->group(fg);
+  app.add_option("--stall-count", o.stall_count, "Stall only this many requests (0 = every one)")
+      ->capture_default_str()->group(fg);
   return dyn::cli::run_tool(argc, argv, app, [&] {
     o.engine.kv_events = o.kv_events;
     if (auto err = o.engine.validate(); !err.empty()) throw dyn::Fatal(dyn::kExitUsage, err);

@@ -10,6 +10,7 @@
 
 #include "dyn/base/json.h"
 #include "dyn/base/json_write.h"
+#include "dyn/base/json_limits.h"
 
 TEST_CASE("append_json_number(double) writes what Json::dump writes") {
   std::mt19937_64 rng(7);
@@ -51,5 +52,37 @@ TEST_CASE("append_json_number(integers) and append_json_string write what Json::
     std::string s;
     dyn::append_json_string(s, v);
     CHECK(s == dyn::Json(v).dump());
+  }
+}
+
+TEST_CASE("json_too_deep counts nesting outside strings only") {
+  CHECK_FALSE(dyn::json_too_deep(R"({"a":[1,{"b":[]}]})", 4));
+  CHECK(dyn::json_too_deep(R"({"a":[1,{"b":[]}]})", 3));
+  // Brackets inside strings (escaped quotes included) do not count.
+  CHECK_FALSE(dyn::json_too_deep(R"({"a":"[[[[{{{{\"[[[["})", 1));
+  std::string deep(100000, '[');
+  CHECK(dyn::json_too_deep(deep));
+  CHECK_FALSE(dyn::json_too_deep(std::string(dyn::kMaxJsonDepth, '[') + std::string(dyn::kMaxJsonDepth, ']')));
+  CHECK(dyn::json_too_deep(std::string(dyn::kMaxJsonDepth + 1, '{')));
+  CHECK_FALSE(dyn::json_too_deep("\xff\xfe not json at all"));
+}
+
+TEST_CASE("valid_utf8 accepts well-formed UTF-8 only (what Json::dump accepts)") {
+  CHECK(dyn::valid_utf8("plain ascii"));
+  CHECK(dyn::valid_utf8("caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"));
+  CHECK_FALSE(dyn::valid_utf8("ab\xff\xfe"));
+  CHECK_FALSE(dyn::valid_utf8("\xc0\xaf"));          // overlong '/'
+  CHECK_FALSE(dyn::valid_utf8("\xed\xa0\x80"));      // surrogate
+  CHECK_FALSE(dyn::valid_utf8("\xf4\x90\x80\x80"));  // past U+10FFFF
+  CHECK_FALSE(dyn::valid_utf8("\xe2\x82"));          // truncated
+  // Agreement with nlohmann: whatever valid_utf8 accepts, dump() prints without throwing.
+  for (const char* s : {"ok", "caf\xc3\xa9", "ab\xff", "\xed\xa0\x80", "\xe2\x82"}) {
+    bool dump_ok = true;
+    try {
+      (void)dyn::Json(std::string(s)).dump();
+    } catch (const std::exception&) {
+      dump_ok = false;
+    }
+    CHECK(dump_ok == dyn::valid_utf8(s));
   }
 }

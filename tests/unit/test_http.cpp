@@ -8,6 +8,7 @@
 
 #include "dyn/http/client.h"
 #include "dyn/http/pool.h"
+#include "dyn/http/server.h"
 #include "dyn/http/sse.h"
 #include "dyn/http/sse_openai.h"
 #include "http_test_server.h"
@@ -393,4 +394,21 @@ TEST_CASE("pool: 300 concurrent streams, workers reused") {
   }
   CHECK(ok.load() == 600);
   CHECK(peak.load() >= 250);
+}
+
+TEST_CASE("is_loopback_address and header_with_control_bytes") {
+  CHECK(is_loopback_address("127.0.0.1"));
+  CHECK(is_loopback_address("127.8.9.10"));
+  CHECK(is_loopback_address("::1"));
+  CHECK(is_loopback_address("::ffff:127.0.0.1"));
+  CHECK_FALSE(is_loopback_address("10.0.0.1"));
+  CHECK_FALSE(is_loopback_address("::ffff:10.0.0.1"));
+  CHECK_FALSE(is_loopback_address("1270.0.0.1"));
+  CHECK_FALSE(is_loopback_address(""));
+  httplib::Headers h{{"x-a", "fine"}, {"x-b", "also fine"}};
+  CHECK(header_with_control_bytes(h).empty());
+  h.emplace("x-c", std::string("a\r\nx-injected: 1"));
+  CHECK(header_with_control_bytes(h) == "x-c");
+  httplib::Headers nul{{"x-d", std::string("a\0b", 3)}};
+  CHECK(header_with_control_bytes(nul) == "x-d");
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include <simdjson.h>
 
@@ -157,4 +158,61 @@ TEST_CASE("segment writer: one gzip member per flush, readable after each flush,
     w.write_line("{}");
   }
   CHECK(read_all({d + "/plain.jsonl"}).size() == 1);
+}
+
+TEST_CASE("a line over max_line_bytes is skipped in constant memory, counted, and later lines flow") {
+  std::string path = "/tmp/dyn_test_io_long_lines_" + std::to_string(::getpid()) + ".jsonl";
+  {
+    std::ofstream f(path);
+    f << "{\"a\":1}\n" << std::string(5000, 'x') << "\n{\"a\":2}\n" << std::string(3000, '[') << "]\n{\"a\":3}\n"
+      << std::string(6000, 'y');  // an over-long last line without a newline
+  }
+  JsonlOptions o;
+  o.lines.max_line_bytes = 1000;
+  JsonlReader r({path}, o);
+  dyn::Json row;
+  std::vector<int> got;
+  std::vector<std::string> where;
+  std::string w;
+  while (r.next(row, &w)) {
+    got.push_back(row["a"].get<int>());
+    where.push_back(w);
+  }
+  CHECK(got == std::vector<int>{1, 2, 3});
+  CHECK(where.back() == path + ":5");  // line numbers still count the skipped lines
+  CHECK(r.reader().long_lines() == 3);  // 5000 x, 3000 '[' (over the limit too), 6000 y
+  CHECK(r.malformed() == 3);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("JSONL: rows nested deeper than kMaxJsonDepth are rejected without recursion") {
+  std::string path = "/tmp/dyn_test_io_deep_" + std::to_string(::getpid()) + ".jsonl";
+  {
+    std::ofstream f(path);
+    f << "{\"a\":" << std::string(200000, '[') << "\n{\"a\":2}\n";
+  }
+  JsonlReader r({path});
+  dyn::Json row;
+  REQUIRE(r.next(row));
+  CHECK(row["a"] == 2);
+  CHECK(r.malformed() == 1);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("segment writer on a full disk (/dev/full): drop_on_error drops and counts, default throws") {
+  SegmentWriterOptions o;
+  o.prefix = "/dev/full";
+  o.gzip = false;
+  o.flush_interval_ms = 0;
+  o.buffer_bytes = 1;  // flush every row
+  {
+    o.drop_on_error = true;
+    SegmentWriter w(o);
+    w.write_line("{\"a\":1}");
+    w.write_line("{\"a\":2}");
+    CHECK(w.dropped_rows() == 2);
+  }
+  o.drop_on_error = false;
+  SegmentWriter w(o);
+  CHECK_THROWS_AS(w.write_line("{\"a\":1}"), dyn::Fatal);
 }

@@ -1,7 +1,10 @@
 // Streaming reverse proxy: one upstream thread per exchange feeding the server's chunked provider.
 #include "dyn/http/proxy.h"
 
+#include <chrono>
 #include <optional>
+
+#include <fmt/format.h>
 
 #include "dyn/base/json.h"
 #include "dyn/http/server.h"
@@ -126,6 +129,10 @@ void ProxyCall::run(ProxyRequest request) {
   bool have_ct = false;
   for (const auto& [k, v] : request.headers) {
     if (!forwardable_header(k)) continue;
+    // Never forward a CR/LF/NUL byte (header injection upstream); callers reject such requests.
+    if (k.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos ||
+        v.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+      continue;
     if (header_name_equal(k, "content-type")) have_ct = true;
     r.headers.emplace(k, v);
   }
@@ -165,16 +172,29 @@ void ProxyCall::run(ProxyRequest request) {
     }
     httplib::Response res;
     httplib::Error e = httplib::Error::Success;
+    const auto sent_at = std::chrono::steady_clock::now();
     ok = cli->send(r, res, e);
+    const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent_at).count();
     bool got_response;
     {
       std::lock_guard<std::mutex> lk(mu_);
       active_ = nullptr;
       got_response = have_response_;
     }
-    if (!ok) err = httplib::to_string(e);
+    // cpp-httplib reports a read timeout and a reset alike (Error::Read); the time spent tells
+    // them apart. A timed-out request may be running upstream, so it is never sent again.
+    bool timed_out = !ok && !got_response && e == httplib::Error::Read &&
+                     waited_s >= pool_.timeouts().read_s * 0.9;
+    if (!ok) {
+      err = timed_out ? fmt::format("no response headers within {:g} s (read timeout)", pool_.timeouts().read_s)
+                      : httplib::to_string(e);
+    }
     pool_.release(std::move(cli), ok && !stopped_);
-    if (ok || got_response || fresh) break;
+    if (timed_out) {
+      std::lock_guard<std::mutex> lk(mu_);
+      timed_out_ = true;
+    }
+    if (ok || got_response || fresh || timed_out) break;
   }
   std::lock_guard<std::mutex> lk(mu_);
   done_ = true;
@@ -264,6 +284,7 @@ void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
   res.status = status_;
   for (const auto& [k, v] : headers_) {
     if (!response_header_copyable(k)) continue;
+    if (v.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos) continue;
     bool replaced = false;  // the proxy's own value wins (e.g. a worker's x-dyn-worker)
     for (const auto& e : extra_headers) replaced = replaced || header_name_equal(k, e.first);
     if (!replaced) res.headers.emplace(k, v);

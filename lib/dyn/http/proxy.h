@@ -124,6 +124,12 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   const httplib::Headers& headers() const { return headers_; }
   /// Transport error text ("" when none).
   std::string error() const;
+  /// True when wait_response() failed because no status line arrived within the read timeout
+  /// (the request was sent and may be running upstream: callers must not resend it).
+  bool timed_out() const {
+    std::lock_guard<std::mutex> lk(mu_);
+    return timed_out_;
+  }
   /// Content-Type of the upstream response.
   std::string content_type() const;
   bool is_event_stream() const;
@@ -165,6 +171,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   httplib::Headers headers_;
   std::string error_;
   bool body_complete_ = false;
+  bool timed_out_ = false;
   std::vector<std::pair<double, std::string>> queue_;
   std::function<void(const ProxyOutcome&)> on_end_;
 };

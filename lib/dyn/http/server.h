@@ -69,6 +69,20 @@ const char* error_type_for_status(int status);
 /// Request headers as (name, value) pairs (names as received; duplicates kept).
 std::vector<std::pair<std::string, std::string>> header_list(const httplib::Headers& headers);
 
+/// True for a loopback peer address: 127.0.0.0/8, ::1 and IPv4-mapped ::ffff:127.x.y.z
+/// (cpp-httplib's Request::remote_addr text). Used to keep admin endpoints local (CLI.md).
+bool is_loopback_address(std::string_view addr);
+
+/// The name of the first header whose name or value holds CR, LF or NUL, or "" when none does.
+/// cpp-httplib 0.11 percent-decodes header values ("%0d%0a" arrives as CR LF), so such bytes can
+/// reach a handler; forwarding them would inject headers upstream, so callers answer 400.
+std::string header_with_control_bytes(const httplib::Headers& headers);
+
+/// Gives every error response that cpp-httplib makes on its own (400 malformed or oversized
+/// headers, 413 body over the payload limit, 414 URI too long, 404 ...) an OpenAI-style error
+/// body, and leaves bodies that handlers set alone.
+void install_error_bodies(httplib::Server& server);
+
 /// Case-insensitive ASCII comparison of header names.
 bool header_name_equal(std::string_view a, std::string_view b);
 

@@ -4,6 +4,7 @@
 #include <simdjson.h>
 
 #include "dyn/base/diag.h"
+#include "dyn/base/json_limits.h"
 
 namespace dyn::io {
 
@@ -94,6 +95,12 @@ bool JsonlReader::next(Json& row, std::string* where) {
   while (reader_.next(line_)) {
     if (skip_blank()) continue;
     std::string_view t = line_.text;
+    // Printing or walking a deeper row would recurse past the stack (simdjson's fast path has
+    // its own limit of 1024).
+    if (json_too_deep(t)) {
+      reject(line_.where(), "row nested deeper than " + std::to_string(kMaxJsonDepth) + " levels, skipped");
+      continue;
+    }
     Json parsed = Json::parse(t.begin(), t.end(), nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded() || !parsed.is_object()) {
       reject_malformed(!parsed.is_discarded());
@@ -146,9 +153,8 @@ bool JsonlReader::next_dom(simdjson::dom::object& row, std::string* where) {
 }
 
 void JsonlReader::summarize() const {
-  if (malformed_ > 0)
-    diag::warning("", std::to_string(malformed_) + " malformed row" + (malformed_ == 1 ? "" : "s") +
-                          " skipped");
+  uint64_t n = malformed();
+  if (n > 0) diag::warning("", std::to_string(n) + " malformed row" + (n == 1 ? "" : "s") + " skipped");
 }
 
 }  // namespace dyn::io

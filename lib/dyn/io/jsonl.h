@@ -59,7 +59,8 @@ class JsonlReader {
   void reject(const std::string& where, const std::string& what);
 
   uint64_t rows() const { return rows_; }
-  uint64_t malformed() const { return malformed_; }
+  /// Rows skipped: malformed, rejected by the caller, nested too deep, or over the line limit.
+  uint64_t malformed() const { return malformed_ + reader_.long_lines(); }
   /// Prints "N malformed rows skipped" when any were (call once at the end).
   void summarize() const;
   LineReader& reader() { return reader_; }

@@ -156,25 +156,46 @@ bool LineReader::fill() {
 }
 
 bool LineReader::next(Line& line) {
+  size_t scanned = 0;  // bytes after begin_ already searched for '\n' (fill() keeps them)
+  bool skipping = false;
   for (;;) {
     if (!open_) {
       if (!open_next()) return false;
+      scanned = 0;
     }
     const char* start = buf_.data() + begin_;
-    const void* nl = std::memchr(start, '\n', end_ - begin_);
+    const void* nl = std::memchr(start + scanned, '\n', end_ - begin_ - scanned);
     if (nl) {
       size_t len = static_cast<const char*>(nl) - start;
       begin_ += len + 1;
+      ++line_no_;
+      if (skipping || (opts_.max_line_bytes && len > opts_.max_line_bytes)) {
+        skipping = false;
+        scanned = 0;
+        report_long_line();
+        continue;
+      }
       if (len > 0 && start[len - 1] == '\r') --len;
       line.text = std::string_view(start, len);
       line.file = cur_name_;
-      line.number = ++line_no_;
+      line.number = line_no_;
       return true;
+    }
+    scanned = end_ - begin_;
+    if (opts_.max_line_bytes && scanned > opts_.max_line_bytes) {
+      // Over the limit: drop what we have and discard up to the next newline in constant memory.
+      skipping = true;
+      begin_ = end_;
+      scanned = 0;
     }
     if (fill()) continue;
     // End of file: a final line without newline still counts (plain files only reach here
     // with data; truncated gzip tails were dropped in fill()).
-    if (end_ > begin_) {
+    if (skipping) {
+      skipping = false;
+      ++line_no_;
+      report_long_line();
+    } else if (end_ > begin_) {
       size_t len = end_ - begin_;
       const char* s = buf_.data() + begin_;
       begin_ = end_;
@@ -185,7 +206,14 @@ bool LineReader::next(Line& line) {
       return true;
     }
     close_current();
+    scanned = 0;
   }
+}
+
+void LineReader::report_long_line() {
+  ++long_lines_;
+  diag::warning(*cur_name_ + ":" + std::to_string(line_no_),
+                "line longer than " + std::to_string(opts_.max_line_bytes) + " bytes skipped");
 }
 
 }  // namespace dyn::io

@@ -150,16 +150,39 @@ void SegmentWriter::flush() {
 void SegmentWriter::flush_locked() {
   if (buf_.empty() || fd_ < 0) return;
   std::string payload = opts_.gzip ? gzip_member(buf_) : buf_;
+  const off_t start = ::lseek(fd_, 0, SEEK_END);
   const char* p = payload.data();
   size_t n = payload.size();
   while (n > 0) {
     ssize_t w = ::write(fd_, p, n);
     if (w < 0) {
       if (errno == EINTR) continue;
-      throw Fatal(kExitIo, segment_path(seg_index_) + ": write failed: " + std::strerror(errno));
+      const int err = errno;
+      // Cut the file back to its last complete member (or line): a partial gzip member in the
+      // middle of a segment would make everything after it unreadable.
+      if (start >= 0 && ::ftruncate(fd_, start) != 0) {
+        // Nothing better to do: the reader's truncated-tail handling recovers the earlier rows.
+      }
+      std::string what = segment_path(seg_index_) + ": write failed: " + std::strerror(err);
+      if (!opts_.drop_on_error) throw Fatal(kExitIo, what);
+      dropped_ += buf_lines_;
+      dropped_in_outage_ += buf_lines_;
+      if (!failing_) {
+        failing_ = true;
+        diag::error("trace writer", what + "; dropping trace rows until writes succeed again");
+      }
+      buf_.clear();
+      buf_lines_ = 0;
+      return;
     }
     p += w;
     n -= static_cast<size_t>(w);
+  }
+  if (failing_) {
+    failing_ = false;
+    diag::note("trace writer: " + segment_path(seg_index_) + ": writes succeed again; " +
+               std::to_string(dropped_in_outage_) + " trace rows were dropped");
+    dropped_in_outage_ = 0;
   }
   seg_bytes_ += buf_.size();
   seg_lines_ += buf_lines_;
@@ -168,8 +191,21 @@ void SegmentWriter::flush_locked() {
   if (opts_.gzip && ((opts_.roll_bytes && seg_bytes_ >= opts_.roll_bytes) ||
                      (opts_.roll_lines && seg_lines_ >= opts_.roll_lines))) {
     ++seg_index_;
-    open_segment_locked();
+    try {
+      open_segment_locked();
+    } catch (const Fatal& e) {
+      if (!opts_.drop_on_error) throw;
+      // Keep appending to the previous segment rather than losing rows.
+      diag::error("trace writer", e.what());
+      --seg_index_;
+      fd_ = ::open(segment_path(seg_index_).c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    }
   }
+}
+
+uint64_t SegmentWriter::dropped_rows() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return dropped_;
 }
 
 void SegmentWriter::close() {
@@ -183,6 +219,8 @@ void SegmentWriter::close() {
   std::lock_guard<std::mutex> lock(mu_);
   flush_locked();
   closed_ = true;
+  if (dropped_ > 0)
+    diag::error("trace writer", std::to_string(dropped_) + " trace rows were dropped by failed writes");
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }

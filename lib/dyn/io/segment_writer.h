@@ -17,6 +17,9 @@ struct SegmentWriterOptions {
   uint64_t buffer_bytes = 1 << 20;         ///< DYN_REQUEST_TRACE_FILE_BUFFER_BYTES
   uint64_t roll_bytes = 268435456;         ///< DYN_REQUEST_TRACE_FILE_ROLL_BYTES (uncompressed)
   uint64_t roll_lines = 0;                 ///< DYN_REQUEST_TRACE_FILE_ROLL_LINES (0 = no limit)
+  /// Live servers: a failed write (disk full, I/O error) drops the buffered rows instead of
+  /// throwing, so the server keeps serving; the outage and the rows lost are reported on stderr.
+  bool drop_on_error = false;
 
   /// Reads the DYN_REQUEST_TRACE_FILE_* environment variables over the defaults. Errors: a
   /// non-numeric value or unknown format throws Fatal(kExitUsage) naming the variable.
@@ -28,8 +31,12 @@ struct SegmentWriterOptions {
 /// every earlier member stays readable. New segments continue after existing ones (the first
 /// index is one past the highest existing <prefix>.NNNNNN.jsonl.gz). A background thread flushes
 /// every flush_interval_ms. Thread-safe: write_line may be called from any thread.
+/// A failed write never leaves a partial gzip member behind: the file is cut back to its last
+/// complete member, so every segment stays readable (`gzip -t`) after a disk-full episode.
 /// Errors: failure to open or write a segment throws Fatal(kExitIo) from the calling thread
-/// (background flush errors are reported on stderr and retried at the next flush).
+/// (background flush errors are reported on stderr and retried at the next flush); with
+/// drop_on_error the rows of a failed write are dropped and counted instead (dropped_rows()),
+/// one error line per outage and a note when writes succeed again.
 class SegmentWriter {
  public:
   explicit SegmentWriter(SegmentWriterOptions options);
@@ -44,6 +51,8 @@ class SegmentWriter {
   void close();
   /// Path of the segment currently written (or the plain file).
   std::string current_path() const;
+  /// Rows dropped by failed writes (drop_on_error only).
+  uint64_t dropped_rows() const;
 
  private:
   void flush_locked();
@@ -60,6 +69,9 @@ class SegmentWriter {
   int fd_ = -1;
   bool stop_ = false;
   bool closed_ = false;
+  bool failing_ = false;        ///< inside a write outage (drop_on_error)
+  uint64_t dropped_ = 0;
+  uint64_t dropped_in_outage_ = 0;
   std::thread flusher_;
 };
 

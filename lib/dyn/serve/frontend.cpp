@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 
 #include "dyn/base/diag.h"
+#include "dyn/base/json_limits.h"
 #include "dyn/base/json.h"
 #include "dyn/route/router.h"
 #include "dyn/serve/prometheus.h"
@@ -35,6 +36,14 @@ int http_status(const Error& e) {
 
 /// One request from arrival to its request_end row.
 struct Exchange {
+  Exchange() = default;
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+  /// Frees the request's concurrency slot: the exchange lives until its response has ended.
+  ~Exchange() {
+    if (slot) slot->fetch_sub(1);
+  }
+  std::atomic<size_t>* slot = nullptr;   ///< counted in Impl::api_in_flight
   Api api = Api::kChat;
   bool stream = false;
   double start_ms = 0;
@@ -59,6 +68,9 @@ struct Frontend::Impl {
   FrontendOptions opt;
   const Clock& clock;
   httplib::Server server;
+  httplib::Server admin_server;   ///< used when opt.admin_listen.port >= 0
+  std::thread admin_thread;
+  std::atomic<size_t> api_in_flight{0};
   std::vector<std::unique_ptr<http::UpstreamPool>> pools;
   std::unique_ptr<route::Router> router;
   std::unique_ptr<io::SegmentWriter> writer;
@@ -92,6 +104,12 @@ struct Frontend::Impl {
     finish(ex, nullptr, status, "http", msg);
   }
   void forward_plain(size_t worker, const httplib::Request& req, httplib::Response& res);
+  bool admin_separate() const { return opt.admin_listen.port >= 0; }
+  /// Admin endpoints on the main listener: loopback peers, or anyone with admin_allow_remote.
+  bool admin_allowed(const httplib::Request& req) const {
+    return opt.admin_allow_remote || http::is_loopback_address(req.remote_addr);
+  }
+  void add_admin_routes(httplib::Server& s, bool guarded);
 
   // ---- admin -------------------------------------------------------------------------------
   Json bindings_json() const;
@@ -147,24 +165,30 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
   m.server.Post("/v1/completions", api_route(Api::kCompletions));
   m.server.Post("/v1/responses", api_route(Api::kResponses));
   m.server.Post("/v1/messages", api_route(Api::kMessages));
-  if (!m.opt.capture) {
-    m.server.Get("/v1/bindings", [&m](const httplib::Request&, httplib::Response& res) {
-      res.set_content(m.bindings_json().dump(2) + "\n", "application/json");
-    });
-    m.server.Get("/v1/programs", [&m](const httplib::Request&, httplib::Response& res) {
-      Json j = m.admission ? m.admission->snapshot_json(m.clock.now_ms())
-                           : Json{{"admission", "none"}, {"programs", Json::array()}};
-      res.set_content(j.dump(2) + "\n", "application/json");
-    });
+  // Pre-routing: header bytes that would inject headers upstream or into traces never get past here.
+  auto guard_headers = [](const httplib::Request& req, httplib::Response& res) {
+    std::string bad = http::header_with_control_bytes(req.headers);
+    if (bad.empty()) return httplib::Server::HandlerResponse::Unhandled;
+    http::set_error(res, 400, "invalid_request_error", "header '" + bad.substr(0, 64) + "' contains CR, LF or NUL");
+    return httplib::Server::HandlerResponse::Handled;
+  };
+  for (httplib::Server* s : {&m.server, &m.admin_server}) {
+    s->set_pre_routing_handler(guard_headers);
+    http::install_error_bodies(*s);
+    if (m.opt.max_request_bytes) s->set_payload_max_length(m.opt.max_request_bytes);
   }
-  m.server.Get("/metrics", [&m](const httplib::Request&, httplib::Response& res) {
-    res.set_content(m.metrics_text(), "text/plain; version=0.0.4");
-  });
+  if (m.admin_separate()) {
+    m.add_admin_routes(m.admin_server, /*guarded=*/false);
+  } else {
+    m.add_admin_routes(m.server, /*guarded=*/true);
+  }
   if (!m.opt.capture) {
-    m.server.Get("/health", [&m](const httplib::Request&, httplib::Response& res) {
+    // Liveness for load balancers stays on the main listener; worker URLs only for admin peers.
+    m.server.Get("/health", [&m](const httplib::Request& req, httplib::Response& res) {
       bool any = false;
       Json j = m.health_json(&any);
       res.status = any ? 200 : 503;
+      if (m.admin_separate() || !m.admin_allowed(req)) j.erase("workers");
       res.set_content(j.dump() + "\n", "application/json");
     });
     m.server.Get("/v1/models", [&m](const httplib::Request& req, httplib::Response& res) {
@@ -186,16 +210,66 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
   m.server.Options(".*", other);
 }
 
-Frontend::~Frontend() { stop(); }
+void Frontend::Impl::add_admin_routes(httplib::Server& s, bool guarded) {
+  // Wraps an admin handler: on the main listener only loopback peers (or --admin-allow-remote).
+  auto admin = [this, guarded](std::function<void(const httplib::Request&, httplib::Response&)> fn) {
+    return [this, guarded, fn](const httplib::Request& req, httplib::Response& res) {
+      if (guarded && !admin_allowed(req)) {
+        return http::set_error(res, 403, "permission_error",
+                               "admin endpoint " + req.path +
+                                   " answers loopback clients only (see --admin-port and --admin-allow-remote)");
+      }
+      fn(req, res);
+    };
+  };
+  if (!opt.capture) {
+    s.Get("/v1/bindings", admin([this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(bindings_json().dump(2, ' ', false, Json::error_handler_t::replace) + "\n", "application/json");
+    }));
+    s.Get("/v1/programs", admin([this](const httplib::Request&, httplib::Response& res) {
+      Json j = admission ? admission->snapshot_json(clock.now_ms())
+                         : Json{{"admission", "none"}, {"programs", Json::array()}};
+      res.set_content(j.dump(2) + "\n", "application/json");
+    }));
+  }
+  s.Get("/metrics", admin([this](const httplib::Request&, httplib::Response& res) {
+    res.set_content(metrics_text(), "text/plain; version=0.0.4");
+  }));
+  if (guarded || opt.capture) return;
+  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+    bool any = false;
+    Json j = health_json(&any);
+    res.status = any ? 200 : 503;
+    res.set_content(j.dump() + "\n", "application/json");
+  });
+}
 
-Expected<int> Frontend::bind() { return http::bind_server(impl_->server, impl_->opt.listen); }
+Frontend::~Frontend() {
+  stop();
+  if (impl_->admin_thread.joinable()) impl_->admin_thread.join();
+}
+
+Expected<int> Frontend::bind() {
+  if (impl_->admin_separate()) {
+    auto a = http::bind_server(impl_->admin_server, impl_->opt.admin_listen);
+    if (!a) return a.error();
+  }
+  return http::bind_server(impl_->server, impl_->opt.listen);
+}
 
 void Frontend::serve() {
   Impl& m = *impl_;
-  if (m.opt.trace) m.writer = std::make_unique<io::SegmentWriter>(m.opt.trace_file);
+  if (m.opt.trace) {
+    io::SegmentWriterOptions wo = m.opt.trace_file;
+    wo.drop_on_error = true;  // a full disk must not stop the proxy: rows are dropped and reported
+    m.writer = std::make_unique<io::SegmentWriter>(wo);
+  }
   if (!m.opt.capture) m.health_thread = std::thread([&m] { m.health_loop(); });
   if (m.admission) m.admission_ticker = std::make_unique<route::AdmissionTicker>(*m.admission, m.clock);
+  if (m.admin_separate()) m.admin_thread = std::thread([&m] { m.admin_server.listen_after_bind(); });
   m.server.listen_after_bind();  // returns after stop(); its pool has finished every request
+  m.admin_server.stop();
+  if (m.admin_thread.joinable()) m.admin_thread.join();
   if (m.admission_ticker) m.admission_ticker->stop();
   {
     std::lock_guard<std::mutex> lk(m.health_mu);
@@ -210,6 +284,7 @@ void Frontend::stop() {
   // Requests blocked in admission wake and are answered 503, so the server's pool can drain.
   if (impl_->admission) impl_->admission->shutdown();
   impl_->server.stop();
+  impl_->admin_server.stop();
   {
     std::lock_guard<std::mutex> lk(impl_->health_mu);
     impl_->stopping = true;
@@ -229,11 +304,38 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
 
   auto ident = session::normalize(http::header_list(req.headers));
   if (!ident) return reject(ex, res, http_status(ident.error()), "invalid_request_error", ident.error().message);
+  // Header bytes end up in trace rows and /v1/bindings, which must stay printable JSON.
+  if (ident->context && (!valid_utf8(ident->context->session_id) || !valid_utf8(ident->context->parent_session_id)))
+    return reject(ex, res, 400, "invalid_request_error", "session id headers must be valid UTF-8");
+  if (!valid_utf8(ident->x_request_id))
+    return reject(ex, res, 400, "invalid_request_error", "x-request-id must be valid UTF-8");
   ex->ctx = ident->context;
   ex->x_request_id = ident->x_request_id;
 
-  Json body = Json::parse(req.body, nullptr, false);
-  if (body.is_discarded()) return reject(ex, res, 400, "invalid_request_error", "malformed JSON body");
+  if (opt.max_concurrent_requests) {
+    ex->slot = &api_in_flight;
+    size_t n = api_in_flight.fetch_add(1) + 1;
+    if (n > opt.max_concurrent_requests) {
+      res.set_header("Retry-After", "1");
+      return reject(ex, res, 429, "rate_limit_error",
+                    fmt::format("too many concurrent requests (limit {}, --max-concurrent-requests)",
+                                opt.max_concurrent_requests));
+    }
+  }
+
+  if (req.body.empty()) return reject(ex, res, 400, "invalid_request_error", "empty request body (a JSON object is required)");
+  // Deep nesting would overflow the stack of the recursive code that renders and prints bodies.
+  if (json_too_deep(req.body))
+    return reject(ex, res, 400, "invalid_request_error",
+                  fmt::format("JSON body nested deeper than {} levels", kMaxJsonDepth));
+  Json body;
+  try {
+    body = Json::parse(req.body);
+  } catch (const Json::parse_error& e) {
+    // The position only: the parser's own message quotes body bytes, which must not reach traces.
+    return reject(ex, res, 400, "invalid_request_error",
+                  fmt::format("malformed JSON body (invalid JSON or UTF-8 near byte {})", e.byte));
+  }
   if (!body.is_object()) return reject(ex, res, 400, "invalid_request_error", "request body must be a JSON object");
   if (auto it = body.find("model"); it != body.end() && it->is_string()) ex->model = it->get<std::string>();
   auto st = body.find("stream");
@@ -318,8 +420,29 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
       // No response at all: the worker is unreachable. Mark it down until the health poller sees
       // it again; in hard mode the router invalidates the binding and advises one retry.
       std::string err = call->error();
+      bool timed_out = call->timed_out();
       call->cancel();
       wc.errors++;
+      if (timed_out) {
+        // The worker took the request but sent no headers in time: it may still be running it,
+        // so it is not resent. The client gets a clean 504; the worker is skipped until its next
+        // good /health and the binding fails (hard mode rebinds the next turn, SPEC 2.3).
+        if (router) {
+          healthy[worker] = false;
+          router->set_healthy(worker, false);
+          sync_admission();
+          ex->placement->fail(false);
+          ex->placement.reset();
+        }
+        std::string msg = "worker " + std::to_string(worker) + " timed out: " + err;
+        http::set_error(res, 504, "timeout", msg);
+        res.set_header("x-dyn-worker", std::to_string(worker));
+        http::ProxyOutcome o;
+        o.kind = http::ProxyOutcome::Kind::kTransport;
+        o.message = err;
+        o.end_ms = clock.now_ms();
+        return finish(ex, &o, 504, "timeout", msg);
+      }
       if (router) {
         healthy[worker] = false;
         router->set_healthy(worker, false);
@@ -421,7 +544,8 @@ void Frontend::Impl::finish(const std::shared_ptr<Exchange>& ex, const http::Pro
   }
   if (!writer) return;
   Json row = request_end_row(*ex, out, status, err_type, err_msg);
-  writer->write_line(row.dump());
+  // replace: a stray invalid byte must never cost the row (dump would throw).
+  writer->write_line(row.dump(-1, ' ', false, Json::error_handler_t::replace));
 }
 
 Json Frontend::Impl::request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
@@ -627,6 +751,12 @@ std::string Frontend::Impl::metrics_text() const {
     prom_sample(o, "dyn_router_binding_table_full_total", "", static_cast<double>(s.table_full));
     prom_family(o, "dyn_router_binding_waits_total", "counter", "requests that waited for an initializing binding");
     prom_sample(o, "dyn_router_binding_waits_total", "", static_cast<double>(s.waits));
+  }
+  prom_family(o, "dyn_frontend_in_flight_requests", "gauge", "API requests being served (counted when --max-concurrent-requests is set)");
+  prom_sample(o, "dyn_frontend_in_flight_requests", "", static_cast<double>(api_in_flight.load()));
+  if (writer) {
+    prom_family(o, "dyn_trace_rows_dropped_total", "counter", "request_end rows lost to failed trace writes (disk full)");
+    prom_sample(o, "dyn_trace_rows_dropped_total", "", static_cast<double>(writer->dropped_rows()));
   }
   prom_family(o, "dyn_request_ttft_seconds", "histogram", "time to first token of successful requests");
   ttft_hist.render(o, "dyn_request_ttft_seconds", "");

@@ -37,6 +37,19 @@ struct FrontendOptions {
   route::AdmissionConfig admission;
   /// Each worker's KV capacity in tokens for admission accounting (KV blocks x block size).
   uint64_t admission_capacity_tokens = 0;
+  /// Largest request body accepted, in bytes; a larger one gets 413 with an OpenAI-style error
+  /// body before any of it is buffered past the limit. 0 = no limit.
+  size_t max_request_bytes = size_t{32} << 20;
+  /// Most API requests in flight at once (a stream counts until it ends); one more gets 429
+  /// (rate_limit_error, Retry-After: 1), as SGLang's router answers. 0 = no limit beyond
+  /// listen.threads connections.
+  size_t max_concurrent_requests = 0;
+  /// A separate admin listener for /v1/bindings, /v1/programs, /metrics and the detailed /health
+  /// (port < 0 = none; then those endpoints are on the main listener and answer only loopback
+  /// peers unless admin_allow_remote). Its host defaults to loopback whatever --host says.
+  http::ListenOptions admin_listen{"127.0.0.1", -1, "", 16};
+  /// Serve admin endpoints on the main listener to any peer (e.g. a remote Prometheus scraper).
+  bool admin_allow_remote = false;
 };
 
 /// A running frontend. Construct, bind(), then serve() blocks until stop() (from any thread, e.g.
@@ -53,7 +66,14 @@ struct FrontendOptions {
 ///   forces it in), then is sent to the controller's worker; the wait is `dyn.pause_ms`.
 ///   The controller's worker set follows worker health.
 /// - GET /v1/bindings, /v1/programs (admission state), /metrics, /health; GET /v1/models is
-///   forwarded to a healthy worker.
+///   forwarded to a healthy worker. Admin endpoints answer loopback peers only (403 otherwise)
+///   unless admin_allow_remote, or live on the admin listener; /health stays on the main listener
+///   for load balancers, with worker details for admin peers only.
+/// - Limits: a header with CR/LF/NUL -> 400; a body over max_request_bytes -> 413; JSON nested
+///   deeper than kMaxJsonDepth -> 400; over max_concurrent_requests in flight -> 429. A worker
+///   that sends no response headers within the upstream read timeout -> 504, no retry (the
+///   request may be running there), the worker marked unhealthy until its next good /health and
+///   the binding failed (hard mode rebinds the next turn, soft mode moves it).
 /// - Anything else: 404 with an OpenAI-style error body (capture mode: forwarded untraced).
 class Frontend {
  public:
@@ -63,7 +83,8 @@ class Frontend {
   Frontend(const Frontend&) = delete;
   Frontend& operator=(const Frontend&) = delete;
 
-  /// Binds the listening socket and writes the port file. Returns the port.
+  /// Binds the listening socket (and the admin listener when configured) and writes the port
+  /// files. Returns the main port.
   Expected<int> bind();
   /// Serves until stop(); then drains, flushes the trace and stops the health poller.
   void serve();
