@@ -43,6 +43,10 @@ struct FrontendFlags {
                    "Most API requests in flight (streams until they end); more get 429 with Retry-After (0 = no limit)")
         ->capture_default_str()
         ->type_name("N");
+    sub.add_option("--drain-timeout-secs", opt.drain_timeout_s,
+                   "On SIGTERM, wait this long for requests in flight to finish (new ones get 503)")
+        ->capture_default_str()
+        ->check(CLI::Range(0.0, 86400.0));
     sub.add_option("--admin-host", opt.admin_listen.host,
                    "Address of the separate admin listener (--admin-port)")
         ->capture_default_str();

@@ -377,7 +377,10 @@ void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
             self->client_gone_ = true;
           }
           self->stop_upstream();
-          *result = success ? ProxyOutcome::Kind::kOk : ProxyOutcome::Kind::kCancelled;
+          // Even with success (cpp-httplib ends a chunked body early when its server stops) the
+          // client never got the whole response: never record it as ok.
+          (void)success;
+          *result = ProxyOutcome::Kind::kCancelled;
         }
         self->join();
         self->finish_once(**result);

@@ -148,7 +148,22 @@ void SegmentWriter::flush() {
 }
 
 void SegmentWriter::flush_locked() {
-  if (buf_.empty() || fd_ < 0) return;
+  if (buf_.empty()) return;
+  if (fd_ < 0 && roll_pending_) {
+    // The next segment is created only when it gets data, so a roll never leaves an empty file.
+    try {
+      open_segment_locked();
+      roll_pending_ = false;
+    } catch (const Fatal& e) {
+      if (!opts_.drop_on_error) throw;
+      diag::error("trace writer", e.what());
+      // Keep appending to the previous segment rather than losing rows.
+      --seg_index_;
+      roll_pending_ = false;
+      fd_ = ::open(segment_path(seg_index_).c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    }
+  }
+  if (fd_ < 0) return;
   std::string payload = opts_.gzip ? gzip_member(buf_) : buf_;
   const off_t start = ::lseek(fd_, 0, SEEK_END);
   const char* p = payload.data();
@@ -191,15 +206,9 @@ void SegmentWriter::flush_locked() {
   if (opts_.gzip && ((opts_.roll_bytes && seg_bytes_ >= opts_.roll_bytes) ||
                      (opts_.roll_lines && seg_lines_ >= opts_.roll_lines))) {
     ++seg_index_;
-    try {
-      open_segment_locked();
-    } catch (const Fatal& e) {
-      if (!opts_.drop_on_error) throw;
-      // Keep appending to the previous segment rather than losing rows.
-      diag::error("trace writer", e.what());
-      --seg_index_;
-      fd_ = ::open(segment_path(seg_index_).c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
-    }
+    ::close(fd_);
+    fd_ = -1;
+    roll_pending_ = true;
   }
 }
 
@@ -219,6 +228,9 @@ void SegmentWriter::close() {
   std::lock_guard<std::mutex> lock(mu_);
   flush_locked();
   closed_ = true;
+  // A segment that never got a row (no traffic) would not pass gzip -t: remove it.
+  if (fd_ >= 0 && opts_.gzip && seg_bytes_ == 0 && ::lseek(fd_, 0, SEEK_END) == 0)
+    ::unlink(segment_path(seg_index_).c_str());
   if (dropped_ > 0)
     diag::error("trace writer", std::to_string(dropped_) + " trace rows were dropped by failed writes");
   if (fd_ >= 0) ::close(fd_);

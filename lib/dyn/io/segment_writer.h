@@ -69,6 +69,7 @@ class SegmentWriter {
   int fd_ = -1;
   bool stop_ = false;
   bool closed_ = false;
+  bool roll_pending_ = false;  ///< the next segment is opened at its first write
   bool failing_ = false;        ///< inside a write outage (drop_on_error)
   uint64_t dropped_ = 0;
   uint64_t dropped_in_outage_ = 0;

@@ -71,6 +71,7 @@ struct Frontend::Impl {
   httplib::Server admin_server;   ///< used when opt.admin_listen.port >= 0
   std::thread admin_thread;
   std::atomic<size_t> api_in_flight{0};
+  std::atomic<bool> draining{false};  ///< stop() was called: new API requests get 503
   std::vector<std::unique_ptr<http::UpstreamPool>> pools;
   std::unique_ptr<route::Router> router;
   std::unique_ptr<io::SegmentWriter> writer;
@@ -281,8 +282,19 @@ void Frontend::serve() {
 }
 
 void Frontend::stop() {
+  Impl& m = *impl_;
   // Requests blocked in admission wake and are answered 503, so the server's pool can drain.
-  if (impl_->admission) impl_->admission->shutdown();
+  if (m.admission) m.admission->shutdown();
+  // Drain first: cpp-httplib's stop() ends chunked bodies at once, which would cut every stream
+  // in flight. New requests get 503 meanwhile; streams still running after drain_timeout_s are
+  // cut (their rows say cancelled).
+  if (!m.draining.exchange(true)) {
+    // Real time, not the injected clock: a fake clock would never reach the deadline.
+    auto deadline = std::chrono::steady_clock::now() +
+                    std::chrono::microseconds(static_cast<int64_t>(m.opt.drain_timeout_s * 1e6));
+    while (m.api_in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   impl_->server.stop();
   impl_->admin_server.stop();
   {
@@ -312,9 +324,13 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
   ex->ctx = ident->context;
   ex->x_request_id = ident->x_request_id;
 
+  ex->slot = &api_in_flight;
+  size_t n = api_in_flight.fetch_add(1) + 1;
+  if (draining.load()) {
+    res.set_header("Connection", "close");
+    return reject(ex, res, 503, "service_unavailable", "the router is shutting down");
+  }
   if (opt.max_concurrent_requests) {
-    ex->slot = &api_in_flight;
-    size_t n = api_in_flight.fetch_add(1) + 1;
     if (n > opt.max_concurrent_requests) {
       res.set_header("Retry-After", "1");
       return reject(ex, res, 429, "rate_limit_error",

@@ -50,6 +50,9 @@ struct FrontendOptions {
   http::ListenOptions admin_listen{"127.0.0.1", -1, "", 16};
   /// Serve admin endpoints on the main listener to any peer (e.g. a remote Prometheus scraper).
   bool admin_allow_remote = false;
+  /// On stop (SIGTERM), wait up to this long for the API requests in flight to finish before
+  /// closing connections (new requests get 503 meanwhile).
+  double drain_timeout_s = 60;
 };
 
 /// A running frontend. Construct, bind(), then serve() blocks until stop() (from any thread, e.g.
@@ -88,7 +91,9 @@ class Frontend {
   Expected<int> bind();
   /// Serves until stop(); then drains, flushes the trace and stops the health poller.
   void serve();
-  /// Thread-safe, idempotent.
+  /// Drains (new API requests get 503; waits up to drain_timeout_s for those in flight), then
+  /// stops the listeners. Blocks while draining; call from a signal watcher thread, not from a
+  /// request handler. Thread-safe, idempotent.
   void stop();
 
  private:
