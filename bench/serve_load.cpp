@@ -31,7 +31,7 @@ double pct(std::vector<double>& v, double q) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: serve_load URL CONCURRENCY SECONDS [--sessions] [--max-tokens N]\n");
+    std::fprintf(stderr, "usage: serve_load URL CONCURRENCY SECONDS [--sessions] [--max-tokens N] [--unique-sessions N]\n");
     return 2;
   }
   std::string url = argv[1];
@@ -39,11 +39,17 @@ int main(int argc, char** argv) {
   double secs = std::atof(argv[3]);
   bool sessions = false;
   int max_tokens = 16;
+  uint64_t unique = 0;
   for (int i = 4; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--sessions") sessions = true;
     if (a == "--max-tokens" && i + 1 < argc) max_tokens = std::atoi(argv[++i]);
+    if (a == "--unique-sessions" && i + 1 < argc) unique = std::strtoull(argv[++i], nullptr, 10);
   }
+  // --unique-sessions N: every request opens a new session (x-session-id uniq-K, K = 0..N-1) and
+  // the run ends after N requests (or SECONDS); 503 answers (binding table full) are counted
+  // apart from errors.
+  std::atomic<uint64_t> next_unique{0}, rejected_503{0};
   std::mutex mu;
   std::vector<double> ttfts, totals;
   std::atomic<uint64_t> ok{0}, errors{0}, chunks_total{0};
@@ -61,6 +67,11 @@ int main(int argc, char** argv) {
       int turn = 0;
       std::vector<double> my_ttft, my_total;
       while (Clock::now() < deadline) {
+        uint64_t uk = 0;
+        if (unique) {
+          uk = next_unique.fetch_add(1);
+          if (uk >= unique) break;
+        }
         ++turn;
         messages.push_back({{"role", "user"}, {"content", "client " + std::to_string(c) + " turn " + std::to_string(turn) +
                                                           " asks a question about caching and routing"}});
@@ -69,7 +80,11 @@ int main(int argc, char** argv) {
         req.method = "POST";
         req.path = "/v1/chat/completions";
         req.headers.emplace("Content-Type", "application/json");
-        if (sessions) req.headers.emplace("x-session-id", "bench-session-" + std::to_string(c));
+        if (unique) {
+          req.headers.emplace("x-session-id", "uniq-" + std::to_string(uk));
+        } else if (sessions) {
+          req.headers.emplace("x-session-id", "bench-session-" + std::to_string(c));
+        }
         req.body = body.dump();
         auto t0 = Clock::now();
         double ttft = -1;
@@ -93,6 +108,11 @@ int main(int argc, char** argv) {
           sent = cli.send(req, res, err);
         }
         double total = ms_since(t0);
+        if (unique && sent && res.status == 503) {
+          rejected_503++;
+          messages.erase(messages.end() - 1);
+          continue;
+        }
         if (!sent || res.status != 200 || tail.find("[DONE]") == std::string::npos || ttft < 0) {
           errors++;
           if (errors.load() <= 3) std::fprintf(stderr, "error: %s status %d\n", httplib::to_string(err).c_str(), res.status);
@@ -121,6 +141,7 @@ int main(int argc, char** argv) {
                    {"seconds", wall},
                    {"requests_ok", ok.load()},
                    {"errors", errors.load()},
+                   {"rejected_503", rejected_503.load()},
                    {"requests_per_s", ok.load() / wall},
                    {"chunks_per_s", chunks_total.load() / wall},
                    {"ttft_p50_ms", pct(ttfts, 50)},

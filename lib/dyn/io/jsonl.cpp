@@ -131,8 +131,16 @@ bool JsonlReader::next_dom(simdjson::dom::object& row, std::string* where) {
     std::string_view t = line_.text;
     simdjson::dom::element doc;
     // realloc_if_needed: the line lives in LineReader's buffer without simdjson's padding.
-    if (dom_->parse(t.data(), t.size(), /*realloc_if_needed=*/true).get(doc) != simdjson::SUCCESS) {
-      reject_malformed(false);
+    if (auto err = dom_->parse(t.data(), t.size(), /*realloc_if_needed=*/true).get(doc); err != simdjson::SUCCESS) {
+      // Name the two kinds of bad input a user can fix (invalid UTF-8, nesting over simdjson's
+      // 1024 levels); everything else is plain malformed JSON.
+      if (err == simdjson::UTF8_ERROR) {
+        reject(line_.where(), "malformed JSON row (invalid UTF-8), skipped");
+      } else if (err == simdjson::DEPTH_ERROR) {
+        reject(line_.where(), "row nested too deeply, skipped");
+      } else {
+        reject_malformed(false);
+      }
       continue;
     }
     if (doc.get_object().get(row) != simdjson::SUCCESS) {

@@ -66,6 +66,7 @@ int cat_traces(const CatOptions& o, io::Output& out) {
     });
     for (auto& h : held) out.line(h.text);
   }
+  malformed += reader.long_lines();  // over-long lines were reported by the reader itself
   if (malformed > 0)
     diag::warning("", std::to_string(malformed) + " malformed row" + (malformed == 1 ? "" : "s") + " skipped");
   if (o.strict && (reader.truncated_files() > 0 || malformed > 0)) return kExitBadData;
