@@ -768,7 +768,7 @@ std::string Frontend::Impl::metrics_text() const {
     prom_family(o, "dyn_router_binding_waits_total", "counter", "requests that waited for an initializing binding");
     prom_sample(o, "dyn_router_binding_waits_total", "", static_cast<double>(s.waits));
   }
-  prom_family(o, "dyn_frontend_in_flight_requests", "gauge", "API requests being served (counted when --max-concurrent-requests is set)");
+  prom_family(o, "dyn_frontend_in_flight_requests", "gauge", "API requests being served (streams until they end)");
   prom_sample(o, "dyn_frontend_in_flight_requests", "", static_cast<double>(api_in_flight.load()));
   if (writer) {
     prom_family(o, "dyn_trace_rows_dropped_total", "counter", "request_end rows lost to failed trace writes (disk full)");
