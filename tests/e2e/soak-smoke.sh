@@ -1,0 +1,13 @@
+# Shows that a short soak (bench/soak.sh for 10 s: 1,000 concurrent agent sessions through
+# dyn-route serve with kv routing, hard affinity and request tracing over four dyn-mocker workers)
+# finishes with zero errors, a request_end row for every request, flat router memory, a clean
+# SIGTERM exit and `dyn-bind check` passing on the router's trace. The figures go to stderr.
+set -u
+DYN_SOAK_SECS=${DYN_SOAK_SMOKE_SECS:-10} DYN_SOAK_SAMPLE_SECS=1 DYN_SOAK_WARMUP_SECS=3 \
+  bash "$DYN_ROOT/bench/soak.sh" "$DYN_BUILD" >out.txt
+rc=$?
+cat out.txt >&2
+echo "soak exit $rc"
+sed -n 's/^requests: [0-9]*  \(errors: [0-9-]*\).*/\1/p' out.txt
+sed -n 's/.*(\(flat: [a-z]*\), limit.*/\1/p' out.txt
+grep -E '^(router exit on SIGTERM|dyn-bind check):' out.txt
