@@ -3,6 +3,9 @@
 # finishes with zero errors, a request_end row for every request, flat router memory, a clean
 # SIGTERM exit and `dyn-bind check` passing on the router's trace. The figures go to stderr.
 set -u
+# Sanitizer builds run every process several times slower with much more memory per thread:
+# 200 sessions there still drive every concurrent path.
+grep -qE '^DYN_SANITIZE:STRING=.+' "$DYN_BUILD/CMakeCache.txt" 2>/dev/null && export DYN_SOAK_SESSIONS=${DYN_SOAK_SESSIONS:-200}
 DYN_SOAK_SECS=${DYN_SOAK_SMOKE_SECS:-10} DYN_SOAK_SAMPLE_SECS=1 DYN_SOAK_WARMUP_SECS=3 \
   bash "$DYN_ROOT/bench/soak.sh" "$DYN_BUILD" >out.txt
 rc=$?
