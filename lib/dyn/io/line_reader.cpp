@@ -13,9 +13,15 @@
 
 namespace dyn::io {
 
+// Read and decode chunk size. The fuzz build (fuzz/CMakeLists.txt) sets a tiny one so that short
+// inputs cross refills, buffer compaction and growth, which 256 KiB chunks never reach there.
+#ifndef DYN_IO_CHUNK_BYTES
+#define DYN_IO_CHUNK_BYTES (1 << 18)
+#endif
+
 namespace {
-constexpr size_t kRawChunk = 1 << 18;
-constexpr size_t kOutChunk = 1 << 18;
+constexpr size_t kRawChunk = DYN_IO_CHUNK_BYTES;
+constexpr size_t kOutChunk = DYN_IO_CHUNK_BYTES;
 }  // namespace
 
 std::string Line::where() const {

@@ -242,7 +242,8 @@ Report build_report(const RequestSet& set, const ReportOptions& options) {
   std::vector<std::pair<std::string, std::string>> extra_tags;
   for (const RequestRecord* r : valid)
     for (const auto& [tag, unit, vals] : r->extra)
-      if (std::none_of(extra_tags.begin(), extra_tags.end(), [&](const auto& e) { return e.first == tag; }))
+      // Named capture: clang before 16 cannot capture a structured binding (the fuzz build).
+      if (std::none_of(extra_tags.begin(), extra_tags.end(), [&name = tag](const auto& e) { return e.first == name; }))
         extra_tags.emplace_back(tag, unit);
   for (const auto& [tag, unit] : extra_tags) {
     std::vector<double> v;
