@@ -8,6 +8,8 @@
 #   TARGET: sse headers jsonl workload request_end (default: all). Exit 1 when anything was found.
 # Env: DYN_FUZZ_BUILD (default ./build-fuzz; configured and built with clang when missing).
 set -euo pipefail
+[[ -z "${ASAN_SYMBOLIZER_PATH:-}" && -x /usr/lib/llvm-14/bin/llvm-symbolizer ]] &&
+  export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="${DYN_FUZZ_BUILD:-$root/build-fuzz}"
 execs=10000000 secs=1800 max_len=4096
@@ -52,7 +54,7 @@ for t in "${targets[@]}"; do
   ((rc != 0 && crashes == 0)) && crashes=1  # a failure libFuzzer left no artifact for
   ((crashes)) && found=1
   printf '%-12s %12s %10s %8s %10s %8s %10s\n' "$t" "${n:-?}" "$dur" "$crashes" "${rss:-?}" \
-    "$(find "$work/corpus" -type f | wc -l)" "$(awk -v n="${n:-0}" -v d="$dur" 'BEGIN {printf "%.0f", d > 0 ? n / d : 0}')"
+    "$(find "$work/corpus" -type f | wc -l)" "$(awk -v n="${n:-0}" -v d="$dur" 'BEGIN {printf "%.0f", (d > 0 ? n / d : 0)}')"
   ((crashes)) && grep -E 'ERROR|SUMMARY|fuzz check failed|runtime error' "$work/run.log" | head -5 | sed 's/^/  /'
 done
 exit "$found"

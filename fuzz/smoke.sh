@@ -4,6 +4,8 @@
 # OOM (2 GiB); the input that failed is left in $DYN_FUZZ_WORK/<name>/ and named in the output.
 # Usage: fuzz/smoke.sh BINARY NAME SECONDS
 set -euo pipefail
+[[ -z "${ASAN_SYMBOLIZER_PATH:-}" && -x /usr/lib/llvm-14/bin/llvm-symbolizer ]] &&
+  export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
 bin="$1" name="$2" secs="$3"
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 work="${DYN_FUZZ_WORK:-/tmp/dyn-fuzz-work}/$name"

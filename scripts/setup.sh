@@ -4,7 +4,8 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pkgs=(build-essential cmake pkg-config libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
-      zlib1g-dev doctest-dev libxxhash-dev libsimdjson-dev jq groff-base curl procps)
+      zlib1g-dev doctest-dev libxxhash-dev libsimdjson-dev jq groff-base curl procps
+      clang libclang-rt-14-dev llvm-14)  # the fuzz build: clang, libFuzzer/ASan/UBSan runtimes, llvm-symbolizer
 # node and npm run the real-client e2e tests (OpenAI/Anthropic SDKs, Codex, OpenCode from npm;
 # skipped without them). Asked for by command, not by package: a NodeSource nodejs already ships
 # npm and conflicts with Debian's npm package.

@@ -191,6 +191,24 @@ TEST_CASE("session_final, compaction, worker target, priority, request id") {
   CHECK(!normalize({{"x-dynamo-worker-instance-id", "w7"}}).ok());
 }
 
+TEST_CASE("control characters in identity values are rejected (fuzz_headers finding)") {
+  // The minimized fuzz input (fuzz/seeds/headers/group-key-spoof): a session id that was a
+  // subagent group key, so a client could share the binding of another parent's subagents.
+  std::string spoof = "\x1fgroup:" + parent_group_key("victim").substr(7);
+  auto r = normalize({{"x-session-id", " " + spoof}});
+  REQUIRE(!r.ok());
+  CHECK(r.error().exit_code == 400);
+  CHECK(r.error().message == "header 'x-session-id' contains a control character (0x1f)");
+  // CR/LF inside a value (header injection), NUL, DEL: rejected; trailing CRLF is trimmed; tab kept.
+  CHECK(!normalize({{"x-dynamo-session-id", "a\r\nx-injected: 1"}}).ok());
+  CHECK(!normalize({{"x-request-id", std::string("r\0x", 3)}}).ok());
+  CHECK(!normalize({{"x-session-affinity", "a\x7f"}}).ok());
+  CHECK(sid(norm({{"x-session-id", "a\r\n"}})) == "a");
+  CHECK(sid(norm({{"x-session-id", "a\tb"}})) == "a\tb");
+  // Other headers are not looked at.
+  CHECK(sid(norm({{"x-session-id", "a"}, {"user-agent", "x\x01"}})) == "a");
+}
+
 TEST_CASE("headers_from_json shapes and parent group keys") {
   CHECK(headers_from_json(Json::parse(R"({"a":"1","b":2})"))->size() == 2);
   CHECK(headers_from_json(Json::parse(R"([["a","1"],["a","2"]])"))->size() == 2);

@@ -102,6 +102,16 @@ Expected<Identity> normalize(const HeaderList& headers) {
     if (std::find(kIdentityHeaders.begin(), kIdentityHeaders.end(), n) == kIdentityHeaders.end()) continue;
     std::string_view v = trim(raw);
     if (v.empty()) continue;  // blank counts as absent
+    // RFC 9110 5.5: a field value holds no control character but HTAB. One here would let a
+    // session id pose as a subagent group key ("\x1fgroup:...", SPEC 2.4; found by fuzz_headers)
+    // or carry CR/LF into the traces and upstream headers that repeat the value.
+    if (auto bad = std::find_if(v.begin(), v.end(),
+                                [](unsigned char ch) { return (ch < 0x20 && ch != '\t') || ch == 0x7f; });
+        bad != v.end()) {
+      char hex[8];
+      std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(*bad));
+      return http400("header '" + n + "' contains a control character (" + hex + ")");
+    }
     if (const std::string* prev = t.get(n)) {
       // x-request-id and x-session-affinity are not identity: the first value is kept.
       if (*prev != v && n != "x-request-id" && n != "x-session-affinity")

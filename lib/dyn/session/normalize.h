@@ -66,7 +66,9 @@ struct Identity {
 /// the session is dropped. Never looks at request content.
 /// Errors (Error::exit_code = 400, the HTTP status the router answers with): a session or parent
 /// id over 256 bytes; conflicting duplicate values of one identity header; a worker instance id
-/// or priority that is not an integer. Pure function, thread-safe.
+/// or priority that is not an integer; a control character (other than tab) inside the trimmed
+/// value of any header listed above or x-request-id / x-session-affinity (RFC 9110 5.5).
+/// Pure function, thread-safe.
 Expected<Identity> normalize(const HeaderList& headers);
 
 /// Reads headers from JSON: an object {name: value} or an ordered list [[name, value], ...].
