@@ -227,6 +227,35 @@ TEST_CASE("request_end rows: warmup excluded, errors only in the error summary, 
   CHECK(parse_goodput("ttft:1,itl:2")->size() == 2);
 }
 
+TEST_CASE("request_end times and codes out of int64 range are unknown, not undefined (fuzz_request_end finding)") {
+  // The minimized fuzz input (fuzz/seeds/request_end/event-time-ns-overflow): an event time of
+  // 1.78e13 ms (a trace writing microseconds) overflowed int64 when converted to ns.
+  auto r = parse_request_end(Json::parse(R"({"event_type":"request_end","event_time_unix_ms":17773128010000})"), "t:1");
+  REQUIRE(r);
+  CHECK(!r->end_ns);
+  CHECK(!r->start_ns);
+  // The largest representable event time still converts exactly.
+  auto ok = parse_request_end(Json::parse(R"({"event_type":"request_end","event_time_unix_ms":9223372036854,
+      "request":{"total_time_ms":1000}})"), "t:2");
+  REQUIRE(ok);
+  CHECK(ok->end_ns == 9223372036854000000);
+  CHECK(ok->start_ns == 9223372035854000000);
+  // Float times, totals and error codes beyond int64: unknown instead of a wrapped value.
+  auto f = parse_request_end(Json::parse(R"({"event_type":"request_end","event_time_unix_ms":1e300,
+      "request":{"request_received_ms":-1e300,"total_time_ms":1e300},
+      "dyn":{"status":"error","error":{"code":1e30}}})"), "t:3");
+  REQUIRE(f);
+  CHECK(!f->start_ns);
+  CHECK(!f->end_ns);
+  CHECK(f->error->code == 0);
+  // AIPerf records: the same for ns timestamps and error codes.
+  RequestRecord a = parse_aiperf_record(Json::parse(R"({"metadata":{"request_start_ns":18446744073709551615,
+      "request_end_ns":1e40},"metrics":{},"error":{"code":-1e300,"type":"x"}})"), "t:4");
+  CHECK(!a.start_ns);
+  CHECK(!a.end_ns);
+  CHECK(a.error->code == 0);
+}
+
 TEST_CASE("theoretical hit rate counts blocks seen earlier in the workload") {
   RequestSet set;
   for (int i = 0; i < 3; ++i) {

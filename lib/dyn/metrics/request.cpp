@@ -2,6 +2,7 @@
 #include "dyn/metrics/request.h"
 
 #include <cmath>
+#include <cstdint>
 
 #include "dyn/base/error.h"
 #include "dyn/io/jsonl.h"
@@ -36,21 +37,44 @@ std::vector<uint64_t> u64_array(const Json* v) {
   return out;
 }
 
-int64_t ms_to_ns(double ms) { return std::llround(ms * 1e6); }
+// A number read from a row as int64 when it is finite and fits, else nullopt: such times and codes
+// are bad data, and converting them would be undefined behaviour (found by fuzz_request_end).
+std::optional<int64_t> to_i64(double v) {
+  if (!(v > -9.2e18 && v < 9.2e18)) return std::nullopt;
+  return std::llround(v);
+}
 
-// Exact integer ns from a JSON number in ns (u64 kept exact; floats rounded).
+std::optional<int64_t> ms_to_ns(double ms) { return to_i64(ms * 1e6); }
+
+// a + b and a - b, nullopt on overflow.
+std::optional<int64_t> add_ns(std::optional<int64_t> a, std::optional<int64_t> b) {
+  int64_t r;
+  if (!a || !b || __builtin_add_overflow(*a, *b, &r)) return std::nullopt;
+  return r;
+}
+std::optional<int64_t> sub_ns(std::optional<int64_t> a, std::optional<int64_t> b) {
+  int64_t r;
+  if (!a || !b || __builtin_sub_overflow(*a, *b, &r)) return std::nullopt;
+  return r;
+}
+
+// Exact integer ns from a JSON number in ns (u64 kept exact up to 2^63-1; floats rounded).
 std::optional<int64_t> exact_ns(const Json& v) {
-  if (auto u = as_u64(v)) return static_cast<int64_t>(*u);
-  if (auto d = as_number(v)) return std::llround(*d);
+  if (auto u = as_u64(v)) {
+    if (*u > static_cast<uint64_t>(INT64_MAX)) return std::nullopt;
+    return static_cast<int64_t>(*u);
+  }
+  if (auto d = as_number(v)) return to_i64(*d);
   return std::nullopt;
 }
 
 // AIPerf time values in `unit` to integer ns, as AIPerf held them before converting for display.
 double to_ns(double v, const std::string& unit) {
   if (unit == "ns") return v;
-  if (unit == "us") return static_cast<double>(std::llround(v * 1e3));
-  if (unit == "sec" || unit == "s") return static_cast<double>(std::llround(v * 1e9));
-  return static_cast<double>(std::llround(v * 1e6));  // ms, AIPerf's display unit for latencies
+  // std::round = llround for every value an int64 holds, and stays defined beyond.
+  if (unit == "us") return std::round(v * 1e3);
+  if (unit == "sec" || unit == "s") return std::round(v * 1e9);
+  return std::round(v * 1e6);  // ms, AIPerf's display unit for latencies
 }
 
 void derive_itl(RequestRecord& r, double time_to_s) {
@@ -91,7 +115,8 @@ std::optional<RequestRecord> parse_request_end(const Json& row, std::string wher
       e.message = "client cancelled the request";
     }
     if (const Json* err = find_path(row, "dyn.error"); err && err->is_object()) {
-      if (auto c = num_at(*err, "code")) e.code = static_cast<int64_t>(*c);
+      if (auto c = num_at(*err, "code"))
+        if (auto i = to_i64(*c)) e.code = *i;
       if (err->contains("type")) e.type = text_of(&(*err)["type"]);
       if (err->contains("message")) e.message = text_of(&(*err)["message"]);
     }
@@ -103,12 +128,16 @@ std::optional<RequestRecord> parse_request_end(const Json& row, std::string wher
   const Json* ev = find_path(row, "event_time_unix_ms");
   std::optional<int64_t> event_ns;
   if (ev) {
-    if (auto u = as_u64(*ev)) event_ns = static_cast<int64_t>(*u) * 1'000'000;
-    else if (auto d = as_number(*ev)) event_ns = ms_to_ns(*d);
+    if (auto u = as_u64(*ev)) {  // exact for integer ms; unrepresentable in ns (after 2262): unknown
+      if (*u <= static_cast<uint64_t>(INT64_MAX / 1'000'000)) event_ns = static_cast<int64_t>(*u) * 1'000'000;
+    } else if (auto d = as_number(*ev)) {
+      event_ns = ms_to_ns(*d);
+    }
   }
+  const std::optional<int64_t> total_ns = total ? ms_to_ns(*total) : std::nullopt;
   if (auto recv = num_at(row, "request.request_received_ms")) r.start_ns = ms_to_ns(*recv);
-  else if (event_ns && total) r.start_ns = *event_ns - ms_to_ns(*total);
-  if (r.start_ns && total) r.end_ns = *r.start_ns + ms_to_ns(*total);
+  else r.start_ns = sub_ns(event_ns, total_ns);
+  if (r.start_ns && total_ns) r.end_ns = add_ns(r.start_ns, total_ns);
   else r.end_ns = event_ns;
 
   r.ttft = num_at(row, "request.ttft_ms");
@@ -144,7 +173,8 @@ RequestRecord parse_aiperf_record(const Json& row, std::string where) {
   if (row.contains("error") && row["error"].is_object()) {
     const Json& e = row["error"];
     ErrorInfo info;
-    if (e.contains("code") && e["code"].is_number()) info.code = e["code"].get<int64_t>();
+    if (e.contains("code") && e["code"].is_number())
+      if (auto i = to_i64(e["code"].get<double>())) info.code = *i;
     info.type = text_of(e.contains("type") ? &e["type"] : nullptr);
     info.message = text_of(e.contains("message") ? &e["message"] : nullptr);
     r.error = std::move(info);
