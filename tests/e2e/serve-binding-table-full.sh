@@ -5,7 +5,7 @@
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 start_mocker w0 --worker-id 0 --speedup-ratio 50
 start_mocker w1 --worker-id 1 --speedup-ratio 50
-start_router r --worker "$w0_url" --worker "$w1_url" --router-session-affinity-ttl-secs 2 --router-max-bindings 3
+start_router r --worker "$w0_url" --worker "$w1_url" --router-session-affinity-ttl-secs 5 --router-max-bindings 3
 for s in a b c; do echo "$s: $(chat "$r_url" "{\"x-session-id\":\"$s\"}" '[{"role":"user","content":"hi"}]')"; done
 echo "d: $(chat "$r_url" '{"x-session-id":"d"}' '[{"role":"user","content":"hi"}]' | cut -d' ' -f2)"
 jq -c '.error' body.txt
@@ -14,5 +14,5 @@ echo "a turn 2: $(chat "$r_url" '{"x-session-id":"a"}' "$m" | cut -d' ' -f2)"
 echo "no session (no binding needed): $(chat "$r_url" '{}' '[{"role":"user","content":"hi"}]' | cut -d' ' -f2)"
 echo "refusals counted: $(curl -sS "$r_url/metrics" | awk '/^dyn_router_binding_table_full_total/{print $2}')"
 echo "bindings: $(curl -sS "$r_url/v1/bindings" | jq -c '[.bindings[].key]')"
-sleep 2.5
+sleep 5.5  # past the TTL (5 s, long enough that slow sanitizer builds list a, b, c before it)
 echo "after the TTL, d: $(chat "$r_url" '{"x-session-id":"d"}' '[{"role":"user","content":"hi"}]' | cut -d' ' -f2)"

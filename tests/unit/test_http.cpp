@@ -372,7 +372,12 @@ TEST_CASE("pool: 300 concurrent streams, workers reused") {
     int now = ++in_flight;
     int p = peak.load();
     while (now > p && !peak.compare_exchange_weak(p, now)) {}
+    // Hold each stream until 250 are in flight together (or 3 s passed): on a loaded machine the
+    // pool's 300 connections may start over more than a fixed sleep, which is not what is tested.
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
     std::this_thread::sleep_for(std::chrono::milliseconds(150));
+    while (peak.load() < 250 && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
     --in_flight;
     res.set_content(chunk("z", "stop") + "data: [DONE]\n\n", "text/event-stream");
   });
