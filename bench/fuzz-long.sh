@@ -6,7 +6,9 @@
 # findings are left there as crash-*, leak-*, timeout-*, oom-* with the log next to them.
 # Usage: bench/fuzz-long.sh [--execs N] [--seconds S] [--max-len B] [TARGET...]
 #   TARGET: sse headers jsonl workload request_end (default: all). Exit 1 when anything was found.
-# Env: DYN_FUZZ_BUILD (default ./build-fuzz; configured and built with clang when missing).
+# Env: DYN_FUZZ_BUILD (default ./build-fuzz; configured and built with clang when missing);
+#   DYN_FUZZ_TIMEOUT: seconds one input may take before it counts as a timeout (default 10; raise it
+#   on a loaded machine, where a starved process can stall that long on an ordinary input).
 set -euo pipefail
 [[ -z "${ASAN_SYMBOLIZER_PATH:-}" && -x /usr/lib/llvm-14/bin/llvm-symbolizer ]] &&
   export ASAN_SYMBOLIZER_PATH=/usr/lib/llvm-14/bin/llvm-symbolizer
@@ -43,7 +45,7 @@ for t in "${targets[@]}"; do
   start=$(date +%s.%N)
   rc=0
   (cd "$work" && "$build/fuzz/fuzz_$t" "${dict[@]}" -runs="$execs" -max_total_time="$secs" -max_len="$max_len" \
-      -timeout=10 -rss_limit_mb=2048 -close_fd_mask=2 -print_final_stats=1 -artifact_prefix="$work/" \
+      -timeout="${DYN_FUZZ_TIMEOUT:-10}" -rss_limit_mb=2048 -close_fd_mask=2 -print_final_stats=1 -artifact_prefix="$work/" \
       corpus seeds >"$work/run.log" 2>&1) || rc=$?
   end=$(date +%s.%N)
   after=$(find "$work" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)
