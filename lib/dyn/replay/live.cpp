@@ -318,8 +318,11 @@ class Runner {
         }
       }
       if (done_ == items_.size() && !warmup_) stats_.all_transport_errors = transport_errors_ == done_ && done_ > 0;
+      // Notify under the lock: once done_ reaches the end the scheduler may return and destroy
+      // this Runner (and cv_) as soon as it can take mu_; a notify after unlocking raced with
+      // that destruction (TSan: pthread_cond_broadcast vs pthread_cond_destroy).
+      cv_.notify_all();
     }
-    cv_.notify_all();
   }
 
   void progress_loop() {
