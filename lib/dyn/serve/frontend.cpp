@@ -431,7 +431,7 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
     WorkerCounters& wc = *counters[worker];
     wc.requests++;
     ex->tap = std::make_shared<ResponseTap>(api, hide_usage);
-    auto call = http::ProxyCall::start(*pools[worker], attempt == 0 ? preq : preq, ex->tap, clock);
+    auto call = http::ProxyCall::start(*pools[worker], preq, ex->tap, clock);
     if (!call->wait_response()) {
       // No response at all: the worker is unreachable. Mark it down until the health poller sees
       // it again; in hard mode the router invalidates the binding and advises one retry.
@@ -439,44 +439,33 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
       bool timed_out = call->timed_out();
       call->cancel();
       wc.errors++;
-      if (timed_out) {
-        // The worker took the request but sent no headers in time: it may still be running it,
-        // so it is not resent. The client gets a clean 504; the worker is skipped until its next
-        // good /health and the binding fails (hard mode rebinds the next turn, SPEC 2.3).
-        if (router) {
-          healthy[worker] = false;
-          router->set_healthy(worker, false);
-          sync_admission();
-          ex->placement->fail(false);
-          ex->placement.reset();
-        }
-        std::string msg = "worker " + std::to_string(worker) + " timed out: " + err;
-        http::set_error(res, 504, "timeout", msg);
-        res.set_header("x-dyn-worker", std::to_string(worker));
-        http::ProxyOutcome o;
-        o.kind = http::ProxyOutcome::Kind::kTransport;
-        o.message = err;
-        o.end_ms = clock.now_ms();
-        return finish(ex, &o, 504, "timeout", msg);
-      }
       if (router) {
         healthy[worker] = false;
         router->set_healthy(worker, false);
         sync_admission();
         route::RetryAdvice advice = ex->placement->fail(false);
         ex->placement.reset();
-        bool can_retry = attempt == 0 && !ident->worker_instance_id && pools.size() > 1;
+        // A worker that timed out before headers took the request and may still be running it, so
+        // it is never resent: the client gets a clean 504 and hard mode rebinds the next turn
+        // (SPEC 2.3).
+        bool can_retry = !timed_out && attempt == 0 && !ident->worker_instance_id && pools.size() > 1;
         if (can_retry) {
           if (advice.retry) retry = advice;
           retries_total++;
           continue;
         }
       }
-      http::set_error(res, 502, "connection", "worker " + std::to_string(worker) + " unreachable: " + err);
       http::ProxyOutcome o;
       o.kind = http::ProxyOutcome::Kind::kTransport;
       o.message = err;
       o.end_ms = clock.now_ms();
+      if (timed_out) {
+        std::string msg = "worker " + std::to_string(worker) + " timed out: " + err;
+        http::set_error(res, 504, "timeout", msg);
+        res.set_header("x-dyn-worker", std::to_string(worker));
+        return finish(ex, &o, 504, "timeout", msg);
+      }
+      http::set_error(res, 502, "connection", "worker " + std::to_string(worker) + " unreachable: " + err);
       return finish(ex, &o, 502, "connection", "worker unreachable: " + err);
     }
     int status = call->status();
