@@ -17,22 +17,18 @@ wait_file() {
 }
 
 # start_mocker NAME [ARGS...]: starts dyn-mocker on a free port; sets NAME_url and NAME_pid.
-start_mocker() {
-  local name=$1; shift
-  rm -f "$name.port"
-  dyn-mocker --port 0 --port-file "$name.port" "$@" >"$name.log" 2>&1 &
-  local pid=$!
-  _dyn_pids+=("$pid")
-  wait_file "$name.port" || return 1
-  printf -v "${name}_url" 'http://127.0.0.1:%s' "$(cat "$name.port")"
-  printf -v "${name}_pid" '%s' "$pid"
-}
+start_mocker() { _start_server "$1" 1 dyn-mocker "${@:2}"; }
 
 # start_router NAME [ARGS...]: starts dyn-route serve on a free port; sets NAME_url and NAME_pid.
-start_router() {
-  local name=$1; shift
+start_router() { _start_server "$1" 2 dyn-route serve "${@:2}"; }
+
+# _start_server NAME N WORD... ARG...: runs the N command WORDs, then --port 0 --port-file
+# NAME.port, then the ARGs, in the background (log NAME.log, stopped at exit); sets NAME_url and
+# NAME_pid once the port is known.
+_start_server() {
+  local name=$1 n=$2; shift 2
   rm -f "$name.port"
-  dyn-route serve --port 0 --port-file "$name.port" "$@" >"$name.log" 2>&1 &
+  "${@:1:n}" --port 0 --port-file "$name.port" "${@:n+1}" >"$name.log" 2>&1 &
   local pid=$!
   _dyn_pids+=("$pid")
   wait_file "$name.port" || return 1
