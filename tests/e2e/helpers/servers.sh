@@ -16,11 +16,26 @@ wait_file() {
   return 1
 }
 
+# A sanitizer build (DYN_SANITIZE set in the build's CMakeCache) runs several times slower, and a
+# server's first request there pays for instrumented one-time set-up (about 2 s under TSan, more
+# than the router's 1 s /health timeout, so the router would mark a fresh worker down). There each
+# mocker answers one /health before the test goes on, and the router waits longer for a poll.
+_dyn_sanitized=false
+grep -qE '^DYN_SANITIZE:STRING=.+' "$DYN_BUILD/CMakeCache.txt" 2>/dev/null && _dyn_sanitized=true
+
 # start_mocker NAME [ARGS...]: starts dyn-mocker on a free port; sets NAME_url and NAME_pid.
-start_mocker() { _start_server "$1" 1 dyn-mocker "${@:2}"; }
+start_mocker() {
+  _start_server "$1" 1 dyn-mocker "${@:2}" || return 1
+  local url="${1}_url"
+  if $_dyn_sanitized; then curl -sS -o /dev/null -m 60 "${!url}/health"; fi
+}
 
 # start_router NAME [ARGS...]: starts dyn-route serve on a free port; sets NAME_url and NAME_pid.
-start_router() { _start_server "$1" 2 dyn-route serve "${@:2}"; }
+start_router() {
+  local slow=()
+  $_dyn_sanitized && slow=(--health-timeout-ms 20000)
+  _start_server "$1" 2 dyn-route serve "${@:2}" "${slow[@]}"
+}
 
 # _start_server NAME N WORD... ARG...: runs the N command WORDs, then --port 0 --port-file
 # NAME.port, then the ARGs, in the background (log NAME.log, stopped at exit); sets NAME_url and
