@@ -126,6 +126,14 @@ struct Frontend::Impl {
       if (healthy[i]) ws.push_back(route::AdmissionWorker{static_cast<int>(i), opt.admission_capacity_tokens});
     admission->set_workers(std::move(ws));
   }
+  /// Marks worker `i` healthy or down (router and admission controller included) and notes each
+  /// change on stderr with its cause, so an operator can tell a failed poll from a failed request.
+  void set_worker_health(size_t i, bool ok, const std::string& why) {
+    if (healthy[i].exchange(ok) == ok) return;
+    if (router) router->set_healthy(i, ok);
+    sync_admission();
+    diag::note(fmt::format("worker {} ({}) is {}: {}", i, opt.workers[i], ok ? "healthy" : "unhealthy", why));
+  }
   void health_loop();
 };
 
@@ -440,9 +448,7 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
       call->cancel();
       wc.errors++;
       if (router) {
-        healthy[worker] = false;
-        router->set_healthy(worker, false);
-        sync_admission();
+        set_worker_health(worker, false, (timed_out ? "a request timed out before headers: " : "a request failed: ") + err);
         route::RetryAdvice advice = ex->placement->fail(false);
         ex->placement.reset();
         // A worker that timed out before headers took the request and may still be running it, so
@@ -490,11 +496,7 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
       if (o.kind == http::ProxyOutcome::Kind::kStreamCut) {
         type = "stream_cut";
         msg = o.message;
-        if (router) {
-          healthy[ex->worker] = false;
-          router->set_healthy(ex->worker, false);
-          sync_admission();
-        }
+        if (router) set_worker_health(ex->worker, false, "a stream was cut: " + o.message);
       } else if (o.kind == http::ProxyOutcome::Kind::kCancelled) {
         type = "cancelled";
         msg = "client went away";
@@ -779,19 +781,20 @@ void Frontend::Impl::health_loop() {
     auto us = std::chrono::microseconds(static_cast<int64_t>(opt.health_timeout_ms * 1000));
     c->set_connection_timeout(us);
     c->set_read_timeout(us);
-    c->set_keep_alive(true);
+    // A fresh connection per poll: a reused keep-alive connection can race with the worker
+    // closing it (cpp-httplib servers close after 5 requests or 5 s idle), and the poll then
+    // fails with a write error that says nothing about the worker's health. Seen under load in
+    // the soak as a healthy worker marked down and its hard-affinity sessions moved.
+    c->set_keep_alive(false);
     clients.push_back(std::move(c));
   }
   for (;;) {
     for (size_t i = 0; i < clients.size(); ++i) {
       auto r = clients[i]->Get(pools[i]->url().path_prefix + "/health");
       bool ok = r && r->status == 200;
-      if (ok != healthy[i].load()) {
-        healthy[i] = ok;
-        router->set_healthy(i, ok);
-        sync_admission();
-        diag::note(fmt::format("worker {} ({}) is {}", i, opt.workers[i], ok ? "healthy" : "unhealthy"));
-      }
+      set_worker_health(i, ok, ok ? "GET /health answered 200"
+                                  : r ? fmt::format("GET /health answered {}", r->status)
+                                      : "GET /health failed: " + httplib::to_string(r.error()));
     }
     std::unique_lock<std::mutex> lk(health_mu);
     if (health_cv.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>(opt.health_interval_ms * 1000)),
