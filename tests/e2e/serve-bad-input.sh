@@ -3,7 +3,8 @@
 # CR/LF smuggled into a header value percent-encoded or raw (400, and nothing reaches the worker
 # or the trace), a body over --max-request-bytes and over the 32 MiB default (413), non-UTF-8
 # JSON and header values (400), nesting deeper than 128 levels (400, no stack overflow), an empty
-# body (400); unknown fields pass through to the worker untouched.
+# body (400); unknown fields pass through to the worker untouched. A header line without a colon is
+# dropped by cpp-httplib and the request served.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 start_mocker w0
 start_router r --worker "$w0_url" --max-request-bytes 4096 --router-session-affinity-ttl-secs 60 \
@@ -21,12 +22,15 @@ raw() {
   exec 3<>"/dev/tcp/127.0.0.1/$(cat r.port)"
   printf "$2" >&3
   local out; out=$(cat <&3); exec 3>&-
-  echo "$1: $(head -1 <<<"$out" | tr -d '\r') $(tail -1 <<<"$out" | jq -r '.error | "\(.type): \(.message)"' 2>/dev/null)"
+  echo "$1: $(head -1 <<<"$out" | tr -d '\r') $(tail -1 <<<"$out" | jq -r 'if .error then "\(.error.type): \(.error.message)" else "ok" end' 2>/dev/null)"
 }
 big=$(head -c 9000 /dev/zero | tr '\0' a)
 post "header over 8 KiB" -H "x-big: $big" "$r_url/v1/chat/completions" -d "$good"
 post "percent-encoded CRLF in a header" -H 'x-session-id: a%0d%0ax-injected: yes' "$r_url/v1/chat/completions" -d "$good"
 raw "raw CR in a header" 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-note: a\rx-injected: yes\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}'
+# cpp-httplib 0.11 drops a header line without a colon before the router sees the request, so no
+# 400 is possible from here: the request is served without that line (pinned so a change shows).
+raw "header line without a colon" "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-no-colon-here\r\ncontent-type: application/json\r\nContent-Length: ${#good}\r\nConnection: close\r\n\r\n$good"
 head -c 5000 /dev/zero | tr '\0' ' ' >pad.txt
 jq -c --rawfile p pad.txt '.messages[0].content = $p' <<<"$good" >big.json
 post "body over --max-request-bytes 4096" "$r_url/v1/chat/completions" --data-binary @big.json
