@@ -781,10 +781,11 @@ void Frontend::Impl::health_loop() {
     auto us = std::chrono::microseconds(static_cast<int64_t>(opt.health_timeout_ms * 1000));
     c->set_connection_timeout(us);
     c->set_read_timeout(us);
-    // A fresh connection per poll: a reused keep-alive connection can race with the worker
-    // closing it (cpp-httplib servers close after 5 requests or 5 s idle), and the poll then
-    // fails with a write error that says nothing about the worker's health. Seen under load in
-    // the soak as a healthy worker marked down and its hard-affinity sessions moved.
+    // A fresh connection per poll: a reused keep-alive connection may have been closed by the
+    // worker (idle timeout, request cap, restart), and the poll then fails with a write error that
+    // says nothing about the worker's health. Seen under load in the soak ("GET /health failed:
+    // Write") as a healthy worker marked down and its hard-affinity sessions moved. Proxied
+    // requests do not need this: ProxyCall retries a reused connection once on a fresh one.
     c->set_keep_alive(false);
     clients.push_back(std::move(c));
   }
