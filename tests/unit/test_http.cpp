@@ -295,6 +295,44 @@ TEST_CASE("client: 503 then OK, error body message; connection refused") {
   CHECK(r3.error->type == "connection");
 }
 
+TEST_CASE("client: cancel() from another thread ends a stream in flight as cancelled; later posts send nothing") {
+  TestServer srv;
+  std::atomic<int> requests{0};
+  srv.server.Post("/v1/chat/completions", [&](const httplib::Request&, httplib::Response& res) {
+    ++requests;
+    res.set_chunked_content_provider("text/event-stream", [](size_t, httplib::DataSink& sink) {
+      sink.write(chunk("A").data(), chunk("A").size());
+      // A slow stream: 10 s unless the client goes away (write fails once it has).
+      for (int i = 0; i < 1000 && sink.is_writable(); ++i) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+        sink.write(": keep-alive\n\n", 14);
+      }
+      sink.done();
+      return true;
+    });
+  });
+  srv.start();
+  Connection c(opts_for(srv));
+  std::thread canceller([&] {
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    c.cancel();
+  });
+  auto r = c.post(chat_req());
+  canceller.join();
+  REQUIRE(r.error.has_value());
+  CHECK(r.error->code == 499);
+  CHECK(r.error->type == "cancelled");
+  CHECK(r.error->message.rfind("cancelled mid-response after ", 0) == 0);
+  CHECK(r.status == 200);
+  CHECK(r.summary.content == "A");  // what arrived is kept
+  CHECK(r.end_ms - r.start_ms < 5000);
+  auto again = c.post(chat_req());
+  REQUIRE(again.error.has_value());
+  CHECK(again.error->type == "cancelled");
+  CHECK(again.error->message == "cancelled before it was sent");
+  CHECK(requests == 1);
+}
+
 TEST_CASE("client: drop mid-stream is stream_cut; missing [DONE] with finish is success") {
   TestServer srv;
   srv.server.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {

@@ -106,6 +106,11 @@ Connection::Connection(const ClientOptions& options, const Clock& clock) : opts_
 
 Connection::~Connection() = default;
 
+void Connection::cancel() {
+  cancelled_ = true;
+  cli_->stop();  // thread-safe in cpp-httplib: shuts the socket down under its socket mutex
+}
+
 std::pair<int, std::string> Connection::get(const std::string& path) {
   auto res = cli_->Get(opts_.endpoint.join(path).c_str());
   if (!res) return {0, httplib::to_string(res.error())};
@@ -133,9 +138,10 @@ HttpResult Connection::post(const HttpRequest& r) {
     out.status = res.status;
     for (const auto& [k, v] : res.headers) out.headers.emplace_back(lower(k), v);
     out.streamed = res.get_header_value("Content-Type").find("text/event-stream") != std::string::npos;
-    return true;
+    return !cancelled_;
   };
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (cancelled_) return false;
     double now = clock_.now_ms();
     last_read_ms = now;
     ++out.reads;
@@ -156,16 +162,25 @@ HttpResult Connection::post(const HttpRequest& r) {
 
   httplib::Response res;
   httplib::Error err = httplib::Error::Success;
-  out.start_ms = clock_.now_ms();
-  bool ok = cli_->send(req, res, err);
-  out.end_ms = clock_.now_ms();
   auto fail = [&](int code, std::string type, std::string message) {
     out.error = HttpError{code, std::move(type), std::move(message)};
   };
+  out.start_ms = clock_.now_ms();
+  if (cancelled_) {
+    out.end_ms = out.start_ms;
+    fail(499, "cancelled", "cancelled before it was sent");
+    return out;
+  }
+  bool ok = cli_->send(req, res, err);
+  out.end_ms = clock_.now_ms();
   if (!ok) {
     double silent_ms = out.end_ms - (last_read_ms > 0 ? last_read_ms : out.headers_ms > 0 ? out.headers_ms : out.start_ms);
     bool read_timeout = silent_ms + 50 >= opts_.read_timeout_s * 1000;
-    if (timed_out) {
+    if (cancelled_) {  // whatever the transport said, the cause is the cancel
+      fail(499, "cancelled",
+           out.status ? "cancelled mid-response after " + std::to_string(out.body_bytes) + " bytes"
+                      : "cancelled before the response headers");
+    } else if (timed_out) {
       fail(out.status, "timeout", "request exceeded " + std::to_string(opts_.request_timeout_s) + " s");
     } else if (err == httplib::Error::ConnectionTimeout) {
       fail(0, "timeout", "connect timed out");

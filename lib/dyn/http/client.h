@@ -2,6 +2,7 @@
 // Connection, streaming SSE with per-read arrival stamps, errors as values (SPEC 6.3).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <optional>
 #include <string>
@@ -86,11 +87,17 @@ class Connection {
   HttpResult post(const HttpRequest& req);
   /// GET returning status and body (small admin endpoints: /v1/models, /health). Errors: status 0.
   std::pair<int, std::string> get(const std::string& path);
+  /// Cancels this connection for good, from any thread (dyn-replay on SIGINT): a post() in
+  /// flight stops at its next read or at once when blocked on the socket (the socket is shut
+  /// down), and later post() calls send nothing; both return error type "cancelled" (code 499,
+  /// the status nginx gives a request its client abandoned), keeping what had arrived.
+  void cancel();
 
  private:
   ClientOptions opts_;
   const Clock& clock_;
   std::unique_ptr<httplib::Client> cli_;
+  std::atomic<bool> cancelled_{false};
 };
 
 }  // namespace dyn::http

@@ -11,6 +11,7 @@
 #include <memory>
 #include <mutex>
 #include <queue>
+#include <set>
 #include <thread>
 
 #include "dyn/base/clock.h"
@@ -123,7 +124,9 @@ Json client_record(const RecordContext& c, const http::HttpResult& res) {
   rec["request"] = std::move(rq);
 
   Json d = Json::object();
-  d["status"] = ok ? "ok" : "error";
+  // A request dyn-replay itself cancelled (interrupt_live) is "cancelled", as the router marks a
+  // request whose client went away (docs/records.md).
+  d["status"] = ok ? "ok" : res.error->type == "cancelled" ? "cancelled" : "error";
   if (!ok) d["error"] = {{"code", res.error->code}, {"type", res.error->type}, {"message", res.error->message}};
   if (ok && res.streamed && t.size() >= 2) d["ttst_ms"] = round_us(t[1] - t[0]);
   if (ok && res.streamed && !t.empty()) {
@@ -148,12 +151,23 @@ Json client_record(const RecordContext& c, const http::HttpResult& res) {
 
 namespace {
 
+class Runner;
+// The run interrupt_live() stops (lock order: g_interrupt_mu, then the Runner's mu_).
+std::mutex g_interrupt_mu;
+Runner* g_active = nullptr;
+bool g_interrupted = false;
+
 /// One run over a list of plan items: dispatcher + pool + completion bookkeeping.
 class Runner {
  public:
   Runner(const trace::Workload& w, const LiveOptions& o, io::Output& out, const std::vector<PlanItem>& items,
          http::ConnectionPool& pool, bool warmup, LiveStats& stats)
       : w_(w), o_(o), out_(out), items_(items), pool_(pool), warmup_(warmup), stats_(stats) {
+    {
+      std::lock_guard<std::mutex> g(g_interrupt_mu);
+      g_active = this;
+      interrupted_ = stopped_ = g_interrupted;
+    }
     const size_t n = items.size();
     remaining_.assign(n, 0);
     dep_end_.assign(n, 0);
@@ -167,6 +181,19 @@ class Runner {
     if (o.history == History::kDelta)
       for (const auto& it : items)
         if (!it.identity.session.empty()) history_[it.identity.session];
+  }
+
+  ~Runner() {
+    std::lock_guard<std::mutex> g(g_interrupt_mu);
+    if (g_active == this) g_active = nullptr;
+  }
+
+  /// Stops dispatching and cancels every request in flight (see interrupt_live).
+  void interrupt() {
+    std::lock_guard<std::mutex> lk(mu_);
+    interrupted_ = stopped_ = true;
+    for (http::Connection* c : in_flight_conns_) c->cancel();
+    cv_.notify_all();
   }
 
   void run() {
@@ -230,6 +257,7 @@ class Runner {
     lk.unlock();
     progress_cv_.notify_all();
     if (progress.joinable()) progress.join();
+    if (interrupted_) stats_.interrupted = true;
     if (warmup_) stats_.warmup += sent_;
     else {
       stats_.sent += sent_;
@@ -240,6 +268,11 @@ class Runner {
 
  private:
   void execute(http::Connection& conn, size_t k, double deadline, double at) {
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      in_flight_conns_.insert(&conn);
+      if (interrupted_) conn.cancel();  // post() then sends nothing and says so
+    }
     const PlanItem& it = items_[k];
     const auto& row = w_.rows[it.row];
     // Build everything before the deadline (the dispatcher hands work over early).
@@ -286,13 +319,16 @@ class Runner {
     }
     std::string line = client_record(ctx, res).dump();
     std::lock_guard<std::mutex> lk(mu_);
+    in_flight_conns_.erase(&conn);
     out_.line(line);
     if (first_start_ == 0 || res.start_ms < first_start_) first_start_ = res.start_ms;
     last_end_ = std::max(last_end_, res.end_ms);
     end_rel_[k] = res.end_ms - mono0_;
     if (!warmup_) {
       stats_.lag_ms.push_back(ctx.lag_ms);
-      if (res.error) {
+      if (res.error && res.error->type == "cancelled") {
+        ++stats_.cancelled;
+      } else if (res.error) {
         ++stats_.errors;
         ++stats_.errors_by_type[std::to_string(res.error->code) + " " + res.error->type];
         if (res.status == 0) ++transport_errors_;
@@ -358,13 +394,20 @@ class Runner {
   std::vector<std::vector<size_t>> dependents_;
   std::map<size_t, double> end_rel_;
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> history_;
+  std::set<http::Connection*> in_flight_conns_;  // what interrupt() cancels
   size_t in_flight_ = 0, done_ = 0, sent_ = 0;
   uint64_t transport_errors_ = 0;
-  bool stopped_ = false, finished_ = false, pool_wait_ = false;
+  bool stopped_ = false, finished_ = false, pool_wait_ = false, interrupted_ = false;
   double mono0_ = 0, unix0_ = 0, first_start_ = 0, last_end_ = 0;
 };
 
 }  // namespace
+
+void interrupt_live() {
+  std::lock_guard<std::mutex> g(g_interrupt_mu);
+  g_interrupted = true;
+  if (g_active) g_active->interrupt();
+}
 
 LiveStats run_live(const trace::Workload& w, const LiveOptions& o, io::Output& out) {
   Plan plan = build_plan(w, o.schedule);

@@ -50,6 +50,8 @@ struct LiveStats {
   std::vector<double> lag_ms;                      ///< schedule lag per measured request
   double duration_ms = 0;                          ///< first send to last end
   bool all_transport_errors = false;               ///< every request failed without a response
+  uint64_t cancelled = 0;                          ///< sent, then cancelled by interrupt_live()
+  bool interrupted = false;                        ///< interrupt_live() stopped the run
 };
 
 /// Builds the JSON body of a request (SPEC 6.3): chat `messages` (history + user prompt) or a
@@ -85,5 +87,12 @@ Json client_record(const RecordContext& ctx, const http::HttpResult& res);
 /// Validation errors in the plan are Fatal(kExitBadData) before anything is sent.
 /// Thread-safe internally; call once per workload.
 LiveStats run_live(const trace::Workload& workload, const LiveOptions& options, io::Output& out);
+
+/// Stops the replay in progress, and any later run_live in this process (dyn-replay calls it on
+/// SIGINT/SIGTERM, from its signal-watching thread; not async-signal-safe): nothing more is sent,
+/// requests in flight are cancelled (http::Connection::cancel) and still get their row, with
+/// dyn.error type "cancelled" and what had arrived, so an interrupted replay loses no row; the
+/// unsent rest is counted in LiveStats::not_sent. Thread-safe, idempotent.
+void interrupt_live();
 
 }  // namespace dyn::replay
