@@ -37,9 +37,9 @@ class InterruptWatcher {
         }
         if (done_) return;
         if (!first) std::_Exit(dyn::kExitInterrupted);
-        dyn::diag::note(std::string("interrupted (") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
-                        "): sending nothing more; requests in flight are cancelled and keep their rows (again to quit at once)");
-        dyn::replay::interrupt_live();
+        dyn::replay::interrupt_live(std::string("interrupted (") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                                    "): sending nothing more; requests in flight are cancelled and keep their rows "
+                                    "(again to quit at once)");
       }
     });
   }

@@ -188,9 +188,10 @@ class Runner {
     if (g_active == this) g_active = nullptr;
   }
 
-  /// Stops dispatching and cancels every request in flight (see interrupt_live).
-  void interrupt() {
+  /// Notes `why`, stops dispatching and cancels every request in flight (see interrupt_live).
+  void interrupt(const std::string& why) {
     std::lock_guard<std::mutex> lk(mu_);
+    diag::note(why);
     interrupted_ = stopped_ = true;
     for (http::Connection* c : in_flight_conns_) c->cancel();
     cv_.notify_all();
@@ -403,10 +404,11 @@ class Runner {
 
 }  // namespace
 
-void interrupt_live() {
+void interrupt_live(const std::string& why) {
   std::lock_guard<std::mutex> g(g_interrupt_mu);
   g_interrupted = true;
-  if (g_active) g_active->interrupt();
+  if (g_active) g_active->interrupt(why);
+  else diag::note(why);  // between runs: no connection thread is writing rows
 }
 
 LiveStats run_live(const trace::Workload& w, const LiveOptions& o, io::Output& out) {

@@ -89,10 +89,13 @@ Json client_record(const RecordContext& ctx, const http::HttpResult& res);
 LiveStats run_live(const trace::Workload& workload, const LiveOptions& options, io::Output& out);
 
 /// Stops the replay in progress, and any later run_live in this process (dyn-replay calls it on
-/// SIGINT/SIGTERM, from its signal-watching thread; not async-signal-safe): nothing more is sent,
-/// requests in flight are cancelled (http::Connection::cancel) and still get their row, with
-/// dyn.error type "cancelled" and what had arrived, so an interrupted replay loses no row; the
-/// unsent rest is counted in LiveStats::not_sent. Thread-safe, idempotent.
-void interrupt_live();
+/// SIGINT/SIGTERM, from its signal-watching thread; not async-signal-safe): notes `why` on stderr,
+/// then nothing more is sent, requests in flight are cancelled (http::Connection::cancel) and
+/// still get their row, with dyn.status "cancelled" and what had arrived, so an interrupted replay
+/// loses no row; the unsent rest is counted in LiveStats::not_sent. The note is written under the
+/// run's lock: diagnostics flush standard output first, and rows are written to it under that
+/// lock by the connection threads (TSan found the race when the watcher noted on its own).
+/// Thread-safe, idempotent.
+void interrupt_live(const std::string& why);
 
 }  // namespace dyn::replay
