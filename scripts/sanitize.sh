@@ -24,7 +24,7 @@ jobs="${DYN_SAN_JOBS:-2}"
 # The TSan run builds only what its tests run (all six tools, the load client, the threaded unit
 # tests); DYN_TSAN_TARGETS=all builds everything.
 tsan_targets="${DYN_TSAN_TARGETS:-dyn-route dyn-trace dyn-replay dyn-bind dyn-bench dyn-mocker serve_load test_route test_route_admission test_http test_serve test_engine test_replay test_io}"
-tsan_tests="${DYN_TSAN_TESTS:-^unit\.(route|route_admission|http|serve|engine|replay|io)$|^e2e\.(serve-.*|capture-.*|bind-live|replay-mooncake-sessions-live|mocker-stream-and-cache|example-capture-and-replay|affinity-real-producers|quickstart-smoke|soak-smoke)$}"
+tsan_tests="${DYN_TSAN_TESTS:-^unit\.(route|route_admission|http|serve|engine|replay|io)$|^e2e\.(serve-.*|capture-.*|bind-live|replay-mooncake-sessions-live|replay-interrupt|mocker-stream-and-cache|example-capture-and-replay|affinity-real-producers|quickstart-smoke|soak-smoke)$}"
 
 # httplib_source DIR: makes DIR/httplib.h the single-file cpp-httplib of the installed Debian
 # package's source (same version, Debian's patches applied), fetched with apt-get source through a
