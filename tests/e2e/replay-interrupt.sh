@@ -1,8 +1,8 @@
 # Shows that Ctrl-C (SIGINT) or SIGTERM stops a live dyn-replay without losing a row: nothing more
 # is sent, the requests in flight are cancelled (the worker sees them dropped) and still get their
-# request_end row with dyn.status "cancelled" and dyn.error {499, "cancelled"}, the -o file is renamed into place
-# with every row that was written, the summary counts planned = sent + not sent, and the exit
-# status is 130. A second run is stopped with SIGTERM, with the rows going to a pipe.
+# request_end row with dyn.status "cancelled" and dyn.error {499, "cancelled"}, the -o file is
+# renamed into place with every row that was written, the summary counts planned = sent + not
+# sent, and the exit status is 130. A second run is stopped with SIGTERM, the rows going to a pipe.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 # 40 requests of 400 output tokens at the mocker's real pace: each takes seconds, so 4 are always
 # in flight when the signal comes.
