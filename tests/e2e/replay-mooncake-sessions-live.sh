@@ -40,7 +40,7 @@ jq -s -r '[ group_by(.dyn.hash_ids[0:2])[] | select(length > 1) |
 dyn-replay rows.jsonl --url "http://127.0.0.1:$(cat port)" --speedup 50 --no-progress >rows2.jsonl 2>err2.txt
 echo "replay of the rows: exit $?, $(jq -c 'select(.dyn.status == "ok")' rows2.jsonl | wc -l) ok"
 # Any row that is not ok goes to stderr (shown when the test fails), with what the replayer said.
-jq -c 'select(.dyn.status != "ok") | {request_id: .request.request_id, dyn}' rows.jsonl rows2.jsonl >&2
+jq -c 'select(.dyn.status != "ok") | {request_id: .request.request_id, total_time_ms: .request.total_time_ms, dyn}' rows.jsonl rows2.jsonl >&2
 grep -v '^dyn-replay: [0-9]* requests planned' err.txt err2.txt >&2
 cmp -s <(jq -r '[.agent_context.session_id, .request.replay.input_length] | @tsv' rows.jsonl | sort) \
        <(jq -r '[.agent_context.session_id, .request.replay.input_length] | @tsv' rows2.jsonl | sort) &&
