@@ -1,62 +1,19 @@
 // dyn-replay: replay a workload against a live OpenAI-compatible endpoint (SPEC 6.3) and write
 // one request_end row per request.
-#include <pthread.h>
 #include <unistd.h>
 
 #include <algorithm>
-#include <atomic>
 #include <csignal>
 #include <cmath>
-#include <cstdlib>
 #include <memory>
-#include <thread>
 
 #include "dyn/base/diag.h"
 #include "dyn/cli/run_tool.h"
+#include "dyn/http/server.h"
 #include "dyn/replay/live.h"
 #include "sim_cmd.h"
 
 namespace {
-
-/// While alive, SIGINT and SIGTERM stop the replay cleanly instead of killing the process, so an
-/// interrupted replay keeps its rows (and -o still renames its file into place): both signals are
-/// blocked in every thread (the connection pool's threads inherit the mask) and a watcher thread
-/// takes them with sigwait, calls replay::interrupt_live() on the first and exits at once on a
-/// second (DESIGN: exit status 130, interrupted).
-class InterruptWatcher {
- public:
-  InterruptWatcher() {
-    sigemptyset(&set_);
-    sigaddset(&set_, SIGINT);
-    sigaddset(&set_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &set_, &old_);
-    thread_ = std::thread([this] {
-      for (bool first = true;; first = false) {
-        int sig = 0;
-        while (sigwait(&set_, &sig) != 0) {
-        }
-        if (done_) return;
-        if (!first) std::_Exit(dyn::kExitInterrupted);
-        dyn::replay::interrupt_live(std::string("interrupted (") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
-                                    "): sending nothing more; requests in flight are cancelled and keep their rows "
-                                    "(again to quit at once)");
-      }
-    });
-  }
-  ~InterruptWatcher() {
-    done_ = true;
-    pthread_kill(thread_.native_handle(), SIGTERM);  // wakes the sigwait; done_ makes it return
-    thread_.join();
-    pthread_sigmask(SIG_SETMASK, &old_, nullptr);
-  }
-  InterruptWatcher(const InterruptWatcher&) = delete;
-  InterruptWatcher& operator=(const InterruptWatcher&) = delete;
-
- private:
-  sigset_t set_{}, old_{};
-  std::atomic<bool> done_{false};
-  std::thread thread_;
-};
 
 struct Opts {
   std::vector<std::string> inputs;
@@ -177,7 +134,15 @@ int run(Opts& o, CLI::App& app) {
   auto file = cli::open_output(o.out, &out);
   replay::LiveStats st;
   {
-    InterruptWatcher watcher;
+    // SIGINT/SIGTERM stop the replay without losing a row (interrupt_live); the connection
+    // threads inherit the blocked mask. A second signal exits at once.
+    http::SignalWatcher watcher(
+        [](int sig) {
+          replay::interrupt_live(std::string("interrupted (") + (sig == SIGINT ? "SIGINT" : "SIGTERM") +
+                                 "): sending nothing more; requests in flight are cancelled and keep their rows "
+                                 "(again to quit at once)");
+        },
+        /*exit_on_second=*/true);
     st = replay::run_live(w, lo, *out);
   }
   out->close();

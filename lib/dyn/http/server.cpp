@@ -4,6 +4,7 @@
 #include "dyn/http/pool.h"
 
 #include <csignal>
+#include <cstdlib>
 #include <cstdio>
 #include <ctime>
 #include <fstream>
@@ -44,22 +45,22 @@ Expected<int> bind_server(httplib::Server& server, const ListenOptions& o) {
   return port;
 }
 
-SignalWatcher::SignalWatcher(std::function<void(int)> on_signal) : on_signal_(std::move(on_signal)) {
+SignalWatcher::SignalWatcher(std::function<void(int)> on_signal, bool exit_on_second)
+    : on_signal_(std::move(on_signal)) {
   sigset_t set;
   sigemptyset(&set);
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  thread_ = std::thread([this, set] {
+  thread_ = std::thread([this, set, exit_on_second] {
     // Polls with a short timeout so stop() needs no signal of its own.
     while (!stop_.load()) {
       timespec ts{0, 100 * 1000 * 1000};
       int sig = sigtimedwait(&set, nullptr, &ts);
-      if (sig > 0) {
-        received_.store(sig);
-        on_signal_(sig);
-        return;
-      }
+      if (sig <= 0) continue;
+      if (received_.exchange(sig) != 0) std::_Exit(kExitInterrupted);
+      on_signal_(sig);
+      if (!exit_on_second) return;
     }
   });
 }

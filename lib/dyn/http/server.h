@@ -39,10 +39,12 @@ Expected<int> bind_server(httplib::Server& server, const ListenOptions& options)
 
 /// Blocks SIGTERM and SIGINT in the calling thread (call before any other thread starts, so every
 /// thread inherits the mask) and runs a watcher thread that calls `on_signal(signo)` once when
-/// one arrives. stop() (or the destructor) ends the watcher without a signal. Thread-safe.
+/// one arrives. With `exit_on_second`, a second signal then ends the process at once with exit
+/// status 130 (DESIGN: interrupted), the escape hatch of a clean stop that is taking too long.
+/// stop() (or the destructor) ends the watcher without a signal. Thread-safe.
 class SignalWatcher {
  public:
-  explicit SignalWatcher(std::function<void(int)> on_signal);
+  explicit SignalWatcher(std::function<void(int)> on_signal, bool exit_on_second = false);
   ~SignalWatcher();
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
