@@ -12,6 +12,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     dyn::cmd::RouterFlags router;
     dyn::cmd::AdmissionFlags admission;
     std::vector<std::string> workers;
+    std::string binding_store;
     uint64_t seed = 0;
     double health_interval_ms = 1000;
     double health_timeout_ms = 1000;
@@ -29,6 +30,12 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   sub->add_option("--health-timeout-ms", o->health_timeout_ms, "A /health poll slower than this marks the worker unhealthy")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 3.6e6));
+  sub->add_option("--router-binding-store", o->binding_store,
+                  "Share session bindings with other serve replicas through Redis at redis://HOST:PORT[/DB]: "
+                  "first claim wins, strict affinity across replicas (needs --router-session-affinity-ttl-secs)")
+      ->envname("DYN_ROUTER_BINDING_STORE")
+      ->type_name("URL")
+      ->group("Router");
   o->front.add(*sub, /*trace_always_on=*/false);
   dyn::cmd::add_router_flags(*sub, o->router);
   dyn::cmd::add_admission_flags(*sub, o->admission, /*with_kv_blocks=*/true);
@@ -36,6 +43,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     o->front.apply(false);
     dyn::serve::FrontendOptions opt = o->front.opt;
     opt.workers = o->workers;
+    opt.binding_store = o->binding_store;
     opt.router = o->router.config(o->seed);
     opt.health_interval_ms = o->health_interval_ms;
     opt.health_timeout_ms = o->health_timeout_ms;

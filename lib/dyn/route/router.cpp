@@ -102,6 +102,7 @@ struct Router::Impl {
   std::vector<uint32_t> free_slots;
   RouterStats stats;
   double next_sweep_ms = 0;
+  BindingListener* listener = nullptr;
   std::vector<uint32_t> ov;  // scratch: overlaps per worker slot
   std::vector<uint32_t> cand;
   std::vector<double> cost;
@@ -433,6 +434,7 @@ Expected<Placement> Router::place(const RouteRequest& req) {
         ne.initializing = true;
         ne.leases = 1;
         ne.gen = I.next_gen++;
+        ne.parent = req.parent_session_id;  // a rebound parent group stays a group (GET /v1/bindings)
         role = Impl::Role::kOwner;
         gen = ne.gen;
         I.table.emplace(key, std::move(ne));
@@ -599,6 +601,7 @@ RetryAdvice Router::fail(Placement& p, bool cancelled) {
       auto& e = it->second;
       if (a.role == Impl::Role::kOwner && e.initializing) {
         // First dispatch failed: drop the entry; one waiter places itself (SPEC 2.2.2).
+        if (I.listener) I.listener->dropped(a.key, e.parent, I.workers[e.worker].spec.id);
         I.table.erase(it);
         I.cv.notify_all();
         adv.was_bound = p.binding_ == BindingOutcome::kRebound;
@@ -607,12 +610,14 @@ RetryAdvice Router::fail(Placement& p, bool cancelled) {
         if (e.leases > 0) --e.leases;
         bool hard_invalid = cfg_.affinity_mode == AffinityMode::kHard && !cancelled && e.worker == a.w;
         if (hard_invalid) {
+          if (I.listener) I.listener->dropped(a.key, e.parent, I.workers[e.worker].spec.id);
           I.table.erase(it);
           I.cv.notify_all();
           adv.retry = true;
           adv.was_bound = true;
-        } else if (e.leases == 0) {
-          e.idle_since_ms = clock_.now_ms();
+        } else {
+          if (e.leases == 0) e.idle_since_ms = clock_.now_ms();
+          if (I.listener) I.listener->lease_ended(a.key, e.parent, I.workers[e.worker].spec.id);
         }
       }
     }
@@ -634,12 +639,47 @@ void Router::finish(Placement& p) {
       auto& e = it->second;
       if (e.leases > 0) --e.leases;
       if (e.leases == 0) e.idle_since_ms = clock_.now_ms();
+      if (I.listener) I.listener->lease_ended(a.key, e.parent, I.workers[e.worker].spec.id);
     }
   }
   release_load(I, a);
   a = Impl::Active{};
   I.free_slots.push_back(p.slot_);
   p.router_ = nullptr;
+}
+
+void Router::set_binding_listener(BindingListener* listener) {
+  std::lock_guard lk(impl_->mu);
+  impl_->listener = listener;
+}
+
+bool Router::adopt_binding(const std::string& key, const std::string& parent, uint64_t worker) {
+  auto& I = *impl_;
+  std::lock_guard lk(I.mu);
+  auto w = I.by_id.find(worker);
+  if (w == I.by_id.end() || key.empty()) return false;
+  double now = clock_.now_ms();
+  auto it = I.table.find(key);
+  if (it == I.table.end()) {
+    if (I.table.size() >= cfg_.max_bindings) return false;
+    Impl::Entry e;
+    e.worker = w->second;
+    e.version = 1;
+    e.gen = I.next_gen++;
+    e.idle_since_ms = now;
+    e.parent = parent;
+    I.table.emplace(key, std::move(e));
+    return true;
+  }
+  auto& e = it->second;
+  if (e.initializing) return e.worker == w->second;
+  if (e.worker != w->second) {
+    e.worker = w->second;
+    ++e.version;
+  }
+  // The store holds it live (its TTL was just restarted), so the local idle clock restarts too.
+  if (e.leases == 0) e.idle_since_ms = now;
+  return true;
 }
 
 std::vector<BindingInfo> Router::bindings() const {

@@ -182,6 +182,21 @@ struct KvEvent {
 /// (also accepts "kind" for "type"). Error (exit code 3) naming the problem.
 Expected<KvEvent> kv_event_from_json(const Json& j);
 
+/// Changes of the binding table that a shared binding store mirrors (dyn-route serve
+/// --router-binding-store, several router replicas). Called with the router's lock held, so an
+/// implementation must only queue work and never call back into the router.
+class BindingListener {
+ public:
+  virtual ~BindingListener() = default;
+  /// A lease on `key` ended (a finished or failed turn that kept the binding): its idle TTL
+  /// restarts (SPEC 2.2.3). `parent` is the parent session id of a parent group ("" otherwise);
+  /// `worker` the caller's worker id.
+  virtual void lease_ended(const std::string& key, const std::string& parent, uint64_t worker) = 0;
+  /// The binding of `key` to `worker` is gone: its first dispatch failed or was cancelled, or hard
+  /// mode invalidated it after a failed dispatch (SPEC 2.2.2, 2.3).
+  virtual void dropped(const std::string& key, const std::string& parent, uint64_t worker) = 0;
+};
+
 /// The router. Thread-safe: every public method takes one internal mutex (placement is a few
 /// microseconds); waiting for an initializing binding releases it. Time comes only from the
 /// injected clock (FakeClock offline), randomness only from the seeded generator, so offline runs
@@ -222,6 +237,16 @@ class Router {
   /// Drops expired bindings and index blocks now (also done lazily every min(TTL, 30 s) of clock
   /// time during place()).
   void sweep();
+
+  /// Installs the listener of binding changes (nullptr = none). It must outlive the router's use.
+  void set_binding_listener(BindingListener* listener);
+  /// Takes over a binding that the shared store holds (another replica made it): `key` (session
+  /// id or parent group key, with `parent` the parent session id for a group) becomes bound to
+  /// `worker`, committed, its idle TTL restarted unless leased. A local binding to another worker
+  /// moves (its version is bumped, so an older soft rebind in flight cannot overwrite it); a key
+  /// whose first dispatch is in flight here is left alone. Returns false (nothing done) for an
+  /// unknown worker id or a full table.
+  bool adopt_binding(const std::string& key, const std::string& parent, uint64_t worker);
 
   /// The binding table, sorted by key (parent groups by parent id), for GET /v1/bindings.
   std::vector<BindingInfo> bindings() const;

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <deque>
+#include <map>
 #include <mutex>
 #include <random>
 #include <thread>
@@ -15,6 +16,7 @@
 #include "dyn/base/json_limits.h"
 #include "dyn/base/json.h"
 #include "dyn/route/router.h"
+#include "dyn/serve/binding_store.h"
 #include "dyn/serve/prometheus.h"
 #include "dyn/serve/response_tap.h"
 #include "dyn/session/normalize.h"
@@ -74,6 +76,7 @@ struct Frontend::Impl {
   std::atomic<bool> draining{false};  ///< stop() was called: new API requests get 503
   std::vector<std::unique_ptr<http::UpstreamPool>> pools;
   std::unique_ptr<route::Router> router;
+  std::unique_ptr<SharedBindings> shared;  ///< --router-binding-store; destroyed before the router
   std::unique_ptr<io::SegmentWriter> writer;
   std::vector<std::unique_ptr<WorkerCounters>> counters;
   std::unique_ptr<std::atomic<bool>[]> healthy;
@@ -157,6 +160,14 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
       if (auto e = m.router->add_worker(route::WorkerSpec{i, 0, 0})) throw Fatal(kExitUsage, e->message);
     }
     m.opt.trace_block_size = m.opt.router.block_size;
+    if (!m.opt.binding_store.empty()) {
+      if (!m.opt.router.affinity_enabled())
+        throw Fatal(kExitUsage, "--router-binding-store needs session affinity (--router-session-affinity-ttl-secs)");
+      auto url = StoreUrl::parse(m.opt.binding_store);
+      if (!url) throw Fatal(kExitUsage, url.error().message);
+      uint64_t ttl_ms = m.opt.router.affinity_ttl_secs * uint64_t{1000};
+      m.shared = std::make_unique<SharedBindings>(*m.router, make_redis_store(*url, ttl_ms), m.opt.workers, m.clock);
+    }
     if (m.opt.admission.enabled()) {
       if (m.opt.admission_capacity_tokens == 0) throw Fatal(kExitUsage, "admission needs a worker KV capacity > 0");
       m.admission = std::make_unique<route::AdmissionController>(m.opt.admission, std::vector<route::AdmissionWorker>{});
@@ -426,7 +437,7 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
       rr.worker = ident->worker_instance_id;
       if (!rr.worker && attempt == 0) rr.worker = admitted_worker;  // the retry lets the router choose
       rr.retry = retry;
-      auto placed = router->place(rr);
+      auto placed = shared ? shared->place(rr) : router->place(rr);
       if (!placed) {
         int status = http_status(placed.error());
         return reject(ex, res, status, http::error_type_for_status(status), placed.error().message);
@@ -664,20 +675,60 @@ void Frontend::Impl::forward_plain(size_t worker, const httplib::Request& req, h
 
 // ---- admin ---------------------------------------------------------------------------------
 
+namespace {
+/// The identity columns of a /v1/bindings row: a session's key, or a parent group's parent id.
+Json binding_key_json(const std::string& key, const std::string& parent) {
+  Json j = Json::object();
+  if (!parent.empty()) {
+    j["key"] = nullptr;
+    j["parent_session_id"] = parent;
+    j["kind"] = "parent_group";
+  } else {
+    j["key"] = key;
+    j["kind"] = "session";
+  }
+  return j;
+}
+}  // namespace
+
 Json Frontend::Impl::bindings_json() const {
   Json arr = Json::array();
   double now = clock.now_ms();
   uint64_t unix_now = clock.unix_ms();
-  for (const auto& b : router->bindings()) {
-    Json j = Json::object();
-    if (!b.parent_session_id.empty()) {
-      j["key"] = nullptr;
-      j["parent_session_id"] = b.parent_session_id;
-      j["kind"] = "parent_group";
-    } else {
-      j["key"] = b.key;
-      j["kind"] = "session";
+  auto local = router->bindings();
+  std::optional<Expected<std::vector<StoredBinding>>> stored;
+  if (shared && shared->store().up()) stored = shared->store().list();
+  if (stored && *stored) {
+    // The shared table: every replica's bindings as the store holds them; leases, state and
+    // version are this replica's view (other replicas' leases are not in the store).
+    std::map<std::pair<std::string, std::string>, const route::BindingInfo*> mine;
+    for (const auto& b : local) mine[{b.key, b.parent_session_id}] = &b;
+    std::vector<StoredBinding> rows = std::move(**stored);
+    std::sort(rows.begin(), rows.end(), [](const StoredBinding& a, const StoredBinding& b) {
+      return std::tie(a.session_id, a.parent_session_id) < std::tie(b.session_id, b.parent_session_id);
+    });
+    for (const auto& r : rows) {
+      Json j = binding_key_json(r.session_id, r.parent_session_id);
+      auto wi = std::find(opt.workers.begin(), opt.workers.end(), r.worker_url);
+      bool known = wi != opt.workers.end();
+      j["worker"] = known ? Json(static_cast<uint64_t>(wi - opt.workers.begin())) : Json(nullptr);
+      j["worker_url"] = r.worker_url;
+      auto m = mine.find({r.session_id, r.parent_session_id});
+      const route::BindingInfo* b = m == mine.end() ? nullptr : m->second;
+      j["state"] = !known ? "unknown_worker" : (b && b->initializing ? "initializing" : "bound");
+      j["active_leases"] = b ? b->active_leases : 0;
+      j["version"] = b ? b->version : 0;
+      if (r.ttl_ms >= 0) {
+        j["idle_deadline_unix_ms"] = unix_now + static_cast<uint64_t>(r.ttl_ms);
+        j["idle_expires_in_ms"] = static_cast<double>(r.ttl_ms);
+      } else {
+        j["idle_deadline_unix_ms"] = nullptr;
+      }
+      arr.push_back(std::move(j));
     }
+  }
+  for (const auto& b : stored && *stored ? std::vector<route::BindingInfo>{} : local) {
+    Json j = binding_key_json(b.key, b.parent_session_id);
     j["worker"] = b.worker;
     j["worker_url"] = b.worker < opt.workers.size() ? opt.workers[b.worker] : "";
     j["state"] = b.initializing ? "initializing" : "bound";
@@ -697,6 +748,12 @@ Json Frontend::Impl::bindings_json() const {
                         ? Json{{"ttl_secs", opt.router.affinity_ttl_secs},
                                {"mode", route::affinity_mode_name(opt.router.affinity_mode)}}
                         : Json(nullptr);
+  if (shared) {
+    // Which table this is: the shared one, or this replica's own while the store is unreachable.
+    out["store"] = Json{{"url", opt.binding_store},
+                        {"up", stored && *stored},
+                        {"table", stored && *stored ? "shared" : "local"}};
+  }
   out["count"] = arr.size();
   out["bindings"] = std::move(arr);
   return out;
@@ -758,6 +815,28 @@ std::string Frontend::Impl::metrics_text() const {
     prom_sample(o, "dyn_router_binding_table_full_total", "", static_cast<double>(s.table_full));
     prom_family(o, "dyn_router_binding_waits_total", "counter", "requests that waited for an initializing binding");
     prom_sample(o, "dyn_router_binding_waits_total", "", static_cast<double>(s.waits));
+    if (shared) {
+      BindingStore::Stats bs = shared->store().stats();
+      SharedBindings::Stats ss = shared->stats();
+      prom_family(o, "dyn_router_binding_store_up", "gauge", "1 while the shared binding store answers (--router-binding-store)");
+      prom_sample(o, "dyn_router_binding_store_up", "", shared->store().up() ? 1 : 0);
+      const std::tuple<const char*, const char*, uint64_t> fams[] = {
+          {"dyn_router_binding_store_outages_total", "times the binding store became unreachable", bs.outages},
+          {"dyn_router_binding_store_errors_total", "failed binding store calls", bs.errors},
+          {"dyn_router_binding_store_reads_total", "placements that read the binding store (one round trip)", ss.round_trips},
+          {"dyn_router_binding_store_cached_total", "placements that trusted a copy of the store's binding (no round trip)", ss.cached},
+          {"dyn_router_binding_store_claims_total", "atomic claims and compare-and-sets sent to the binding store", ss.claims},
+          {"dyn_router_binding_store_conflicts_total", "claims lost to another replica (the request followed its binding)", ss.conflicts},
+          {"dyn_router_binding_store_bad_values_total", "store bindings naming a worker URL this replica does not have (ignored)", ss.bad_values},
+          {"dyn_router_binding_store_local_only_total", "placements made on the local table alone (store unreachable)", ss.local_only},
+          {"dyn_router_binding_store_updates_dropped_total", "queued TTL refreshes and deletes dropped while the store was unreachable", bs.async_dropped},
+          {"dyn_router_binding_store_notifications_total", "binding changes announced by other replicas", bs.notifications},
+      };
+      for (const auto& [name, help, v] : fams) {
+        prom_family(o, name, "counter", help);
+        prom_sample(o, name, "", static_cast<double>(v));
+      }
+    }
   }
   prom_family(o, "dyn_frontend_in_flight_requests", "gauge", "API requests being served (streams until they end)");
   prom_sample(o, "dyn_frontend_in_flight_requests", "", static_cast<double>(api_in_flight.load()));

@@ -33,6 +33,9 @@ struct FrontendOptions {
   double health_timeout_ms = 1000;
   http::UpstreamTimeouts upstream;
   std::string tool_name = "dyn-route";
+  /// Shared binding store of router replicas, redis://HOST:PORT[/DB] ("" = this process's table
+  /// only). Needs session affinity (router.affinity_ttl_secs); see serve::SharedBindings.
+  std::string binding_store;
   /// Program-aware admission (SPEC 9, serve mode only); mode none = no controller.
   route::AdmissionConfig admission;
   /// Each worker's KV capacity in tokens for admission accounting (KV blocks x block size).
