@@ -8,7 +8,7 @@
 #include <condition_variable>
 #include <deque>
 #include <fstream>
-#include <list>
+#include <unordered_map>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -23,6 +23,9 @@
 #include "dyn/http/pool.h"
 #include "dyn/engine/live.h"
 #include "dyn/engine/mock_api.h"
+#include "dyn/kvevents/pubsub.h"
+#include "dyn/tokens/hash.h"
+#include "dyn/tokens/render.h"
 #include "engine_flags.h"
 
 namespace {
@@ -37,7 +40,8 @@ struct Options {
   std::string model = "mock-model";
   int64_t worker_id = 0;
   EngineConfig engine;
-  bool kv_events = false;
+  std::string kv_events_endpoint;         ///< ZMQ PUB address of vLLM-format KV events ("" = off)
+  std::string kv_events_replay_endpoint;  ///< ZMQ ROUTER address answering replay requests
   std::string replies;
   uint64_t default_max_tokens = 128;
   size_t threads = 1024;
@@ -60,12 +64,56 @@ struct StreamState {
   bool finished = false;
 };
 
-// One KV-event subscriber (GET /v1/kv_events).
-struct Subscriber {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<std::string> lines;
-  bool closed = false;
+// Token ids of the prompt blocks of requests in the engine, keyed by sequence hash: a BlockStored
+// event carries its blocks' tokens (vLLM's layout), and the engine's pool knows only hashes. A
+// block is stored while a request holding it is prefilling, so counting holders suffices; a
+// cancelled request's references are dropped only after the next publish, since its last step's
+// events may still be on their way.
+class BlockTokens {
+ public:
+  void hold(const MockRequest& r, uint32_t block_size) {
+    std::lock_guard lk(mu_);
+    for (size_t i = 0; i < r.block_hashes.size(); ++i) {
+      auto& e = map_[r.block_hashes[i]];
+      if (e.refs++ == 0) e.tokens.assign(r.tokens.begin() + i * block_size, r.tokens.begin() + (i + 1) * block_size);
+    }
+  }
+  void release(const std::vector<uint64_t>& hashes) {
+    std::lock_guard lk(mu_);
+    for (uint64_t h : hashes) {
+      auto it = map_.find(h);
+      if (it != map_.end() && --it->second.refs == 0) map_.erase(it);
+    }
+  }
+  void release_later(std::vector<uint64_t> hashes) {
+    std::lock_guard lk(mu_);
+    later_.push_back(std::move(hashes));
+  }
+  void release_deferred() {
+    std::vector<std::vector<uint64_t>> l;
+    {
+      std::lock_guard lk(mu_);
+      l.swap(later_);
+    }
+    for (auto& h : l) release(h);
+  }
+  /// Appends the tokens of block `h`; false when unknown.
+  bool append(uint64_t h, std::vector<uint32_t>& out) {
+    std::lock_guard lk(mu_);
+    auto it = map_.find(h);
+    if (it == map_.end()) return false;
+    out.insert(out.end(), it->second.tokens.begin(), it->second.tokens.end());
+    return true;
+  }
+
+ private:
+  struct Entry {
+    std::vector<uint32_t> tokens;
+    uint32_t refs = 0;
+  };
+  std::mutex mu_;
+  std::unordered_map<uint64_t, Entry> map_;
+  std::vector<std::vector<uint64_t>> later_;
 };
 
 class Mocker {
@@ -98,8 +146,13 @@ class Mocker {
     svr.set_read_timeout(600, 0);
     svr.set_write_timeout(600, 0);
     routes(svr);
-    if (opt_.kv_events)
+    if (!opt_.kv_events_endpoint.empty()) {
+      publisher_ = std::make_unique<dyn::kvevents::Publisher>(dyn::kvevents::PublisherOptions{
+          opt_.kv_events_endpoint, opt_.kv_events_replay_endpoint, "", 10'000});
       engine_.set_kv_listener([this](const std::vector<KvEvent>& ev) { publish(ev); });
+      dyn::diag::note(fmt::format("KV events on {}{}", publisher_->endpoint(),
+                                  publisher_->replay_endpoint().empty() ? "" : ", replay on " + publisher_->replay_endpoint()));
+    }
 
     int port = opt_.port;
     if (port == 0) {
@@ -126,15 +179,14 @@ class Mocker {
       sigwait(&set, &sig);
       got_signal = sig;
       stopping_ = true;
-      close_subscribers();
       svr.stop();
     });
     bool ok = svr.listen_after_bind();
     stopping_ = true;
-    close_subscribers();
     if (!got_signal) pthread_kill(watcher.native_handle(), SIGTERM);
     watcher.join();
     engine_.stop();
+    publisher_.reset();  // sends what the last steps queued
     if (!ok && !got_signal) throw dyn::Fatal(dyn::kExitIo, "server stopped unexpectedly");
     dyn::diag::note("stopped");
     return dyn::kExitOk;
@@ -160,12 +212,30 @@ class Mocker {
       r.set_content(Json{{"object", "list"}, {"data", Json::array({m})}, {"has_more", false}}.dump(), "application/json");
     });
     svr.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
-      r.set_content(Json{{"status", "ok"}, {"model", opt_.model}, {"worker_id", opt_.worker_id}}.dump(), "application/json");
+      // The worker metadata a router checks: its KV block size and where its events are.
+      Json j{{"status", "ok"}, {"model", opt_.model}, {"worker_id", opt_.worker_id},
+             {"kv_block_size", opt_.engine.block_size}};
+      if (publisher_) {
+        j["kv_events_endpoint"] = publisher_->endpoint();
+        if (!publisher_->replay_endpoint().empty()) j["kv_events_replay_endpoint"] = publisher_->replay_endpoint();
+      }
+      r.set_content(j.dump(), "application/json");
+    });
+    // vLLM/SGLang-style tokenizer endpoint: {"prompt": text} or {"messages": [...], "tools"?}
+    // -> {"count", "max_model_len", "tokens"}; the mocker's tokens are SPEC 4.2's 4-byte tokens of
+    // the rendered request, the ids its KV events carry.
+    svr.Post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) {
+      if (dyn::json_too_deep(q.body)) return send_error(r, Api::kChat, 400, "JSON body nested too deeply", "invalid_request_error");
+      Json body = Json::parse(q.body, nullptr, false);
+      if (!body.is_object() || (!body.contains("prompt") && !body.contains("messages")))
+        return send_error(r, Api::kChat, 400, "tokenize needs a JSON object with \"prompt\" or \"messages\"",
+                          "invalid_request_error");
+      auto toks = dyn::tokens::text_to_tokens(dyn::tokens::render_request(body));
+      r.set_content(Json{{"count", toks.size()}, {"max_model_len", 1u << 20}, {"tokens", toks}}.dump(), "application/json");
     });
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
       r.set_content(metrics(), "text/plain; version=0.0.4");
     });
-    svr.Get("/v1/kv_events", [this](const httplib::Request&, httplib::Response& r) { kv_events(r); });
     // Claude Code probes its base URL with HEAD / before the first request.
     svr.Get("/", [](const httplib::Request&, httplib::Response& r) { r.set_content("dyn-mocker\n", "text/plain"); });
   }
@@ -215,7 +285,9 @@ class Mocker {
     const uint64_t id = engine_.next_id();
     auto st = std::make_shared<StreamState>();
     RequestSpec spec{id, req->prompt_tokens, req->block_hashes, plan->tokens()};
-    auto ok = engine_.submit(std::move(spec), [st](const TokenOutput& o) {
+    if (publisher_) block_tokens_.hold(*req, opt_.engine.block_size);
+    auto ok = engine_.submit(std::move(spec), [this, st, req](const TokenOutput& o) {
+      if (o.finished && publisher_) block_tokens_.release(req->block_hashes);
       {
         std::lock_guard lk(st->mu);
         st->generated = o.generated;
@@ -224,7 +296,10 @@ class Mocker {
       }
       st->cv.notify_all();
     });
-    if (!ok) return send_error(r, api, 400, ok.error().message, "invalid_request_error");
+    if (!ok) {
+      if (publisher_) block_tokens_.release(req->block_hashes);
+      return send_error(r, api, 400, ok.error().message, "invalid_request_error");
+    }
     ++requests_;
     const uint64_t created = dyn::RealClock::instance().unix_ms() / 1000;
     auto writer = std::make_shared<ResponseWriter>(*req, *plan, id, created);
@@ -234,7 +309,7 @@ class Mocker {
       st->cv.wait(lk, [&] { return st->finished || stopping_.load(); });
       if (!st->finished) {
         lk.unlock();
-        engine_.cancel(id);
+        cancel(id, req);
         return send_error(r, api, 503, "server is shutting down", "server_error");
       }
       r.set_content(writer->full_body(st->cached).dump(), "application/json");
@@ -276,12 +351,19 @@ class Mocker {
           }
           return true;
         },
-        [this, id, done](bool) {
+        [this, id, req, done](bool) {
           if (!*done) {
-            engine_.cancel(id);  // client went away or server stopping: free its KV blocks
+            cancel(id, req);  // client went away or server stopping: free its KV blocks
             ++cancelled_;
           }
         });
+  }
+
+  // Drops a request from the engine. Its block tokens stay until the next publish: events of its
+  // last step may not have been published yet. (A request that finished meanwhile released them
+  // in its sink already; the engine then ignores the cancel and nothing is released twice.)
+  void cancel(uint64_t id, const std::shared_ptr<MockRequest>& req) {
+    if (engine_.cancel(id) && publisher_) block_tokens_.release_later(req->block_hashes);
   }
 
   std::string metrics() {
@@ -317,89 +399,36 @@ class Mocker {
     return out;
   }
 
-  // KV events as SSE: one `data: {...}` per event (SPEC 3.3); block hashes are sequence hashes.
+  // One engine step's KV events as one vLLM KVEventBatch (kvevents::encode_batch): block ids are
+  // the engine's sequence hashes, token ids the blocks' prompt tokens.
   void publish(const std::vector<KvEvent>& events) {
-    std::vector<std::string> lines;
-    {
-      std::lock_guard lk(sub_mu_);
-      if (subs_.empty()) return;
-      for (const KvEvent& e : events) lines.push_back(event_line(e));
-    }
-    std::lock_guard lk(sub_mu_);
-    for (auto& s : subs_) {
-      {
-        std::lock_guard l2(s->mu);
-        for (auto& l : lines) s->lines.push_back(l);
-      }
-      s->cv.notify_all();
-    }
-  }
-
-  std::string event_line(const KvEvent& e) {
-    Json j = {{"event_id", next_event_id_++}, {"worker_id", opt_.worker_id}};
-    switch (e.kind) {
-      case KvEvent::Kind::kStored:
-        j["type"] = "stored";
-        j["block_hashes"] = e.block_hashes;
-        j["parent_hash"] = e.parent_hash ? Json(*e.parent_hash) : Json(nullptr);
-        break;
-      case KvEvent::Kind::kRemoved:
-        j["type"] = "removed";
-        j["block_hashes"] = e.block_hashes;
-        break;
-      case KvEvent::Kind::kCleared: j["type"] = "cleared"; break;
-    }
-    return "data: " + j.dump() + "\n\n";
-  }
-
-  void close_subscribers() {
-    std::lock_guard lk(sub_mu_);
-    for (auto& s : subs_) {
-      {
-        std::lock_guard l2(s->mu);
-        s->closed = true;
-      }
-      s->cv.notify_all();
-    }
-  }
-
-  void kv_events(httplib::Response& r) {
-    if (!opt_.kv_events) {
-      r.status = 404;
-      r.set_content(error_body(Api::kChat, "KV events are off (start with --kv-events)", "not_found", 404).dump(),
-                    "application/json");
-      return;
-    }
-    auto sub = std::make_shared<Subscriber>();
-    {
-      // A new subscriber starts from "cleared": it knows nothing; blocks stored from now on follow.
-      std::lock_guard lk(sub_mu_);
-      sub->lines.push_back(event_line(KvEvent{KvEvent::Kind::kCleared, {}, std::nullopt}));
-      subs_.push_back(sub);
-    }
-    r.set_header("Cache-Control", "no-cache");
-    r.set_chunked_content_provider(
-        "text/event-stream",
-        [this, sub](size_t, httplib::DataSink& sink) {
-          std::string out;
-          {
-            std::unique_lock lk(sub->mu);
-            while (sub->lines.empty() && !sub->closed && !stopping_) {
-              sub->cv.wait_for(lk, std::chrono::milliseconds(200));
-              if (!sink.is_writable()) return false;
-            }
-            if (sub->closed || stopping_) return false;
-            while (!sub->lines.empty()) {
-              out += sub->lines.front();
-              sub->lines.pop_front();
-            }
+    dyn::kvevents::EventBatch b;
+    b.ts = static_cast<double>(dyn::RealClock::instance().unix_ms()) / 1000.0;
+    for (const KvEvent& e : events) {
+      switch (e.kind) {
+        case KvEvent::Kind::kStored: {
+          dyn::kvevents::BlockStored s;
+          s.block_hashes = e.block_hashes;
+          s.parent_block_hash = e.parent_hash;
+          s.block_size = opt_.engine.block_size;
+          s.medium = "GPU";
+          bool ok = true;
+          for (uint64_t h : e.block_hashes) ok = ok && block_tokens_.append(h, s.token_ids);
+          if (!ok) {
+            dyn::diag::warning("KV events", "a stored block's tokens are unknown; its BlockStored is not published");
+            continue;
           }
-          return sink.write(out.data(), out.size());
-        },
-        [this, sub](bool) {
-          std::lock_guard lk(sub_mu_);
-          subs_.remove(sub);
-        });
+          b.events.emplace_back(std::move(s));
+          break;
+        }
+        case KvEvent::Kind::kRemoved:
+          b.events.emplace_back(dyn::kvevents::BlockRemoved{e.block_hashes, std::string("GPU")});
+          break;
+        case KvEvent::Kind::kCleared: b.events.emplace_back(dyn::kvevents::AllBlocksCleared{}); break;
+      }
+    }
+    if (!b.events.empty()) publisher_->publish(b);
+    block_tokens_.release_deferred();
   }
 
   Options opt_;
@@ -408,9 +437,8 @@ class Mocker {
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> requests_{0}, errors_{0}, cancelled_{0};
   std::atomic<uint64_t> api_seq_{0}, faults_failed_{0}, faults_stalled_{0};
-  std::mutex sub_mu_;
-  std::list<std::shared_ptr<Subscriber>> subs_;
-  uint64_t next_event_id_ = 0;
+  std::unique_ptr<dyn::kvevents::Publisher> publisher_;
+  BlockTokens block_tokens_;
 };
 
 }  // namespace
@@ -424,7 +452,12 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "Model name served and reported")->capture_default_str();
   app.add_option("--worker-id", o.worker_id, "Worker id in metrics, KV events and the x-dyn-worker header")->capture_default_str();
   dyn::cmd::add_engine_flags(app, o.engine);
-  app.add_flag("--kv-events", o.kv_events, "Publish KV cache events at GET /v1/kv_events (SSE)");
+  app.add_option("--kv-events-endpoint", o.kv_events_endpoint,
+                 "Publish KV cache events as vLLM does (ZMQ PUB, msgpack KVEventBatch), bound here; port * = any free one (see GET /health)")
+      ->type_name("ZMQ_ADDR");
+  app.add_option("--kv-events-replay-endpoint", o.kv_events_replay_endpoint,
+                 "Answer replay requests for missed KV event batches (ZMQ ROUTER) here")
+      ->type_name("ZMQ_ADDR")->needs("--kv-events-endpoint");
   app.add_option("--replies", o.replies,
                  "JSONL of scripted replies: {\"text\"} or {\"tool_call\": {\"name\", \"arguments\"}}, optional conditions \"match\", \"offered\", \"first_turn\", \"after_tool\"")
       ->type_name("FILE")->check(CLI::ExistingFile);
@@ -447,7 +480,7 @@ int main(int argc, char** argv) {
   app.add_option("--stall-count", o.stall_count, "Stall only this many requests (0 = every one)")
       ->capture_default_str()->group(fg);
   return dyn::cli::run_tool(argc, argv, app, [&] {
-    o.engine.kv_events = o.kv_events;
+    o.engine.kv_events = !o.kv_events_endpoint.empty();
     if (auto err = o.engine.validate(); !err.empty()) throw dyn::Fatal(dyn::kExitUsage, err);
     Mocker m(o);
     m.load_replies();

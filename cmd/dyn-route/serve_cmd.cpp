@@ -1,5 +1,7 @@
 // dyn-route serve: the live session-aware frontend (router flags, trace flags) -> serve::Frontend.
+#include <algorithm>
 #include <memory>
+#include <optional>
 
 #include "admission_flags.h"
 #include "commands.h"
@@ -13,6 +15,9 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     dyn::cmd::AdmissionFlags admission;
     std::vector<std::string> workers;
     std::string binding_store;
+    std::vector<std::string> worker_kv_events;
+    bool allow_block_size_mismatch = false;
+    std::string tokenizer_url;
     uint64_t seed = 0;
     double health_interval_ms = 1000;
     double health_timeout_ms = 1000;
@@ -22,6 +27,17 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       "serve", "Live OpenAI/Anthropic-compatible frontend: session-aware routing to workers, request tracing");
   sub->add_option("--worker", o->workers, "Worker base URL (repeat; worker ids 0..N-1 in this order)")
       ->required()
+      ->type_name("URL");
+  sub->add_option("--worker-kv-events", o->worker_kv_events,
+                  "Where worker URL publishes its KV events (vLLM --kv-events-config endpoint, and its replay "
+                  "endpoint if any), for --router-kv-events; repeat for every --worker")
+      ->type_name("URL=ZMQ_ADDR[,REPLAY_ADDR]");
+  sub->add_flag("--allow-block-size-mismatch", o->allow_block_size_mismatch,
+                "Route to a worker whose KV block size differs from --kv-cache-block-size (warn; approximate) "
+                "instead of refusing it");
+  sub->add_option("--tokenizer-url", o->tokenizer_url,
+                  "Hash the token ids from this OpenAI-compatible server's POST /tokenize (vLLM, SGLang, dyn-mocker) "
+                  "instead of 4-byte tokens")
       ->type_name("URL");
   sub->add_option("--seed", o->seed, "Seed of every random routing choice")->capture_default_str();
   sub->add_option("--health-interval-ms", o->health_interval_ms, "Poll each worker's GET /health this often")
@@ -45,6 +61,36 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     opt.workers = o->workers;
     opt.binding_store = o->binding_store;
     opt.router = o->router.config(o->seed);
+    // --worker-kv-events URL=ENDPOINT[,REPLAY], paired with --worker by URL.
+    std::vector<std::optional<dyn::serve::KvEventSource>> src(o->workers.size());
+    for (const auto& spec : o->worker_kv_events) {
+      auto eq = spec.find('=');
+      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+        throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events " + spec + ": expected URL=ZMQ_ADDR[,REPLAY_ADDR]");
+      std::string url = spec.substr(0, eq), rest = spec.substr(eq + 1);
+      auto w = std::find(o->workers.begin(), o->workers.end(), url);
+      if (w == o->workers.end())
+        throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events " + spec + ": " + url + " is not one of the --worker URLs");
+      size_t i = static_cast<size_t>(w - o->workers.begin());
+      if (src[i]) throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events given twice for " + url);
+      auto comma = rest.find(',');
+      dyn::serve::KvEventSource k;
+      k.endpoint = rest.substr(0, comma);
+      if (comma != std::string::npos) k.replay_endpoint = rest.substr(comma + 1);
+      if (k.endpoint.empty() || (comma != std::string::npos && k.replay_endpoint.empty()))
+        throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events " + spec + ": empty ZMQ address");
+      src[i] = k;
+    }
+    if (!o->worker_kv_events.empty() || opt.router.kv_events) {
+      for (size_t i = 0; i < src.size(); ++i) {
+        if (!src[i])
+          throw dyn::Fatal(dyn::kExitUsage, "--router-kv-events: worker " + o->workers[i] +
+                                                " has no --worker-kv-events URL=ZMQ_ADDR (every worker needs its event endpoint)");
+        opt.kv_events.push_back(*src[i]);
+      }
+    }
+    opt.allow_block_size_mismatch = o->allow_block_size_mismatch;
+    opt.tokenizer_url = o->tokenizer_url;
     opt.health_interval_ms = o->health_interval_ms;
     opt.health_timeout_ms = o->health_timeout_ms;
     opt.tool_name = "dyn-route";

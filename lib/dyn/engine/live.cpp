@@ -42,10 +42,10 @@ Expected<bool> LiveEngine::submit(RequestSpec spec, Sink sink) {
   return true;
 }
 
-void LiveEngine::cancel(uint64_t id) {
+bool LiveEngine::cancel(uint64_t id) {
   std::lock_guard lk(mu_);
   engine_.cancel(id);
-  sinks_.erase(id);
+  return sinks_.erase(id) > 0;
 }
 
 EngineStats LiveEngine::stats() const {

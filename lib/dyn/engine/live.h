@@ -36,8 +36,9 @@ class LiveEngine {
   /// Queues a request; the sink receives one call per produced token (the last with
   /// finished = true). Errors come from Engine::add.
   Expected<bool> submit(RequestSpec spec, Sink sink);
-  /// Drops a request (client went away); its sink is not called again.
-  void cancel(uint64_t id);
+  /// Drops a request (client went away); its sink is not called again. Returns false when the
+  /// sink had already been handed its finished output (or the id is unknown).
+  bool cancel(uint64_t id);
   EngineStats stats() const;
   /// Leading prompt blocks already cached (a router-style overlap probe).
   size_t cached_prefix_blocks(const std::vector<uint64_t>& hashes) const;

@@ -256,6 +256,7 @@ Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t blo
   if (toks.empty()) return bad("the prompt renders to no tokens");
   r.prompt_tokens = toks.size();
   r.block_hashes = tokens::sequence_hashes(tokens::block_hashes(toks, block_size));
+  r.tokens = std::move(toks);
   return r;
 }
 

@@ -24,6 +24,7 @@ struct MockRequest {
   bool include_usage = false;          ///< chat/completions stream_options.include_usage
   uint64_t prompt_tokens = 0;
   std::vector<uint64_t> block_hashes;  ///< sequence hashes of full blocks at the engine size
+  std::vector<uint32_t> tokens;        ///< the prompt's token ids (SPEC 4.2), for KV events
   uint64_t max_tokens = 0;             ///< output limit (request, else the server default)
   uint64_t min_tokens = 0;
   bool ignore_eos = false;

@@ -15,6 +15,8 @@
 #include "dyn/base/diag.h"
 #include "dyn/base/json_limits.h"
 #include "dyn/base/json.h"
+#include "dyn/kvevents/pubsub.h"
+#include "dyn/kvevents/translate.h"
 #include "dyn/route/router.h"
 #include "dyn/serve/binding_store.h"
 #include "dyn/serve/prometheus.h"
@@ -92,6 +94,49 @@ struct Frontend::Impl {
   std::unique_ptr<route::AdmissionTicker> admission_ticker;
   std::mutex admission_mu;  ///< orders worker-set updates to the controller
 
+  // ---- KV events (SPEC 3.3 event-fed index) -------------------------------------------------
+  /// One worker's event feed: its subscriber thread owns the translator.
+  struct KvWorker {
+    explicit KvWorker(uint32_t router_block_size) : tr(router_block_size) {}
+    kvevents::Translator tr;
+    std::unique_ptr<kvevents::Subscriber> sub;
+    std::atomic<uint64_t> stored{0}, removed{0}, cleared{0}, skipped{0}, resets{0};
+  };
+  std::vector<std::unique_ptr<KvWorker>> kv;  ///< empty unless router.kv_events
+  /// Block size each worker reported (health metadata or events); 0 = not known yet.
+  std::unique_ptr<std::atomic<uint32_t>[]> worker_block_size;
+  /// Refused for a block size mismatch: kept out of routing, its events ignored.
+  std::unique_ptr<std::atomic<bool>[]> refused;
+  std::unique_ptr<std::atomic<bool>[]> mismatch_warned;
+  std::atomic<uint64_t> tokenizer_errors{0};
+
+  /// Records worker i's block size from `source`; false when the worker is (now) refused.
+  bool check_block_size(size_t i, uint32_t bs, const char* source) {
+    worker_block_size[i] = bs;
+    if (bs == opt.router.block_size) {
+      if (refused[i].exchange(false))
+        diag::note(fmt::format("worker {} ({}) now reports block size {}: accepted again", i, opt.workers[i], bs));
+      return true;
+    }
+    std::string what = fmt::format("worker {} ({}) has KV block size {} ({}) but the router's --kv-cache-block-size is {}",
+                                   i, opt.workers[i], bs, source, opt.router.block_size);
+    if (opt.allow_block_size_mismatch) {
+      if (!mismatch_warned[i].exchange(true))
+        diag::warning("", what + "; routing to it stays approximate (--allow-block-size-mismatch)");
+      return true;
+    }
+    if (!refused[i].exchange(true)) {
+      diag::error("", what + ": the worker is refused (not routed to, its KV events ignored); start it with block size " +
+                          std::to_string(opt.router.block_size) + " or pass --allow-block-size-mismatch");
+      set_worker_health(i, false, "refused: block size mismatch");
+    }
+    return false;
+  }
+  void on_kv_batch(size_t i, const kvevents::EventBatch& b);
+  void on_kv_reset(size_t i, const std::string& why);
+  /// Token ids of a request from the tokenizer endpoint; an Error when it fails.
+  Expected<std::vector<uint32_t>> tokenize(Api api, const Json& body, const std::string& model);
+
   Impl(FrontendOptions o, const Clock& c) : opt(std::move(o)), clock(c) {}
 
   // ---- request handling ------------------------------------------------------------------
@@ -152,7 +197,15 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
     m.counters.push_back(std::make_unique<WorkerCounters>());
   }
   m.healthy = std::make_unique<std::atomic<bool>[]>(m.opt.workers.size());
-  for (size_t i = 0; i < m.opt.workers.size(); ++i) m.healthy[i] = true;
+  m.worker_block_size = std::make_unique<std::atomic<uint32_t>[]>(m.opt.workers.size());
+  m.refused = std::make_unique<std::atomic<bool>[]>(m.opt.workers.size());
+  m.mismatch_warned = std::make_unique<std::atomic<bool>[]>(m.opt.workers.size());
+  for (size_t i = 0; i < m.opt.workers.size(); ++i) {
+    m.healthy[i] = true;
+    m.worker_block_size[i] = 0;
+    m.refused[i] = false;
+    m.mismatch_warned[i] = false;
+  }
   if (!m.opt.capture) {
     if (auto e = m.opt.router.validate()) throw Fatal(kExitUsage, e->message);
     m.router = std::make_unique<route::Router>(m.opt.router, m.clock);
@@ -167,6 +220,27 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
       if (!url) throw Fatal(kExitUsage, url.error().message);
       uint64_t ttl_ms = m.opt.router.affinity_ttl_secs * uint64_t{1000};
       m.shared = std::make_unique<SharedBindings>(*m.router, make_redis_store(*url, ttl_ms), m.opt.workers, m.clock);
+    }
+    if (m.opt.router.kv_events) {
+      if (m.opt.kv_events.size() != m.opt.workers.size())
+        throw Fatal(kExitUsage, fmt::format("--router-kv-events needs the KV event endpoint of every worker "
+                                            "(--worker-kv-events URL=ENDPOINT[,REPLAY]); {} of {} given",
+                                            m.opt.kv_events.size(), m.opt.workers.size()));
+      for (size_t i = 0; i < m.opt.workers.size(); ++i) {
+        const KvEventSource& src = m.opt.kv_events[i];
+        if (src.endpoint.empty()) throw Fatal(kExitUsage, fmt::format("worker {} ({}) has no KV event endpoint", i, m.opt.workers[i]));
+        auto kw = std::make_unique<Impl::KvWorker>(m.opt.router.block_size);
+        kvevents::Subscriber::Handler h;
+        h.batch = [&m, i](uint64_t, const kvevents::EventBatch& b, bool) { m.on_kv_batch(i, b); };
+        h.reset = [&m, i](const std::string& why) { m.on_kv_reset(i, why); };
+        kw->sub = std::make_unique<kvevents::Subscriber>(
+            kvevents::SubscriberOptions{src.endpoint, src.replay_endpoint, "",
+                                        fmt::format("worker {} ({})", i, src.endpoint), 2000},
+            std::move(h));
+        m.kv.push_back(std::move(kw));
+      }
+    } else if (!m.opt.kv_events.empty()) {
+      throw Fatal(kExitUsage, "--worker-kv-events needs --router-kv-events (the index is predicted otherwise)");
     }
     if (m.opt.admission.enabled()) {
       if (m.opt.admission_capacity_tokens == 0) throw Fatal(kExitUsage, "admission needs a worker KV capacity > 0");
@@ -285,6 +359,7 @@ void Frontend::serve() {
     m.writer = std::make_unique<io::SegmentWriter>(wo);
   }
   if (!m.opt.capture) m.health_thread = std::thread([&m] { m.health_loop(); });
+  for (auto& k : m.kv) k->sub->start();
   if (m.admission) m.admission_ticker = std::make_unique<route::AdmissionTicker>(*m.admission, m.clock);
   if (m.admin_separate()) m.admin_thread = std::thread([&m] { m.admin_server.listen_after_bind(); });
   m.server.listen_after_bind();  // returns after stop(); its pool has finished every request
@@ -297,6 +372,7 @@ void Frontend::serve() {
   }
   m.health_cv.notify_all();
   if (m.health_thread.joinable()) m.health_thread.join();
+  for (auto& k : m.kv) k->sub->stop();
   if (m.writer) m.writer->close();
 }
 
@@ -395,8 +471,16 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
   // SPEC 4.2 tokens and SPEC 4.1 hashes of the rendered request: routing uses the complete
   // blocks, the trace's replay block also the trailing partial one.
   {
-    std::string text = tokens::render_request(body);
-    auto toks = tokens::text_to_tokens(text);
+    std::vector<uint32_t> toks;
+    if (!opt.tokenizer_url.empty()) {
+      auto t = tokenize(api, body, ex->model);
+      if (t) {
+        toks = std::move(*t);
+      } else if (tokenizer_errors++ % 100 == 0) {
+        diag::warning("tokenizer", t.error().message + "; hashing the 4-byte tokens instead (routing is approximate)");
+      }
+    }
+    if (toks.empty()) toks = tokens::text_to_tokens(tokens::render_request(body));
     ex->input_length = toks.size();
     auto blocks = tokens::block_hashes(toks, opt.trace_block_size, /*include_partial=*/true);
     ex->sequence_hashes = tokens::sequence_hashes(blocks);
@@ -659,6 +743,87 @@ Json Frontend::Impl::request_end_row(const Exchange& ex, const http::ProxyOutcom
   return row;
 }
 
+void Frontend::Impl::on_kv_batch(size_t i, const kvevents::EventBatch& b) {
+  KvWorker& k = *kv[i];
+  std::vector<kvevents::IndexUpdate> ups;
+  for (const kvevents::Event& e : b.events) {
+    if (const auto* s = std::get_if<kvevents::BlockStored>(&e)) {
+      k.stored++;
+      // The router indexes the GPU tier; offloaded copies (medium "CPU", ...) are not prefix hits.
+      if ((s->medium && *s->medium != "GPU") || !check_block_size(i, s->block_size, "a BlockStored event")) {
+        k.skipped++;
+        continue;
+      }
+    } else if (const auto* r = std::get_if<kvevents::BlockRemoved>(&e)) {
+      k.removed++;
+      if (r->medium && *r->medium != "GPU") {
+        k.skipped++;
+        continue;
+      }
+    } else {
+      k.cleared++;
+    }
+    if (auto err = k.tr.translate(e, ups)) {
+      if (k.skipped++ % 100 == 0) diag::warning(fmt::format("worker {} KV events", i), err->message + " (event skipped)");
+    }
+  }
+  for (auto& u : ups) {
+    route::KvEvent re;
+    re.kind = u.kind == kvevents::IndexUpdate::Kind::kStored    ? route::KvEvent::Kind::kStored
+              : u.kind == kvevents::IndexUpdate::Kind::kRemoved ? route::KvEvent::Kind::kRemoved
+                                                                : route::KvEvent::Kind::kCleared;
+    re.block_hashes = std::move(u.sequence_hashes);
+    router->apply_kv_event(i, re);
+  }
+}
+
+void Frontend::Impl::on_kv_reset(size_t i, const std::string&) {
+  kv[i]->tr.clear();
+  kv[i]->resets++;
+  route::KvEvent re;
+  re.kind = route::KvEvent::Kind::kCleared;
+  router->apply_kv_event(i, re);
+}
+
+Expected<std::vector<uint32_t>> Frontend::Impl::tokenize(Api api, const Json& body, const std::string& model) {
+  // vLLM's and SGLang's /tokenize: chat messages go through the model's chat template there, so
+  // the ids are those the engine will cache; other APIs send the rendered text as a prompt.
+  Json req = Json::object();
+  if (!model.empty()) req["model"] = model;
+  auto msgs = body.find("messages");
+  auto prompt = body.find("prompt");
+  if (api == Api::kChat && msgs != body.end()) {
+    req["messages"] = *msgs;
+    req["add_generation_prompt"] = true;
+    if (auto t = body.find("tools"); t != body.end()) req["tools"] = *t;
+  } else if (api == Api::kCompletions && prompt != body.end() && prompt->is_string()) {
+    req["prompt"] = *prompt;
+  } else {
+    req["prompt"] = tokens::render_request(body);
+  }
+  auto u = http::UpstreamUrl::parse(opt.tokenizer_url);
+  if (!u) return u.error();
+  httplib::Client c(u->scheme_host_port);
+  c.set_connection_timeout(std::chrono::seconds(1));
+  c.set_read_timeout(std::chrono::seconds(10));
+  auto r = c.Post(u->path_prefix + "/tokenize", req.dump(), "application/json");
+  if (!r) return Error{"POST " + opt.tokenizer_url + "/tokenize failed: " + httplib::to_string(r.error()), kExitIo};
+  if (r->status != 200)
+    return Error{fmt::format("POST {}/tokenize answered {}", opt.tokenizer_url, r->status), kExitIo};
+  Json j = Json::parse(r->body, nullptr, false);
+  auto t = j.is_object() ? j.find("tokens") : j.end();
+  if (!j.is_object() || t == j.end() || !t->is_array())
+    return Error{"POST " + opt.tokenizer_url + "/tokenize: no \"tokens\" array in the answer", kExitBadData};
+  std::vector<uint32_t> out;
+  out.reserve(t->size());
+  for (const auto& v : *t) {
+    if (!v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX)
+      return Error{"POST " + opt.tokenizer_url + "/tokenize: a token id is not an integer 0 … 4294967295", kExitBadData};
+    out.push_back(v.get<uint32_t>());
+  }
+  return out;
+}
+
 void Frontend::Impl::forward_plain(size_t worker, const httplib::Request& req, httplib::Response& res) {
   http::ProxyRequest preq;
   preq.method = req.method;
@@ -837,6 +1002,51 @@ std::string Frontend::Impl::metrics_text() const {
         prom_sample(o, name, "", static_cast<double>(v));
       }
     }
+    prom_family(o, "dyn_router_index_blocks", "gauge", "KV blocks the router's index holds for the worker");
+    for (const auto& l : router->loads()) prom_sample(o, "dyn_router_index_blocks", fmt::format("worker=\"{}\"", l.worker), static_cast<double>(l.cached_blocks));
+  }
+  if (!kv.empty()) {
+    struct S { const char* name; const char* type; const char* help; std::function<double(size_t)> v; };
+    const S kvf[] = {
+        {"dyn_kv_events_batches_total", "counter", "KV event batches applied (replayed ones included)",
+         [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().batches.load()); }},
+        {"dyn_kv_events_replayed_batches_total", "counter", "KV event batches fetched from the replay socket",
+         [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().replayed_batches.load()); }},
+        {"dyn_kv_events_gaps_total", "counter", "sequence gaps detected in the worker's KV event stream",
+         [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().gaps.load()); }},
+        {"dyn_kv_events_gaps_unrecovered_total", "counter", "gaps the replay socket could not fill (the worker's index was cleared)",
+         [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().gaps_unrecovered.load()); }},
+        {"dyn_kv_events_publisher_restarts_total", "counter", "publisher restarts or reconnections seen (the worker's index was cleared)",
+         [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().restarts.load()); }},
+        {"dyn_kv_events_index_resets_total", "counter", "times the worker's index was cleared for lost events",
+         [this](size_t i) { return static_cast<double>(kv[i]->resets.load()); }},
+        {"dyn_kv_events_bad_batches_total", "counter", "undecodable KV event messages",
+         [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().bad_batches.load()); }},
+        {"dyn_kv_events_skipped_total", "counter", "KV events not applied (unknown parent, block size refused, other medium)",
+         [this](size_t i) { return static_cast<double>(kv[i]->skipped.load()); }},
+        {"dyn_kv_events_last_seq", "gauge", "sequence number of the last KV event batch applied (-1 = none)",
+         [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().last_seq.load()); }},
+        {"dyn_kv_events_engine_blocks", "gauge", "engine blocks the event translator knows for the worker",
+         [this](size_t i) { return static_cast<double>(kv[i]->tr.known_blocks()); }},
+    };
+    for (const auto& f : kvf) {
+      prom_family(o, f.name, f.type, f.help);
+      for (size_t i = 0; i < kv.size(); ++i) prom_sample(o, f.name, wl(i), f.v(i));
+    }
+    prom_family(o, "dyn_kv_events_total", "counter", "KV events received, by type");
+    for (size_t i = 0; i < kv.size(); ++i) {
+      prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"BlockStored\"", static_cast<double>(kv[i]->stored.load()));
+      prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"BlockRemoved\"", static_cast<double>(kv[i]->removed.load()));
+      prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"AllBlocksCleared\"", static_cast<double>(kv[i]->cleared.load()));
+    }
+  }
+  if (!opt.tokenizer_url.empty()) {
+    prom_family(o, "dyn_tokenizer_errors_total", "counter", "requests hashed from 4-byte tokens because the tokenizer failed");
+    prom_sample(o, "dyn_tokenizer_errors_total", "", static_cast<double>(tokenizer_errors.load()));
+  }
+  if (router) {
+    prom_family(o, "dyn_worker_block_size", "gauge", "KV block size the worker reported (0 = not known)");
+    for (size_t i = 0; i < opt.workers.size(); ++i) prom_sample(o, "dyn_worker_block_size", wl(i), worker_block_size[i].load());
   }
   prom_family(o, "dyn_frontend_in_flight_requests", "gauge", "API requests being served (streams until they end)");
   prom_sample(o, "dyn_frontend_in_flight_requests", "", static_cast<double>(api_in_flight.load()));
@@ -872,9 +1082,23 @@ void Frontend::Impl::health_loop() {
     for (size_t i = 0; i < clients.size(); ++i) {
       auto r = clients[i]->Get(pools[i]->url().path_prefix + "/health");
       bool ok = r && r->status == 200;
-      set_worker_health(i, ok, ok ? "GET /health answered 200"
-                                  : r ? fmt::format("GET /health answered {}", r->status)
-                                      : "GET /health failed: " + httplib::to_string(r.error()));
+      std::string why = ok ? "GET /health answered 200"
+                           : r ? fmt::format("GET /health answered {}", r->status)
+                               : "GET /health failed: " + httplib::to_string(r.error());
+      if (ok) {
+        // Worker metadata: dyn-mocker reports its block size here (vLLM's /health is empty).
+        Json j = Json::parse(r->body, nullptr, false);
+        if (j.is_object()) {
+          auto it = j.find("kv_block_size");
+          if (it != j.end() && it->is_number_unsigned() && it->get<uint64_t>() > 0 && it->get<uint64_t>() <= UINT32_MAX)
+            check_block_size(i, it->get<uint32_t>(), "GET /health kv_block_size");
+        }
+        if (refused[i]) {
+          ok = false;
+          why = "refused: block size mismatch";
+        }
+      }
+      set_worker_health(i, ok, why);
     }
     std::unique_lock<std::mutex> lk(health_mu);
     if (health_cv.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>(opt.health_interval_ms * 1000)),

@@ -18,6 +18,12 @@
 
 namespace dyn::serve {
 
+/// Where one worker publishes its KV events (vLLM's ZMQ PUB and replay ROUTER addresses).
+struct KvEventSource {
+  std::string endpoint;
+  std::string replay_endpoint;  ///< "" = gaps clear the worker's index instead of being replayed
+};
+
 /// Everything the frontend needs. Serve mode routes over `workers`; capture mode forwards to the
 /// single upstream workers[0] without routing (and forwards any other path untraced).
 struct FrontendOptions {
@@ -56,6 +62,16 @@ struct FrontendOptions {
   /// On stop (SIGTERM), wait up to this long for the API requests in flight to finish before
   /// closing connections (new requests get 503 meanwhile).
   double drain_timeout_s = 60;
+  /// Per worker (same order as `workers`), when router.kv_events: the index is fed by these
+  /// publishers (SPEC 3.3 event-fed mode). Required for every worker in that mode.
+  std::vector<KvEventSource> kv_events;
+  /// A worker whose block size (its /health `kv_block_size`, or an event's block_size) differs
+  /// from the router's is refused (not routed to, its events ignored) unless this is set; then a
+  /// warning is printed and its events are cut into router blocks (approximate).
+  bool allow_block_size_mismatch = false;
+  /// OpenAI-compatible tokenizer base URL (vLLM/SGLang `POST /tokenize`): requests are hashed
+  /// from the token ids it returns instead of the SPEC 4.2 4-byte tokens. "" = 4-byte tokens.
+  std::string tokenizer_url;
 };
 
 /// A running frontend. Construct, bind(), then serve() blocks until stop() (from any thread, e.g.
