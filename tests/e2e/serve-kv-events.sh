@@ -5,31 +5,8 @@
 # sequence gap is filled from the replay socket; a lost batch clears that worker's index (and
 # says so); a restarted publisher (sequence back at 0) is followed. /metrics counts all of it.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
-py=/usr/bin/python3
-kv="$DYN_ROOT/tests/e2e/helpers/vllm_kv_events.py"
+source "$DYN_ROOT/tests/e2e/helpers/kv_events.sh"
 bs=16
-# start_pub N: publisher N reading commands from fifo pN.in; endpoints in pN.json.
-start_pub() {
-  rm -f "p$1.in" "p$1.json"; mkfifo "p$1.in"
-  $py "$kv" publish "p$1.json" <"p$1.in" >"p$1.out" 2>"p$1.err" &
-  _dyn_pids+=("$!"); printf -v "p$1_pid" '%s' "$!"
-  exec {fd}>"p$1.in"; printf -v "p$1_fd" '%s' "$fd"
-  wait_file "p$1.json"
-}
-# send N JSON: one command to publisher N; waits for its "ok SEQ".
-send() {
-  local fd="p$1_fd" before
-  before=$(wc -l <"p$1.out")
-  echo "$2" >&"${!fd}"
-  for _ in $(seq 200); do [[ $(wc -l <"p$1.out") -gt $before ]] && break; sleep 0.02; done
-  tail -1 "p$1.out" | awk '{print $2}'
-}
-metric() { curl -s "$r_url/metrics" | awk -v n="$1" -v w="worker=\"$2\"" '$1 ~ "^"n"\\{" && index($1, w) {print $2}' | head -1; }
-# wait_seq N SEQ: until the router applied publisher N's batch SEQ.
-wait_seq() {
-  for _ in $(seq 250); do [[ "$(metric dyn_kv_events_last_seq "$1")" == "$2" ]] && return 0; sleep 0.02; done
-  echo "router never reached batch $2 of worker $1 (at $(metric dyn_kv_events_last_seq "$1"))"
-}
 route() { curl -s -D h.txt -o /dev/null "$r_url/v1/completions" -d "{\"prompt\":\"$1\",\"max_tokens\":1}"
           tr -d '\r' <h.txt | awk -F': ' 'tolower($1)=="x-dyn-worker"{print $2}'; }
 text() { printf "$1 %.0s" $(seq 40); }   # 40 x (len+1) bytes: 3 or 4 blocks of 16 tokens
@@ -38,7 +15,6 @@ store() { echo "{\"type\":\"StoreText\",\"text\":\"$(text "$1")\",\"block_size\"
 start_pub 0; start_pub 1
 start_mocker w0 --worker-id 0 --block-size $bs --speedup-ratio 100
 start_mocker w1 --worker-id 1 --block-size $bs --speedup-ratio 100
-ev() { jq -r '.endpoint + "," + .replay_endpoint' "p$1.json"; }
 echo "== usage errors"
 ports() { sed -E 's/127\.0\.0\.1:[0-9]+/127.0.0.1:PORT/g'; }
 dyn-route serve --worker "$w0_url" --router-kv-events --port 0 2>&1 | head -1 | ports; echo "exit ${PIPESTATUS[0]}"
@@ -46,12 +22,7 @@ dyn-route serve --worker "$w0_url" --worker-kv-events "$w0_url=$(ev 0)" --port 0
 dyn-route serve --worker "$w0_url" --router-kv-events --worker-kv-events "http://x=$(ev 0)" --port 0 2>&1 | head -1 | ports
 start_router r --worker "$w0_url" --worker "$w1_url" --router-mode kv --kv-cache-block-size $bs \
   --router-kv-events --worker-kv-events "$w0_url=$(ev 0)" --worker-kv-events "$w1_url=$(ev 1)"
-# ZMQ drops what is published before the subscription reaches the publisher: empty batches
-# until the router has seen one from each (the later ones then come in order).
-for n in 0 1; do
-  for _ in $(seq 100); do s=$(send $n '{"events":[]}'); [[ "$(metric dyn_kv_events_last_seq $n)" -ge 0 ]] 2>/dev/null && break; sleep 0.05; done
-  wait_seq $n "$s"
-done
+sync_pubs 0 1
 echo "== routing follows BlockStored"
 s=$(send 1 "{\"events\":[$(store alpha '11,12,13,14,15,16,17,18,19,20')]}"); wait_seq 1 "$s"
 s=$(send 0 "{\"events\":[$(store bravo '21,22,23,24,25,26,27,28,29,30')]}"); wait_seq 0 "$s"
