@@ -15,6 +15,8 @@
 #include "dyn/base/diag.h"
 #include "dyn/io/jsonl.h"
 #include "dyn/io/line_reader.h"
+#include "dyn/kvevents/codec.h"
+#include "dyn/kvevents/translate.h"
 #include "dyn/route/router.h"
 #include "dyn/session/normalize.h"
 #include "dyn/tokens/hash.h"
@@ -148,7 +150,13 @@ struct Row {
   std::optional<uint64_t> worker;
   std::optional<Error> error;
   std::vector<uint64_t> seq;
+  // A KV event row {"kv_event": {"worker", "payload_hex"}}: a recorded vLLM batch, applied to the
+  // index (--router-kv-events) at its time; it writes no output row.
+  bool kv = false;
+  uint64_t kv_worker = 0;
+  std::string kv_payload;
 };
+
 
 void json_string(std::string& s, std::string_view v) {
   s.push_back('"');
@@ -228,6 +236,39 @@ bool parse_dynamo(const Json& rec, Row& r, std::string* why) {
   }
   r.tokens = in.value_or(0);
   return true;
+}
+
+// A KV event row -> Row (r.error on a malformed one).
+void parse_kv_event_row(const Json& row, Row& r) {
+  r.kv = true;
+  if (auto t = j_num(trace::find_path(row, "timestamp"))) {
+    r.arrival_ms = *t;
+    r.has_time = true;
+  }
+  const Json& e = row["kv_event"];
+  auto w = j_u64(trace::find_path(e, "worker"));
+  const Json* hex = trace::find_path(e, "payload_hex");
+  if (!w || !hex || !hex->is_string() || hex->get_ref<const std::string&>().size() % 2) {
+    r.error = Error{"kv_event row needs \"worker\" (integer) and \"payload_hex\" (hex of a msgpack KVEventBatch)", kExitBadData};
+    return;
+  }
+  r.kv_worker = *w;
+  const std::string& h = hex->get_ref<const std::string&>();
+  auto nib = [](char c) -> int {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+  };
+  r.kv_payload.reserve(h.size() / 2);
+  for (size_t i = 0; i < h.size(); i += 2) {
+    int a = nib(h[i]), b = nib(h[i + 1]);
+    if (a < 0 || b < 0) {
+      r.error = Error{"kv_event payload_hex is not hexadecimal", kExitBadData};
+      return;
+    }
+    r.kv_payload.push_back(static_cast<char>(a * 16 + b));
+  }
 }
 
 // A header row -> Row.
@@ -317,6 +358,11 @@ int decide(const DecideOptions& o, io::Output& out) {
     Row r;
     r.index = index;
     r.where = reader.line().where();
+    if (!obj["kv_event"].error()) {
+      parse_kv_event_row(io::to_json(obj), r);
+      rows.push_back(std::move(r));
+      continue;
+    }
     bool is_trace = !obj["event_type"].error() || !obj["schema"].error();
     if (is_trace || !obj["headers"].error()) {
       Json rec = io::to_json(obj);  // trace records and header rows are rare: Json-based parsing
@@ -403,6 +449,10 @@ int decide(const DecideOptions& o, io::Output& out) {
   uint64_t order = 0;
   std::unordered_map<std::string, uint64_t> turns;
 
+  // Event-fed index: each worker's recorded batches go through the same translation as in
+  // dyn-route serve, so the same stream gives the same index and the same placements.
+  std::vector<kvevents::Translator> translators(o.workers, kvevents::Translator(cfg.block_size));
+  uint64_t kv_rows = 0;
   std::string s;
   s.reserve(4096);
   for (auto& r : rows) {
@@ -415,6 +465,39 @@ int decide(const DecideOptions& o, io::Output& out) {
       free_live.push_back(slot);
     }
     clock.set(std::max(clock.now_ms(), r.arrival_ms));
+    if (r.kv) {
+      ++kv_rows;
+      if (!r.error && !cfg.kv_events) r.error = Error{"kv_event rows need --router-kv-events", kExitUsage};
+      if (!r.error && r.kv_worker >= o.workers)
+        r.error = Error{fmt::format("kv_event worker {} is not one of the {} workers", r.kv_worker, o.workers), kExitBadData};
+      std::optional<kvevents::EventBatch> batch;
+      if (!r.error) {
+        auto b = kvevents::decode_batch(r.kv_payload);
+        if (b) batch = std::move(*b);
+        else r.error = b.error();
+      }
+      if (r.error) {
+        ++rejected;
+        diag::error(r.where, r.error->message);
+        continue;
+      }
+      std::vector<kvevents::IndexUpdate> ups;
+      for (const auto& e : batch->events) {
+        if (const auto* st = std::get_if<kvevents::BlockStored>(&e); st && st->block_size != cfg.block_size)
+          diag::warning(r.where, fmt::format("BlockStored block size {} differs from the router's {}", st->block_size,
+                                             cfg.block_size));
+        if (auto err = translators[r.kv_worker].translate(e, ups)) diag::warning(r.where, err->message + " (event skipped)");
+      }
+      for (auto& u : ups) {
+        KvEvent ke;
+        ke.kind = u.kind == kvevents::IndexUpdate::Kind::kStored    ? KvEvent::Kind::kStored
+                  : u.kind == kvevents::IndexUpdate::Kind::kRemoved ? KvEvent::Kind::kRemoved
+                                                                    : KvEvent::Kind::kCleared;
+        ke.block_hashes = std::move(u.sequence_hashes);
+        router.apply_kv_event(r.kv_worker, ke);
+      }
+      continue;
+    }
     if (r.request_id.empty()) {
       if (r.ctx) r.request_id = fmt::format(FMT_COMPILE("{}:{}"), r.ctx->session_id, turns[r.ctx->session_id]++);
       else r.request_id = fmt::format(FMT_COMPILE("row-{}"), r.index);
@@ -509,6 +592,8 @@ int decide(const DecideOptions& o, io::Output& out) {
     clock.set(std::max(clock.now_ms(), end));
     live[slot].p.finish();
   }
+  if (cfg.kv_events && kv_rows == 0)
+    diag::warning("", "--router-kv-events without kv_event rows: the index stayed empty (load-only routing)");
   if (rejected)
     diag::warning("", fmt::format("{} row{} could not be routed (see dyn.error)", rejected, rejected == 1 ? "" : "s"));
   return rejected ? kExitBadData : kExitOk;

@@ -62,6 +62,9 @@ struct DecideOptions {
 /// "output_length"?} (identity per SPEC 1, body rendered per SPEC 4.2). Load: a request is active
 /// from its arrival until its recorded end (Dynamo rows) or an end estimated with EndModel.
 /// Only request_end trace rows are routed; other event types are skipped and counted.
+/// KV event rows {"kv_event": {"worker": W, "payload_hex": HEX}, "timestamp"?} (a recorded vLLM
+/// KVEventBatch, e.g. from a worker's replay socket) feed worker W's index at their time with
+/// --router-kv-events, translated as dyn-route serve translates them; they write no row.
 /// Deterministic: same input and seed give byte-identical output. Returns the exit code (0, or 3
 /// when rows were rejected; every rejected row still gets a row with dyn.error).
 int decide(const DecideOptions& options, io::Output& out);

@@ -140,7 +140,7 @@ def publish(endpoint_file):
                         buffer.append((seq, payload))
                     if not cmd.get("hide") and not cmd.get("lose"):
                         pub.send_multipart([b"", seq.to_bytes(8, "big"), payload])
-                    print("ok", seq, flush=True)
+                    print("ok", seq, payload.hex(), flush=True)
                     seq += 1
 
 
