@@ -38,7 +38,7 @@ for t in "${targets[@]}"; do
   work="$build/fuzz-long/$t"
   mkdir -p "$work/corpus" "$work/seeds"
   rm -rf "$work/seeds"/*
-  DYN_SHARED="${DYN_SHARED:-$root/../shared}" "$root/fuzz/make-corpus.sh" "$t" "$work/seeds" 2>/dev/null
+  "$root/fuzz/make-corpus.sh" "$t" "$work/seeds" 2>/dev/null
   dict=()
   [[ -f "$root/fuzz/$t.dict" ]] && dict=(-dict="$root/fuzz/$t.dict")
   before=$(find "$work" -maxdepth 1 -type f \( -name 'crash-*' -o -name 'leak-*' -o -name 'timeout-*' -o -name 'oom-*' \) | wc -l)

@@ -11,7 +11,7 @@ set -euo pipefail
 mb=0
 rows=0
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-trace="${DYN_SHARED:-$here/../../shared}/data/mooncake-fast25/conversation_trace.jsonl"
+trace="$here/../data/mooncake-fast25/conversation_trace.jsonl.gz"
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --mb) mb="$2"; shift 2 ;;
@@ -62,4 +62,4 @@ END {
     }
     if (target == 0) exit
   }
-}' "$trace"
+}' <(gzip -dcf "$trace")

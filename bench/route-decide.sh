@@ -8,7 +8,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
-trace="$root/../shared/data/mooncake-fast25/conversation_trace.jsonl"
+trace="$root/data/mooncake-fast25/conversation_trace.jsonl.gz"
 bin="$build/bin"
 reps=5
 best() {  # best wall time of $reps runs of "$@", output discarded, in seconds

@@ -13,7 +13,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${1:-$root/build}/bin"
 work="$(mktemp -d /tmp/dyn-bench-fid.XXXXXX)"
 speed=2
-head -40 "$root/../shared/data/mooncake-fast25/conversation_trace.jsonl" \
+{ gzip -dc "$root/data/mooncake-fast25/conversation_trace.jsonl.gz" 2>/dev/null || true; } | head -40 \
   | jq -c --argjson n 0 '. as $r | {timestamp: 0, input_length, output_length: ([.output_length, 40] | min), hash_ids}' \
   | awk '{ sub(/"timestamp":0/, "\"timestamp\":" (NR - 1) * 400); print }' > "$work/w.jsonl"
 "$bin/dyn-mocker" --port 0 --port-file "$work/port" --speedup-ratio $speed 2>"$work/mocker.err" &

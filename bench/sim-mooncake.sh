@@ -6,7 +6,7 @@
 set -eu
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${1:-$root/build}/bin"
-trace="$root/../shared/data/mooncake-fast25/conversation_trace.jsonl"
+trace="$root/data/mooncake-fast25/conversation_trace.jsonl.gz"
 out="$(mktemp -d /tmp/dyn-bench-sim.XXXXXX)"
 trap 'rm -rf "$out"' EXIT
 /usr/bin/time -f '%e %U %S' -o "$out/time" "$bin/dyn-replay" "$trace" --sim --workers 8 --router-mode kv \

@@ -11,7 +11,6 @@ mb="${2:-100}"
 bin="$build/bin"
 data="${BENCH_DIR:-$build/bench-data}"
 mkdir -p "$data"
-export DYN_SHARED="${DYN_SHARED:-$root/../shared}"
 big="$data/request-end-${mb}mb.jsonl.gz"
 small="$data/request-end-$((mb / 4))mb.jsonl.gz"
 for spec in "$mb:$big" "$((mb / 4)):$small"; do

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # Assembles the seed corpus of one fuzz target into DIR from the checked-in seeds (fuzz/seeds/,
-# regression inputs included), the test fixtures and ../shared/cases and data (small files only).
+# regression inputs included), the test fixtures (tests/fixtures, its cases/) and the public data in data/ (small files only).
 # Usage: fuzz/make-corpus.sh TARGET DIR   (TARGET: sse headers jsonl workload request_end)
-# Env: DYN_SHARED (default ../shared next to the repository).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-shared="${DYN_SHARED:-$root/../shared}"
+cases="$root/tests/fixtures/cases"
+data="$root/data"
 target="$1" dir="$2"
 mkdir -p "$dir"
 # seed FILE [PREFIX]: copies FILE (at most 64 KiB of it) named by its content hash; PREFIX is
@@ -21,26 +21,26 @@ seed() {
 head_lines() {
   local tmp
   tmp="$(mktemp)"
-  head -n "$2" "$1" >"$tmp"
+  { gzip -dcf "$1" 2>/dev/null || true; } | head -n "$2" >"$tmp"   # data files may be gzipped
   seed "$tmp" "${3:-}"
   rm -f "$tmp"
 }
 for f in "$root"/fuzz/seeds/"$target"/*; do seed "$f"; done
 case "$target" in
   sse)
-    for f in "$shared"/cases/*/*.sse "$shared"/cases/01-sse-split-mid-json/read-*.bin; do seed "$f"; done
+    for f in "$cases"/*/*.sse "$cases"/01-sse-split-mid-json/read-*.bin; do seed "$f"; done
     ;;
   headers)
     # Header blocks of the captured requests (the lines between the request line and the body).
-    for f in "$shared"/cases/*/request.http; do
+    for f in "$cases"/*/request.http; do
       tmp="$(mktemp)"
       sed -n '2,/^\r\{0,1\}$/p' "$f" >"$tmp"
       seed "$tmp"
       rm -f "$tmp"
     done
-    seed "$shared/cases/14-codex-header-spellings/headers.json"
+    seed "$cases/14-codex-header-spellings/headers.json"
     # Real agents' headers (data/agent-headers): each request as "name: value" lines and as JSON.
-    for f in "$shared"/data/agent-headers/observed_headers.jsonl "$shared"/data/agent-headers/captured/*.jsonl; do
+    for f in "$data"/agent-headers/observed_headers.jsonl "$data"/agent-headers/captured/*.jsonl; do
       [[ -f "$f" ]] || continue
       i=0
       while IFS= read -r h && ((i < 12)); do
@@ -56,25 +56,25 @@ case "$target" in
     done
     ;;
   jsonl)
-    for f in "$shared"/cases/*/*.jsonl "$shared"/cases/*/*.gz "$root"/tests/fixtures/*.jsonl \
-             "$shared"/data/dynamo-docs/*.jsonl; do
+    for f in "$cases"/*/*.jsonl "$cases"/*/*.gz "$root"/tests/fixtures/*.jsonl \
+             "$data"/dynamo-docs/*.jsonl; do
       seed "$f" '\x00'   # read as is (gzip by magic)
       seed "$f" '\x01'   # gzipped by the target
     done
-    for f in "$shared"/cases/24-gzip-multi-member/*.jsonl; do seed "$f" '\x4f'; done
+    for f in "$cases"/24-gzip-multi-member/*.jsonl; do seed "$f" '\x4f'; done
     ;;
   workload)
-    for f in "$shared"/cases/*/*.jsonl "$shared"/data/aiperf/*trace*.jsonl "$shared"/data/aiperf/precise_schedule.jsonl \
-             "$shared"/data/dynamo-docs/*.jsonl; do
+    for f in "$cases"/*/*.jsonl "$data"/aiperf/*trace*.jsonl "$data"/aiperf/precise_schedule.jsonl \
+             "$data"/dynamo-docs/*.jsonl; do
       seed "$f" '\x00'
       seed "$f" '\x05'   # block size 16, lenient
     done
-    for f in "$shared"/data/mooncake-fast25/*.jsonl; do [[ -f "$f" ]] && head_lines "$f" 12 '\x03'; done
+    for f in "$data"/mooncake-fast25/*.jsonl.gz; do [[ -f "$f" ]] && head_lines "$f" 12 '\x03'; done
     ;;
   request_end)
-    for f in "$shared"/data/dynamo-docs/*.jsonl "$shared"/cases/*/timeline.jsonl; do seed "$f" '\x00'; seed "$f" '\x01'; done
+    for f in "$data"/dynamo-docs/*.jsonl "$cases"/*/timeline.jsonl; do seed "$f" '\x00'; seed "$f" '\x01'; done
     for f in "$root"/tests/fixtures/bench/*.jsonl; do seed "$f" '\x01'; done
-    [[ -f "$shared/data/aiperf/profile_export.jsonl" ]] && head_lines "$shared/data/aiperf/profile_export.jsonl" 1 '\x00'
+    [[ -f "$data/aiperf/profile_export.jsonl.gz" ]] && head_lines "$data/aiperf/profile_export.jsonl.gz" 1 '\x00'
     ;;
   *) echo "make-corpus.sh: unknown target '$target'" >&2; exit 2 ;;
 esac

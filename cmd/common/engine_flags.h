@@ -1,4 +1,4 @@
-// The engine flags of dyn-mocker (CLI.md, SPEC 8 defaults), shared with `dyn-replay --sim`.
+// The engine flags of dyn-mocker (docs/cli.md, SPEC 8 defaults), shared with `dyn-replay --sim`.
 #pragma once
 
 #include <cstdlib>

@@ -10,7 +10,7 @@
 
 namespace dyn::cmd {
 
-/// Values of the router flags (SPEC 2.1, 3.1-3.3; CLI.md "Router flags"). Every flag falls back to
+/// Values of the router flags (SPEC 2.1, 3.1-3.3; docs/cli.md "Router flags"). Every flag falls back to
 /// an environment variable DYN_ROUTER_* (CLI11 envname: a flag wins over the environment, the
 /// environment over the default). Out-of-range values are usage errors (exit 2) before anything
 /// runs, whether they come from a flag or the environment.

@@ -1,11 +1,11 @@
 # Shows dyn-trace convert: Dynamo -> Mooncake (SPEC 6.2; case 26 keeps 4 distinct ids; mixed
 # block sizes rejected), Mooncake -> Dynamo's agentic form, and Azure CSV (CRLF, 7 fractional
 # digits, no final newline) -> Mooncake with fresh hash ids per row.
-c="$DYN_SHARED/cases/26-u64-hash-precision/trace.jsonl"
+c="$DYN_CASES/26-u64-hash-precision/trace.jsonl"
 dyn-trace convert --from dynamo "$c" 2>/dev/null
 dyn-trace convert --from dynamo "$c" 2>/dev/null | jq -c '.hash_ids | unique | length'
 echo "--- documented examples"
-dyn-trace convert --from dynamo "$DYN_SHARED/data/dynamo-docs/request_trace_examples.envelope.jsonl" 2>/dev/null
+dyn-trace convert --from dynamo "$DYN_DATA/dynamo-docs/request_trace_examples.envelope.jsonl" 2>/dev/null
 echo "--- explicit block size that differs"
 dyn-trace convert --from dynamo --block-size 16 "$c" >/dev/null 2>&1; echo "exit $?"
 echo "--- mixed block sizes"
@@ -23,7 +23,7 @@ echo "--- azure csv"
 printf 'TIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:17:03.9799600,1025,10\r\n2023-11-16 18:17:04.0319600,512,8\r\n2023-11-16 18:17:05.0000000,3,1' >az.csv
 dyn-trace convert --from azure-csv az.csv
 dyn-trace convert --from azure-csv --block-size 256 az.csv | jq -c .hash_ids
-a="$DYN_SHARED/data/azure-llm-2023/AzureLLMInferenceTrace_code.csv"
+a="$DYN_DATA/azure-llm-2023/AzureLLMInferenceTrace_code.csv.gz"
 dyn-trace convert --from azure-csv "$a" >code.jsonl; echo "exit $?"
 wc -l <code.jsonl
 tail -1 code.jsonl | jq -c '{timestamp, input_length, output_length, n: (.hash_ids|length), last: .hash_ids[-1]}'

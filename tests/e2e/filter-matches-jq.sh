@@ -1,7 +1,7 @@
 # Shows that dyn-trace filter selects and projects exactly what the equivalent jq program does,
 # on Dynamo's documented records (bare and enveloped) and on request_end rows generated from the
 # Mooncake trace, and that selected rows are the original bytes.
-d="$DYN_SHARED/data/dynamo-docs"
+d="$DYN_DATA/dynamo-docs"
 "$DYN_ROOT/bench/gen-request-end.sh" --rows 800 >gen.jsonl
 unwrap='(if (has("event") and has("timestamp") and (has("event_type")|not)) then .event else . end)'
 # same NAME FILE JQ_PROGRAM -- FILTER_ARGS...: rows compared after jq -c normalization (jq 1.6

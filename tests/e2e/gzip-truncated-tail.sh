@@ -1,6 +1,6 @@
 # Shows that a gzip trace cut mid-member (SIGKILL mid-write, case 23) yields its 3 complete rows,
 # a warning with the rows recovered, exit 0; --strict makes it exit 3; the complete file gives 5.
-c="$DYN_SHARED/cases/23-gzip-truncated-tail"
+c="$DYN_CASES/23-gzip-truncated-tail"
 dyn-trace cat "$c/trace.jsonl.gz" | jq -r .request.request_id
 echo "exit=${PIPESTATUS[0]}"
 dyn-trace cat --strict "$c/trace.jsonl.gz" >/dev/null 2>&1

@@ -3,7 +3,7 @@
 # ids <session>:<turn>, each later turn sent only after the previous turn ended plus its delay
 # (closed loop), prompts of exactly input_length tokens hashed into ceil(len/512) sequence
 # hashes, and rows sharing leading hash ids sharing leading sequence hashes.
-head -400 "$DYN_SHARED/data/mooncake-fast25/conversation_trace.jsonl" | dyn-trace sessionize 2>/dev/null >w.jsonl
+gzip -dc "$DYN_DATA/mooncake-fast25/conversation_trace.jsonl.gz" 2>/dev/null | head -400 | dyn-trace sessionize 2>/dev/null >w.jsonl
 dyn-mocker --port 0 --port-file port --speedup-ratio 50 2>mocker.err &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT

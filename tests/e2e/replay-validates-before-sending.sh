@@ -1,7 +1,7 @@
 # Shows that dyn-replay rejects a bad workload before sending anything (cases 06 and 08): the
 # error names the file line and the numbers involved, the exit status is 3, and the unreachable
 # URL is never contacted (a contacted URL would fail with exit 4 instead).
-c="$DYN_SHARED/cases"
+c="$DYN_CASES"
 url=http://127.0.0.1:1
 dyn-replay "$c/08-mooncake-missing-timestamp/trace.jsonl" --url $url --model m 2>err.txt
 echo "08 fixed schedule (auto): exit $?"

@@ -3,7 +3,7 @@
 # TTL expires the binding; subagents share their parent's group binding; header rows (case 21,
 # lower-case Dynamo headers) carry the identity and a second identical request follows the pin;
 # Dynamo request_end rows are routed with their recorded agent_context.
-f="$DYN_SHARED/data/aiperf/test_trace_session_ids.jsonl"
+f="$DYN_DATA/aiperf/test_trace_session_ids.jsonl"
 row() { jq -r '[.request.request_id, (.agent_context.session_id // "-"), .request.worker.decode_worker_id, .dyn.binding] | @tsv'; }
 echo "== aiperf fixture, round-robin, no affinity"
 dyn-route decide --workers 4 "$f" | row
@@ -25,6 +25,6 @@ printf '%s\n' "{\"headers\":$h,\"body\":$b,\"timestamp\":0}" "{\"headers\":$h,\"
   jq -c '[.agent_context, .request.request_id, .request.x_request_id, .request.input_tokens, .request.worker.decode_worker_id, .dyn.binding]'
 echo "== Dynamo request_end rows (documented examples)"
 dyn-route decide --workers 2 --router-mode kv --router-session-affinity-ttl-secs 60 \
-  "$DYN_SHARED/data/dynamo-docs/request_trace_examples.jsonl" 2>err.txt |
+  "$DYN_DATA/dynamo-docs/request_trace_examples.jsonl" 2>err.txt |
   jq -c '[.event_time_unix_ms, .agent_context.session_id, .request.request_id, .request.input_tokens, .request.worker.decode_worker_id, .dyn.binding, .dyn.request_blocks]'
 cat err.txt

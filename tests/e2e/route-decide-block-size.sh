@@ -1,7 +1,7 @@
 # Shows case 11: with router and input at 64-token blocks, q3 and q4 follow q1 and q2 with 4 blocks
 # (256 tokens, 100 %) of overlap; with the router at 32 a warning names both sizes and the rows are
 # re-blocked, so the overlap is 8 blocks of 32 (still 256 tokens), never a silent 0.
-c="$DYN_SHARED/cases/11-router-worker-block-size"
+c="$DYN_CASES/11-router-worker-block-size"
 jq -c '{request_id, timestamp, input_length, output_length,
         hash_ids: (if .prefix_group == "A" then [1,2,3,4] else [5,6,7,8] end)}' "$c/requests.jsonl" >rows.jsonl
 show() { jq -r '[.request.request_id, .request.worker.decode_worker_id, .request.cached_tokens, .request.kv_hit_rate, .dyn.request_blocks, ([.dyn.explain.workers[].overlap_blocks] | map(tostring) | join("/"))] | @tsv'; }

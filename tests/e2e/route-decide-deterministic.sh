@@ -1,7 +1,7 @@
 # Shows that dyn-route decide on the Mooncake conversation trace writes one route_decision row per
 # input row (12,031) and that two runs with the same seed are byte-identical (kv with affinity, and
 # random mode); a different seed changes random placements.
-t="$DYN_SHARED/data/mooncake-fast25/conversation_trace.jsonl"
+t="$DYN_DATA/mooncake-fast25/conversation_trace.jsonl.gz"
 dyn-route decide --workers 8 --router-mode kv --router-session-affinity-ttl-secs 300 --seed 7 "$t" >a.jsonl
 dyn-route decide --workers 8 --router-mode kv --router-session-affinity-ttl-secs 300 --seed 7 "$t" >b.jsonl
 wc -l <a.jsonl

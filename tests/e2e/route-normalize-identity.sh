@@ -1,7 +1,7 @@
 # Shows that dyn-route normalize maps header rows to agent_context (SPEC 1): case 14 (Codex
 # spellings and precedence), case 16 (nested Claude Code subagents), case 21 (lower-case Dynamo
 # headers), every captured Claude Code / Codex / OpenCode request, and error rows with line numbers.
-c="$DYN_SHARED/cases"
+c="$DYN_CASES"
 echo "== case 14"
 jq -c 'to_entries[] | {name: .key, headers: .value}' "$c/14-codex-header-spellings/headers.json" |
   dyn-route normalize | jq -r '[.name, .agent_context.session_id, (.agent_context.parent_session_id // "-"), .source] | @tsv'
@@ -13,7 +13,7 @@ sed -n '2,/^\r\{0,1\}$/p' "$c/21-dynamo-header-lowercase/request.http" | tr -d '
   jq -R -s -c '{headers: [split("\n")[] | select(length > 0) | capture("^(?<n>[^:]+):[ ]*(?<v>.*)$") | [.n, .v]]}' |
   dyn-route normalize | jq -c '.agent_context'
 echo "== captured (run, seq, role, depth, session, parent)"
-for f in "$DYN_SHARED"/data/agent-headers/captured/*.jsonl; do
+for f in "$DYN_DATA"/agent-headers/captured/*.jsonl; do
   dyn-route normalize "$f" | jq -r '[.run, .seq_in_run, .role, (.agent_depth // "-"), (.agent_context.session_id // "-"), (.agent_context.parent_session_id // "-")] | @tsv'
 done
 echo "== errors"

@@ -5,7 +5,8 @@
 #   run.sh --all [--update]   every script in this folder
 # Goldens: TEST.stdout (exact), TEST.exit (status, default 0), TEST.stderr.glob (each line a
 # shell glob that some stderr line must match; optional). Exit 77 = skipped. Scripts run in a fresh temporary
-# directory with DYN_BIN first on PATH; they read $DYN_SHARED, $DYN_ROOT, $DYN_BUILD.
+# directory with DYN_BIN first on PATH; they read $DYN_ROOT, $DYN_BUILD,
+# $DYN_DATA (the public data in data/) and $DYN_CASES (tests/fixtures/cases: one case per folder).
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 update=0
@@ -26,8 +27,9 @@ fi
 : "${DYN_ROOT:=$(cd "$here/../.." && pwd)}"
 : "${DYN_BUILD:=$DYN_ROOT/build}"
 : "${DYN_BIN:=$DYN_BUILD/bin}"
-: "${DYN_SHARED:=$DYN_ROOT/../shared}"
-export DYN_ROOT DYN_BUILD DYN_BIN DYN_SHARED
+DYN_DATA="$DYN_ROOT/data"
+DYN_CASES="$DYN_ROOT/tests/fixtures/cases"
+export DYN_ROOT DYN_BUILD DYN_BIN DYN_DATA DYN_CASES
 export PATH="$DYN_BIN:$PATH"
 export NO_COLOR=1
 failed=0

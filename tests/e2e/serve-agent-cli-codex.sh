@@ -3,7 +3,7 @@
 # the router's trace shows the root and the subagent as distinct sessions linked by parent, each on
 # one worker (hard affinity). Codex speaks only the Responses API (streamed /v1/responses, with
 # namespace tools) and sends thread-id and, on the child, x-codex-parent-thread-id. Configured as in
-# shared/data/agent-headers/captured/README.md. The scripted replies (--replies): the root's first
+# data/agent-headers/captured/README.md. The scripted replies (--replies): the root's first
 # turn calls multi_agent_v1 `spawn_agent`; after its result the root calls `wait_agent` on the
 # agent_id that spawn_agent returned (${result.agent_id}); the subagent's first turn calls
 # `exec_command` (cat README.md); everything else answers "DONE".

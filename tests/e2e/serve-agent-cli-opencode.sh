@@ -2,7 +2,7 @@
 # temporary folder), spawns a subagent through dyn-route serve over two dyn-mocker workers, and that
 # the router's trace shows the root and the subagent as distinct sessions linked by parent, each on
 # one worker (hard affinity). OpenCode speaks Chat Completions and sends x-session-id and, on the
-# child, x-parent-session-id. Configured as in shared/data/agent-headers/captured/README.md. The
+# child, x-parent-session-id. Configured as in data/agent-headers/captured/README.md. The
 # scripted replies (--replies): the root's first turn (offered `task`) calls `task`; the subagent's
 # first turn (its prompt carries the marker) calls `glob`; everything else, including OpenCode's
 # title request and the root's turn after the tool result, answers "DONE".

@@ -4,7 +4,7 @@
 # created for the subagent's parent group and a second identical request goes to the same worker;
 # with affinity off the identity is still in the trace but placement stays round-robin.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
-req="$DYN_SHARED/cases/21-dynamo-header-lowercase/request.http"
+req="$DYN_CASES/21-dynamo-header-lowercase/request.http"
 send_raw() {  # prints the status line's code and the x-dyn-worker header of one raw request
   exec 3<>"/dev/tcp/127.0.0.1/${1##*:}"
   cat "$req" >&3

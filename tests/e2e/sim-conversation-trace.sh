@@ -2,7 +2,7 @@
 # simulated cluster (KV-aware router), writes one request_end row per request (12,031), with
 # prompt-cache hits, and repeats byte for byte.
 set -u
-trace="$DYN_SHARED/data/mooncake-fast25/conversation_trace.jsonl"
+trace="$DYN_DATA/mooncake-fast25/conversation_trace.jsonl.gz"
 dyn-replay "$trace" --sim --workers 8 --router-mode kv > a.jsonl 2>a.err
 echo "exit $?"
 wc -l < a.jsonl

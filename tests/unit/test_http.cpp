@@ -20,7 +20,7 @@ using dyn::testing::TestServer;
 namespace {
 
 std::string slurp(const std::string& rel) {
-  std::ifstream f(std::string(DYN_SHARED_DIR) + "/" + rel, std::ios::binary);
+  std::ifstream f(std::string(DYN_SOURCE_DIR) + "/" + rel, std::ios::binary);
   REQUIRE(f.good());
   std::stringstream ss;
   ss << f.rdbuf();

@@ -18,7 +18,7 @@
 using namespace dyn::io;
 
 namespace {
-std::string shared(const std::string& rel) { return std::string(DYN_SHARED_DIR) + "/" + rel; }
+std::string repo(const std::string& rel) { return std::string(DYN_SOURCE_DIR) + "/" + rel; }
 std::vector<std::string> read_all(const std::vector<std::string>& paths) {
   LineReader r(paths);
   Line l;
@@ -33,26 +33,26 @@ std::string tmpdir() {
 }  // namespace
 
 TEST_CASE("case 24: multi-member gzip yields all 5 rows") {
-  auto rows = read_all({shared("cases/24-gzip-multi-member/trace.jsonl.gz")});
+  auto rows = read_all({repo("tests/fixtures/cases/24-gzip-multi-member/trace.jsonl.gz")});
   REQUIRE(rows.size() == 5);
   CHECK(rows[0].find("req-1") != std::string::npos);
   CHECK(rows[4].find("req-5") != std::string::npos);
 }
 
 TEST_CASE("case 23: truncated gzip yields the 3 complete rows; complete file yields 5") {
-  LineReader r({shared("cases/23-gzip-truncated-tail/trace.jsonl.gz")});
+  LineReader r({repo("tests/fixtures/cases/23-gzip-truncated-tail/trace.jsonl.gz")});
   Line l;
   std::vector<std::string> rows;
   while (r.next(l)) rows.emplace_back(l.text);
   CHECK(rows.size() == 3);
   CHECK(r.truncated_files() == 1);
   for (auto& row : rows) CHECK(dyn::Json::accept(row));
-  LineReader c({shared("cases/23-gzip-truncated-tail/complete.jsonl.gz")});
+  LineReader c({repo("tests/fixtures/cases/23-gzip-truncated-tail/complete.jsonl.gz")});
   int n = 0;
   while (c.next(l)) ++n;
   CHECK(n == 5);
   CHECK(c.truncated_files() == 0);
-  LineReader strict({shared("cases/23-gzip-truncated-tail/trace.jsonl.gz")}, LineReaderOptions{true});
+  LineReader strict({repo("tests/fixtures/cases/23-gzip-truncated-tail/trace.jsonl.gz")}, LineReaderOptions{true});
   CHECK_THROWS_AS([&] { while (strict.next(l)) {} }(), dyn::Fatal);
 }
 

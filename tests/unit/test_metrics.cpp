@@ -14,7 +14,7 @@ using namespace dyn::metrics;
 
 namespace {
 
-const std::string kAiperf = std::string(DYN_SHARED_DIR) + "/data/aiperf";
+const std::string kAiperf = std::string(DYN_SOURCE_DIR) + "/data/aiperf";
 
 std::string slurp(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
@@ -88,7 +88,7 @@ TEST_CASE("numpy_sum sums pairwise in 8192-element blocks, unlike a plain loop")
 }
 
 TEST_CASE("the real AIPerf run is reproduced exactly from its per-request file") {
-  RequestSet set = load_requests({kAiperf + "/profile_export.jsonl"});
+  RequestSet set = load_requests({kAiperf + "/profile_export.jsonl.gz"});
   REQUIRE(set.kind == RowKind::kAiperf);
   REQUIRE(set.requests.size() == 100);
   Report rep = build_report(set);
@@ -141,9 +141,9 @@ TEST_CASE("the real AIPerf run is reproduced exactly from its per-request file")
 }
 
 TEST_CASE("case 04: ITL excludes TTFT") {
-  // ../shared/cases/04-itl-excludes-ttft/timeline.jsonl: chunks at 250, 300, 350, 420, 470 ms,
+  // tests/fixtures/cases/04-itl-excludes-ttft/timeline.jsonl: chunks at 250, 300, 350, 420, 470 ms,
   // one token each, [DONE] at 471 ms.
-  std::ifstream f(std::string(DYN_SHARED_DIR) + "/cases/04-itl-excludes-ttft/timeline.jsonl");
+  std::ifstream f(std::string(DYN_SOURCE_DIR) + "/tests/fixtures/cases/04-itl-excludes-ttft/timeline.jsonl");
   REQUIRE(f.good());
   ChunkTimeline t;
   std::string line;

@@ -22,7 +22,7 @@ namespace trace = dyn::trace;
 
 namespace {
 
-std::string shared(const std::string& rel) { return std::string(DYN_SHARED_DIR) + "/" + rel; }
+std::string repo(const std::string& rel) { return std::string(DYN_SOURCE_DIR) + "/" + rel; }
 
 std::string header(const HeaderList& h, const std::string& name) {
   for (const auto& [k, v] : h)
@@ -184,11 +184,11 @@ TEST_CASE("plan: AIPerf fixtures load as AIPerf loads them") {
   for (auto f : {"example_trace.jsonl", "precise_schedule.jsonl", "production_queries.jsonl", "custom_trace.jsonl",
                  "test_trace_session_ids.jsonl", "test_trace_delay.jsonl", "test_trace_offset_filtering.jsonl"}) {
     INFO(f);
-    auto w = trace::load_workload({shared(std::string("data/aiperf/") + f)}, lo);
+    auto w = trace::load_workload({repo(std::string("data/aiperf/") + f)}, lo);
     CHECK(w.ok());
   }
   // Offsets are inclusive: 1500..2500 keeps 2000 and 2500, and time 0 is the start offset.
-  auto w = trace::load_workload({shared("data/aiperf/test_trace_offset_filtering.jsonl")}, lo);
+  auto w = trace::load_workload({repo("data/aiperf/test_trace_offset_filtering.jsonl")}, lo);
   ScheduleOptions so;
   so.start_offset_ms = 1500;
   so.end_offset_ms = 2500;
@@ -198,12 +198,12 @@ TEST_CASE("plan: AIPerf fixtures load as AIPerf loads them") {
   CHECK(*plan.items[1].at_ms == 1000);
   CHECK(plan.outside_offsets == 2);
   // precise_schedule with 2000/4000: rows at 2000, 2500, 3000, 4000.
-  auto ps = trace::load_workload({shared("data/aiperf/precise_schedule.jsonl")}, lo);
+  auto ps = trace::load_workload({repo("data/aiperf/precise_schedule.jsonl")}, lo);
   so.start_offset_ms = 2000;
   so.end_offset_ms = 4000;
   CHECK(build_plan(ps, so).items.size() == 4);
   // Auto offset and speedup on example_trace: 0, 10535, 27482 -> 0, 5267.5, 13741.
-  auto ex = trace::load_workload({shared("data/aiperf/example_trace.jsonl")}, lo);
+  auto ex = trace::load_workload({repo("data/aiperf/example_trace.jsonl")}, lo);
   ScheduleOptions sp;
   sp.speedup = 2;
   sp.auto_offset = true;
@@ -212,7 +212,7 @@ TEST_CASE("plan: AIPerf fixtures load as AIPerf loads them") {
   CHECK(*pe.items[1].at_ms == doctest::Approx(5267.5));
   CHECK(*pe.items[2].at_ms == doctest::Approx(13741));
   // Session ids group turns: session-1's second turn waits for the first (+ recorded gap 1000).
-  auto si = trace::load_workload({shared("data/aiperf/test_trace_session_ids.jsonl")}, lo);
+  auto si = trace::load_workload({repo("data/aiperf/test_trace_session_ids.jsonl")}, lo);
   auto pi = build_plan(si, ScheduleOptions{});
   REQUIRE(pi.items.size() == 3);
   CHECK(pi.items[1].deps == std::vector<size_t>{0});
@@ -264,13 +264,13 @@ TEST_CASE("case 06: strict rejects before sending; lenient sends exactly input_l
   srv.start();
   trace::WorkloadOptions strict;
   strict.require_timestamps_if_first_has = true;
-  auto bad = trace::load_workload({shared("cases/06-mooncake-hashids-vs-length/trace.jsonl")}, strict);
+  auto bad = trace::load_workload({repo("tests/fixtures/cases/06-mooncake-hashids-vs-length/trace.jsonl")}, strict);
   REQUIRE(bad.errors.size() == 2);
   CHECK(bad.errors[0].find(":2: input_length 20 needs 1 hash_ids at block size 512, row has 2") != std::string::npos);
   CHECK(bad.errors[1].find(":3: input_length 1500 needs 3 hash_ids at block size 512, row has 2") != std::string::npos);
   trace::WorkloadOptions lenient = strict;
   lenient.strict_hash_ids = false;
-  auto w = trace::load_workload({shared("cases/06-mooncake-hashids-vs-length/trace.jsonl")}, lenient);
+  auto w = trace::load_workload({repo("tests/fixtures/cases/06-mooncake-hashids-vs-length/trace.jsonl")}, lenient);
   REQUIRE(w.ok());
   auto o = opts_for(srv);
   o.schedule.speedup = 100;
@@ -290,7 +290,7 @@ TEST_CASE("case 06: strict rejects before sending; lenient sends exactly input_l
 TEST_CASE("case 08: a missing timestamp stops the run before any request; concurrency mode sends 3") {
   trace::WorkloadOptions auto_mode;
   auto_mode.require_timestamps_if_first_has = true;
-  auto w = trace::load_workload({shared("cases/08-mooncake-missing-timestamp/trace.jsonl")}, auto_mode);
+  auto w = trace::load_workload({repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace.jsonl")}, auto_mode);
   REQUIRE(w.errors.size() == 1);
   CHECK(w.errors[0].find("trace.jsonl:2: missing field 'timestamp'") != std::string::npos);
 
@@ -298,7 +298,7 @@ TEST_CASE("case 08: a missing timestamp stops the run before any request; concur
   Seen seen;
   serve_chat(srv, seen);
   srv.start();
-  auto loose = trace::load_workload({shared("cases/08-mooncake-missing-timestamp/trace.jsonl")}, trace::WorkloadOptions{});
+  auto loose = trace::load_workload({repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace.jsonl")}, trace::WorkloadOptions{});
   REQUIRE(loose.ok());
   auto o = opts_for(srv);
   o.schedule.mode = LoadMode::kConcurrency;
@@ -308,7 +308,7 @@ TEST_CASE("case 08: a missing timestamp stops the run before any request; concur
   CHECK(seen.bodies.size() == 3);
 
   // Non-monotonic timestamps: sorted stably, sent in order rows 1, 3, 2 (by hash id 1, 3, 2).
-  auto nm = trace::load_workload({shared("cases/08-mooncake-missing-timestamp/trace-nonmonotonic.jsonl")}, auto_mode);
+  auto nm = trace::load_workload({repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace-nonmonotonic.jsonl")}, auto_mode);
   REQUIRE(nm.ok());
   CHECK(nm.reordered);
   Seen seen2;

@@ -15,7 +15,7 @@ using namespace dyn;
 using namespace dyn::route;
 
 namespace {
-std::string shared(const std::string& rel) { return std::string(DYN_SHARED_DIR) + "/" + rel; }
+std::string repo(const std::string& rel) { return std::string(DYN_SOURCE_DIR) + "/" + rel; }
 
 // Sequence hashes of k distinct blocks starting with `base` (a prefix family).
 std::vector<uint64_t> seq_of(uint64_t base, size_t k) {
@@ -442,12 +442,12 @@ TEST_CASE("errors: no workers, unknown explicit worker, direct mode without a ta
 // router refuses the workers, naming both sizes.
 TEST_CASE("case 11: router and worker block sizes") {
   auto load_cfg = [](const char* name) {
-    std::ifstream f(shared(std::string("cases/11-router-worker-block-size/") + name));
+    std::ifstream f(repo(std::string("tests/fixtures/cases/11-router-worker-block-size/") + name));
     return Json::parse(f);
   };
   std::vector<Json> rows;
   {
-    std::ifstream f(shared("cases/11-router-worker-block-size/requests.jsonl"));
+    std::ifstream f(repo("tests/fixtures/cases/11-router-worker-block-size/requests.jsonl"));
     std::string line;
     while (std::getline(f, line))
       if (!line.empty()) rows.push_back(Json::parse(line));
@@ -543,7 +543,7 @@ TEST_CASE("case 12: zero-block prompts still count as load") {
     ROUTER(r, c, clk, 2);
     std::vector<Placement> live;
     std::map<uint64_t, int> count;
-    std::ifstream f(shared("cases/12-short-prompts-zero-blocks/trace.jsonl"));
+    std::ifstream f(repo("tests/fixtures/cases/12-short-prompts-zero-blocks/trace.jsonl"));
     std::string line;
     while (std::getline(f, line)) {
       Json row = Json::parse(line);

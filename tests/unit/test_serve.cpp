@@ -33,7 +33,7 @@ std::string slurp(const std::string& path) {
   ss << f.rdbuf();
   return ss.str();
 }
-const std::string kCases = std::string(DYN_SHARED_DIR) + "/cases/";
+const std::string kCases = std::string(DYN_SOURCE_DIR) + "/tests/fixtures/cases/";
 
 httplib::Headers sse_headers() { return {{"Content-Type", "text/event-stream"}}; }
 

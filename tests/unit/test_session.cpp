@@ -13,7 +13,7 @@ using namespace dyn;
 using namespace dyn::session;
 
 namespace {
-std::string shared(const std::string& rel) { return std::string(DYN_SHARED_DIR) + "/" + rel; }
+std::string repo(const std::string& rel) { return std::string(DYN_SOURCE_DIR) + "/" + rel; }
 
 std::vector<Json> read_jsonl(const std::string& path) {
   std::ifstream f(path);
@@ -35,7 +35,7 @@ std::string pid(const Identity& i) { return i.context ? i.context->parent_sessio
 }  // namespace
 
 TEST_CASE("case 14: Codex header spellings, precedence over Codex by Claude and Dynamo") {
-  std::ifstream f(shared("cases/14-codex-header-spellings/headers.json"));
+  std::ifstream f(repo("tests/fixtures/cases/14-codex-header-spellings/headers.json"));
   Json sets = Json::parse(f);
   std::map<std::string, std::string> want = {
       {"a-hyphen", "019e0000-0000-7000-8000-0000000000a1"},
@@ -60,7 +60,7 @@ TEST_CASE("case 14: Codex header spellings, precedence over Codex by Claude and 
 }
 
 TEST_CASE("case 16: nested Claude Code subagents use the immediate parent") {
-  auto rows = read_jsonl(shared("cases/16-claude-nested-subagent/requests.jsonl"));
+  auto rows = read_jsonl(repo("tests/fixtures/cases/16-claude-nested-subagent/requests.jsonl"));
   std::map<std::string, std::pair<std::string, std::string>> want = {
       {"root", {"5b0c7a7e-0000-4000-8000-000000000001", ""}},
       {"child-A", {"agent-aaaa1111", "5b0c7a7e-0000-4000-8000-000000000001"}},
@@ -78,7 +78,7 @@ TEST_CASE("case 16: nested Claude Code subagents use the immediate parent") {
 }
 
 TEST_CASE("case 21: lower-case Dynamo headers from a raw HTTP request") {
-  std::ifstream f(shared("cases/21-dynamo-header-lowercase/request.http"));
+  std::ifstream f(repo("tests/fixtures/cases/21-dynamo-header-lowercase/request.http"));
   std::string line;
   std::getline(f, line);  // request line
   HeaderList h;
@@ -104,7 +104,7 @@ TEST_CASE("case 21: lower-case Dynamo headers from a raw HTTP request") {
 TEST_CASE("captured Claude Code, Codex and OpenCode requests") {
   for (const char* file : {"claude-code-2.1.197.jsonl", "codex-0.171.0.jsonl", "opencode-1.18.33.jsonl"}) {
     CAPTURE(file);
-    auto rows = read_jsonl(shared(std::string("data/agent-headers/captured/") + file));
+    auto rows = read_jsonl(repo(std::string("data/agent-headers/captured/") + file));
     REQUIRE(rows.size() >= 13);
     std::map<std::string, std::map<int, std::set<std::string>>> by_depth;  // run -> depth -> sessions
     std::vector<std::tuple<std::string, int, std::string, std::string>> seen;

@@ -8,7 +8,7 @@
 
 namespace dyn {
 
-/// Exit status shared by every dyn tool (DESIGN.md "Command-line conventions").
+/// Exit status shared by every dyn tool (docs/design.md "Command-line conventions").
 enum ExitCode : int {
   kExitOk = 0,           ///< success
   kExitCheckFailed = 1,  ///< a check failed (dyn-bind check violation, bench threshold missed)

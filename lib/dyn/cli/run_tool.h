@@ -33,7 +33,7 @@ void add_output_options(CLI::App& app, OutputOptions& opts);
 std::unique_ptr<io::Output> open_output(const OutputOptions& opts, io::Output** sink);
 
 /// True when the named input list means "read stdin" and stdin is a terminal: the tool should
-/// print usage instead of waiting (DESIGN.md).
+/// print usage instead of waiting (docs/design.md).
 bool stdin_is_interactive(const std::vector<std::string>& inputs);
 
 }  // namespace dyn::cli

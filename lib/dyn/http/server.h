@@ -72,7 +72,7 @@ const char* error_type_for_status(int status);
 std::vector<std::pair<std::string, std::string>> header_list(const httplib::Headers& headers);
 
 /// True for a loopback peer address: 127.0.0.0/8, ::1 and IPv4-mapped ::ffff:127.x.y.z
-/// (cpp-httplib's Request::remote_addr text). Used to keep admin endpoints local (CLI.md).
+/// (cpp-httplib's Request::remote_addr text). Used to keep admin endpoints local (docs/cli.md).
 bool is_loopback_address(std::string_view addr);
 
 /// The name of the first header whose name or value holds CR, LF or NUL, or "" when none does.

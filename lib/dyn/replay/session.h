@@ -30,7 +30,7 @@ struct Identity {
 };
 
 /// Headers carrying `id` the way the chosen client does, spelled as captured from the real
-/// CLIs (shared/data/agent-headers/captured/README.md), so dyn-route's normalization (SPEC 1.1)
+/// CLIs (data/agent-headers/captured/README.md), so dyn-route's normalization (SPEC 1.1)
 /// gives back exactly (session, parent):
 /// - dynamo: X-Dynamo-Session-ID, X-Dynamo-Parent-Session-ID, X-Dynamo-Session-Final on the
 ///   last turn.

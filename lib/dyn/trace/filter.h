@@ -13,7 +13,7 @@
 
 namespace dyn::trace {
 
-/// One `--where 'FIELD OP VALUE'` comparison (CLI.md, SPEC 5.1 field paths).
+/// One `--where 'FIELD OP VALUE'` comparison (docs/cli.md, SPEC 5.1 field paths).
 struct Where {
   enum class Op { kEq, kNe, kLt, kLe, kGt, kGe, kContains };
   std::vector<std::string> path;  ///< dotted path split at '.'; an all-digit segment also indexes arrays

@@ -1,6 +1,6 @@
 # Helpers for the real agent CLI e2e tests (sourced, not a test): install a CLI from npm into the
 # test's temporary folder, start two scripted dyn-mocker workers behind dyn-route serve with
-# request tracing, run the CLI as in shared/data/agent-headers/captured/README.md, and print the
+# request tracing, run the CLI as in data/agent-headers/captured/README.md, and print the
 # facts the trace shows about the root agent and its subagent (no ids, ports or times).
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 
