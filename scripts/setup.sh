@@ -10,6 +10,8 @@ pkgs=(build-essential cmake pkg-config libcli11-dev libfmt-dev nlohmann-json3-de
 pkgs+=(libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack)
 # router replicas: bindings in Redis (hiredis client, redis-server for the tests)
 pkgs+=(libhiredis-dev redis-server)
+# the completion test (e2e.completions) loads and runs each generated script in its own shell
+pkgs+=(zsh fish)
 # node and npm run the real-client e2e tests (OpenAI/Anthropic SDKs, Codex, OpenCode from npm;
 # skipped without them). Asked for by command, not by package: a NodeSource nodejs already ships
 # npm and conflicts with Debian's npm package.

@@ -11,11 +11,12 @@ namespace dyn::cli {
 /// option of the app and its subcommands, @SUBCOMMANDS@ by the subcommand list, @VERSION@ by
 /// the version. An empty template gives a minimal page (NAME, SYNOPSIS, OPTIONS).
 std::string generate_man(const CLI::App& app, const std::string& template_text);
-/// bash completion script (complete -F) for subcommands and long options.
+/// bash completion script (complete -F): subcommands, each subcommand's own long options, and
+/// option values (the IsMember choices of the definition, file names for FILE/PATH/DIR values).
 std::string generate_bash(const CLI::App& app);
-/// zsh completion script (#compdef).
+/// zsh completion script (#compdef): _arguments per subcommand, with value choices.
 std::string generate_zsh(const CLI::App& app);
-/// fish completion script.
+/// fish completion script: per-subcommand options (conditions), value choices with -x -a.
 std::string generate_fish(const CLI::App& app);
 
 }  // namespace dyn::cli
