@@ -8,7 +8,9 @@
 
 #include <CLI/CLI.hpp>
 
+#include "dyn/base/diag.h"
 #include "dyn/base/error.h"
+#include "dyn/route/config.h"
 #include "dyn/io/segment_writer.h"
 #include "dyn/serve/frontend.h"
 
@@ -102,11 +104,33 @@ struct FrontendFlags {
 
 /// Binds, serves until SIGTERM/SIGINT, then drains in-flight responses and flushes the trace.
 /// Returns 0 after such a clean stop; bind errors throw Fatal (exit 4).
+/// The one start-up line of a live frontend, once it listens: URL, workers (or the capture
+/// upstream), routing mode and affinity, trace destination, admin listener.
+inline std::string startup_line(const dyn::serve::FrontendOptions& opt, int port) {
+  std::string s = "listening on http://" + opt.listen.host + ":" + std::to_string(port);
+  if (opt.capture) {
+    s += "; upstream " + (opt.workers.empty() ? std::string("?") : opt.workers.front());
+  } else {
+    s += "; " + std::to_string(opt.workers.size()) + (opt.workers.size() == 1 ? " worker" : " workers") +
+         "; router mode " + dyn::route::mode_name(opt.router.mode);
+    if (opt.router.affinity_enabled())
+      s += ", session affinity " + std::string(dyn::route::affinity_mode_name(opt.router.affinity_mode)) + " TTL " +
+           std::to_string(opt.router.affinity_ttl_secs) + " s";
+    else
+      s += ", no session affinity";
+  }
+  s += "; trace " + (opt.trace ? opt.trace_file.prefix + ".*.jsonl" + (opt.trace_file.gzip ? ".gz" : "") : std::string("off"));
+  if (opt.admin_listen.port >= 0) s += "; admin on " + opt.admin_listen.host;
+  return s;
+}
+
 inline int run_frontend(dyn::serve::FrontendOptions opt) {
+  const dyn::serve::FrontendOptions shown = opt;
   dyn::serve::Frontend frontend(std::move(opt));
   dyn::http::SignalWatcher watcher([&frontend](int) { frontend.stop(); });
   auto port = frontend.bind();
   if (!port) throw dyn::Fatal(port.error().exit_code, port.error().message);
+  dyn::diag::note(startup_line(shown, *port));
   frontend.serve();
   return 0;
 }

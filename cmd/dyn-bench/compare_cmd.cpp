@@ -12,7 +12,7 @@ void setup_compare(CLI::App& app, cli::Dispatch& dispatch) {
   struct Opts {
     std::string a, b;
     std::string label_a, label_b;
-    std::string format = "table";
+    std::string format = "auto";
     std::string goodput;
     cli::OutputOptions out;
   };
@@ -22,7 +22,9 @@ void setup_compare(CLI::App& app, cli::Dispatch& dispatch) {
   sub->add_option("b", o->b, "Run compared with the baseline")->required()->type_name("B");
   sub->add_option("--label-a", o->label_a, "Name of run A in the output (default: its file name)")->type_name("TEXT");
   sub->add_option("--label-b", o->label_b, "Name of run B in the output (default: its file name)")->type_name("TEXT");
-  sub->add_option("--format", o->format, "table or json")->check(CLI::IsMember({"table", "json"}))->capture_default_str();
+  sub->add_option("--format", o->format, "table, json, or auto: table on a terminal, else json")
+      ->check(CLI::IsMember({"auto", "table", "json"}))
+      ->capture_default_str();
   sub->add_option("--goodput", o->goodput, "SLOs as for report, applied to both runs")->type_name("SLOS");
   cli::add_output_options(*sub, o->out);
   dispatch.add(sub, [o] {
@@ -35,7 +37,8 @@ void setup_compare(CLI::App& app, cli::Dispatch& dispatch) {
     const std::string lb = o->label_b.empty() ? std::filesystem::path(o->b).filename().string() : o->label_b;
     io::Output* out = nullptr;
     auto file = cli::open_output(o->out, &out);
-    if (o->format == "json") out->line(metrics::compare_json(ra, rb, la, lb).dump(2));
+    const bool json = o->format == "json" || (o->format == "auto" && !out->is_terminal());
+    if (json) out->line(metrics::compare_json(ra, rb, la, lb).dump(2));
     else out->write(metrics::compare_table(ra, rb, la, lb));
     out->close();
     return static_cast<int>(kExitOk);

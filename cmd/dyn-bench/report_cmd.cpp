@@ -6,6 +6,7 @@
 #include "commands.h"
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
+#include "dyn/cli/run_config.h"
 
 using namespace dyn;
 
@@ -28,7 +29,7 @@ std::vector<metrics::Slo> goodput_or_fail(const std::string& text) {
 void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
   struct Opts {
     std::vector<std::string> inputs;
-    std::string format = "table";
+    std::string format = "auto";
     std::string goodput;
     std::string export_dir;
     bool per_session = false;
@@ -39,14 +40,17 @@ void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
       "report", "Metrics of SPEC 7 (AIPerf definitions) from request_end rows or AIPerf's profile_export.jsonl");
   sub->add_option("files", o->inputs, "request_end rows (plain, gzip, envelopes) or AIPerf profile_export.jsonl; - or none = stdin")
       ->type_name("FILE");
-  sub->add_option("--format", o->format, "table (console), json (profile_export_aiperf.json shape) or csv (its CSV)")
-      ->check(CLI::IsMember({"table", "json", "csv"}))
+  sub->add_option("--format", o->format,
+                  "table (console), json (profile_export_aiperf.json shape), csv (its CSV), or auto: table on a "
+                  "terminal, else json")
+      ->check(CLI::IsMember({"auto", "table", "json", "csv"}))
       ->capture_default_str();
   sub->add_option("--goodput", o->goodput,
                   "SLOs as 'metric:value ...' in ms or tokens/sec/user, e.g. 'time_to_first_token:200 inter_token_latency:20'")
       ->type_name("SLOS");
-  sub->add_option("--aiperf-export", o->export_dir,
-                  "Also write profile_export.jsonl, profile_export_aiperf.json and profile_export_aiperf.csv into DIR")
+  sub->add_option("--aiperf-export,--artifact-dir", o->export_dir,
+                  "Also write profile_export.jsonl, profile_export_aiperf.json (with this run's input_config) and "
+                  "profile_export_aiperf.csv into DIR (--artifact-dir: AIPerf's spelling)")
       ->type_name("DIR");
   sub->add_flag("--per-session", o->per_session, "Add the per-session breakdown to the table (always in JSON)");
   cli::add_output_options(*sub, o->out);
@@ -61,11 +65,14 @@ void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
     metrics::Report rep = metrics::build_report(set, ro);
     io::Output* out = nullptr;
     auto file = cli::open_output(o->out, &out);
-    if (o->format == "json") out->line(metrics::report_json(rep).dump(2));
-    else if (o->format == "csv") out->write(metrics::report_csv(rep));
+    std::string format = o->format;
+    if (format == "auto") format = out->is_terminal() ? "table" : "json";
+    if (format == "json") out->line(metrics::report_json(rep).dump(2));
+    else if (format == "csv") out->write(metrics::report_csv(rep));
     else out->write(metrics::report_table(rep, o->per_session));
     out->close();
-    if (!o->export_dir.empty()) metrics::write_aiperf_export(set, rep, o->export_dir);
+    if (!o->export_dir.empty())
+      metrics::write_aiperf_export(set, rep, o->export_dir, cli::run_config(*sub->get_parent(), o->inputs));
     return static_cast<int>(kExitOk);
   });
 }

@@ -5,10 +5,14 @@
 #include <algorithm>
 #include <csignal>
 #include <cmath>
+#include <filesystem>
 #include <memory>
 
 #include "dyn/base/diag.h"
+#include "dyn/cli/run_config.h"
 #include "dyn/cli/run_tool.h"
+#include "dyn/io/output.h"
+#include "dyn/metrics/report.h"
 #include "dyn/http/server.h"
 #include "dyn/replay/live.h"
 #include "sim_cmd.h"
@@ -16,7 +20,8 @@
 namespace {
 
 struct Opts {
-  std::vector<std::string> inputs;
+  std::vector<std::string> inputs, input_files;
+  std::string dataset_type, summary_path, artifact_dir;
   std::string url, endpoint_type = "chat", endpoint, model, session_headers = "dynamo", history = "cumulative";
   bool streaming = true, fixed_schedule = false, auto_offset = false, lenient = false, ignore_eos = false;
   std::optional<double> start_offset, end_offset;
@@ -55,17 +60,70 @@ std::string pick_model(const dyn::http::ClientOptions& co) {
                                         std::to_string(status) + ")");
 }
 
+/// Writes the run summary as JSON ({"config": ..., "summary": ...}) to `path` (temporary file
+/// renamed on success).
+void write_summary_json(const std::string& path, const dyn::Json& config, const dyn::Json& summary) {
+  dyn::io::Output out(path);
+  out.line(dyn::Json{{"config", config}, {"summary", summary}}.dump(2));
+  out.close();
+}
+
+/// --artifact-dir (AIPerf's spelling): DIR/summary.json plus AIPerf's three export files computed
+/// from the rows just written, with the run's configuration as their input_config.
+void write_artifacts(const Opts& o, const dyn::Json& config, const dyn::Json& summary) {
+  using namespace dyn;
+  write_summary_json(o.artifact_dir + "/summary.json", config, summary);
+  metrics::RequestSet set = metrics::load_requests({o.out.output});
+  metrics::write_aiperf_export(set, metrics::build_report(set), o.artifact_dir, config);
+  diag::note("artifacts in " + o.artifact_dir + ": " + o.out.output.substr(o.out.output.rfind('/') + 1) +
+             ", summary.json, profile_export.jsonl, profile_export_aiperf.json, profile_export_aiperf.csv");
+}
+
+int run_live(Opts& o, CLI::App& app, dyn::Json& summary);
+
 int run(Opts& o, CLI::App& app) {
   using namespace dyn;
+  // AIPerf's --input-file names the workload as the positional argument does.
+  o.inputs.insert(o.inputs.end(), o.input_files.begin(), o.input_files.end());
   if (cli::stdin_is_interactive(o.inputs)) {
     std::fputs(app.help().c_str(), stderr);
     return kExitUsage;
   }
+  if (!o.artifact_dir.empty()) {
+    std::error_code ec;
+    std::filesystem::create_directories(o.artifact_dir, ec);
+    if (ec) throw Fatal(kExitIo, o.artifact_dir + ": cannot create directory: " + ec.message());
+    if (o.out.output.empty() || o.out.output == "-") o.out.output = o.artifact_dir + "/requests.jsonl";
+  }
+  const bool record = !o.summary_path.empty() || !o.artifact_dir.empty();
+  const Json config = cli::run_config(app, o.inputs);
+  // Settings taken from the environment change results as flags do: say so on stderr.
+  std::string from_env;
+  for (const auto& [name, src] : config["sources"].items())
+    if (src.get<std::string>().rfind("env ", 0) == 0)
+      from_env += (from_env.empty() ? "" : ", ") + name + " " + config["options"][name].dump() + " (" +
+                  src.get<std::string>() + ")";
+  if (!from_env.empty()) diag::note("settings from the environment: " + from_env);
+  Json summary;
+  int rc;
   if (o.sim.sim) {  // the same workload through the simulated cluster (engine's sim_cmd)
     o.sim.seed = o.seed;
     if (!o.model.empty()) o.sim.model = o.model;
-    return cmd::run_sim_cmd(o.inputs, o.block_size, o.sim, o.out.output, o.out.line_buffered);
+    rc = cmd::run_sim_cmd(o.inputs, o.block_size, o.sim, o.out.output, o.out.line_buffered, &summary);
+  } else {
+    rc = run_live(o, app, summary);
   }
+  if (record && !summary.is_null()) {
+    summary["exit_status"] = rc;
+    if (!o.summary_path.empty()) write_summary_json(o.summary_path, config, summary);
+    if (!o.artifact_dir.empty()) write_artifacts(o, config, summary);
+  }
+  return rc;
+}
+
+int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
+  using namespace dyn;
+  (void)app;
   if (o.url.empty()) throw Fatal(kExitUsage, "--url is required (or --sim)");
   replay::LiveOptions lo;
   auto ep = http::Endpoint::parse(o.url);
@@ -169,6 +227,24 @@ int run(Opts& o, CLI::App& app) {
   }
   diag::note(msg);
   for (const auto& [k, n] : st.errors_by_type) diag::note("  errors " + k + ": " + std::to_string(n));
+  summary = Json{{"mode", "live"},
+                 {"url", o.url},
+                 {"requests_planned", st.planned},
+                 {"sent", st.sent},
+                 {"ok", st.ok},
+                 {"errors", st.errors},
+                 {"cancelled", st.cancelled},
+                 {"not_sent", st.not_sent},
+                 {"warmup", st.warmup},
+                 {"interrupted", st.interrupted},
+                 {"duration_s", st.duration_ms / 1000.0},
+                 {"errors_by_type", st.errors_by_type}};
+  if (!st.lag_ms.empty()) {
+    auto lag = st.lag_ms;
+    std::sort(lag.begin(), lag.end());
+    summary["schedule_lag_ms"] = Json{{"p50", lag[lag.size() / 2]}, {"max", lag.back()}};
+    summary["request_rate"] = st.duration_ms > 0 ? 1000.0 * static_cast<double>(st.sent) / st.duration_ms : 0.0;
+  }
   if (st.interrupted) return kExitInterrupted;
   if (st.all_transport_errors) {
     diag::error("", "no request got a response from " + o.url);
@@ -185,6 +261,18 @@ int main(int argc, char** argv) {
   app.add_option("workload", o.inputs,
                  "Workload: Mooncake JSONL (with session extensions) or Dynamo trace files; - or none = stdin")
       ->type_name("FILE");
+  app.add_option("--input-file", o.input_files, "The workload file (AIPerf's spelling of the positional FILE)")
+      ->type_name("FILE");
+  app.add_option("--custom-dataset-type", o.dataset_type,
+                 "AIPerf's dataset type; mooncake_trace (Mooncake JSONL, the format read here) is the one accepted")
+      ->check(CLI::IsMember({"mooncake_trace"}));
+  app.add_option("--summary", o.summary_path,
+                 "Also write the run summary as JSON to FILE: the configuration (version, flags and the environment "
+                 "variables that set them, inputs with SHA-256) and the counts and timing printed on stderr")
+      ->type_name("FILE");
+  app.add_option("--artifact-dir", o.artifact_dir,
+                 "Write requests.jsonl (unless -o), summary.json and AIPerf's profile_export files into DIR (AIPerf's spelling)")
+      ->type_name("DIR");
   app.add_option("--url,-u", o.url, "Endpoint base URL, e.g. http://127.0.0.1:8000 (required unless --sim)");
   app.add_option("--endpoint-type", o.endpoint_type, "API of the endpoint")
       ->check(CLI::IsMember({"chat", "completions"}))
@@ -219,14 +307,14 @@ int main(int argc, char** argv) {
   app.add_option("--concurrency", o.concurrency,
                  "Requests in flight at most; alone, it selects closed-loop concurrency mode")
       ->check(CLI::PositiveNumber);
-  app.add_option("--request-count", o.request_count, "Send only the first N requests of the plan")->check(CLI::PositiveNumber);
+  app.add_option("--request-count,--num-requests", o.request_count, "Send only the first N requests of the plan")->check(CLI::PositiveNumber);
   app.add_option("--benchmark-duration", o.duration_s, "Stop sending new requests after this many seconds")
       ->type_name("S")
       ->check(CLI::PositiveNumber);
   app.add_option("--warmup-request-count", o.warmup, "Warmup requests sent first (rows flagged dyn.warmup)");
   app.add_option("--block-size", o.block_size, "Block size of hash_ids (default 512; Dynamo traces carry their own)");
   app.add_flag("--lenient", o.lenient, "Warn about hash_ids that do not fit input_length instead of rejecting the workload");
-  app.add_option("--seed", o.seed, "Seed for synthetic prompts and random arrivals")->capture_default_str();
+  app.add_option("--seed,--random-seed", o.seed, "Seed for synthetic prompts and random arrivals")->capture_default_str();
   app.add_flag("--ignore-eos", o.ignore_eos, "Ask the server for exactly output_length tokens (ignore_eos, min_tokens)");
   app.add_option("--extra-inputs", o.extra_inputs, "Extra body field KEY:VALUE (VALUE parsed as JSON when it is)")
       ->type_name("KEY:VALUE");

@@ -25,7 +25,7 @@ void add_sim_flags(CLI::App& app, SimFlags& f, bool add_seed, bool add_model) {
 }
 
 int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_size, const SimFlags& f,
-                const std::string& out_path, bool line_buffered) {
+                const std::string& out_path, bool line_buffered, Json* summary) {
   const route::AdmissionConfig admission = admission_config(f.admission);  // usage errors before loading
   trace::WorkloadOptions wo;
   wo.block_size = workload_block_size;
@@ -52,6 +52,16 @@ int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_
       s.requests, s.errors, f.workers, s.simulated_ms / 1000.0, s.wall_ms / 1000.0,
       s.wall_ms > 0 ? static_cast<double>(s.requests) / (s.wall_ms / 1000.0) : 0.0,
       s.wall_ms > 0 ? s.simulated_ms / s.wall_ms : 0.0, hit, 100.0 * s.theoretical_hit, s.preemptions));
+  if (summary)
+    *summary = Json{{"mode", "sim"},
+                    {"requests", s.requests},
+                    {"errors", s.errors},
+                    {"workers", f.workers},
+                    {"simulated_s", s.simulated_ms / 1000.0},
+                    {"wall_s", s.wall_ms / 1000.0},
+                    {"prompt_cache_hit_pct", hit},
+                    {"theoretical_hit_pct", 100.0 * s.theoretical_hit},
+                    {"preemptions", s.preemptions}};
   return s.errors ? kExitOk : kExitOk;
 }
 

@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "dyn/base/json.h"
 #include "dyn/engine/config.h"
 #include "admission_flags.h"
 #include "router_flags.h"
@@ -32,8 +33,10 @@ void add_sim_flags(CLI::App& app, SimFlags& f, bool add_seed = true, bool add_mo
 /// Loads the workload (`inputs`, "-" = stdin; `workload_block_size` 0 = 512 or the trace's own),
 /// runs the simulation, writes request_end rows to `out_path` ("-" = stdout) and a summary on
 /// stderr (requests, simulated and wall time, prompt-cache and theoretical hit %). Returns the
-/// exit code (3 when the workload has errors, 0 otherwise).
+/// exit code (3 when the workload has errors, 0 otherwise). `summary`, when given, receives the
+/// same figures as JSON (requests, errors, workers, simulated_s, wall_s, prompt_cache_hit_pct,
+/// theoretical_hit_pct, preemptions).
 int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_size, const SimFlags& f,
-                const std::string& out_path, bool line_buffered);
+                const std::string& out_path, bool line_buffered, Json* summary = nullptr);
 
 }  // namespace dyn::cmd

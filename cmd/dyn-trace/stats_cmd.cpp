@@ -7,16 +7,16 @@
 void setup_stats(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   struct Opts {
     dyn::trace::StatsOptions s;
-    std::string format;
+    std::string format = "auto";
     dyn::cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("stats", "Per-session and per-worker summaries of request_end rows");
   sub->add_option("files", o->s.inputs, "Input files (gzip detected by magic bytes); - or none = stdin")
       ->type_name("FILE");
-  sub->add_option("--format", o->format, "Output format (default: table on a terminal, else jsonl)")
-      ->check(CLI::IsMember({"jsonl", "table"}))
-      ->type_name("jsonl|table");
+  sub->add_option("--format", o->format, "table, jsonl, or auto: table on a terminal, else jsonl")
+      ->check(CLI::IsMember({"auto", "table", "jsonl"}))
+      ->capture_default_str();
   sub->add_flag("--strict", o->s.strict, "Exit 3 when a gzip stream is truncated or a row is malformed");
   dyn::cli::add_output_options(*sub, o->out);
   dispatch.add(sub, [o, sub] {
@@ -26,7 +26,7 @@ void setup_stats(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     }
     dyn::io::Output* out = nullptr;
     auto file = dyn::cli::open_output(o->out, &out);
-    o->s.table = o->format.empty() ? out->is_terminal() : o->format == "table";
+    o->s.table = o->format == "auto" ? out->is_terminal() : o->format == "table";
     int rc = dyn::trace::trace_stats(o->s, *out);
     out->close();
     return rc;

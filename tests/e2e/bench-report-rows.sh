@@ -2,7 +2,7 @@
 # summary, per-worker and per-session breakdowns, goodput from --goodput SLOs, theoretical and
 # prompt-cache hit rates, the same numbers from gzip/enveloped stdin, and usage errors.
 cp "$DYN_ROOT/tests/fixtures/bench/affinity-hard.jsonl" hard.jsonl
-dyn-bench report hard.jsonl --per-session --goodput 'time_to_first_token:100 request_latency:720' 2>&1
+dyn-bench report hard.jsonl --per-session --goodput 'time_to_first_token:100 request_latency:720' --format table 2>&1
 echo "== json"
 dyn-bench report hard.jsonl --format json 2>/dev/null >a.json
 jq -c '{count: .request_count.avg, errors: .error_request_count.avg, summary: .error_summary,

@@ -4,9 +4,13 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -14,6 +18,7 @@
 #include "dyn/base/error.h"
 #include "dyn/base/version.h"
 #include "dyn/cli/generate.h"
+#include "dyn/cli/run_config.h"
 #include "dyn/io/output.h"
 
 namespace dyn::cli {
@@ -42,8 +47,102 @@ bool stdin_is_interactive(const std::vector<std::string>& inputs) {
   return uses_stdin && isatty(0);
 }
 
+
+namespace {
+
+/// Levenshtein distance (insert, delete, substitute each cost 1) for "did you mean".
+size_t edit_distance(const std::string& a, const std::string& b) {
+  std::vector<size_t> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1)});
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+void long_names(const CLI::App& app, std::vector<std::string>& out) {
+  for (const CLI::Option* o : app.get_options())
+    for (auto& n : o->get_lnames()) out.push_back("--" + n);
+}
+
+/// The subcommand named on the command line (the first argv word that names one), or null.
+const CLI::App* named_subcommand(const CLI::App& app, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i)
+    for (const CLI::App* sub : app.get_subcommands({}))
+      if (sub->get_name() == argv[i]) return sub;
+  return nullptr;
+}
+
+/// For every `--name` on the command line that no option of the tool or the named subcommand
+/// has: "unknown option --name (did you mean --closest?)". The closest is the option of that
+/// context with the smallest edit distance, offered when it is at most a third of the name's
+/// length (at least 2), or when one name is a prefix of the other.
+std::string unknown_option_hints(const CLI::App& app, int argc, char** argv) {
+  const CLI::App* sub = named_subcommand(app, argc, argv);
+  std::vector<std::string> known;
+  long_names(app, known);
+  if (sub) long_names(*sub, known);
+  std::string hints;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") break;
+    if (a.rfind("--", 0) != 0 || a.size() < 3) continue;
+    std::string name = a.substr(0, a.find('='));
+    if (std::find(known.begin(), known.end(), name) != known.end()) continue;
+    if (name.rfind("--generate", 0) == 0 || name == "--man-template") continue;
+    std::vector<std::string> ctx;
+    long_names(sub ? *sub : app, ctx);
+    std::string best;
+    size_t best_d = std::string::npos;
+    for (auto& k : ctx) {
+      size_t d = edit_distance(name, k);
+      bool prefix = k.rfind(name, 0) == 0 || name.rfind(k, 0) == 0;
+      if (prefix) d = std::min<size_t>(d, 1);
+      if (d < best_d) best_d = d, best = k;
+    }
+    size_t limit = std::max<size_t>(2, (name.size() - 2) / 3);
+    hints += (hints.empty() ? "" : "; ") + std::string("unknown option ") + name;
+    if (!best.empty() && best_d <= limit) hints += " (did you mean " + best + "?)";
+  }
+  return hints;
+}
+
+/// When a parse error is about an option the command line did not give but an environment
+/// variable did (CLI11 envname), the message names the variable and its value: a bad exported
+/// DYN_* setting is otherwise indistinguishable from a bad flag.
+std::string env_context(const CLI::App& app, int argc, char** argv, const std::string& msg) {
+  std::vector<const CLI::App*> apps{&app};
+  for (const CLI::App* sub : app.get_subcommands({})) apps.push_back(sub);
+  for (const CLI::App* a : apps) {
+    for (const CLI::Option* o : a->get_options()) {
+      const std::string& env = o->get_envname();
+      if (env.empty()) continue;
+      const char* val = std::getenv(env.c_str());
+      if (!val) continue;
+      bool on_argv = false;
+      for (int i = 1; i < argc && !on_argv; ++i) {
+        std::string w = argv[i];
+        w = w.substr(0, w.find('='));
+        for (auto& n : o->get_lnames()) on_argv |= w == "--" + n;
+        for (auto& n : o->get_snames()) on_argv |= w == "-" + n;
+      }
+      if (on_argv) continue;
+      for (auto& n : o->get_lnames())
+        if (msg.find("--" + n) != std::string::npos)
+          return "environment variable " + env + "='" + val + "' (for --" + n + "): ";
+    }
+  }
+  return "";
+}
+
+}  // namespace
+
 int run_tool(int argc, char** argv, CLI::App& app, const std::function<int()>& body) {
   signal(SIGPIPE, SIG_IGN);
+  set_command_line(argc, argv);
   diag::set_program(app.get_name());
   diag::set_flush_hook([] {
     try {
@@ -77,6 +176,11 @@ int run_tool(int argc, char** argv, CLI::App& app, const std::function<int()>& b
       std::string msg = e.what();
       if (!msg.empty() && msg[0] >= 'A' && msg[0] <= 'Z' && !(msg.size() > 1 && msg[1] >= 'A' && msg[1] <= 'Z'))
         msg[0] = static_cast<char>(msg[0] - 'A' + 'a');
+      // An unknown flag is the likeliest cause of any parse error (a misspelled flag also leaves
+      // a required one "missing"), so it is reported first, with the closest known flag.
+      std::string hints = unknown_option_hints(app, argc, argv);
+      if (!hints.empty()) msg = hints;
+      else msg = env_context(app, argc, argv, msg) + msg;
       diag::error("", msg + " (try --help)");
       return kExitUsage;
     }
@@ -107,7 +211,7 @@ int run_tool(int argc, char** argv, CLI::App& app, const std::function<int()>& b
     rc = body();
     io::stdout_output().close();
   } catch (const io::BrokenPipe&) {
-    return kExitOk;  // `| head` closed the pipe: quiet success (DESIGN.md)
+    return kExitOk;  // `| head` closed the pipe: quiet success (docs/design.md)
   } catch (const Fatal& e) {
     try {
       io::stdout_output().flush();

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
+#include <vector>
 
 #include <fmt/format.h>
 
@@ -246,6 +248,173 @@ std::string render_html(const RequestSet& set, const Report& rep, const PlotOpti
     if (rep.sessions.size() > sessions.size())
       h += fmt::format("<p>showing the first {} of {} sessions</p>\n", sessions.size(), rep.sessions.size());
   }
+  h += "</body></html>\n";
+  return h;
+}
+
+
+namespace {
+
+const char* head_style =
+    "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222;background:#fafafa}"
+    "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+    "td:first-child,th:first-child{text-align:left}h2{margin-top:28px}svg{background:#fff}"
+    ".legend span{margin-right:12px;font-size:12px}</style></head><body>\n";
+
+/// A run-level figure: a series' statistic (avg or a percentile) or a scalar's value.
+std::optional<double> figure(const Report& r, const std::string& tag, int pct = -1) {
+  if (const Series* s = r.find_series(tag)) {
+    if (!s->stats.count) return std::nullopt;
+    return pct < 0 ? s->stats.avg : s->stats.pct(pct);
+  }
+  if (const Scalar* s = r.find_scalar(tag)) return s->value;
+  return std::nullopt;
+}
+
+std::string run_legend(const std::vector<PlotRun>& runs) {
+  std::string s = "<p class=\"legend\">";
+  for (std::size_t i = 0; i < runs.size(); ++i)
+    s += fmt::format(R"(<span><svg width="12" height="12"><rect width="12" height="12" fill="{}"/></svg> {}</span> )",
+                     kPalette[i % std::size(kPalette)], esc(runs[i].label));
+  return s + "</p>";
+}
+
+/// Empirical CDF of one per-request metric, one line per run.
+std::string cdf_chart(const std::string& title, const std::vector<std::vector<double>>& per_run, const std::string& xlabel) {
+  double mx = 0;
+  bool any = false;
+  for (const auto& v : per_run)
+    for (double x : v) mx = std::max(mx, x), any = true;
+  if (!any) return fmt::format("<p>{}: no data</p>", esc(title));
+  Axes a{0, mx > 0 ? mx : 1, 0, 100};
+  std::string s = frame(title, a, xlabel, "percent of requests at or below");
+  for (std::size_t i = 0; i < per_run.size(); ++i) {
+    std::vector<double> v = per_run[i];
+    if (v.empty()) continue;
+    std::sort(v.begin(), v.end());
+    std::string pts;
+    for (std::size_t k = 0; k < v.size(); ++k)
+      pts += fmt::format("{:.1f},{:.1f} ", a.px(v[k]), a.py(100.0 * static_cast<double>(k + 1) / static_cast<double>(v.size())));
+    s += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>)", kPalette[i % std::size(kPalette)], pts);
+  }
+  return s + "</svg>";
+}
+
+/// Metric(s) against the swept parameter: one polyline + dots per metric, runs as points.
+std::string sweep_chart(const std::string& title, const std::vector<PlotRun>& runs, const std::string& sweep_name,
+                        const std::vector<std::pair<std::string, std::vector<std::optional<double>>>>& lines,
+                        const std::string& ylabel) {
+  const bool numeric = !runs.empty() && runs.front().x.has_value();
+  std::vector<double> xs;
+  for (std::size_t i = 0; i < runs.size(); ++i) xs.push_back(numeric ? *runs[i].x : static_cast<double>(i));
+  double ymax = 0;
+  bool any = false;
+  for (const auto& [_, v] : lines)
+    for (const auto& y : v)
+      if (y) ymax = std::max(ymax, *y), any = true;
+  if (!any) return fmt::format("<p>{}: no data</p>", esc(title));
+  double x0 = *std::min_element(xs.begin(), xs.end()), x1 = *std::max_element(xs.begin(), xs.end());
+  if (x1 == x0) x0 -= 0.5, x1 += 0.5;
+  const double pad = (x1 - x0) * 0.06;
+  Axes a{x0 - pad, x1 + pad, 0, ymax > 0 ? ymax * 1.1 : 1};
+  std::string s = frame(title, a, numeric ? sweep_name : "run", ylabel, numeric);
+  if (!numeric)
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", a.px(xs[i]), kH - kB + 14,
+                       esc(runs[i].label));
+  constexpr const char* kLineColors[] = {"#333333", "#d62728", "#1f77b4"};
+  for (std::size_t m = 0; m < lines.size(); ++m) {
+    const char* lc = kLineColors[m % std::size(kLineColors)];
+    std::string pts;
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      if (lines[m].second[i]) pts += fmt::format("{:.1f},{:.1f} ", a.px(xs[i]), a.py(*lines[m].second[i]));
+    s += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}"/>)", lc, pts);
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      if (lines[m].second[i])
+        s += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="5" fill="{}" stroke="{}"><title>{} {}: {}</title></circle>)",
+                         a.px(xs[i]), a.py(*lines[m].second[i]), kPalette[i % std::size(kPalette)], lc,
+                         esc(runs[i].label), esc(lines[m].first), num(*lines[m].second[i]));
+    s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="11" fill="{}">{}</text>)", kW - kR - 150, kT + 14 + 14.0 * m, lc,
+                     esc(lines[m].first));
+  }
+  return s + "</svg>";
+}
+
+}  // namespace
+
+std::string render_runs_html(const std::vector<PlotRun>& runs, const std::string& sweep_name, const PlotOptions& opt) {
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(opt.title) + head_style;
+  h += "<h1>" + esc(opt.title) + "</h1>\n";
+  h += fmt::format("<p>{} runs, each drawn as its own series (never merged).</p>\n", runs.size());
+  h += run_legend(runs);
+
+  // Side by side.
+  struct Row {
+    const char* name;
+    std::string tag;
+    int pct;
+    bool count;
+  };
+  const std::vector<Row> rows = {
+      {"Requests (valid)", "request_count", -1, true},
+      {"Errors", "error_request_count", -1, true},
+      {"Prompt-cache hit (%)", "prompt_cache_hit_rate", -1, false},
+      {"TTFT p50 (ms)", "time_to_first_token", 50, false},
+      {"TTFT p90 (ms)", "time_to_first_token", 90, false},
+      {"Request latency p50 (ms)", "request_latency", 50, false},
+      {"Request latency p90 (ms)", "request_latency", 90, false},
+      {"Inter-token latency avg (ms)", "inter_token_latency", -1, false},
+      {"Request throughput (req/s)", "request_throughput", -1, false},
+      {"Output token throughput (tok/s)", "output_token_throughput", -1, false},
+  };
+  h += "<h2>Runs side by side</h2><table><tr><th>Metric</th>";
+  for (const auto& r : runs) h += "<th>" + esc(r.label) + "</th>";
+  h += "</tr>\n";
+  if (!sweep_name.empty() && !runs.empty() && runs.front().x) {
+    h += "<tr><td>" + esc(sweep_name) + "</td>";
+    for (const auto& r : runs) h += "<td>" + num(*r.x) + "</td>";
+    h += "</tr>\n";
+  }
+  for (const auto& row : rows) {
+    h += fmt::format("<tr><td>{}</td>", row.name);
+    for (const auto& r : runs) {
+      auto v = figure(*r.report, row.tag, row.pct);
+      if (!v && row.count && row.tag == "request_count") {
+        uint64_t n = 0;
+        for (const auto& q : r.set->requests) n += q.valid() ? 1 : 0;
+        v = static_cast<double>(n);
+      }
+      h += "<td>" + (v ? (row.count ? fmt::format("{:.0f}", *v) : format_number(*v)) : std::string("-")) + "</td>";
+    }
+    h += "</tr>\n";
+  }
+  h += "</table>\n";
+
+  // Distributions, one line per run.
+  std::vector<std::vector<double>> ttft(runs.size()), lat(runs.size());
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const double to_ms = runs[i].set->time_to_ms();
+    for (const auto& r : runs[i].set->requests) {
+      if (!r.valid()) continue;
+      if (r.ttft) ttft[i].push_back(*r.ttft * to_ms);
+      if (r.latency) lat[i].push_back(*r.latency * to_ms);
+    }
+  }
+  h += "<h2>Distributions</h2>\n" + cdf_chart("Time to first token (CDF)", ttft, "TTFT (ms)") + "\n" + run_legend(runs) +
+       cdf_chart("Request latency (CDF)", lat, "latency (ms)") + "\n" + run_legend(runs);
+
+  // Sweep: metrics against the parameter (or the run order).
+  auto col = [&](const std::string& tag, int pct) {
+    std::vector<std::optional<double>> v;
+    for (const auto& r : runs) v.push_back(figure(*r.report, tag, pct));
+    return v;
+  };
+  h += "<h2>Sweep" + (sweep_name.empty() ? std::string(" across runs") : ": metrics against " + esc(sweep_name)) + "</h2>\n";
+  h += sweep_chart("Prompt-cache hit rate", runs, sweep_name, {{"hit %", col("prompt_cache_hit_rate", -1)}}, "percent") + "\n";
+  h += sweep_chart("Time to first token", runs, sweep_name,
+                   {{"TTFT p50", col("time_to_first_token", 50)}, {"TTFT p90", col("time_to_first_token", 90)}}, "ms") + "\n";
+  h += sweep_chart("Request throughput", runs, sweep_name, {{"req/s", col("request_throughput", -1)}}, "requests/s") + "\n";
+  h += run_legend(runs);
   h += "</body></html>\n";
   return h;
 }

@@ -1,7 +1,9 @@
 // dyn-bench plot: one self-contained HTML report with inline SVG charts (no scripts, no network).
 #pragma once
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "dyn/metrics/report.h"
 
@@ -17,5 +19,23 @@ struct PlotOptions {
 /// per-session timeline (one row per session, one bar per turn from start to end, coloured by the
 /// worker that served it). Deterministic for the same input. Thread-safe.
 std::string render_html(const RequestSet& set, const Report& report, const PlotOptions& options = {});
+
+/// One input run of a multi-run plot: its label (legend), its rows and report, and optionally its
+/// value of the swept parameter.
+struct PlotRun {
+  std::string label;
+  const RequestSet* set = nullptr;
+  const Report* report = nullptr;
+  std::optional<double> x;  ///< value of the swept parameter (all runs or none)
+};
+
+/// HTML comparing runs, each its own series in one colour with a legend (never merged): a
+/// side-by-side table (requests, errors, prompt-cache hit %, TTFT and latency p50/p90, ITL avg,
+/// request and output-token throughput), TTFT and request-latency CDFs (one line per run), and
+/// sweep charts — hit %, TTFT p50/p90 and request throughput against the swept parameter
+/// (`sweep_name`, runs' x; without one, against the run order with the labels as ticks).
+/// Deterministic for the same input. Thread-safe.
+std::string render_runs_html(const std::vector<PlotRun>& runs, const std::string& sweep_name,
+                             const PlotOptions& options = {});
 
 }  // namespace dyn::metrics

@@ -597,7 +597,7 @@ Json aiperf_record(const RequestRecord& r, RowKind kind) {
   return Json{{"metadata", md}, {"metrics", m}, {"error", err}};
 }
 
-void write_aiperf_export(const RequestSet& set, const Report& rep, const std::string& dir) {
+void write_aiperf_export(const RequestSet& set, const Report& rep, const std::string& dir, const Json& input_config) {
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);
   if (ec) throw Fatal(kExitIo, dir + ": cannot create directory: " + ec.message());
@@ -608,7 +608,9 @@ void write_aiperf_export(const RequestSet& set, const Report& rep, const std::st
   }
   {
     io::Output out(dir + "/profile_export_aiperf.json");
-    out.write(report_json(rep).dump(2));
+    Json j = report_json(rep);
+    if (!input_config.is_null()) j["input_config"] = input_config;
+    out.write(j.dump(2));
     out.write("\n");
     out.close();
   }

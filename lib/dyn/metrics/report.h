@@ -109,7 +109,10 @@ Json aiperf_record(const RequestRecord& r, RowKind kind);
 
 /// Writes DIR/profile_export.jsonl, DIR/profile_export_aiperf.json and
 /// DIR/profile_export_aiperf.csv (creating DIR). Fatal(kExitIo) on write errors.
-void write_aiperf_export(const RequestSet& set, const Report& report, const std::string& dir);
+/// `input_config` (when not null) goes into the JSON as "input_config", where AIPerf records the
+/// configuration of the run (dyn: cli::run_config of the tool that produced the rows).
+void write_aiperf_export(const RequestSet& set, const Report& report, const std::string& dir,
+                         const Json& input_config = Json());
 
 /// Number with two decimals and thousands separators ("12,345.68"); "-" for NaN.
 std::string format_number(double v, int decimals = 2);

@@ -1,0 +1,36 @@
+// What a run was: tool, version, command line, every option's effective value and where it came
+// from (flag, environment variable, default), and each input file's size and SHA-256 — recorded
+// in summaries and exports the way AIPerf records its input config, so a result can be traced to
+// the exact settings and data that produced it.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "dyn/base/json.h"
+
+namespace dyn::cli {
+
+/// The command line run_tool() parsed (argv[0] first); empty before run_tool runs.
+const std::vector<std::string>& command_line();
+/// Records argv for command_line() (run_tool calls it before parsing).
+void set_command_line(int argc, char** argv);
+
+/// {"tool", "version", "command_line": [...], "subcommand"?: name, "options": {"--name": value},
+///  "sources": {"--name": "command line" | "env VAR"}, "environment": {"VAR": value},
+///  "inputs": [{"path", "bytes", "sha256"}]}.
+/// options: every visible option of `app` and of its parsed subcommand with a value — given
+/// (strings; arrays for repeated options; true/false for flags) or its default (when the
+/// definition shows one). sources: only options that were given, naming the environment variable
+/// when that is where the value came from (CLI11 envname and not on the command line).
+/// inputs: "-" is recorded as {"path": "-"} (stdin, no checksum); a file that cannot be read
+/// gets "error" instead of its checksum. Call after parsing.
+Json run_config(const CLI::App& app, const std::vector<std::string>& inputs);
+
+/// SHA-256 of a file's bytes as 64 lowercase hex digits (the value `sha256sum` prints).
+/// Throws Fatal(kExitIo) naming the file when it cannot be read.
+std::string file_sha256(const std::string& path);
+
+}  // namespace dyn::cli
