@@ -12,7 +12,9 @@
 #      DYN_SETUP_SKIP=1 (do not run scripts/setup.sh: the build exists already).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-[[ "${DYN_SETUP_SKIP:-}" == 1 ]] || "$root/scripts/setup.sh"
+# Only the five tools this job runs are built (not the test suite: scripts/test.sh builds that).
+tools=(dyn-mocker dyn-route dyn-replay dyn-bind dyn-bench)
+[[ "${DYN_SETUP_SKIP:-}" == 1 ]] || "$root/scripts/setup.sh" "${tools[@]}"
 bin="$root/build/bin"
 out="${1:-$PWD/quickstart-out}"
 workload="$root/data/quickstart/conversation-slice.jsonl"
@@ -68,7 +70,7 @@ run() {  # run NAME ROUTER_FLAGS...
   port=$(wait_port "$dir/router.port")
   echo "== $name: dyn-route serve $* (port $port)"
   "$bin/dyn-replay" "$workload" --url "http://127.0.0.1:$port" --streaming --speedup "$speedup" \
-    --no-progress -o "$dir/rows.jsonl" 2>"$dir/replay.log" || { tail -5 "$dir/replay.log" >&2; return 4; }
+    --no-progress -o "$dir/rows.jsonl" --summary "$dir/summary.json" 2>"$dir/replay.log" || { tail -5 "$dir/replay.log" >&2; return 4; }
   stop_all   # SIGTERM flushes the router's trace; fresh workers (cold caches) for the next run
   set +e
   "$bin/dyn-bind" check --ttl-secs 300 "$dir"/trace.*.jsonl.gz >"$dir/violations.jsonl" 2>"$dir/bind.log"
@@ -94,6 +96,7 @@ echo "(times in ms and throughput per second of the ${speedup}x-compressed run; 
 echo " dyn-bind's --ttl-secs count compressed seconds, so 300 s covers $((300 * speedup)) s of the original trace)"
 echo
 "$bin/dyn-bench" compare "$out/round-robin/rows.jsonl" "$out/kv-affinity/rows.jsonl" \
-  --label-a round-robin --label-b kv-affinity
-"$bin/dyn-bench" plot "$out"/{round-robin,kv,kv-affinity}/rows.jsonl -o "$out/report.html"
+  --label-a round-robin --label-b kv-affinity --format table
+"$bin/dyn-bench" plot "$out"/{round-robin,kv,kv-affinity}/rows.jsonl --label round-robin --label kv \
+  --label kv-affinity --title "quickstart: three routing setups on the same workload" -o "$out/report.html"
 echo "report: $out/report.html"

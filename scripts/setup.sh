@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian packages dyn needs to build and test, only those missing (idempotent),
-# then configures and builds into ./build. Usage: scripts/setup.sh [--no-build]
+# then configures and builds into ./build.
+# Usage: scripts/setup.sh [--no-build] [TARGET...]   (TARGETs: build only these, e.g. the tools the
+# quickstart needs; none = everything, tests included)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pkgs=(build-essential cmake pkg-config libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
@@ -29,5 +31,9 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 [[ "${1:-}" == "--no-build" ]] && exit 0
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
 cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${DYN_CMAKE_ARGS:-} >/dev/null
-cmake --build "$root/build" -j2
+# -j: every core the machine has (nproc), at least 2.
+jobs=$(nproc 2>/dev/null || echo 2); (( jobs < 2 )) && jobs=2
+cmake --build "$root/build" -j"$jobs" "${targets[@]}"

@@ -1,7 +1,8 @@
 # Shows that the README's main job (scripts/quickstart.sh) runs to the end on a shortened slice:
 # three live runs through dyn-route serve over two dyn-mocker workers, dyn-bind check on each
-# router trace, the comparison table and report.html, with every process stopped afterwards.
-# (The full run takes about two minutes; here the first 4 sessions at a higher speedup.)
+# router trace, the comparison table and report.html comparing the three runs side by side (one
+# series each), each run's summary.json recording its configuration, with every process stopped
+# afterwards. (The full run takes about two minutes; here the first 4 sessions at a higher speedup.)
 export DYN_QUICKSTART_SPEEDUP=400
 export DYN_QUICKSTART_SESSIONS=4
 export DYN_SETUP_SKIP=1
@@ -12,5 +13,9 @@ for n in round-robin kv kv-affinity; do
 done
 echo "kv-affinity violations: $(grep -c . out/kv-affinity/violations.jsonl)"
 [[ -s out/report.html ]] && echo "report.html written"
+grep -o '<th>Metric</th><th>round-robin</th><th>kv</th><th>kv-affinity</th>' out/report.html
+jq -r '.config | "\(.tool) records: version \(.version != null), --url \(.options["--url"] != null), input sha256 \(.inputs[0].sha256 | length) hex digits"' out/kv/summary.json
+jq -r '"summary: \(.summary.ok) ok of \(.summary.requests_planned)"' out/kv/summary.json
+grep -o 'listening on http://127.0.0.1:[0-9]*; 2 workers; router mode kv, session affinity hard TTL 300 s; trace' out/kv-affinity/router.log | sed 's/:[0-9]*;/:PORT;/' 
 sleep 0.5
 pgrep -f "port-file out/" >/dev/null && echo "processes left running" || echo "no processes left"
