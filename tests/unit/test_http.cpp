@@ -91,7 +91,7 @@ TEST_CASE("sse: CRLF split between reads is one line end") {
 }
 
 TEST_CASE("case 01: events split mid-JSON and mid-UTF-8 across three reads") {
-  const std::string dir = "cases/01-sse-split-mid-json/";
+  const std::string dir = "tests/fixtures/cases/01-sse-split-mid-json/";
   std::vector<std::string> reads = {slurp(dir + "read-1.bin"), slurp(dir + "read-2.bin"), slurp(dir + "read-3.bin")};
   CHECK(reads[0].size() == 318);
   CHECK(reads[1].size() == 168);
@@ -125,7 +125,7 @@ TEST_CASE("case 01: events split mid-JSON and mid-UTF-8 across three reads") {
 }
 
 TEST_CASE("case 03: usage chunk with empty choices, usage on last chunk, usage null") {
-  const std::string dir = "cases/03-sse-usage-empty-choices/";
+  const std::string dir = "tests/fixtures/cases/03-sse-usage-empty-choices/";
   auto split = [](const std::string& s) {  // one read per event, so each event has its own stamp
     std::vector<std::string> out;
     size_t pos = 0;
