@@ -302,6 +302,9 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
   m.server.Delete(".*", other);
   m.server.Patch(".*", other);
   m.server.Options(".*", other);
+  // Last: the subscriber threads use the router, health flags and admission set up above. A bad
+  // ZMQ address is a usage error here, before any thread of serve() exists.
+  for (auto& k : m.kv) k->sub->start();
 }
 
 void Frontend::Impl::add_admin_routes(httplib::Server& s, bool guarded) {
@@ -359,7 +362,6 @@ void Frontend::serve() {
     m.writer = std::make_unique<io::SegmentWriter>(wo);
   }
   if (!m.opt.capture) m.health_thread = std::thread([&m] { m.health_loop(); });
-  for (auto& k : m.kv) k->sub->start();
   if (m.admission) m.admission_ticker = std::make_unique<route::AdmissionTicker>(*m.admission, m.clock);
   if (m.admin_separate()) m.admin_thread = std::thread([&m] { m.admin_server.listen_after_bind(); });
   m.server.listen_after_bind();  // returns after stop(); its pool has finished every request
