@@ -33,7 +33,7 @@ wait_file tok.port
 start_pub 0; start_pub 1
 start_mocker w0 --worker-id 0 --block-size $bs --speedup-ratio 100
 start_mocker w1 --worker-id 1 --block-size $bs --speedup-ratio 100
-start_router r --worker "$w0_url" --worker "$w1_url" --router-mode kv --kv-cache-block-size $bs \
+start_router r --worker "$w0_url" --worker "$w1_url" --health-timeout-ms 10000 --router-mode kv --kv-cache-block-size $bs \
   --router-kv-events --worker-kv-events "$w0_url=$(ev 0)" --worker-kv-events "$w1_url=$(ev 1)" \
   --tokenizer-url "http://127.0.0.1:$(cat tok.port)"
 sync_pubs 0 1

@@ -21,7 +21,7 @@ dyn-route serve --worker "$w0_url" --router-kv-events --port 0 2>&1 | head -1 | 
 dyn-route serve --worker "$w0_url" --worker-kv-events "$w0_url=$(ev 0)" --port 0 2>&1 | head -1 | ports; echo "exit ${PIPESTATUS[0]}"
 dyn-route serve --worker "$w0_url" --router-kv-events --worker-kv-events "http://x=$(ev 0)" --port 0 2>&1 | head -1 | ports
 dyn-route serve --worker "$w0_url" --router-kv-events --worker-kv-events "$w0_url=not-an-address" --port 0 2>&1 | grep error; echo "exit ${PIPESTATUS[0]}"
-start_router r --worker "$w0_url" --worker "$w1_url" --router-mode kv --kv-cache-block-size $bs \
+start_router r --worker "$w0_url" --worker "$w1_url" --health-timeout-ms 10000 --router-mode kv --kv-cache-block-size $bs \
   --router-kv-events --worker-kv-events "$w0_url=$(ev 0)" --worker-kv-events "$w1_url=$(ev 1)"
 sync_pubs 0 1
 echo "== routing follows BlockStored"

@@ -101,6 +101,7 @@ struct Frontend::Impl {
     kvevents::Translator tr;
     std::unique_ptr<kvevents::Subscriber> sub;
     std::atomic<uint64_t> stored{0}, removed{0}, cleared{0}, skipped{0}, resets{0};
+    std::atomic<uint64_t> engine_blocks{0};  ///< tr.known_blocks() after the last batch (for /metrics)
   };
   std::vector<std::unique_ptr<KvWorker>> kv;  ///< empty unless router.kv_events
   /// Block size each worker reported (health metadata or events); 0 = not known yet.
@@ -769,6 +770,7 @@ void Frontend::Impl::on_kv_batch(size_t i, const kvevents::EventBatch& b) {
       if (k.skipped++ % 100 == 0) diag::warning(fmt::format("worker {} KV events", i), err->message + " (event skipped)");
     }
   }
+  k.engine_blocks = k.tr.known_blocks();
   for (auto& u : ups) {
     route::KvEvent re;
     re.kind = u.kind == kvevents::IndexUpdate::Kind::kStored    ? route::KvEvent::Kind::kStored
@@ -781,6 +783,7 @@ void Frontend::Impl::on_kv_batch(size_t i, const kvevents::EventBatch& b) {
 
 void Frontend::Impl::on_kv_reset(size_t i, const std::string&) {
   kv[i]->tr.clear();
+  kv[i]->engine_blocks = 0;
   kv[i]->resets++;
   route::KvEvent re;
   re.kind = route::KvEvent::Kind::kCleared;
@@ -1029,7 +1032,7 @@ std::string Frontend::Impl::metrics_text() const {
         {"dyn_kv_events_last_seq", "gauge", "sequence number of the last KV event batch applied (-1 = none)",
          [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().last_seq.load()); }},
         {"dyn_kv_events_engine_blocks", "gauge", "engine blocks the event translator knows for the worker",
-         [this](size_t i) { return static_cast<double>(kv[i]->tr.known_blocks()); }},
+         [this](size_t i) { return static_cast<double>(kv[i]->engine_blocks.load()); }},
     };
     for (const auto& f : kvf) {
       prom_family(o, f.name, f.type, f.help);

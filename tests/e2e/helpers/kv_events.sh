@@ -1,5 +1,7 @@
 # Helpers for the KV event e2e tests (sourced after servers.sh): independent vLLM-format
-# publishers (helpers/vllm_kv_events.py) driven through fifos, and the router's /metrics.
+# publishers (helpers/vllm_kv_events.py) driven through fifos, and the router's /metrics. The tests
+# start their routers with --health-timeout-ms 10000: a /health poll slowed by a loaded machine must
+# not take a worker out of routing, since these tests check where requests go.
 py=/usr/bin/python3
 kv="$DYN_ROOT/tests/e2e/helpers/vllm_kv_events.py"
 # start_pub N: publisher N reading commands from fifo pN.in; endpoints in pN.json.
