@@ -292,3 +292,73 @@ TEST_CASE("parse_workload_object: one pass, last duplicate wins, fields read bef
   CHECK_FALSE(parse_workload_object(o, 512, r, &err));
   CHECK(err == "timestamp is not a number");
 }
+
+// The fast line parser must give exactly what simdjson + parse_workload_object give, or decline.
+// Each line: parsed by both; when the fast path accepts, every field must match the slow path's
+// and the slow path must accept too; some lines must be accepted (the common shapes).
+TEST_CASE("parse_workload_line_fast: same row as simdjson + parse_workload_object, or declines") {
+  struct Case {
+    const char* line;
+    bool fast;  // expected to take the fast path
+  };
+  const Case cases[] = {
+      {R"({"timestamp": 0, "input_length": 6758, "output_length": 500, "hash_ids": [0, 1, 2, 3]})", true},
+      {R"({"timestamp":3000,"session_id":"s20","parent_session_id":"s2","input_length":26353,"output_length":370,"hash_ids":[0,560]})", true},
+      {R"(  {"timestamp": 12.5, "delay": 1e3, "tool_wait_ms": 0.25, "input_length": 512.0, "hash_ids": []}  )", true},
+      {R"({"input_length": 1024, "hash_ids": [18446744073709551615], "request_id": 42, "priority": 7})", false},  // 20 digits
+      {R"({"input_length": 1024, "hash_ids": [9999999999999999999, 1], "request_id": 42, "priority": 9223372036854775808})", true},
+      {R"({"text_input": "hello world", "session_id": null, "extra": true, "other": "x", "n": 3.5})", true},
+      {R"({"input_length": 10, "hash_ids": null, "output_length": null, "timestamp": null})", true},
+      {R"({})", false},                                               // no input_length: slow path errors
+      {R"({"input_length": 10, "input_length": 20})", false},        // duplicate: last wins (slow path)
+      {R"({"input_length": 01})", false},                             // leading zero: malformed
+      {R"({"input_length": -1})", false},                             // negative: error
+      {R"({"input_length": 10, "hash_ids": [1.5]})", false},          // fractional id: error
+      {R"({"input_length": 10, "hash_ids": [-1]})", false},
+      {R"({"input_length": 10, "delay": -5})", false},
+      {R"({"input_length": 10, "session_id": "a\"b"})", false},       // escapes
+      {R"({"input_length": 10, "session_id": "é"})", false},          // non-ASCII
+      {R"({"input_length": 10, "x": {"y": 1}})", false},              // nested unknown value
+      {R"({"input_length": 10, "x": [1]})", false},
+      {R"({"input_length": 10} x)", false},                           // trailing garbage
+      {R"({"input_length": 10,})", false},
+      {R"({"input_length": 1e400})", false},                          // out of range
+      {R"({"input_length": 10, "timestamp": "5"})", false},           // wrong type: error
+      {R"({"event_type": "request_end", "input_length": 10})", false},
+      {R"({"timestamp": 1, "event": {"input_length": 10}})", false},  // envelope
+      {R"({"input_length": 10, "wait_for": ["a"]})", false},
+      {R"({"input_length": 10, "session_id": 12.5})", false},
+      {R"({"input_length": 10, "session_id": 12, "parent_session_id": true, "priority": null})", true},
+      {R"({"input_length": 10, "timestamp": 0.1e1, "output_length": 2E2})", true},
+      {R"({"input_length": 10, "timestamp": 1.})", false},
+      {R"({"input_length": 10, "timestamp": tru})", false},
+      {R"({"input_length": 10, "text_input": 5})", false},
+  };
+  simdjson::dom::parser parser;
+  for (const Case& c : cases) {
+    CAPTURE(c.line);
+    dyn::trace::WorkloadRow fast, slow;
+    fast.where = slow.where = "f:1";
+    const bool took = dyn::trace::parse_workload_line_fast(c.line, 512, fast);
+    CHECK(took == c.fast);
+    if (!took) continue;
+    simdjson::dom::object o;
+    REQUIRE(parser.parse(std::string(c.line)).get_object().get(o) == simdjson::SUCCESS);
+    std::string err;
+    REQUIRE(dyn::trace::parse_workload_object(o, 512, slow, &err));
+    CHECK(fast.where == slow.where);
+    CHECK(fast.timestamp_ms == slow.timestamp_ms);
+    CHECK(fast.delay_ms == slow.delay_ms);
+    CHECK(fast.tool_wait_ms == slow.tool_wait_ms);
+    CHECK(fast.input_length == slow.input_length);
+    CHECK(fast.output_length == slow.output_length);
+    CHECK(fast.hash_ids == slow.hash_ids);
+    CHECK(fast.session_id == slow.session_id);
+    CHECK(fast.parent_session_id == slow.parent_session_id);
+    CHECK(fast.request_id == slow.request_id);
+    CHECK(fast.text_input == slow.text_input);
+    CHECK(fast.wait_for == slow.wait_for);
+    CHECK(fast.priority == slow.priority);
+    CHECK(fast.hash_ids_consistent == slow.hash_ids_consistent);
+  }
+}

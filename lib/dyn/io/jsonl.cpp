@@ -124,36 +124,50 @@ bool JsonlReader::next(Json& row, std::string* where) {
   return false;
 }
 
-bool JsonlReader::next_dom(simdjson::dom::object& row, std::string* where) {
-  if (!dom_) dom_ = std::make_unique<simdjson::dom::parser>();
+bool JsonlReader::next_line(std::string_view& text) {
   while (reader_.next(line_)) {
     if (skip_blank()) continue;
-    std::string_view t = line_.text;
-    simdjson::dom::element doc;
-    // realloc_if_needed: the line lives in LineReader's buffer without simdjson's padding.
-    if (auto err = dom_->parse(t.data(), t.size(), /*realloc_if_needed=*/true).get(doc); err != simdjson::SUCCESS) {
-      // Name the two kinds of bad input a user can fix (invalid UTF-8, nesting over simdjson's
-      // 1024 levels); everything else is plain malformed JSON.
-      if (err == simdjson::UTF8_ERROR) {
-        reject(line_.where(), "malformed JSON row (invalid UTF-8), skipped");
-      } else if (err == simdjson::DEPTH_ERROR) {
-        reject(line_.where(), "row nested too deeply, skipped");
-      } else {
-        reject_malformed(false);
-      }
-      continue;
+    text = line_.text;
+    return true;
+  }
+  return false;
+}
+
+bool JsonlReader::parse_line_dom(simdjson::dom::object& row) {
+  if (!dom_) dom_ = std::make_unique<simdjson::dom::parser>();
+  std::string_view t = line_.text;
+  simdjson::dom::element doc;
+  // realloc_if_needed: the line lives in LineReader's buffer without simdjson's padding.
+  if (auto err = dom_->parse(t.data(), t.size(), /*realloc_if_needed=*/true).get(doc); err != simdjson::SUCCESS) {
+    // Name the two kinds of bad input a user can fix (invalid UTF-8, nesting over simdjson's
+    // 1024 levels); everything else is plain malformed JSON.
+    if (err == simdjson::UTF8_ERROR) {
+      reject(line_.where(), "malformed JSON row (invalid UTF-8), skipped");
+    } else if (err == simdjson::DEPTH_ERROR) {
+      reject(line_.where(), "row nested too deeply, skipped");
+    } else {
+      reject_malformed(false);
     }
-    if (doc.get_object().get(row) != simdjson::SUCCESS) {
-      reject_malformed(true);
-      continue;
-    }
-    ++rows_;
-    if (opts_.unwrap && row.size() <= 3) {  // the envelope rule of unwrap_envelope
-      simdjson::dom::object inner;
-      if (row["event"].get_object().get(inner) == simdjson::SUCCESS && !row["timestamp"].error() &&
-          row["event_type"].error())
-        row = inner;
-    }
+    return false;
+  }
+  if (doc.get_object().get(row) != simdjson::SUCCESS) {
+    reject_malformed(true);
+    return false;
+  }
+  ++rows_;
+  if (opts_.unwrap && row.size() <= 3) {  // the envelope rule of unwrap_envelope
+    simdjson::dom::object inner;
+    if (row["event"].get_object().get(inner) == simdjson::SUCCESS && !row["timestamp"].error() &&
+        row["event_type"].error())
+      row = inner;
+  }
+  return true;
+}
+
+bool JsonlReader::next_dom(simdjson::dom::object& row, std::string* where) {
+  std::string_view text;
+  while (next_line(text)) {
+    if (!parse_line_dom(row)) continue;
     if (where) *where = line_.where();
     return true;
   }

@@ -51,6 +51,14 @@ class JsonlReader {
   /// unwrapped when enabled, with the same skipping, reporting and counting as next(Json&).
   /// `row` stays valid until the next call. `where` gets "file:line" when given.
   bool next_dom(simdjson::dom::object& row, std::string* where = nullptr);
+  /// The two halves of next_dom for a caller with its own fast parser: next_line() gives the next
+  /// non-blank line unparsed (valid until the next call; false at the end). Then either
+  /// accept_line() when the caller parsed it itself (counted as a row), or parse_line_dom() to
+  /// parse it exactly as next_dom would (same checks, reports, counting and envelope unwrapping;
+  /// false when the line was rejected and skipped).
+  bool next_line(std::string_view& text);
+  void accept_line() { ++rows_; }
+  bool parse_line_dom(simdjson::dom::object& row);
   /// The line of the last row returned (valid until the next call).
   const Line& line() const { return line_; }
 

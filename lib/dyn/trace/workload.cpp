@@ -2,6 +2,7 @@
 #include "dyn/trace/workload.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <map>
 #include <unordered_map>
@@ -136,6 +137,228 @@ bool parse_workload_object(const simdjson::dom::object& row, uint32_t block_size
     else if (!f[kWaitFor]->is_null())
       r.wait_for.push_back(id_string(*f[kWaitFor]));
   }
+  if (!r.hash_ids.empty() && !r.text_input) {
+    uint64_t n = r.hash_ids.size();
+    r.hash_ids_consistent = (n - 1) * block_size < r.input_length && r.input_length <= n * block_size;
+  }
+  return true;
+}
+
+namespace {
+
+// The line scanner of parse_workload_line_fast. Every helper returns false for anything outside
+// the subset (the caller then takes the simdjson path), never for an error of its own.
+struct Scan {
+  const char* p;
+  const char* e;
+  __attribute__((always_inline)) void ws() {
+    while (p < e && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) ++p;
+  }
+  bool digit() const { return p < e && *p >= '0' && *p <= '9'; }
+  // A string of printable ASCII without escapes (`"` already current).
+  bool plain_string(std::string_view& out) {
+    const char* b = ++p;
+    while (p < e) {
+      const unsigned char c = static_cast<unsigned char>(*p);
+      if (c == '"') {
+        out = std::string_view(b, static_cast<size_t>(p - b));
+        ++p;
+        return true;
+      }
+      if (c == '\\' || c < 0x20 || c >= 0x80) return false;
+      ++p;
+    }
+    return false;
+  }
+  // A JSON integer of 1..19 digits without a leading zero (below 2^64, so simdjson types it INT64
+  // or UINT64 with this value), not followed by a fraction or exponent. The hot loop: hash ids.
+  __attribute__((always_inline)) bool integer(uint64_t& u) {
+    const char* b = p;
+    uint64_t v = 0;
+    while (p < e) {
+      const unsigned d = static_cast<unsigned char>(*p) - unsigned{'0'};
+      if (d > 9) break;
+      v = v * 10 + d;
+      ++p;
+    }
+    const size_t n = static_cast<size_t>(p - b);
+    if (n == 0 || n > 19 || (n > 1 && *b == '0')) return false;
+    if (p < e && (*p == '.' || *p == 'e' || *p == 'E')) return false;
+    u = v;
+    return true;
+  }
+  // Any non-negative JSON number: `is_int` as for integer(), else a float parsed with correct
+  // rounding (as simdjson does); out of range (simdjson: a number error) -> slow path.
+  bool number(bool& is_int, uint64_t& u, double& d) {
+    const char* b = p;
+    if (integer(u)) {
+      d = static_cast<double>(u);
+      is_int = true;
+      return true;
+    }
+    p = b;
+    if (p >= e) return false;
+    if (*p == '0') ++p;
+    else if (*p >= '1' && *p <= '9') while (digit()) ++p;
+    else return false;
+    if (p < e && *p == '.') {
+      ++p;
+      if (!digit()) return false;
+      while (digit()) ++p;
+    }
+    if (p < e && (*p == 'e' || *p == 'E')) {
+      ++p;
+      if (p < e && (*p == '+' || *p == '-')) ++p;
+      if (!digit()) return false;
+      while (digit()) ++p;
+    }
+    if (p == b || (p - b > 1 && *b == '0' && b[1] != '.' && b[1] != 'e' && b[1] != 'E')) return false;
+    auto r = std::from_chars(b, p, d);
+    if (r.ec != std::errc() || r.ptr != p || !std::isfinite(d)) return false;
+    is_int = false;
+    return true;
+  }
+  bool literal(std::string_view word) {
+    if (static_cast<size_t>(e - p) < word.size() || std::string_view(p, word.size()) != word) return false;
+    p += word.size();
+    return true;
+  }
+};
+
+}  // namespace
+
+bool parse_workload_line_fast(std::string_view line, uint32_t block_size, WorkloadRow& r) {
+  struct Val {
+    char type = 0;  // 0 absent, 'n' null, 'b' bool, 'i' integer, 'f' float, 's' string, 'a' array
+    uint64_t u = 0;
+    double d = 0;
+    std::string_view str;
+  };
+  Val v[kKeyCount];
+  thread_local std::vector<uint64_t> ids;  // parse buffer, reused across rows
+  std::string where = std::move(r.where);
+  r = WorkloadRow{};
+  r.where = std::move(where);
+  Scan s{line.data(), line.data() + line.size()};
+  s.ws();
+  if (s.p >= s.e || *s.p != '{') return false;
+  ++s.p;
+  s.ws();
+  if (s.p < s.e && *s.p == '}') {
+    ++s.p;
+  } else {
+    for (;;) {
+      s.ws();
+      std::string_view key;
+      if (s.p >= s.e || *s.p != '"' || !s.plain_string(key)) return false;
+      s.ws();
+      if (s.p >= s.e || *s.p != ':') return false;
+      ++s.p;
+      s.ws();
+      int k = -1;
+      for (int i = 0; i < kKeyCount; ++i)
+        if (key == kKeyNames[i]) {
+          k = i;
+          break;
+        }
+      if (k == kWaitFor || key == "event_type" || key == "schema" || key == "headers" || key == "event") return false;
+      if (k >= 0 && v[k].type != 0) return false;  // duplicate: the slow path applies "last wins"
+      if (s.p >= s.e) return false;
+      Val x;
+      const char c = *s.p;
+      if (c == '"') {
+        if (!s.plain_string(x.str)) return false;
+        x.type = 's';
+      } else if (c == '[') {
+        if (k != kHashIds) return false;
+        ids.clear();
+        ++s.p;
+        s.ws();
+        if (s.p < s.e && *s.p == ']') {
+          ++s.p;
+        } else {
+          for (;;) {
+            s.ws();
+            uint64_t u = 0;
+            if (!s.integer(u)) return false;
+            ids.push_back(u);
+            s.ws();
+            if (s.p >= s.e) return false;
+            if (*s.p == ',') {
+              ++s.p;
+              continue;
+            }
+            if (*s.p != ']') return false;
+            ++s.p;
+            break;
+          }
+        }
+        r.hash_ids.assign(ids.begin(), ids.end());  // one exact allocation per row
+        x.type = 'a';
+      } else if (c == 'n') {
+        if (!s.literal("null")) return false;
+        x.type = 'n';
+      } else if (c == 't' || c == 'f') {
+        if (!s.literal(c == 't' ? "true" : "false")) return false;
+        x.type = 'b';
+      } else {
+        bool is_int = false;
+        if (!s.number(is_int, x.u, x.d)) return false;
+        x.type = is_int ? 'i' : 'f';
+      }
+      if (k >= 0) v[k] = x;
+      s.ws();
+      if (s.p >= s.e) return false;
+      if (*s.p == ',') {
+        ++s.p;
+        continue;
+      }
+      if (*s.p != '}') return false;
+      ++s.p;
+      break;
+    }
+  }
+  s.ws();
+  if (s.p != s.e) return false;
+
+  // The happy path of parse_workload_object, field by field; anything it would reject or treat
+  // specially goes to the slow path.
+  auto number = [&](Key k, std::optional<double>* out) {
+    const Val& x = v[k];
+    if (x.type == 0 || x.type == 'n') return true;
+    if (x.type != 'i' && x.type != 'f') return false;
+    *out = x.d;
+    return true;
+  };
+  auto count = [&](Key k, std::optional<uint64_t>* out) {
+    const Val& x = v[k];
+    if (x.type == 0 || x.type == 'n') return true;
+    if (x.type == 'i') return *out = x.u, true;
+    if (x.type == 'f' && x.d >= 0 && std::floor(x.d) == x.d && x.d < 1.8e19)
+      return *out = static_cast<uint64_t>(x.d), true;
+    return false;
+  };
+  auto id = [&](Key k, std::string* out) {
+    const Val& x = v[k];
+    if (x.type == 0 || x.type == 'n' || x.type == 'b') return true;  // id_string gives ""
+    if (x.type == 's') return out->assign(x.str), true;
+    if (x.type == 'i') return *out = std::to_string(x.u), true;
+    return false;
+  };
+  if (!number(kTimestamp, &r.timestamp_ms) || !number(kDelay, &r.delay_ms) || !number(kToolWait, &r.tool_wait_ms))
+    return false;
+  std::optional<uint64_t> in;
+  if (!count(kInputLength, &in) || !count(kOutputLength, &r.output_length)) return false;
+  if (v[kHashIds].type != 0 && v[kHashIds].type != 'a' && v[kHashIds].type != 'n') return false;
+  if (v[kTextInput].type == 's') r.text_input = std::string(v[kTextInput].str);
+  else if (v[kTextInput].type != 0 && v[kTextInput].type != 'n') return false;
+  if (in) r.input_length = *in;
+  else if (r.text_input) r.input_length = (r.text_input->size() + 3) / 4;
+  else return false;
+  if (!id(kSessionId, &r.session_id) || !id(kParentSessionId, &r.parent_session_id) || !id(kRequestId, &r.request_id))
+    return false;
+  if (v[kPriority].type == 'i') r.priority = static_cast<int64_t>(v[kPriority].u);
+  else if (v[kPriority].type == 'f' || v[kPriority].type == 's') return false;
   if (!r.hash_ids.empty() && !r.text_input) {
     uint64_t n = r.hash_ids.size();
     r.hash_ids_consistent = (n - 1) * block_size < r.input_length && r.input_length <= n * block_size;
@@ -297,16 +520,24 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
     w.errors.push_back(msg);
   };
   WorkloadRow r;
-  while (reader.next_dom(obj, &where)) {
-    if (!obj["event_type"].error() || !obj["schema"].error()) {  // is_trace_record: Dynamo records are rare
-      dynamo.emplace_back(io::to_json(obj), where);
-      continue;
-    }
-    std::string err;
+  std::string_view text;
+  while (reader.next_line(text)) {
+    where = reader.line().where();
     r.where = where;
-    if (!parse_workload_object(obj, w.block_size, r, &err)) {
-      report(where + ": " + err);
-      continue;
+    if (parse_workload_line_fast(text, w.block_size, r)) {
+      reader.accept_line();
+    } else {
+      if (!reader.parse_line_dom(obj)) continue;
+      if (!obj["event_type"].error() || !obj["schema"].error()) {  // is_trace_record: Dynamo records are rare
+        dynamo.emplace_back(io::to_json(obj), where);
+        continue;
+      }
+      std::string err;
+      r.where = where;
+      if (!parse_workload_object(obj, w.block_size, r, &err)) {
+        report(where + ": " + err);
+        continue;
+      }
     }
     if (!r.hash_ids_consistent) {
       uint64_t need = (r.input_length + w.block_size - 1) / w.block_size;

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dyn/base/json.h"
@@ -75,6 +76,20 @@ struct Workload {
 /// Thread-safe (no shared state).
 bool parse_workload_object(const simdjson::dom::object& row, uint32_t block_size, WorkloadRow& out,
                            std::string* error);
+
+/// The fast path of parse_workload_object for the common row shape, reading the JSONL line itself
+/// (no DOM tree): returns true with `out` filled exactly as simdjson + parse_workload_object would
+/// fill it (`out.where` kept), or false when the line is outside the subset it handles. The subset:
+/// one flat object; keys without escapes, no duplicate workload keys, none of "event_type",
+/// "schema", "headers", "event" (trace records, header rows, envelopes) or "wait_for"; values are
+/// non-negative JSON numbers (integers of at most 19 digits; floats parsed with correct rounding as
+/// simdjson does), arrays of such integers under "hash_ids" only, ASCII strings without escapes or
+/// control characters, null, true and false; and every field valid under SPEC 6.1. On false the
+/// caller parses the line with simdjson and calls parse_workload_object, which gives the same row
+/// or the precise error; `out` is then unspecified. It never accepts a line simdjson would reject.
+/// Why: on Mooncake traces the DOM tree and its walk cost several times the routing itself.
+/// Thread-safe (no shared state).
+bool parse_workload_line_fast(std::string_view line, uint32_t block_size, WorkloadRow& out);
 
 /// parse_workload_object for a row already parsed as Json (a convenience for tests and Json
 /// holders: it re-parses row.dump() with simdjson, so both accept exactly the same rows; slower).
