@@ -7,12 +7,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <queue>
 #include <unordered_map>
 
 #include "dyn/base/clock.h"
 #include "dyn/base/diag.h"
+#include "dyn/base/json_write.h"
 #include "dyn/io/jsonl.h"
 #include "dyn/io/line_reader.h"
 #include "dyn/kvevents/codec.h"
@@ -109,13 +111,25 @@ std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t 
   full = std::min<uint64_t>(full, covered / router_bs);
   seq.reserve(full);
   uint64_t prev = 0;
+  constexpr uint64_t kStart = 0x6479'6e2d'626c'6f63ull;  // arbitrary start for a block's piece chain
+  // A block's first piece hashes (kStart, id): when router blocks are smaller than id blocks, the
+  // blocks cut from one id share it, so it is computed once per id (same values, fewer hashes).
+  uint64_t memo_k = UINT64_MAX, memo_h = 0;
   for (uint64_t j = 0; j < full; ++j) {
     uint64_t lo = j * router_bs, hi = lo + router_bs;
-    uint64_t h = 0x6479'6e2d'626c'6f63ull;  // arbitrary start for a block's piece chain
+    uint64_t h = kStart;
     for (uint64_t t = lo; t < hi;) {
       uint64_t k = t / ids_bs;
       uint64_t end = std::min(hi, (k + 1) * ids_bs);
-      h = tokens::chain_hash(h, ids[k]);
+      if (t == lo) {
+        if (k != memo_k) {
+          memo_k = k;
+          memo_h = tokens::chain_hash(kStart, ids[k]);
+        }
+        h = memo_h;
+      } else {
+        h = tokens::chain_hash(h, ids[k]);
+      }
       h = tokens::chain_hash(h, ((t - k * ids_bs) << 32) | (end - k * ids_bs));
       t = end;
     }
@@ -132,7 +146,9 @@ namespace {
 
 struct Row {
   uint64_t index = 0;
-  std::string where;
+  const std::string* file = nullptr;  // "file:line" is formatted only when a diagnostic needs it
+  uint64_t line = 0;
+  std::string where() const { return io::Line{{}, file, line}.where(); }
   bool has_time = false;
   double arrival_ms = 0;
   uint64_t event_ms = 0;
@@ -156,7 +172,6 @@ struct Row {
   uint64_t kv_worker = 0;
   std::string kv_payload;
 };
-
 
 void json_string(std::string& s, std::string_view v) {
   s.push_back('"');
@@ -307,12 +322,9 @@ void parse_headers_row(const Json& row, Row& r) {
   if (auto v = j_u64(trace::find_path(row, "output_length"))) r.output_tokens = v;
 }
 
-// A Mooncake/agentic row -> Row, validated by the workload parser shared with dyn-replay
-// (trace::parse_workload_object). A rejected row keeps the fields read before the bad one.
-void parse_mooncake(const simdjson::dom::object& obj, Row& r, uint32_t ids_bs, trace::WorkloadRow& w) {
-  std::string err;
-  w.where.clear();
-  bool ok = trace::parse_workload_object(obj, ids_bs, w, &err);
+// A Mooncake/agentic row already parsed into `w` (ok) or rejected with `err` -> Row. A rejected
+// row keeps the fields read before the bad one.
+void row_from_workload(bool ok, std::string& err, trace::WorkloadRow& w, Row& r, uint32_t ids_bs) {
   if (w.timestamp_ms) {
     r.arrival_ms = *w.timestamp_ms;
     r.has_time = true;
@@ -341,100 +353,60 @@ void parse_mooncake(const simdjson::dom::object& obj, Row& r, uint32_t ids_bs, t
   r.request_id = std::move(w.request_id);
 }
 
+// A Mooncake/agentic row -> Row, validated by the workload parser shared with dyn-replay
+// (trace::parse_workload_object).
+void parse_mooncake(const simdjson::dom::object& obj, Row& r, uint32_t ids_bs, trace::WorkloadRow& w) {
+  std::string err;
+  w.where.clear();
+  bool ok = trace::parse_workload_object(obj, ids_bs, w, &err);
+  row_from_workload(ok, err, w, r, ids_bs);
+}
+
+// agent_context as AgentContext::to_json().dump() writes it, without building the Json object.
+void append_context(std::string& s, const session::AgentContext& c) {
+  s += R"({"session_id":)";
+  append_json_string(s, c.session_id);
+  if (!c.parent_session_id.empty()) {
+    s += R"(,"parent_session_id":)";
+    append_json_string(s, c.parent_session_id);
+  }
+  if (c.session_final) s += *c.session_final ? R"(,"session_final":true)" : R"(,"session_final":false)";
+  if (c.compaction) {
+    s += R"(,"compaction":)";
+    s += c.compaction->dump();
+  }
+  s += '}';
+}
+
+// Rows are routed in arrival order through a window of this many rows: input out of order by
+// less than that (Dynamo request_end rows are written at each request's end, so they arrive
+// shuffled by up to the number of requests in flight) is sorted exactly as a full sort would;
+// a row later than that gets dyn.error. Memory stays bounded by the window however long the input.
+constexpr size_t kReorderWindow = 16384;
+
 }  // namespace
 
 int decide(const DecideOptions& o, io::Output& out) {
   if (o.workers == 0) throw Fatal(kExitUsage, "--workers must be at least 1");
   const uint32_t mooncake_bs = o.workload_block_size ? o.workload_block_size : 512;
 
-  // 1. Read every row (the router needs the block size before hashing, and rows may need sorting).
-  std::vector<Row> rows;
+  // Rows stream through a reorder window (kReorderWindow) into the router: memory holds the
+  // window, the router's index and bindings and the requests in flight, never the whole input.
   io::JsonlReader reader(o.inputs);
   simdjson::dom::object obj;
   trace::WorkloadRow scratch;  // reused: its buffers are moved into the Row
   uint64_t skipped = 0, rejected = 0, untimed = 0;
   uint64_t index = 0;
-  while (reader.next_dom(obj)) {
-    Row r;
-    r.index = index;
-    r.where = reader.line().where();
-    if (!obj["kv_event"].error()) {
-      parse_kv_event_row(io::to_json(obj), r);
-      rows.push_back(std::move(r));
-      continue;
-    }
-    bool is_trace = !obj["event_type"].error() || !obj["schema"].error();
-    if (is_trace || !obj["headers"].error()) {
-      Json rec = io::to_json(obj);  // trace records and header rows are rare: Json-based parsing
-      if (is_trace) {
-        std::string why;
-        if (!parse_dynamo(rec, r, &why)) {
-          ++skipped;
-          continue;
-        }
-      } else {
-        parse_headers_row(rec, r);
-      }
-    } else {
-      parse_mooncake(obj, r, mooncake_bs, scratch);
-    }
-    ++index;
-    rows.push_back(std::move(r));
-  }
-  reader.summarize();
-  if (skipped)
-    diag::note(fmt::format("{} trace row{} that are not request_end skipped", skipped, skipped == 1 ? "" : "s"));
+  double last = 0;  // arrival of the previous row in input order (rows without a timestamp take it)
+  bool reordered = false;
+  std::deque<Row> window;  // sorted by arrival, stable (input order among equal arrivals)
 
-  // Rows without a timestamp arrive with the row before them (closed-loop delays are replay's job).
-  double last = 0;
-  for (auto& r : rows) {
-    if (!r.has_time) {
-      r.arrival_ms = last;
-      ++untimed;
-    }
-    last = r.arrival_ms;
-  }
-  if (untimed)
-    diag::note(fmt::format("{} row{} without a timestamp routed at the previous row's arrival time",
-                           untimed, untimed == 1 ? "" : "s"));
-  if (!std::is_sorted(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.arrival_ms < b.arrival_ms; })) {
-    std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) { return a.arrival_ms < b.arrival_ms; });
-    diag::note("rows were not in arrival order; routed (and written) sorted by arrival, stably");
-  }
-
-  // 2. Block size: adopt the input's when the router's was not given; re-block loudly otherwise.
+  // The router is built when the first row is routed: without --kv-cache-block-size it adopts the
+  // block size of the earliest row (in arrival order) that carries ids, among the rows read so far.
   RouterConfig cfg = o.router;
-  if (!o.router_block_size_given) {
-    for (auto& r : rows)
-      if (r.ids_bs) {
-        cfg.block_size = r.ids_bs;
-        break;
-      }
-  }
-  std::map<uint32_t, std::string> mismatched;
-  for (auto& r : rows)
-    if (r.ids_bs && r.ids_bs != cfg.block_size && !mismatched.count(r.ids_bs)) mismatched[r.ids_bs] = r.where;
-  for (auto& [bs, where] : mismatched)
-    diag::warning(where, fmt::format("router block size {} (--kv-cache-block-size) differs from the input's block "
-                                     "size {}: re-blocking hash ids to {}-token blocks so prefixes still match; "
-                                     "use --kv-cache-block-size {} to route on the input's own blocks",
-                                     cfg.block_size, bs, cfg.block_size, bs));
-  for (auto& r : rows) {
-    if (r.from_tokens) {
-      r.seq = tokens::sequence_hashes(tokens::block_hashes(r.toks, cfg.block_size));
-      r.toks = {};
-    } else if (r.ids_bs) {
-      r.seq = sequence_from_ids(r.ids, r.ids_bs, r.ids_are_sequence, r.tokens, cfg.block_size);
-      r.ids = {};
-    }
-  }
-
-  // 3. Route on a virtual clock; requests end at their recorded or estimated end.
-  FakeClock clock;
-  Router router(cfg, clock);
-  for (uint32_t w = 0; w < o.workers; ++w) {
-    if (auto e = router.add_worker(WorkerSpec{w, 0, 0})) throw Fatal(e->exit_code, e->message);
-  }
+  std::optional<FakeClock> clock_store;
+  std::optional<Router> router_store;
+  std::map<uint32_t, bool> warned;  // input block sizes that differ from the router's (warned once)
   const double kv_tokens = static_cast<double>(o.end_model.kv_blocks) * o.end_model.block_size;
   std::vector<uint64_t> active_tokens(o.workers, 0);
   struct Live {
@@ -448,14 +420,54 @@ int decide(const DecideOptions& o, io::Output& out) {
   std::priority_queue<End, std::vector<End>, std::greater<>> ends;
   uint64_t order = 0;
   std::unordered_map<std::string, uint64_t> turns;
-
   // Event-fed index: each worker's recorded batches go through the same translation as in
   // dyn-route serve, so the same stream gives the same index and the same placements.
-  std::vector<kvevents::Translator> translators(o.workers, kvevents::Translator(cfg.block_size));
+  std::vector<kvevents::Translator> translators;
   uint64_t kv_rows = 0;
+  bool any_routed = false;
+  double routed_arrival = 0;  // arrival of the last row routed
+
   std::string s;
   s.reserve(4096);
-  for (auto& r : rows) {
+  auto start_router = [&] {
+    if (!o.router_block_size_given) {
+      for (auto& r : window)
+        if (r.ids_bs) {
+          cfg.block_size = r.ids_bs;
+          break;
+        }
+    }
+    translators.assign(o.workers, kvevents::Translator(cfg.block_size));
+    FakeClock& clock = clock_store.emplace();
+    Router& router = router_store.emplace(cfg, clock);
+    for (uint32_t w = 0; w < o.workers; ++w) {
+      if (auto e = router.add_worker(WorkerSpec{w, 0, 0})) throw Fatal(e->exit_code, e->message);
+    }
+  };
+  auto route = [&](Row& r) {
+    if (!router_store) start_router();
+    FakeClock& clock = *clock_store;
+    Router& router = *router_store;
+    if (any_routed && r.arrival_ms < routed_arrival && !r.error)
+      r.error = Error{fmt::format("row arrives at {} ms, before rows already routed (at {} ms): the input is more "
+                                  "than {} rows out of arrival order; sort it by arrival first",
+                                  r.arrival_ms, routed_arrival, kReorderWindow),
+                      kExitBadData};
+    any_routed = true;
+    routed_arrival = std::max(routed_arrival, r.arrival_ms);
+    if (r.ids_bs && r.ids_bs != cfg.block_size && warned.emplace(r.ids_bs, true).second)
+      diag::warning(r.where(), fmt::format("router block size {} (--kv-cache-block-size) differs from the input's block "
+                                           "size {}: re-blocking hash ids to {}-token blocks so prefixes still match; "
+                                           "use --kv-cache-block-size {} to route on the input's own blocks",
+                                           cfg.block_size, r.ids_bs, cfg.block_size, r.ids_bs));
+    if (r.from_tokens) {
+      r.seq = tokens::sequence_hashes(tokens::block_hashes(r.toks, cfg.block_size));
+      r.toks = {};
+    } else if (r.ids_bs) {
+      r.seq = sequence_from_ids(r.ids, r.ids_bs, r.ids_are_sequence, r.tokens, cfg.block_size);
+      r.ids = {};
+    }
+
     while (!ends.empty() && std::get<0>(ends.top()) <= r.arrival_ms) {
       auto [end, ord, slot] = ends.top();
       ends.pop();
@@ -478,15 +490,15 @@ int decide(const DecideOptions& o, io::Output& out) {
       }
       if (r.error) {
         ++rejected;
-        diag::error(r.where, r.error->message);
-        continue;
+        diag::error(r.where(), r.error->message);
+        return;
       }
       std::vector<kvevents::IndexUpdate> ups;
       for (const auto& e : batch->events) {
         if (const auto* st = std::get_if<kvevents::BlockStored>(&e); st && st->block_size != cfg.block_size)
-          diag::warning(r.where, fmt::format("BlockStored block size {} differs from the router's {}", st->block_size,
-                                             cfg.block_size));
-        if (auto err = translators[r.kv_worker].translate(e, ups)) diag::warning(r.where, err->message + " (event skipped)");
+          diag::warning(r.where(), fmt::format("BlockStored block size {} differs from the router's {}", st->block_size,
+                                               cfg.block_size));
+        if (auto err = translators[r.kv_worker].translate(e, ups)) diag::warning(r.where(), err->message + " (event skipped)");
       }
       for (auto& u : ups) {
         KvEvent ke;
@@ -496,7 +508,7 @@ int decide(const DecideOptions& o, io::Output& out) {
         ke.block_hashes = std::move(u.sequence_hashes);
         router.apply_kv_event(r.kv_worker, ke);
       }
-      continue;
+      return;
     }
     if (r.request_id.empty()) {
       if (r.ctx) r.request_id = fmt::format(FMT_COMPILE("{}:{}"), r.ctx->session_id, turns[r.ctx->session_id]++);
@@ -520,7 +532,7 @@ int decide(const DecideOptions& o, io::Output& out) {
     }
     if (r.error) {
       ++rejected;
-      diag::error(r.where, r.error->message);
+      diag::error(r.where(), r.error->message);
     }
 
     s.clear();
@@ -530,7 +542,7 @@ int decide(const DecideOptions& o, io::Output& out) {
                    event_ms);
     if (r.ctx) {
       s += R"(,"agent_context":)";
-      s += r.ctx->to_json().dump();
+      append_context(s, *r.ctx);
     }
     s += R"(,"request":{"request_id":)";
     json_string(s, r.request_id);
@@ -584,12 +596,72 @@ int decide(const DecideOptions& o, io::Output& out) {
       s += "}}}";
     }
     out.line(s);
+  };
+
+  std::string_view text;
+  while (reader.next_line(text)) {
+    Row r;
+    r.index = index;
+    r.file = reader.line().file;
+    r.line = reader.line().number;
+    if (trace::parse_workload_line_fast(text, mooncake_bs, scratch)) {  // the common Mooncake row
+      reader.accept_line();
+      std::string none;
+      row_from_workload(true, none, scratch, r, mooncake_bs);
+    } else {
+      if (!reader.parse_line_dom(obj)) continue;
+      bool is_trace = !obj["event_type"].error() || !obj["schema"].error();
+      if (!obj["kv_event"].error()) {
+        parse_kv_event_row(io::to_json(obj), r);  // not counted in `index` (row-N request ids)
+      } else if (is_trace || !obj["headers"].error()) {
+        Json rec = io::to_json(obj);  // trace records and header rows are rare: Json-based parsing
+        if (is_trace) {
+          std::string why;
+          if (!parse_dynamo(rec, r, &why)) {
+            ++skipped;
+            continue;
+          }
+        } else {
+          parse_headers_row(rec, r);
+        }
+      } else {
+        parse_mooncake(obj, r, mooncake_bs, scratch);
+      }
+    }
+    if (!r.kv) ++index;
+    // Rows without a timestamp arrive with the row before them (closed-loop delays are replay's job).
+    if (!r.has_time) {
+      r.arrival_ms = last;
+      ++untimed;
+    }
+    last = r.arrival_ms;
+    // Stable insertion by arrival; in-order input appends at the back in O(1).
+    auto pos = window.end();
+    while (pos != window.begin() && std::prev(pos)->arrival_ms > r.arrival_ms) --pos;
+    if (pos != window.end()) reordered = true;
+    window.insert(pos, std::move(r));
+    if (window.size() > kReorderWindow) {
+      route(window.front());
+      window.pop_front();
+    }
   }
+  while (!window.empty()) {
+    route(window.front());
+    window.pop_front();
+  }
+  reader.summarize();
+  if (skipped)
+    diag::note(fmt::format("{} trace row{} that are not request_end skipped", skipped, skipped == 1 ? "" : "s"));
+  if (untimed)
+    diag::note(fmt::format("{} row{} without a timestamp routed at the previous row's arrival time",
+                           untimed, untimed == 1 ? "" : "s"));
+  if (reordered) diag::note("rows were not in arrival order; routed (and written) sorted by arrival, stably");
+
   // Release in end order so the router's state unwinds like time would.
   while (!ends.empty()) {
     auto [end, ord, slot] = ends.top();
     ends.pop();
-    clock.set(std::max(clock.now_ms(), end));
+    clock_store->set(std::max(clock_store->now_ms(), end));
     live[slot].p.finish();
   }
   if (cfg.kv_events && kv_rows == 0)
