@@ -71,17 +71,22 @@ bool Engine::ensure_blocks(Seq& s, uint64_t new_computed) {
   if (target_hashed <= s.held_hashed && target_private == s.held_private) return true;
   // Count what is missing and what would be reactivated (no longer evictable).
   missing_.clear();
+  present_.clear();
   uint64_t reactivated = 0;
   for (size_t i = s.held_hashed; i < target_hashed; ++i) {
-    uint64_t h = s.spec.block_hashes[i];
-    if (!pool_.contains(h)) missing_.push_back(i);
-    else if (pool_.is_inactive(h)) ++reactivated;
+    const uint32_t slot = pool_.slot_of(s.spec.block_hashes[i]);  // one lookup per block
+    if (slot == KvPool::kAbsent) {
+      missing_.push_back(i);
+    } else {
+      if (pool_.slot_inactive(slot)) ++reactivated;
+      present_.push_back(slot);
+    }
   }
   const int64_t private_delta = static_cast<int64_t>(target_private) - static_cast<int64_t>(s.held_private);
   const int64_t need = static_cast<int64_t>(missing_.size()) + private_delta;
   if (need > 0 && static_cast<uint64_t>(need) + reactivated > pool_.available()) return false;
   // Protect present blocks from eviction first, then make room, then insert the new ones.
-  for (size_t i = s.held_hashed; i < target_hashed; ++i) pool_.acquire(s.spec.block_hashes[i]);
+  for (uint32_t slot : present_) pool_.acquire_slot(slot);  // no pool change since the lookups
   if (private_delta < 0) pool_.free_private(static_cast<uint64_t>(-private_delta));
   const uint64_t grow = missing_.size() + static_cast<uint64_t>(std::max<int64_t>(private_delta, 0));
   pool_.make_room(grow);

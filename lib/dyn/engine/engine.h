@@ -132,6 +132,7 @@ class Engine {
   };
   std::vector<Planned> plan_;
   std::vector<uint64_t> missing_;
+  std::vector<uint32_t> present_;  // ensure_blocks scratch: pool slots of the present blocks
   EngineStats counters_;
 };
 

@@ -62,13 +62,17 @@ bool KvPool::is_inactive(uint64_t hash) const {
 bool KvPool::acquire(uint64_t hash) {
   uint32_t e = find_slot(hash);
   if (e == kNil) return false;
+  acquire_slot(e);
+  return true;
+}
+
+void KvPool::acquire_slot(uint32_t e) {
   if (slab_[e].refs == 0) {
     lru_unlink(e);
     --inactive_count_;
     ++active_hashed_;
   }
   ++slab_[e].refs;
-  return true;
 }
 
 bool KvPool::make_room(uint64_t n) {

@@ -53,6 +53,13 @@ class KvPool {
   /// Takes one more reference on a present block (reactivating an inactive one). False when
   /// the hash is absent.
   bool acquire(uint64_t hash);
+  /// One lookup instead of contains() + is_inactive() + acquire() on a hot path: the block's
+  /// slot (kAbsent when not present), whether that slot is inactive, and acquire() by slot. A
+  /// slot stays valid until the pool is next changed (insert, release, eviction).
+  static constexpr uint32_t kAbsent = UINT32_MAX;
+  uint32_t slot_of(uint64_t hash) const { return find_slot(hash); }
+  bool slot_inactive(uint32_t slot) const { return slab_[slot].refs == 0; }
+  void acquire_slot(uint32_t slot);
   /// Evicts inactive blocks (LRU first) until free() >= n. False, evicting nothing, when
   /// available() < n.
   bool make_room(uint64_t n);
