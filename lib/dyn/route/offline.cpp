@@ -112,6 +112,21 @@ std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t 
   seq.reserve(full);
   uint64_t prev = 0;
   constexpr uint64_t kStart = 0x6479'6e2d'626c'6f63ull;  // arbitrary start for a block's piece chain
+  if (ids_bs % router_bs == 0) {
+    // Router blocks nest in id blocks (the simulator's 64 in Mooncake's 512): block j is the one
+    // piece (id k, tokens [off, off + router_bs) of it), hashed exactly as the general loop below
+    // does, with the (kStart, id) hash computed once per id.
+    const uint64_t per = ids_bs / router_bs;
+    uint64_t h_id = 0;
+    for (uint64_t j = 0; j < full; ++j) {
+      const uint64_t k = j / per, off = (j - k * per) * router_bs;
+      if (off == 0 || j == 0) h_id = tokens::chain_hash(kStart, ids[k]);
+      const uint64_t h = tokens::chain_hash(h_id, (off << 32) | (off + router_bs));
+      prev = j == 0 ? h : tokens::chain_hash(prev, h);
+      seq.push_back(prev);
+    }
+    return seq;
+  }
   // A block's first piece hashes (kStart, id): when router blocks are smaller than id blocks, the
   // blocks cut from one id share it, so it is computed once per id (same values, fewer hashes).
   uint64_t memo_k = UINT64_MAX, memo_h = 0;
