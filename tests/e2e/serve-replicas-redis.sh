@@ -4,7 +4,8 @@
 # 1. Without the store each replica binds on its own: dyn-bind check over the merged traces of all
 #    three replicas finds violations.
 # 2. With the store: zero violations; every replica and dyn-bind live show the same shared table;
-#    a store value naming an unknown worker URL is ignored with one warning and overwritten.
+#    subagents of one parent share one worker across replicas (the parent group binding); a store
+#    value naming an unknown worker URL is ignored with one warning and overwritten.
 # 3. Redis is killed (SIGKILL) mid-batch: zero failed requests; each replica reports the outage
 #    once (stderr and /metrics) and falls back to its local table.
 # 4. Redis restarts on the same port: each replica says so once and sessions created afterwards
@@ -101,6 +102,16 @@ dyn-bind live --url "$r2_url" --format jsonl | jq -s -r '"dyn-bind live on repli
 # The same session id listed by two replicas names one worker.
 diff <(curl -s "$r0_url/v1/bindings" | jq -c '[.bindings[] | [.key, .worker_url]]') \
      <(curl -s "$r1_url/v1/bindings" | jq -c '[.bindings[] | [.key, .worker_url]]') && echo "replicas 0 and 1 list the same bindings"
+echo "-- a parent group: three subagents of one parent, each on another replica, share one worker"
+for i in 0 1 2; do
+  u="r${i}_url"
+  curl -sS -o /dev/null -D "sub$i.hdr" -H "x-session-id: sub-$i" -H "x-parent-session-id: root-1" \
+    -H 'content-type: application/json' "${!u}/v1/chat/completions" \
+    -d '{"model": "mock-model", "max_tokens": 4, "messages": [{"role": "user", "content": "subagent task"}]}'
+done
+echo "workers used by the group: $(tr -d '\r' <<<"$(cat sub*.hdr)" | awk -F': ' 'tolower($1) == "x-dyn-worker" {print $2}' | sort -u | wc -l)"
+echo "parent key in redis: $(redis-cli -p "$rd_port" exists dyn:bind:parent:root-1)"
+curl -s "$r1_url/v1/bindings" | jq -c '.bindings[] | select(.kind == "parent_group") | [.parent_session_id, .state]'
 echo "-- bad data: a binding to a worker no replica has"
 redis-cli -p "$rd_port" set dyn:bind:session:bad-1 http://127.0.0.1:9/gone px 300000 >/dev/null
 : >status-bad.txt

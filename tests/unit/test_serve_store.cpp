@@ -113,9 +113,10 @@ RouterConfig affinity_cfg(AffinityMode mode = AffinityMode::kHard) {
 struct Replica {
   Router router;
   SharedBindings shared;
-  Replica(Hub& hub, const Clock& clock, AffinityMode mode = AffinityMode::kHard)
-      : router(affinity_cfg(mode), clock), shared(router, std::make_unique<FakeStore>(hub), kUrls, clock) {
-    for (uint64_t i = 0; i < kUrls.size(); ++i) REQUIRE_FALSE(router.add_worker(WorkerSpec{i, 0, 0}));
+  Replica(Hub& hub, const Clock& clock, AffinityMode mode = AffinityMode::kHard,
+          const std::vector<std::string>& urls = kUrls)
+      : router(affinity_cfg(mode), clock), shared(router, std::make_unique<FakeStore>(hub), urls, clock) {
+    for (uint64_t i = 0; i < urls.size(); ++i) REQUIRE_FALSE(router.add_worker(WorkerSpec{i, 0, 0}));
   }
   /// One whole turn: placed, committed, finished. Returns the worker.
   uint64_t turn(const std::string& session, const std::string& parent = "") {
@@ -288,4 +289,15 @@ TEST_CASE("hard invalidation and soft rebinds are visible to the other replica")
     CHECK(hub.kv.at("session:s") == "http://w1");
     CHECK(a.turn("s") == 1);  // a's copy was dropped by the notification
   }
+}
+
+TEST_CASE("workers are named by URL: replicas may list them in different orders") {
+  FakeClock clock;
+  Hub hub;
+  Replica a(hub, clock), b(hub, clock, AffinityMode::kHard, {"http://w1", "http://w0"});
+  CHECK(a.turn("s") == 0);  // http://w0 is a's worker 0 ...
+  CHECK(hub.kv.at("session:s") == "http://w0");
+  CHECK(b.turn("s") == 1);  // ... and b's worker 1
+  CHECK(b.turn("t") == 0);  // b's worker 0 is http://w1
+  CHECK(a.turn("t") == 1);
 }

@@ -89,7 +89,7 @@ class BindingStore {
 /// Redis through hiredis: keys "dyn:bind:session:<id>" and "dyn:bind:parent:<id>" in database DB
 /// holding the worker URL with a PX TTL; claim = SET NX PX, compare-and-set and delete-if-equal
 /// as Lua scripts (atomic on the server), changes published on channel "dyn:bind:changed:<DB>".
-/// Calls use a small pool of connections (200 ms connect and command timeouts); one thread sends
+/// Calls use a small pool of connections (1 s connect and command timeouts); one thread sends
 /// queued TTL refreshes and deletes pipelined, another subscribes to the channel and probes the
 /// server every 500 ms while it is down. An outage is reported once on stderr (and its end).
 /// `ttl_ms` is the affinity TTL (the lease refresher's period is a third of it).

@@ -83,7 +83,12 @@ constexpr const char* kRemoveIf =
     "return 0";
 
 constexpr const char* kPrefix = "dyn:bind:";
-constexpr int kTimeoutMs = 200;
+// A dead Redis is noticed at once (connection refused or closed); the timeout only bounds a hung
+// or starved one. 200 ms proved too short on a loaded machine (scheduling delays counted as
+// outages, and every outage costs strictness), so a hung Redis costs the calls in flight up to
+// 1 s once; after that the store is down and requests skip it until the probe succeeds.
+constexpr int kTimeoutMs = 1000;
+constexpr int kPollMs = 200;   // the subscriber's wake-up period (stop requests, outage flags)
 constexpr int kProbeMs = 500;
 
 struct ReplyFree {
@@ -246,7 +251,7 @@ class RedisStore final : public BindingStore {
 
   /// A connected context (timeouts set, DB selected) or nullptr with *err set.
   redisContext* connect(std::string* err) {
-    timeval tv{0, kTimeoutMs * 1000};
+    timeval tv{kTimeoutMs / 1000, (kTimeoutMs % 1000) * 1000};  // tv_usec must stay below 1e6
     redisContext* c = redisConnectWithTimeout(url_.host.c_str(), url_.port, tv);
     if (!c) {
       *err = "cannot allocate a connection";
@@ -450,7 +455,7 @@ class RedisStore final : public BindingStore {
       notify_changed("", "");  // notifications sent before this subscription were missed
       while (!stopping() && up_.load()) {
         pollfd p{c->fd, POLLIN, 0};
-        int n = ::poll(&p, 1, kTimeoutMs);
+        int n = ::poll(&p, 1, kPollMs);
         if (n == 0) continue;
         if (n < 0 || redisBufferRead(c) != REDIS_OK) {
           report_down(c->err ? c->errstr : "subscription lost");
