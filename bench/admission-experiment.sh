@@ -44,39 +44,39 @@ sim() {  # sim NAME [extra flags]: one simulated run -> $tmp/NAME.jsonl (+ the s
 sim baseline --admission none
 sim admission --admission thunderagent
 
-# Metrics from the request_end rows (SPEC 7 definitions; percentiles by linear interpolation).
+# Metrics from the request_end rows (SPEC 7 definitions; percentiles by linear interpolation),
+# computed in one pass in Python: a jq reduction over a growing "seen" object took minutes.
 metrics() {
-  jq -s '
-    def pct(q): sort as $s | ($s | length) as $n
-      | if $n == 0 then null else (($n - 1) * q / 100) as $p | ($p | floor) as $i
-        | if $i + 1 < $n then $s[$i] + ($s[$i + 1] - $s[$i]) * ($p - $i) else $s[$i] end end;
-    [.[] | select(.event_type == "request_end" and .dyn.status == "ok")] as $r
-    | ($r | map(.request.request_received_ms) | min) as $t0
-    | ($r | map(.event_time_unix_ms) | max) as $t1
-    | (($t1 - $t0) / 1000) as $dur
-    # re-prefilled: leading blocks already seen earlier in the run (infinite-cache prefix) minus
-    # what the worker actually had cached
-    | ($r | sort_by(.request.request_received_ms, .request.request_id)
-       | reduce .[] as $x ({seen: {}, re: 0};
-           ($x.dyn.block_size) as $bs
-           | ([$x.dyn.hash_ids[] | tostring]) as $ids
-           | (first(range(0; $ids | length) as $k | select(.seen[$ids[$k]] | not) | $k) // ($ids | length)) as $lead
-           | ([$lead * $bs, $x.request.input_tokens] | min) as $known
-           | .re += ([0, $known - $x.request.cached_tokens] | max)
-           | reduce $ids[] as $h (.; .seen[$h] = true))
-       | .re) as $re
-    | {
-        requests: ($r | length),
-        sim_s: $dur,
-        req_per_s: (($r | length) / $dur),
-        out_tok_per_s: (($r | map(.request.output_tokens) | add) / $dur),
-        p90_ttft_ms: ($r | map(.request.ttft_ms) | pct(90)),
-        p50_ttft_ms: ($r | map(.request.ttft_ms) | pct(50)),
-        hit_pct: (100 * ($r | map(.request.cached_tokens) | add) / ($r | map(.request.input_tokens) | add)),
-        reprefill_tokens: $re,
-        paused_requests: ($r | map(select((.dyn.pause_ms // 0) > 0)) | length),
-        pause_s_total: (($r | map(.dyn.pause_ms // 0) | add) / 1000)
-      }' "$1"
+  python3 - "$1" <<'PY'
+import json, math, sys
+rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+r = [x for x in rows if x.get("event_type") == "request_end" and x.get("dyn", {}).get("status") == "ok"]
+def pct(vals, q):
+    s = sorted(vals); n = len(s)
+    if n == 0: return None
+    p = (n - 1) * q / 100; i = math.floor(p)
+    return s[i] + (s[i + 1] - s[i]) * (p - i) if i + 1 < n else s[i]
+t0 = min(x["request"]["request_received_ms"] for x in r)
+t1 = max(x["event_time_unix_ms"] for x in r)
+dur = (t1 - t0) / 1000
+# re-prefilled: leading blocks already seen earlier in the run (infinite-cache prefix) minus what
+# the worker actually had cached
+seen, re = set(), 0
+for x in sorted(r, key=lambda x: (x["request"]["request_received_ms"], x["request"]["request_id"])):
+    bs = x["dyn"].get("block_size", 0); ids = [str(h) for h in x["dyn"].get("hash_ids", [])]
+    lead = next((k for k, h in enumerate(ids) if h not in seen), len(ids))
+    known = min(lead * bs, x["request"]["input_tokens"])
+    re += max(0, known - x["request"]["cached_tokens"])
+    seen.update(ids)
+pause = [x["dyn"].get("pause_ms", 0) or 0 for x in r]
+print(json.dumps({
+    "requests": len(r), "sim_s": dur, "req_per_s": len(r) / dur,
+    "out_tok_per_s": sum(x["request"]["output_tokens"] for x in r) / dur,
+    "p90_ttft_ms": pct([x["request"]["ttft_ms"] for x in r], 90),
+    "p50_ttft_ms": pct([x["request"]["ttft_ms"] for x in r], 50),
+    "hit_pct": 100 * sum(x["request"]["cached_tokens"] for x in r) / sum(x["request"]["input_tokens"] for x in r),
+    "reprefill_tokens": re, "paused_requests": sum(1 for p in pause if p > 0), "pause_s_total": sum(pause) / 1000}))
+PY
 }
 metrics "$tmp/baseline.jsonl" > "$tmp/baseline.metrics"
 metrics "$tmp/admission.jsonl" > "$tmp/admission.metrics"
@@ -99,8 +99,9 @@ b_rps=$(jq .req_per_s "$tmp/baseline.metrics"); a_rps=$(jq .req_per_s "$tmp/admi
 b_tps=$(jq .out_tok_per_s "$tmp/baseline.metrics"); a_tps=$(jq .out_tok_per_s "$tmp/admission.metrics")
 b_p90=$(jq .p90_ttft_ms "$tmp/baseline.metrics"); a_p90=$(jq .p90_ttft_ms "$tmp/admission.metrics")
 echo
-printf 'throughput ratio (requests):      %.3fx (goal >= 1.12)\n' "$(echo "$a_rps / $b_rps" | bc -l)"
-printf 'throughput ratio (output tokens): %.3fx (goal >= 1.12)\n' "$(echo "$a_tps / $b_tps" | bc -l)"
-printf 'p90 TTFT ratio:                   %.3fx (goal < 1)\n' "$(echo "$a_p90 / $b_p90" | bc -l)"
+mark() { awk -v v="$1" -v g="$2" -v op="$3" 'BEGIN { ok = (op == "ge") ? v >= g : v < g; print ok ? "PASS" : "MISS" }'; }
+r=$(echo "$a_rps / $b_rps" | bc -l); printf 'throughput ratio (requests):      %.3fx (goal >= 1.12): %s\n' "$r" "$(mark "$r" 1.12 ge)"
+r=$(echo "$a_tps / $b_tps" | bc -l); printf 'throughput ratio (output tokens): %.3fx (goal >= 1.12): %s\n' "$r" "$(mark "$r" 1.12 ge)"
+r=$(echo "$a_p90 / $b_p90" | bc -l); printf 'p90 TTFT ratio:                   %.3fx (goal < 1): %s\n' "$r" "$(mark "$r" 1 lt)"
 sed 's/^/baseline:  /' "$tmp/baseline.note"
 sed 's/^/admission: /' "$tmp/admission.note"
