@@ -148,6 +148,120 @@ TEST_CASE("tool calls, Anthropic and Responses streams") {
   CHECK(resp.facts().tool_calls[0].id == "call_9");
 }
 
+TEST_CASE("case 27: a final message_delta with input_tokens 0 or none keeps message_start's count") {
+  std::string dir = std::string(DYN_SOURCE_DIR) + "/tests/fixtures/cases/27-anthropic-delta-input-zero/";
+  for (const char* v : {"A", "B", "C"}) {
+    CAPTURE(v);
+    ResponseTap tap(Api::kMessages, false);
+    std::string in = slurp(dir + "stream-" + v + ".sse");
+    REQUIRE_FALSE(in.empty());
+    std::vector<std::string> reads;
+    for (size_t i = 0; i < in.size(); i += 7) reads.push_back(in.substr(i, 7));  // split anywhere
+    CHECK(feed(tap, reads) == in);  // byte for byte
+    CHECK(tap.facts().input_tokens == std::optional<uint64_t>(25));
+    CHECK(tap.facts().output_tokens == std::optional<uint64_t>(12));  // cumulative, not 1 + 12
+    CHECK(tap.facts().terminal_event);
+    CHECK(stream_end(Api::kMessages, tap.facts()).complete);
+    CHECK(stream_end(Api::kMessages, tap.facts()).warning.empty());
+  }
+  // The same rule for the other APIs: a later, smaller count never replaces a larger one.
+  ResponseTap chat(Api::kChat, false);
+  feed(chat, {"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":1}}\n\n"
+              "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n"});
+  CHECK(chat.facts().input_tokens == std::optional<uint64_t>(40));
+  CHECK(chat.facts().output_tokens == std::optional<uint64_t>(5));
+}
+
+TEST_CASE("issue 21.2: a stream is complete only with its API's terminal event") {
+  struct Case {
+    Api api;
+    std::string body;
+    bool complete;
+    bool warning;
+  };
+  const std::string chat_tok = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n";
+  const std::string chat_fin = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
+  const std::string cmp_tok = "data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n";
+  const std::string cmp_fin = "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n";
+  const std::string msg_start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n";
+  const std::string msg_tok = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}\n\n";
+  const std::string msg_delta = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n";
+  const std::string msg_stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
+  const std::string rsp_tok = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"a\"}\n\n";
+  const std::string rsp_done = "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\"}}\n\n";
+  std::vector<Case> cases = {
+      {Api::kChat, chat_tok + chat_fin + "data: [DONE]\n\n", true, false},
+      {Api::kChat, chat_tok + chat_fin, true, true},  // finished, no [DONE]: ok with a warning
+      {Api::kChat, chat_tok, false, false},           // cut between events
+      {Api::kCompletions, cmp_tok + cmp_fin + "data: [DONE]\n\n", true, false},
+      {Api::kCompletions, cmp_tok, false, false},
+      {Api::kMessages, msg_start + msg_tok + msg_delta + msg_stop, true, false},
+      {Api::kMessages, msg_start + msg_tok + msg_delta, true, true},
+      {Api::kMessages, msg_start + msg_tok, false, false},
+      {Api::kResponses, rsp_tok + rsp_done, true, false},
+      {Api::kResponses, rsp_tok, false, false},
+  };
+  for (size_t i = 0; i < cases.size(); ++i) {
+    CAPTURE(i);
+    ResponseTap tap(cases[i].api, false);
+    feed(tap, {cases[i].body});
+    StreamEnd e = stream_end(cases[i].api, tap.facts());
+    CHECK(e.complete == cases[i].complete);
+    CHECK(e.warning.empty() == !cases[i].warning);
+    if (!e.complete) CHECK(e.message.find("stream ended without a finish reason or ") == 0);
+  }
+  // A JSON (non-stream) body is judged by its status and body, never by this rule.
+  ResponseTap plain(Api::kChat, false);
+  plain.on_response(200, {{"Content-Type", "application/json"}}, 0);
+  std::string out;
+  plain.on_end(1, out);
+  CHECK(stream_end(Api::kChat, plain.facts()).complete);
+}
+
+TEST_CASE("issue 21.3: an error inside a stream keeps the upstream's type and message") {
+  ResponseTap msg(Api::kMessages, false);
+  feed(msg, {"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n"
+             "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"});
+  CHECK(msg.facts().error_event);
+  CHECK(msg.facts().error_type == "overloaded_error");
+  CHECK(msg.facts().error_message == "Overloaded");
+
+  ResponseTap chat(Api::kChat, false);
+  feed(chat, {"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}]}\n\n"
+              "data: {\"error\":{\"message\":\"engine died\",\"type\":\"InternalServerError\",\"code\":500}}\n\n"
+              "data: {\"error\":{\"message\":\"echo\",\"type\":\"later\"}}\n\n"});
+  CHECK(chat.facts().error_type == "InternalServerError");  // the first error is the cause
+  CHECK(chat.facts().error_message == "engine died");
+
+  ResponseTap resp(Api::kResponses, false);
+  feed(resp, {"event: error\ndata: {\"type\":\"error\",\"code\":\"server_error\",\"message\":\"boom\"}\n\n"});
+  CHECK(resp.facts().error_type == "server_error");
+  CHECK(resp.facts().error_message == "boom");
+
+  ResponseTap failed(Api::kResponses, false);
+  feed(failed, {"event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"rate_limit_exceeded\",\"message\":\"slow down\"}}}\n\n"});
+  CHECK(failed.facts().error_type == "rate_limit_exceeded");
+  CHECK(failed.facts().error_message == "slow down");
+  CHECK(failed.facts().terminal_event);
+}
+
+TEST_CASE("issue 21.5: headers a Connection header names are hop-by-hop, as are Proxy-*") {
+  httplib::Headers h = {{"Connection", "keep-alive, X-Internal-Hop"},
+                        {"connection", " Close ,x-other\t"},
+                        {"X-Internal-Hop", "secret"},
+                        {"X-End-To-End", "kept"}};
+  auto n = dyn::http::connection_nominated(h);
+  REQUIRE(n.size() == 4);
+  CHECK(n[2] == "Close");
+  CHECK(n[3] == "x-other");
+  CHECK_FALSE(dyn::http::forwardable_header("x-internal-hop", n));
+  CHECK_FALSE(dyn::http::forwardable_header("X-OTHER", n));
+  CHECK(dyn::http::forwardable_header("X-End-To-End", n));
+  CHECK_FALSE(dyn::http::forwardable_header("Proxy-Authorization", {}));
+  CHECK_FALSE(dyn::http::forwardable_header("Proxy-Authenticate", {}));
+  CHECK(dyn::http::forwardable_header("Authorization", {}));  // credentials go end to end
+}
+
 TEST_CASE("upstream URLs") {
   auto u = dyn::http::UpstreamUrl::parse("http://127.0.0.1:8000/v1/");
   REQUIRE(u.ok());

@@ -86,11 +86,40 @@ bool forwardable_header(std::string_view n) {
   return true;
 }
 
+std::vector<std::string> connection_nominated(const httplib::Headers& headers) {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : headers) {
+    if (!header_name_equal(k, "connection") && !header_name_equal(k, "proxy-connection")) continue;
+    size_t p = 0;
+    while (p <= v.size()) {
+      size_t comma = v.find(',', p);
+      std::string_view tok = std::string_view(v).substr(p, comma == std::string::npos ? std::string::npos : comma - p);
+      while (!tok.empty() && (tok.front() == ' ' || tok.front() == '\t')) tok.remove_prefix(1);
+      while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\t')) tok.remove_suffix(1);
+      if (!tok.empty()) out.emplace_back(tok);
+      if (comma == std::string::npos) break;
+      p = comma + 1;
+    }
+  }
+  return out;
+}
+
+bool forwardable_header(std::string_view name, const std::vector<std::string>& nominated) {
+  if (!forwardable_header(name)) return false;
+  for (const auto& n : nominated)
+    if (header_name_equal(name, n)) return false;
+  return true;
+}
+
 namespace {
+/// Response headers not copied from the upstream: hop-by-hop ones (RFC 9110 7.6.1, including
+/// Proxy-Authenticate/-Authorization), the framing cpp-httplib sets itself, and Content-Type
+/// (set with the body).
 bool response_header_copyable(std::string_view n) {
   static const char* const kDrop[] = {"connection", "keep-alive", "transfer-encoding",
                                       "content-length", "content-type", "content-encoding",
-                                      "trailer", "upgrade"};
+                                      "trailer", "upgrade", "te", "proxy-connection",
+                                      "proxy-authenticate", "proxy-authorization"};
   for (const char* d : kDrop) {
     if (header_name_equal(n, d)) return false;
   }
@@ -127,8 +156,9 @@ void ProxyCall::run(ProxyRequest request) {
   r.method = request.method;
   r.path = pool_.url().path_prefix + request.path;
   bool have_ct = false;
+  const std::vector<std::string> nominated = connection_nominated(request.headers);
   for (const auto& [k, v] : request.headers) {
-    if (!forwardable_header(k)) continue;
+    if (!forwardable_header(k, nominated)) continue;
     // Never forward a CR/LF/NUL byte (header injection upstream); callers reject such requests.
     if (k.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos ||
         v.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
@@ -282,8 +312,12 @@ void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
     on_end_ = std::move(on_end);
   }
   res.status = status_;
+  const std::vector<std::string> nominated = connection_nominated(headers_);
   for (const auto& [k, v] : headers_) {
     if (!response_header_copyable(k)) continue;
+    bool hop = false;  // named in the upstream's Connection header: this hop only (RFC 9110 7.6.1)
+    for (const auto& n : nominated) hop = hop || header_name_equal(k, n);
+    if (hop) continue;
     if (v.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos) continue;
     bool replaced = false;  // the proxy's own value wins (e.g. a worker's x-dyn-worker)
     for (const auto& e : extra_headers) replaced = replaced || header_name_equal(k, e.first);

@@ -100,6 +100,13 @@ struct ProxyRequest {
 /// asked for identity encoding so the tap sees plain bytes) and cpp-httplib's pseudo headers
 /// (REMOTE_ADDR, REMOTE_PORT, LOCAL_ADDR, LOCAL_PORT). Credentials are forwarded.
 bool forwardable_header(std::string_view name);
+/// The header names a message's `Connection` (and legacy `Proxy-Connection`) headers nominate as
+/// hop-by-hop (RFC 9110 7.6.1: comma-separated, case-insensitive, whitespace trimmed), e.g.
+/// "keep-alive, X-Internal-Hop" -> {"keep-alive", "X-Internal-Hop"}. A proxy drops them in both
+/// directions.
+std::vector<std::string> connection_nominated(const httplib::Headers& headers);
+/// forwardable_header(name) and not one of `nominated` (see connection_nominated).
+bool forwardable_header(std::string_view name, const std::vector<std::string>& nominated);
 
 /// One proxied exchange. start() sends the request from a thread of its own; the server's handler
 /// waits for the upstream status (wait_response), may decide to retry elsewhere (cancel), and

@@ -2,6 +2,7 @@
 #include "dyn/serve/frontend.h"
 
 #include <atomic>
+#include <cctype>
 #include <cmath>
 #include <condition_variable>
 #include <deque>
@@ -65,6 +66,22 @@ struct Exchange {
   std::optional<double> pause_ms;          ///< dyn.pause_ms (admission wait, SPEC 9)
   std::shared_ptr<ResponseTap> tap;
 };
+
+/// `p` as a route pattern that also matches the absolute form "http://authority" + p.
+std::string absolute_or_origin(const std::string& p) { return "(?:[hH][tT][tT][pP][sS]?://[^/]*)?" + p; }
+
+/// The origin form of a request target: "http://host:1/v1/x?q" -> "/v1/x?q" (RFC 9112 3.2.2: a
+/// proxy forwards the path and query; the authority was for this hop).
+std::string origin_form(const std::string& target) {
+  size_t scheme = target.find("://");
+  if (target.empty() || target[0] == '/' || scheme == std::string::npos) return target;
+  size_t path = target.find('/', scheme + 3);
+  if (path == std::string::npos) {
+    size_t q = target.find('?', scheme + 3);
+    return q == std::string::npos ? "/" : "/" + target.substr(q);
+  }
+  return target.substr(path);
+}
 
 }  // namespace
 
@@ -154,6 +171,10 @@ struct Frontend::Impl {
     finish(ex, nullptr, status, "http", msg);
   }
   void forward_plain(size_t worker, const httplib::Request& req, httplib::Response& res);
+  /// Reads the request body into req.body for a content-reader route. False (the response set)
+  /// for bodies a JSON API cannot take: form and multipart content types (415), over
+  /// --max-request-bytes (413), unreadable (400).
+  bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader);
   bool admin_separate() const { return opt.admin_listen.port >= 0; }
   /// Admin endpoints on the main listener: loopback peers, or anyone with admin_allow_remote.
   bool admin_allowed(const httplib::Request& req) const {
@@ -253,13 +274,35 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
   std::random_device rd;
   m.id_prefix = fmt::format("{:08x}", rd());
 
-  auto api_route = [&m](Api api) {
-    return [&m, api](const httplib::Request& req, httplib::Response& res) { m.handle_api(api, req, res); };
+  // Request bodies are read by the handlers (content-reader routes), not by cpp-httplib before
+  // routing: its own reader parses application/x-www-form-urlencoded bodies as form fields and
+  // answers a false 413 above 8 KiB, and drops multipart bodies. A JSON API gets JSON; other
+  // content types get a clear 415 (issue 21.10).
+  auto with_body = [&m](std::function<void(const httplib::Request&, httplib::Response&)> fn) {
+    return [&m, fn](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
+      if (!m.read_body(req, res, reader)) return;
+      fn(req, res);
+    };
   };
-  m.server.Post("/v1/chat/completions", api_route(Api::kChat));
-  m.server.Post("/v1/completions", api_route(Api::kCompletions));
-  m.server.Post("/v1/responses", api_route(Api::kResponses));
-  m.server.Post("/v1/messages", api_route(Api::kMessages));
+  auto api_route = [&m, with_body](Api api) {
+    return with_body([&m, api](const httplib::Request& req, httplib::Response& res) { m.handle_api(api, req, res); });
+  };
+  // Each route also matches the absolute form of its target ("POST http://host/v1/messages",
+  // RFC 9112 3.2.2), which clients configured to use the router as an HTTP proxy send.
+  m.server.Post(absolute_or_origin("/v1/chat/completions"), api_route(Api::kChat));
+  m.server.Post(absolute_or_origin("/v1/completions"), api_route(Api::kCompletions));
+  m.server.Post(absolute_or_origin("/v1/responses"), api_route(Api::kResponses));
+  m.server.Post(absolute_or_origin("/v1/messages"), api_route(Api::kMessages));
+  if (!m.opt.capture) {
+    // Anthropic's token counting (the SDK's messages.count_tokens): no generation, so no routing
+    // state; any healthy worker answers it.
+    m.server.Post(absolute_or_origin("/v1/messages/count_tokens"), with_body([&m](const httplib::Request& req, httplib::Response& res) {
+      for (size_t i = 0; i < m.pools.size(); ++i) {
+        if (m.healthy[i]) return m.forward_plain(i, req, res);
+      }
+      http::set_error(res, 503, "service_unavailable", "no healthy worker");
+    }));
+  }
   // Pre-routing: header bytes that would inject headers upstream or into traces never get past here.
   auto guard_headers = [](const httplib::Request& req, httplib::Response& res) {
     std::string bad = http::header_with_control_bytes(req.headers);
@@ -286,26 +329,78 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
       if (m.admin_separate() || !m.admin_allowed(req)) j.erase("workers");
       res.set_content(j.dump() + "\n", "application/json");
     });
-    m.server.Get("/v1/models", [&m](const httplib::Request& req, httplib::Response& res) {
+    m.server.Get(absolute_or_origin("/v1/models(?:/.*)?"), [&m](const httplib::Request& req, httplib::Response& res) {
       for (size_t i = 0; i < m.pools.size(); ++i) {
         if (m.healthy[i]) return m.forward_plain(i, req, res);
       }
       http::set_error(res, 503, "service_unavailable", "no healthy worker");
     });
   }
+  // GET or HEAD / (cpp-httplib answers HEAD with the GET handler, without the body): what this
+  // is, for load balancers and people probing the port.
+  m.server.Get(absolute_or_origin("/"), [&m](const httplib::Request&, httplib::Response& res) {
+    Json j = Json::object();
+    j["service"] = m.opt.capture ? "dyn-trace capture" : "dyn-route serve";
+    j["apis"] = Json::array({"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"});
+    res.set_content(j.dump() + "\n", "application/json");
+  });
+  // OPTIONS (any target, and "*"): the methods this server takes; no CORS grants.
+  m.server.Options(".*", [](const httplib::Request&, httplib::Response& res) {
+    res.status = 204;
+    res.set_header("Allow", "GET, HEAD, POST, OPTIONS");
+  });
   auto other = [&m](const httplib::Request& req, httplib::Response& res) {
     if (m.opt.capture) return m.forward_plain(0, req, res);
     http::set_error(res, 404, "not_found_error", "unknown route " + req.method + " " + req.path);
   };
   m.server.Get(".*", other);
-  m.server.Post(".*", other);
-  m.server.Put(".*", other);
+  m.server.Post(".*", with_body(other));
+  m.server.Put(".*", with_body(other));
   m.server.Delete(".*", other);
-  m.server.Patch(".*", other);
-  m.server.Options(".*", other);
+  m.server.Patch(".*", with_body(other));
   // Last: the subscriber threads use the router, health flags and admission set up above. A bad
   // ZMQ address is a usage error here, before any thread of serve() exists.
   for (auto& k : m.kv) k->sub->start();
+}
+
+bool Frontend::Impl::read_body(const httplib::Request& req, httplib::Response& res,
+                               const httplib::ContentReader& reader) {
+  std::string ct = req.get_header_value("Content-Type");
+  auto unsupported = [&](const std::string& what) {
+    http::set_error(res, 415, "invalid_request_error",
+                    "Content-Type " + what + " is not supported: send the JSON body with " +
+                        "'Content-Type: application/json' (curl: -H 'Content-Type: application/json')");
+  };
+  if (req.is_multipart_form_data()) {
+    // Drained so the connection stays usable; the parts are not kept.
+    reader([](const httplib::MultipartFormData&) { return true; }, [](const char*, size_t) { return true; });
+    unsupported("multipart/form-data");
+    return false;
+  }
+  std::string body;
+  bool ok = reader([&body](const char* d, size_t n) {
+    body.append(d, n);
+    return true;
+  });
+  if (!ok) {
+    // cpp-httplib set the status (413 over --max-request-bytes, 400 for a bad chunked body).
+    int st = res.status >= 400 ? res.status : 400;
+    std::string msg = st == 413 ? fmt::format("request body over {} bytes (--max-request-bytes)", opt.max_request_bytes)
+                                : std::string("the request body could not be read");
+    http::set_error(res, st, http::error_type_for_status(st), msg);
+    return false;
+  }
+  std::string lower = ct.substr(0, ct.find(';'));
+  for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  while (!lower.empty() && lower.back() == ' ') lower.pop_back();
+  if (lower == "application/x-www-form-urlencoded") {
+    unsupported(lower);
+    return false;
+  }
+  // The handlers read req.body as for any cpp-httplib route; the Request object is the server's
+  // own non-const one, passed to handlers as const.
+  const_cast<httplib::Request&>(req).body = std::move(body);
+  return true;
 }
 
 void Frontend::Impl::add_admin_routes(httplib::Server& s, bool guarded) {
@@ -505,7 +600,7 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
 
   http::ProxyRequest preq;
   preq.method = "POST";
-  preq.path = req.target.empty() ? req.path : req.target;
+  preq.path = origin_form(req.target.empty() ? req.path : req.target);
   preq.headers = req.headers;
   preq.body = std::move(upstream_body);
 
@@ -536,6 +631,10 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
     ex->worker = static_cast<int>(worker);
     WorkerCounters& wc = *counters[worker];
     wc.requests++;
+    // In flight from dispatch, not from the response headers: a request waiting for a stalled
+    // worker's headers is that worker's load (placement already counts it; case 32), and the
+    // gauge must show it. Every path below ends it exactly once.
+    wc.in_flight++;
     ex->tap = std::make_shared<ResponseTap>(api, hide_usage);
     auto call = http::ProxyCall::start(*pools[worker], preq, ex->tap, clock);
     if (!call->wait_response()) {
@@ -544,6 +643,7 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
       std::string err = call->error();
       bool timed_out = call->timed_out();
       call->cancel();
+      wc.in_flight--;
       wc.errors++;
       if (router) {
         set_worker_health(worker, false, (timed_out ? "a request timed out before headers: " : "a request failed: ") + err);
@@ -585,7 +685,6 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
         ex->placement.reset();
       }
     }
-    wc.in_flight++;
     std::vector<std::pair<std::string, std::string>> extra;
     if (router) extra.emplace_back("x-dyn-worker", std::to_string(worker));
     call->relay(req, res, extra, [this, ex](const http::ProxyOutcome& o) {
@@ -601,6 +700,15 @@ void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::R
       } else if (st >= 400) {
         type = "http";
         msg = "worker returned HTTP " + std::to_string(st);
+        if (const auto& f = ex->tap->facts(); !f.error_message.empty()) msg += ": " + f.error_message;
+      } else if (const auto& f = ex->tap->facts(); f.error_event) {
+        // An error inside a 2xx response keeps the upstream's own type and message (issue 21.3).
+        type = f.error_type;
+        msg = f.error_message;
+      } else if (StreamEnd se = stream_end(ex->api, f); !se.complete) {
+        // Cut before its terminal event with no finish reason: never a success (issue 21.2).
+        type = "stream_incomplete";
+        msg = se.message;
       }
       finish(ex, &o, st, type, msg);
     });
@@ -725,23 +833,27 @@ Json Frontend::Impl::request_end_row(const Exchange& ex, const http::ProxyOutcom
   Json d = Json::object();
   bool cancelled = out && out->kind == http::ProxyOutcome::Kind::kCancelled;
   bool error = !err_type.empty() && !cancelled;
-  if (!error && f && f->error_event) error = true;
   d["status"] = cancelled ? "cancelled" : (error ? "error" : "ok");
   if (error) {
     Json e = Json::object();
     bool transport = err_type == "connection" || err_type == "stream_cut";
     e["code"] = transport ? 0 : status;
-    e["type"] = err_type.empty() ? "stream_error" : err_type;
+    e["type"] = err_type;
     e["message"] = err_msg.empty() ? "the stream carried an error event" : err_msg;
     d["error"] = std::move(e);
+  } else if (!cancelled && f) {
+    if (StreamEnd se = stream_end(ex.api, *f); !se.warning.empty()) d["warning"] = se.warning;
   }
   if (f && f->first_content_ms && f->second_content_ms) d["ttst_ms"] = *f->second_content_ms - *f->first_content_ms;
   if (ex.stream && f && !f->inter_chunk_ms.empty()) d["inter_chunk_ms"] = f->inter_chunk_ms;
+  // Per-chunk token counts when the worker sent per-chunk usage (issue 21.4), as dyn-replay does.
+  if (ex.stream && f && f->content_chunks > 0 && f->chunk_tokens.size() == f->content_chunks) d["chunk_tokens"] = f->chunk_tokens;
   if (latency) d["request_latency_ms"] = *latency;
   if (!ex.binding.empty()) d["binding"] = ex.binding;
   if (ex.pause_ms) d["pause_ms"] = *ex.pause_ms;
   if (in_estimated) d["input_tokens_estimated"] = true;
-  if (out_estimated && r.contains("output_tokens")) d["output_tokens_estimated"] = true;
+  // (r was moved into row above: test the flag itself, issue 21.11.)
+  if (out_estimated) d["output_tokens_estimated"] = true;
   row["dyn"] = std::move(d);
   return row;
 }
@@ -832,7 +944,7 @@ Expected<std::vector<uint32_t>> Frontend::Impl::tokenize(Api api, const Json& bo
 void Frontend::Impl::forward_plain(size_t worker, const httplib::Request& req, httplib::Response& res) {
   http::ProxyRequest preq;
   preq.method = req.method;
-  preq.path = req.target.empty() ? req.path : req.target;
+  preq.path = origin_form(req.target.empty() ? req.path : req.target);
   preq.headers = req.headers;
   preq.body = req.body;
   auto call = http::ProxyCall::start(*pools[worker], std::move(preq), nullptr, clock);
@@ -966,7 +1078,7 @@ std::string Frontend::Impl::metrics_text() const {
     prom_family(o, fam.name, "counter", fam.help);
     for (size_t i = 0; i < counters.size(); ++i) prom_sample(o, fam.name, wl(i), static_cast<double>(((*counters[i]).*fam.m).load()));
   }
-  prom_family(o, "dyn_worker_in_flight", "gauge", "responses being relayed from the worker");
+  prom_family(o, "dyn_worker_in_flight", "gauge", "requests dispatched to the worker and not ended (awaiting its headers or being relayed)");
   for (size_t i = 0; i < counters.size(); ++i) prom_sample(o, "dyn_worker_in_flight", wl(i), static_cast<double>(counters[i]->in_flight.load()));
   prom_family(o, "dyn_worker_healthy", "gauge", "1 when the worker's /health answered 200 at the last poll");
   for (size_t i = 0; i < counters.size(); ++i) prom_sample(o, "dyn_worker_healthy", wl(i), healthy[i].load() ? 1 : 0);

@@ -43,7 +43,27 @@ std::string str_at(const Json& j, const char* key) {
   const Json* v = member(j, key);
   return v && v->is_string() ? v->get<std::string>() : std::string();
 }
+/// Cumulative counters never go down (case 27: a final message_delta with input_tokens 0).
+void raise(std::optional<uint64_t>& have, std::optional<uint64_t> v) {
+  if (v && (!have || *v > *have)) have = v;
+}
 }  // namespace
+
+StreamEnd stream_end(Api api, const ResponseFacts& f) {
+  StreamEnd e;
+  if (!f.event_stream || f.status < 200 || f.status >= 300 || f.error_event) return e;
+  const char* terminal = api == Api::kMessages ? "message_stop"
+                         : api == Api::kResponses ? "response.completed"
+                                                  : "[DONE]";
+  if (f.terminal_event) return e;
+  if (f.finish_reason) {
+    e.warning = std::string("stream ended without ") + terminal + " after its finish reason";
+    return e;
+  }
+  e.complete = false;
+  e.message = std::string("stream ended without a finish reason or ") + terminal;
+  return e;
+}
 
 void ResponseTap::on_response(int status, const httplib::Headers& headers, double) {
   facts_.status = status;
@@ -69,18 +89,14 @@ void ResponseTap::usage(const Json& u) {
   switch (api_) {
     case Api::kChat:
     case Api::kCompletions:
-      if (auto v = u64_at(u, "prompt_tokens")) facts_.input_tokens = v;
-      if (auto v = u64_at(u, "completion_tokens")) facts_.output_tokens = v;
-      if (const Json* d = member(u, "prompt_tokens_details")) {
-        if (auto v = u64_at(*d, "cached_tokens")) facts_.cached_tokens = v;
-      }
+      raise(facts_.input_tokens, u64_at(u, "prompt_tokens"));
+      raise(facts_.output_tokens, u64_at(u, "completion_tokens"));
+      if (const Json* d = member(u, "prompt_tokens_details")) raise(facts_.cached_tokens, u64_at(*d, "cached_tokens"));
       break;
     case Api::kResponses:
-      if (auto v = u64_at(u, "input_tokens")) facts_.input_tokens = v;
-      if (auto v = u64_at(u, "output_tokens")) facts_.output_tokens = v;
-      if (const Json* d = member(u, "input_tokens_details")) {
-        if (auto v = u64_at(*d, "cached_tokens")) facts_.cached_tokens = v;
-      }
+      raise(facts_.input_tokens, u64_at(u, "input_tokens"));
+      raise(facts_.output_tokens, u64_at(u, "output_tokens"));
+      if (const Json* d = member(u, "input_tokens_details")) raise(facts_.cached_tokens, u64_at(*d, "cached_tokens"));
       break;
     case Api::kMessages: {
       // Anthropic's input_tokens excludes cache reads and writes; the trace's input is the whole
@@ -88,9 +104,10 @@ void ResponseTap::usage(const Json& u) {
       auto in = u64_at(u, "input_tokens");
       auto rd = u64_at(u, "cache_read_input_tokens");
       auto wr = u64_at(u, "cache_creation_input_tokens");
-      if (in || rd || wr) facts_.input_tokens = in.value_or(0) + rd.value_or(0) + wr.value_or(0);
-      if (rd) facts_.cached_tokens = rd;
-      if (auto v = u64_at(u, "output_tokens")) facts_.output_tokens = v;
+      // message_delta may repeat them, as 0, or leave them out (case 27): the larger count wins.
+      if (in || rd || wr) raise(facts_.input_tokens, in.value_or(0) + rd.value_or(0) + wr.value_or(0));
+      raise(facts_.cached_tokens, rd);
+      raise(facts_.output_tokens, u64_at(u, "output_tokens"));
       break;
     }
   }
@@ -177,11 +194,22 @@ void ResponseTap::on_end(double now_ms, std::string& out) {
 
 bool ResponseTap::on_event(std::string_view event_name, std::string_view data, double t) {
   facts_.events++;
-  if (data == "[DONE]") return true;
-  if (event_name == "error") facts_.error_event = true;
+  if (data == "[DONE]") {
+    if (api_ == Api::kChat || api_ == Api::kCompletions) facts_.terminal_event = true;
+    return true;
+  }
   Json j = Json::parse(data, nullptr, false);
+  if (event_name == "error") {
+    // Anthropic: event: error, data {"type":"error","error":{"type":"overloaded_error",...}};
+    // a payload that is not JSON keeps its first bytes as the message.
+    if (j.is_discarded() || !j.is_object()) note_error(Json(std::string(data.substr(0, 500))));
+  }
   if (j.is_discarded() || !j.is_object()) return true;
-  if (member(j, "error")) facts_.error_event = true;
+  if (const Json* e = member(j, "error")) {
+    note_error(*e);
+  } else if (event_name == "error" || str_at(j, "type") == "error") {
+    note_error(j);  // Responses: {"type":"error","code":...,"message":...}
+  }
   if (facts_.model.empty()) {
     facts_.model = str_at(j, "model");
     if (facts_.model.empty()) {
@@ -230,7 +258,18 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
           }
         }
       }
-      if (any) content(t, bytes);
+      if (any) {
+        content(t, bytes);
+        std::optional<uint64_t> cum;
+        if (const Json* u = member(j, "usage")) cum = u64_at(*u, "completion_tokens");
+        if (chunk_usage_ok_ && cum && *cum >= chunk_usage_prev_) {
+          facts_.chunk_tokens.push_back(*cum - chunk_usage_prev_);
+          chunk_usage_prev_ = *cum;
+        } else if (chunk_usage_ok_) {
+          chunk_usage_ok_ = false;
+          facts_.chunk_tokens.clear();
+        }
+      }
       return true;
     }
     case Api::kMessages: {
@@ -257,13 +296,11 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
         if (const Json* d = member(j, "delta")) {
           if (std::string sr = str_at(*d, "stop_reason"); !sr.empty()) facts_.finish_reason = sr;
         }
-        if (const Json* u = member(j, "usage")) {
-          // message_delta carries the final output count (and may repeat input counts).
-          if (auto v = u64_at(*u, "output_tokens")) facts_.output_tokens = v;
-          if (u64_at(*u, "input_tokens") || u64_at(*u, "cache_read_input_tokens")) usage(*u);
-        }
-      } else if (type == "error") {
-        facts_.error_event = true;
+        // message_delta carries the final output count (and may repeat the input counts, as 0,
+        // or leave them out: usage() never lowers a count, case 27).
+        if (const Json* u = member(j, "usage")) usage(*u);
+      } else if (type == "message_stop") {
+        facts_.terminal_event = true;
       }
       return true;
     }
@@ -289,9 +326,13 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
           copy.erase("output");  // items were seen as events; observe_body would re-add them
           observe_body(copy);
         }
-        if (type == "response.failed") facts_.error_event = true;
-      } else if (type == "error") {
-        facts_.error_event = true;
+        facts_.terminal_event = true;
+        if (type == "response.failed" && !facts_.error_event) {
+          const Json* r = member(j, "response");
+          const Json* e = r ? member(*r, "error") : nullptr;
+          note_error(e ? *e : Json(std::string("response.failed")));
+          if (facts_.error_type.empty() || facts_.error_type == "stream_error") facts_.error_type = "response.failed";
+        }
       }
       return true;
     }
@@ -299,9 +340,33 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
   return true;
 }
 
+void ResponseTap::note_error(const Json& e) {
+  if (facts_.error_event) return;  // the first error is the cause; later ones are its echoes
+  facts_.error_event = true;
+  if (e.is_object()) {
+    facts_.error_type = str_at(e, "type");
+    if (facts_.error_type.empty() || facts_.error_type == "error") {
+      // {"type":"error","error":{...}} was unwrapped by the caller; Responses puts a code here.
+      std::string code = str_at(e, "code");
+      facts_.error_type = code.empty() ? "stream_error" : code;
+    }
+    facts_.error_message = str_at(e, "message");
+  } else if (e.is_string()) {
+    facts_.error_type = "stream_error";
+    facts_.error_message = e.get<std::string>();
+  } else {
+    facts_.error_type = "stream_error";
+  }
+  if (facts_.error_message.size() > 500) facts_.error_message.resize(500);
+}
+
 void ResponseTap::observe_body(const Json& body) {
   if (!body.is_object()) return;
   if (facts_.model.empty()) facts_.model = str_at(body, "model");
+  // An error body ({"error": {...}} from OpenAI-style servers and Anthropic; vLLM's flat
+  // {"object":"error","message":...}) keeps the upstream's type and message for the row.
+  if (const Json* e = member(body, "error")) note_error(*e);
+  else if (str_at(body, "object") == "error") note_error(body);
   if (const Json* u = member(body, "usage")) usage(*u);
   switch (api_) {
     case Api::kChat:

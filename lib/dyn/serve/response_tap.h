@@ -35,16 +35,35 @@ struct ResponseFacts {
   bool event_stream = false;
   std::optional<double> first_content_ms, second_content_ms, last_content_ms;
   std::vector<double> inter_chunk_ms;       ///< gaps between consecutive content chunks
+  /// Tokens per content chunk from per-chunk cumulative usage (chat/completions with vLLM's
+  /// continuous_usage_stats); one per content chunk, or empty when any chunk lacked usage.
+  std::vector<uint64_t> chunk_tokens;
   uint64_t content_chunks = 0;
   uint64_t content_bytes = 0;                ///< UTF-8 bytes of generated text (for the estimate)
   std::optional<uint64_t> input_tokens, output_tokens, cached_tokens;  ///< from `usage`
   std::optional<std::string> finish_reason;
   std::vector<ToolCall> tool_calls;
   std::string model;                         ///< the response's model, "" when absent
-  bool error_event = false;                  ///< the stream carried an error event
+  bool error_event = false;                  ///< the stream (or 2xx body) carried an error
+  std::string error_type, error_message;     ///< the upstream's own type and message of that error
+  bool terminal_event = false;               ///< the API's end event: OpenAI `[DONE]`, Anthropic
+                                             ///< `message_stop`, Responses `response.completed`
+                                             ///< (or `.incomplete` / `.failed`)
   uint64_t events = 0;                       ///< SSE events seen
   uint64_t dropped_events = 0;               ///< usage-only chunks hidden from the client
 };
+
+/// How a 2xx event stream ended, by the rule of issue 21 item 2 (the same as dyn-replay's):
+/// complete when the API's terminal event came; a finish reason without the terminal event is
+/// still a success but carries a warning; neither is an incomplete stream (an error of type
+/// "stream_incomplete", never counted as a success).
+struct StreamEnd {
+  bool complete = true;
+  std::string warning;  ///< "" or why the success is doubtful
+  std::string message;  ///< for an incomplete stream: what was missing
+};
+/// Applies that rule to `f` (a non-stream or non-2xx response is always "complete").
+StreamEnd stream_end(Api api, const ResponseFacts& f);
 
 /// StreamTap for the frontend. SSE bodies are split into events across arbitrary read
 /// boundaries (an event cut mid-JSON or mid-UTF-8 is held until complete, case 01) and relayed
@@ -55,7 +74,10 @@ struct ResponseFacts {
 /// Role-only, usage-only (`choices: []`) and `[DONE]` events are not tokens (case 03).
 /// With `hide_usage_chunk` (the frontend added stream_options.include_usage for its own
 /// accounting) a chat/completions event with empty `choices` and a usage object is not relayed.
-/// `"usage": null` counts as absent. Not thread-safe (cpp-httplib calls it from one thread).
+/// `"usage": null` counts as absent. Usage counts are cumulative and never go down: a later
+/// `message_delta` with `input_tokens: 0` (or none) keeps `message_start`'s count (case 27). An
+/// error inside a 200 stream (Anthropic `event: error`, an OpenAI `{"error": ...}` chunk, a
+/// Responses `error` / `response.failed`) keeps the upstream's type and message. Not thread-safe (cpp-httplib calls it from one thread).
 class ResponseTap : public http::StreamTap {
  public:
   ResponseTap(Api api, bool hide_usage_chunk) : api_(api), hide_usage_(hide_usage_chunk) {}
@@ -77,6 +99,8 @@ class ResponseTap : public http::StreamTap {
   bool on_event(std::string_view event_name, std::string_view data, double t);
   void content(double t, uint64_t bytes);
   void usage(const Json& u);
+  /// Records the first upstream error: an error object ({type|code, message}) or a string.
+  void note_error(const Json& e);
   ToolCall& tool_call(uint64_t choice, uint64_t index);
 
   Api api_;
@@ -84,6 +108,8 @@ class ResponseTap : public http::StreamTap {
   std::function<void()> on_first_token_;
   ResponseFacts facts_;
   std::string pending_;  ///< bytes of an incomplete SSE event, or the JSON body so far
+  bool chunk_usage_ok_ = true;     ///< every content chunk so far carried usage
+  uint64_t chunk_usage_prev_ = 0;  ///< completion_tokens at the previous content chunk
 };
 
 }  // namespace dyn::serve

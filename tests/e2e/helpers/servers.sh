@@ -77,3 +77,15 @@ grow() {
   jq -c --arg t "$2" '. + [{"role":"assistant","content":("reply " + $t + " " + ("lorem ipsum dolor sit amet " * 8))},
                            {"role":"user","content":("turn " + $t + " question " + ("consectetur adipiscing elit " * 6))}]' <<<"$1"
 }
+
+# start_scripted NAME SCRIPT.json: starts tests/tools/scripted_server.py (a worker answering as a
+# case's script.json says) on a free port, logging each request it gets to NAME.requests.jsonl;
+# sets NAME_url and NAME_pid.
+start_scripted() {
+  _start_server "$1" 2 python3 "$DYN_ROOT/tests/tools/scripted_server.py" "$2" --log "$1.requests.jsonl"
+}
+
+# start_capture NAME [ARGS...]: starts dyn-trace capture on a free port; sets NAME_url and NAME_pid.
+start_capture() {
+  _start_server "$1" 2 dyn-trace capture "${@:2}"
+}
