@@ -7,14 +7,26 @@
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
 #include "dyn/cli/run_config.h"
+#include "dyn/io/sniff.h"
 
 using namespace dyn;
 
 metrics::RequestSet load_or_fail(const std::vector<std::string>& inputs) {
   metrics::RequestSet set = metrics::load_requests(inputs);
-  if (set.requests.empty())
-    throw Fatal(kExitBadData, fmt::format("no request rows found ({} other rows, {} warmup rows, {} malformed lines)",
-                                          set.other_rows, set.warmup_skipped, set.malformed));
+  if (set.requests.empty()) {
+    // Name the formats this reads and, when the input explains it, what it got (issue 21.8).
+    std::string msg = fmt::format(
+        "no request rows found ({} other rows, {} warmup rows, {} malformed lines): expected request_end rows "
+        "(dyn-route serve, dyn-trace capture, dyn-replay) or AIPerf's per-request profile_export.jsonl",
+        set.other_rows, set.warmup_skipped, set.malformed);
+    std::string why = io::explain_unusable_input(
+        inputs, {{io::InputShape::kJsonDocument,
+                  "an AIPerf summary export (profile_export_aiperf.json) has no per-request data: pass the "
+                  "profile_export.jsonl beside it"},
+                 {io::InputShape::kCsv, "CSV exports are output only; pass the JSONL rows"}});
+    if (!why.empty()) msg += "; " + why;
+    throw Fatal(kExitBadData, msg);
+  }
   if (set.warmup_skipped) diag::note(fmt::format("{} warmup rows excluded", set.warmup_skipped));
   return set;
 }

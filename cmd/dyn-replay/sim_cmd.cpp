@@ -32,6 +32,8 @@ int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_
   wo.require_timestamps = true;
   auto wl = trace::load_workload(inputs.empty() ? std::vector<std::string>{"-"} : inputs, wo);
   if (!wl.ok()) throw Fatal(kExitBadData, fmt::format("workload rejected ({} errors); nothing simulated", wl.errors.size()));
+  // Zero usable rows out of a non-empty input is the wrong format, not an empty run (issue 21.8).
+  if (wl.rows.empty() && wl.skipped_rows > 0) throw Fatal(kExitBadData, trace::no_workload_rows_message(inputs));
   replay::SimOptions so;
   so.workers = f.workers;
   so.engine = f.engine;

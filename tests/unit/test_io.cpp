@@ -216,3 +216,65 @@ TEST_CASE("segment writer on a full disk (/dev/full): drop_on_error drops and co
   SegmentWriter w(o);
   CHECK_THROWS_AS(w.write_line("{\"a\":1}"), dyn::Fatal);
 }
+
+TEST_CASE("case 42: a UTF-8 BOM before row 1 is skipped, per file, also gzip and no-newline files") {
+  std::string c42 = std::string(DYN_SOURCE_DIR) + "/tests/fixtures/cases/42-jsonl-utf8-bom/";
+  auto bom = read_all({c42 + "workload-bom-crlf.jsonl"});
+  auto plain = read_all({c42 + "workload-plain.jsonl"});
+  REQUIRE(plain.size() == 3);
+  CHECK(bom == plain);  // the same 3 rows, byte for byte (BOM and CR gone)
+  LineReader twice({c42 + "trace-bom.jsonl", c42 + "trace-bom.jsonl"});
+  Line l;
+  int n = 0;
+  while (twice.next(l)) {
+    CHECK(l.text.substr(0, 1) == "{");
+    ++n;
+  }
+  CHECK(n == 6);
+  CHECK(twice.boms() == 2);
+  auto csv = read_all({c42 + "azure-bom.csv"});
+  REQUIRE(csv.size() == 3);
+  CHECK(csv[0].rfind("TIMESTAMP", 0) == 0);
+  // Only the first line's BOM is an encoding mark; a BOM-only file is one empty line; one
+  // inside a later line is data and stays.
+  std::string d = tmpdir();
+  std::string f = d + "/b.jsonl";
+  {
+    std::ofstream o(f, std::ios::binary);
+    o << "\xEF\xBB\xBF{\"a\":1}\n\xEF\xBB\xBF{\"a\":2}";
+  }
+  auto rows = read_all({f});
+  REQUIRE(rows.size() == 2);
+  CHECK(rows[0] == "{\"a\":1}");
+  CHECK(rows[1] == "\xEF\xBB\xBF{\"a\":2}");
+  std::remove(f.c_str());
+  JsonlReader jr({c42 + "trace-bom.jsonl"});
+  dyn::Json row;
+  n = 0;
+  while (jr.next(row)) ++n;
+  CHECK(n == 3);
+  CHECK(jr.malformed() == 0);
+}
+
+TEST_CASE("issue 21.8: an integer past 64 bits is reported naming its field; the summary counts rows and NUL bytes") {
+  CHECK(out_of_range_message(R"({"timestamp":0,"request":{"input_tokens":18446744073709551616}})") ==
+        "'request.input_tokens' is out of range (integers must be within 64 bits)");
+  CHECK(out_of_range_message(R"({"hash_ids":[1,99999999999999999999999]})") ==
+        "'hash_ids[1]' is out of range (integers must be within 64 bits)");
+  std::string d = tmpdir();
+  std::string f = d + "/r.jsonl";
+  {
+    std::ofstream o(f, std::ios::binary);
+    o << "{\"a\":1}\n{\"input_length\":18446744073709551616}\n" << std::string(5, '\0') << "\n{\"a\":2}\n";
+  }
+  JsonlReader r({f});
+  simdjson::dom::object obj;
+  int n = 0;
+  while (r.next_dom(obj)) ++n;
+  CHECK(n == 2);
+  CHECK(r.rows() == 2);
+  CHECK(r.malformed() == 2);
+  CHECK(r.out_of_range() == 1);
+  CHECK(r.nul_bytes() == 5);
+  std::remove(f.c_str());
+}

@@ -307,6 +307,7 @@ Expected<ReplyScript> ReplyScript::load(const std::string& path) {
   uint64_t n = 0;
   while (std::getline(in, line)) {
     ++n;
+    if (n == 1 && line.rfind("\xEF\xBB\xBF", 0) == 0) line.erase(0, 3);  // UTF-8 BOM (case 42)
     if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
     Json row = Json::parse(line, nullptr, false);
     if (row.is_discarded()) return Error{fmt::format("{}:{}: malformed JSON", path, n), kExitBadData};

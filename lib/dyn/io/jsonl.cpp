@@ -1,6 +1,9 @@
 // JsonlReader implementation.
 #include "dyn/io/jsonl.h"
 
+#include <algorithm>
+#include <functional>
+
 #include <simdjson.h>
 
 #include "dyn/base/diag.h"
@@ -75,12 +78,34 @@ JsonlReader::JsonlReader(std::vector<std::string> paths, JsonlOptions options)
 
 JsonlReader::~JsonlReader() = default;
 
+std::string out_of_range_message(std::string_view line) {
+  // nlohmann keeps an integer past 2^64-1 as a double: find the first such number and its key.
+  Json j = Json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+  std::string found;
+  std::function<void(const Json&, const std::string&)> walk = [&](const Json& v, const std::string& path) {
+    if (!found.empty()) return;
+    if (v.is_number_float()) {
+      double d = v.get<double>();
+      if (d >= 18446744073709551616.0 || d <= -9223372036854775808.0) found = path;
+    } else if (v.is_object()) {
+      for (auto it = v.begin(); it != v.end(); ++it) walk(it.value(), path.empty() ? it.key() : path + "." + it.key());
+    } else if (v.is_array()) {
+      for (size_t i = 0; i < v.size(); ++i) walk(v[i], path + "[" + std::to_string(i) + "]");
+    }
+  };
+  if (!j.is_discarded()) walk(j, "");
+  if (found.empty()) return "";
+  return "'" + found + "' is out of range (integers must be within 64 bits)";
+}
+
 bool JsonlReader::skip_blank() const {
   return line_.text.find_first_not_of(" \t") == std::string_view::npos;
 }
 
 void JsonlReader::reject_malformed(bool parsed_but_not_object) {
-  bool nul = line_.text.find('\0') != std::string_view::npos;
+  size_t nuls = std::count(line_.text.begin(), line_.text.end(), '\0');
+  nul_bytes_ += nuls;
+  bool nul = nuls > 0;
   reject(line_.where(), nul                     ? "malformed JSON row (NUL bytes), skipped"
                         : parsed_but_not_object ? "row is not a JSON object, skipped"
                                                 : "malformed JSON row, skipped");
@@ -141,7 +166,14 @@ bool JsonlReader::parse_line_dom(simdjson::dom::object& row) {
   if (auto err = dom_->parse(t.data(), t.size(), /*realloc_if_needed=*/true).get(doc); err != simdjson::SUCCESS) {
     // Name the two kinds of bad input a user can fix (invalid UTF-8, nesting over simdjson's
     // 1024 levels); everything else is plain malformed JSON.
-    if (err == simdjson::UTF8_ERROR) {
+    std::string range;
+    if (err == simdjson::NUMBER_OUT_OF_RANGE || err == simdjson::NUMBER_ERROR) range = out_of_range_message(t);
+    if (!range.empty()) {
+      // A count past 64 bits is no row this toolkit can use, and not a typo to skip quietly:
+      // name the field (issue 21.8); callers that need every row fail with exit 3.
+      ++out_of_range_;
+      reject(line_.where(), range + ", skipped");
+    } else if (err == simdjson::UTF8_ERROR) {
       reject(line_.where(), "malformed JSON row (invalid UTF-8), skipped");
     } else if (err == simdjson::DEPTH_ERROR) {
       reject(line_.where(), "row nested too deeply, skipped");
@@ -174,9 +206,16 @@ bool JsonlReader::next_dom(simdjson::dom::object& row, std::string* where) {
   return false;
 }
 
-void JsonlReader::summarize() const {
-  uint64_t n = malformed();
-  if (n > 0) diag::warning("", std::to_string(n) + " malformed row" + (n == 1 ? "" : "s") + " skipped");
+void summarize_rows(uint64_t read, uint64_t skipped, uint64_t nul_bytes) {
+  // Rows read, rows skipped and NUL bytes in one line (issue 21.8), so a run over a damaged or
+  // wrong-format file says how much of it was used.
+  if (skipped == 0) return;
+  std::string msg = std::to_string(skipped) + " malformed row" + (skipped == 1 ? "" : "s") + " skipped, " +
+                    std::to_string(read) + " row" + (read == 1 ? "" : "s") + " read";
+  if (nul_bytes) msg += ", " + std::to_string(nul_bytes) + " NUL byte" + (nul_bytes == 1 ? "" : "s") + " in skipped rows";
+  diag::warning("", msg);
 }
+
+void JsonlReader::summarize() const { summarize_rows(rows_, malformed(), nul_bytes_); }
 
 }  // namespace dyn::io

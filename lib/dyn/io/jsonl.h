@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "dyn/base/json.h"
@@ -27,6 +28,15 @@ const Json& unwrap_envelope(const Json& row);
 /// without parsing the text twice. Thread-safe (no shared state).
 Json to_json(const simdjson::dom::element& value);
 Json to_json(const simdjson::dom::object& value);
+
+/// "'request.input_tokens' is out of range (integers must be within 64 bits)": names the first
+/// integer of a JSON line that does not fit 64 bits (simdjson's number errors), for the report;
+/// "" when the line has no such integer (then the number error is plain malformed JSON).
+std::string out_of_range_message(std::string_view line);
+
+/// The one end-of-input summary every reader prints when rows were skipped: "N malformed rows
+/// skipped, M rows read[, K NUL bytes in skipped rows]" (a warning; nothing when none skipped).
+void summarize_rows(uint64_t read, uint64_t skipped, uint64_t nul_bytes);
 
 struct JsonlOptions {
   LineReaderOptions lines;
@@ -69,7 +79,13 @@ class JsonlReader {
   uint64_t rows() const { return rows_; }
   /// Rows skipped: malformed, rejected by the caller, nested too deep, or over the line limit.
   uint64_t malformed() const { return malformed_ + reader_.long_lines(); }
-  /// Prints "N malformed rows skipped" when any were (call once at the end).
+  /// NUL bytes in the skipped rows (zero-filled blocks of a crashed writer).
+  uint64_t nul_bytes() const { return nul_bytes_; }
+  /// Rows skipped because an integer in them does not fit 64 bits (reported naming the field;
+  /// counted in malformed() too). next_dom only: next(Json&) keeps such numbers as doubles.
+  uint64_t out_of_range() const { return out_of_range_; }
+  /// Prints "N malformed rows skipped, M rows read[, K NUL bytes in skipped rows]" when any row
+  /// was skipped (call once at the end).
   void summarize() const;
   LineReader& reader() { return reader_; }
 
@@ -83,6 +99,8 @@ class JsonlReader {
   Line line_;
   uint64_t rows_ = 0;
   uint64_t malformed_ = 0;
+  uint64_t nul_bytes_ = 0;
+  uint64_t out_of_range_ = 0;
 };
 
 }  // namespace dyn::io

@@ -39,6 +39,7 @@ struct LineReaderOptions {
 /// - A truncated gzip stream yields every complete line; the partial last line is dropped and a
 ///   warning names the file, the complete lines recovered and the bytes lost.
 /// - A plain file whose last line lacks a newline still yields that line.
+/// - A UTF-8 BOM before a file's first line is skipped (counted in boms(); case 42).
 /// Errors: an unreadable file throws Fatal(kExitIo). Not thread-safe.
 class LineReader {
  public:
@@ -56,12 +57,15 @@ class LineReader {
   uint64_t truncated_files() const { return truncated_; }
   /// Number of lines skipped for exceeding max_line_bytes.
   uint64_t long_lines() const { return long_lines_; }
+  /// Number of files whose UTF-8 byte order mark was skipped.
+  uint64_t boms() const { return boms_; }
 
  private:
   bool open_next();
   bool fill();  // appends decoded bytes to buf_; false at end of current file
   void close_current();
   void report_long_line();
+  std::string_view strip_bom(std::string_view text);
 
   std::vector<std::string> paths_;
   std::vector<std::string> names_;
@@ -81,6 +85,7 @@ class LineReader {
   uint64_t line_no_ = 0;
   uint64_t truncated_ = 0;
   uint64_t long_lines_ = 0;
+  uint64_t boms_ = 0;
   const std::string* cur_name_ = nullptr;
 };
 

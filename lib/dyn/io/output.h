@@ -10,8 +10,12 @@ namespace dyn::io {
 /// Thrown when the reader of stdout has gone away (EPIPE); run_tool turns it into a quiet exit 0.
 struct BrokenPipe {};
 
-/// Where a tool writes its data. Path "-" (or empty) = stdout; otherwise a temporary file next to
-/// the path, renamed over it by close() so a failed run never leaves half a file.
+/// Where a tool writes its data. Path "-" (or empty) = stdout. A path naming something that is not
+/// a regular file (a device such as /dev/null, a FIFO, a process substitution /dev/fd/N) is
+/// written in place. Otherwise the data goes to a temporary file beside the real target (a
+/// symlink is followed and stays a symlink), renamed over it by close(), so a failed run never
+/// leaves half a file; SIGINT/SIGTERM/SIGHUP (when not ignored or handled by the tool) remove the
+/// temporary file before the process dies of the signal (issue 21.1).
 /// Line-buffered when `line_buffered` or stdout is a terminal; otherwise 256 KiB blocks.
 /// Errors: EPIPE throws BrokenPipe; other write errors throw Fatal(kExitIo). Not thread-safe.
 class Output {
@@ -31,8 +35,10 @@ class Output {
 
  private:
   void raw_write(const char* p, size_t n);
-  std::string path_, tmp_;
+  std::string path_, target_, tmp_;
   int fd_ = 1;
+  int slot_ = -1;        ///< the temporary file's slot in the signal handler's list
+  bool direct_ = false;  ///< written in place (not a regular file)
   bool line_mode_ = false;
   bool tty_ = false;
   bool closed_ = false;

@@ -665,6 +665,8 @@ int decide(const DecideOptions& o, io::Output& out) {
     window.pop_front();
   }
   reader.summarize();
+  // Zero usable rows out of a non-empty input is the wrong format, not an empty run (issue 21.8).
+  if (reader.rows() == 0 && reader.malformed() > 0) throw Fatal(kExitBadData, trace::no_workload_rows_message(o.inputs));
   if (skipped)
     diag::note(fmt::format("{} trace row{} that are not request_end skipped", skipped, skipped == 1 ? "" : "s"));
   if (untimed)

@@ -7,6 +7,7 @@
 
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
+#include "dyn/io/jsonl.h"
 
 namespace dyn::trace {
 
@@ -14,7 +15,7 @@ int cat_traces(const CatOptions& o, io::Output& out) {
   io::LineReader reader(o.inputs, io::LineReaderOptions{o.strict});
   simdjson::dom::parser parser;
   io::Line line;
-  uint64_t malformed = 0;
+  uint64_t malformed = 0, rows = 0, nuls = 0;
   struct Held {
     bool has_time;
     uint64_t time;
@@ -29,12 +30,14 @@ int cat_traces(const CatOptions& o, io::Output& out) {
     auto err = parser.parse(t.data(), t.size(), true).get(doc);
     if (err || !doc.is_object()) {
       ++malformed;
+      nuls += static_cast<uint64_t>(std::count(t.begin(), t.end(), '\0'));
       if (malformed <= 20)
         diag::warning(line.where(), t.find('\0') != std::string_view::npos ? "malformed JSON row (NUL bytes), skipped"
                                     : err ? "malformed JSON row, skipped"
                                           : "row is not a JSON object, skipped");
       continue;
     }
+    ++rows;
     std::string_view text = t;
     simdjson::dom::element row = doc;
     simdjson::dom::element ev;
@@ -67,8 +70,7 @@ int cat_traces(const CatOptions& o, io::Output& out) {
     for (auto& h : held) out.line(h.text);
   }
   malformed += reader.long_lines();  // over-long lines were reported by the reader itself
-  if (malformed > 0)
-    diag::warning("", std::to_string(malformed) + " malformed row" + (malformed == 1 ? "" : "s") + " skipped");
+  io::summarize_rows(rows, malformed, nuls);
   if (o.strict && (reader.truncated_files() > 0 || malformed > 0)) return kExitBadData;
   return kExitOk;
 }

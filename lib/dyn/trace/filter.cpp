@@ -12,6 +12,7 @@
 #include <set>
 
 #include "dyn/base/diag.h"
+#include "dyn/io/jsonl.h"
 #include "dyn/io/line_reader.h"
 
 namespace dyn::trace {
@@ -271,6 +272,14 @@ Expected<Where> parse_where(std::string_view expr) {
   w.path = std::move(*path);
   w.field = std::string(field);
   std::string_view value = trim(rest.substr(oplen));
+  if (!value.empty() && std::string_view("=!<>~").find(value.front()) != std::string_view::npos) {
+    // "a >> 3", "a =< 3", "a => 3": an operator that is not one; a value really starting with
+    // one of these characters is written quoted.
+    return Error{"--where '" + std::string(expr) + "': unknown operator '" +
+                     std::string(rest.substr(0, oplen + 1)) +
+                     "' (OP is one of = != < <= > >= ~; quote a value that starts with one of these)",
+                 kExitUsage};
+  }
   if (value.size() >= 2 && value.front() == '"' && value.back() == '"') {
     w.quoted = true;
     value = value.substr(1, value.size() - 2);
@@ -336,7 +345,10 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
   io::LineReader reader(o.inputs, io::LineReaderOptions{o.strict});
   simdjson::dom::parser parser;
   io::Line line;
-  uint64_t malformed = 0;
+  uint64_t malformed = 0, rows_read = 0, nuls = 0;
+  // Whether each --where / --fields path was ever present: a misspelt field silently matches
+  // nothing (or prints empty columns), so one never seen is warned about once at the end.
+  std::vector<bool> where_seen(o.where.size(), false), field_seen(o.fields.size(), false);
   std::set<std::string, std::less<>> family;  // --with-subagents: the session and its descendants
   if (o.session) family.insert(*o.session);
   std::string row_out, scratch, idbuf, ownbuf;
@@ -387,12 +399,14 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
     auto err = parser.parse(t.data(), t.size(), true).get(doc);
     if (err || doc.type() != element_type::OBJECT) {
       ++malformed;
+      nuls += static_cast<uint64_t>(std::count(t.begin(), t.end(), '\0'));
       if (malformed <= 20)
         diag::warning(line.where(), t.find('\0') != std::string_view::npos ? "malformed JSON row (NUL bytes), skipped"
                                     : err ? std::string("malformed JSON row (") + simdjson::error_message(err) + "), skipped"
                                           : std::string("row is not a JSON object, skipped"));
       continue;
     }
+    ++rows_read;
     element row = doc;
     bool envelope = false;
     {
@@ -440,13 +454,15 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
       if (!lookup(row, kWorker, &e) || !id_text(e, idbuf, &s) || s != *o.worker) continue;
     }
     bool pass = true;
-    for (const auto& w : o.where) {
+    for (size_t i = 0; i < o.where.size(); ++i) {
       element e;
-      bool present = lookup(row, w.path, &e);
-      if (!eval_where(w, present, e)) {
-        pass = false;
-        break;
+      if (!pass) {  // decided; only learn whether the field exists
+        if (!where_seen[i] && lookup(row, o.where[i].path, &e)) where_seen[i] = true;
+        continue;
       }
+      bool present = lookup(row, o.where[i].path, &e);
+      if (present) where_seen[i] = true;
+      if (!eval_where(o.where[i], present, e)) pass = false;
     }
     if (!pass) continue;
 
@@ -464,6 +480,7 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
     for (size_t i = 0; i < o.fields.size(); ++i) {
       element e;
       bool present = lookup(row, o.fields[i].path, &e);
+      if (present) field_seen[i] = true;
       if (o.format == FilterFormat::kJsonl) {
         if (i) row_out += ',';
         append_json_string(row_out, o.fields[i].name);
@@ -476,8 +493,17 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
     if (o.format == FilterFormat::kJsonl) row_out += '}';
     out.line(row_out);
   }
-  if (malformed > 0)
-    diag::warning("", std::to_string(malformed) + " malformed row" + (malformed == 1 ? "" : "s") + " skipped");
+  io::summarize_rows(rows_read, malformed, nuls);
+  if (rows_read > 0) {
+    for (size_t i = 0; i < o.where.size(); ++i)
+      if (!where_seen[i])
+        diag::warning("", "--where field '" + o.where[i].field + "' is in none of the " + std::to_string(rows_read) +
+                              " rows read (misspelt?)");
+    bool any_out = false;  // --fields is judged on the rows printed
+    for (bool b : field_seen) any_out = any_out || b;
+    for (size_t i = 0; i < o.fields.size() && any_out; ++i)
+      if (!field_seen[i]) diag::warning("", "--fields '" + o.fields[i].name + "' is in none of the rows printed (misspelt?)");
+  }
   if (o.strict && (reader.truncated_files() > 0 || malformed > 0)) return kExitBadData;
   return kExitOk;
 }

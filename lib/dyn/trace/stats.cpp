@@ -11,6 +11,7 @@
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
+#include "dyn/io/jsonl.h"
 #include "dyn/io/line_reader.h"
 
 namespace dyn::trace {
@@ -137,7 +138,7 @@ int trace_stats(const StatsOptions& o, io::Output& out) {
   io::LineReader reader(o.inputs, io::LineReaderOptions{o.strict});
   simdjson::dom::parser parser;
   io::Line line;
-  uint64_t malformed = 0;
+  uint64_t malformed = 0, rows_read = 0, nuls = 0;
   std::map<std::string, Group> sessions, workers;
   Group null_session, null_worker, total;
   null_session.is_null = null_worker.is_null = true;
@@ -148,9 +149,11 @@ int trace_stats(const StatsOptions& o, io::Output& out) {
     element doc;
     auto err = parser.parse(t.data(), t.size(), true).get(doc);
     if (err || doc.type() != element_type::OBJECT) {
+      nuls += static_cast<uint64_t>(std::count(t.begin(), t.end(), '\0'));
       if (++malformed <= 20) diag::warning(line.where(), "malformed JSON row, skipped");
       continue;
     }
+    ++rows_read;
     element row = doc, ev;
     if (at(doc, "/event", &ev) && ev.type() == element_type::OBJECT && at(doc, "/timestamp", &ev) &&
         !at(doc, "/event_type", &ev)) {
@@ -215,8 +218,7 @@ int trace_stats(const StatsOptions& o, io::Output& out) {
       if (has_lat) g->latency.push_back(lat);
     }
   }
-  if (malformed > 0)
-    diag::warning("", std::to_string(malformed) + " malformed row" + (malformed == 1 ? "" : "s") + " skipped");
+  io::summarize_rows(rows_read, malformed, nuls);
 
   std::vector<Json> rows;
   for (auto& [k, g] : sessions) rows.push_back(summary("session", "session_id", k, g));

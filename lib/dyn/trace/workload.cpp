@@ -555,9 +555,13 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
     w.rows.push_back(std::move(r));
   }
   reader.summarize();
+  w.skipped_rows = reader.malformed();
+  if (reader.out_of_range())  // each was reported with its file:line and field; the run is refused
+    report(std::to_string(reader.out_of_range()) + " row(s) with an integer out of 64-bit range");
   if (!dynamo.empty()) {
     if (!w.rows.empty()) report("input mixes Dynamo trace records and workload rows");
     Workload d = workload_from_dynamo(dynamo, opts.block_size);
+    d.skipped_rows = w.skipped_rows;
     for (auto& e : d.errors) diag::error("", e);
     d.errors.insert(d.errors.begin(), w.errors.begin(), w.errors.end());
     for (auto& r : d.rows) {

@@ -61,6 +61,7 @@ struct Workload {
   bool reordered = false;       ///< rows were sorted by timestamp
   std::vector<std::string> errors;
   uint64_t warnings = 0;
+  uint64_t skipped_rows = 0;    ///< lines the reader skipped (malformed, too long, out of range)
   bool ok() const { return errors.empty(); }
 };
 
@@ -117,5 +118,10 @@ Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& r
 /// request_id, delay, input_length, output_length, hash_ids, text_input, wait_for, tool_wait_ms,
 /// priority; absent ones omitted). Timestamps and delays print as integers when integral.
 Json workload_row_to_json(const WorkloadRow& row);
+
+/// The error for a workload input that gave zero usable rows (issue 21.8, exit 3): what was
+/// expected (Mooncake JSONL or Dynamo trace records), what the first file looks like when that
+/// explains it (CSV, a JSON document) and the command that converts it.
+std::string no_workload_rows_message(const std::vector<std::string>& paths);
 
 }  // namespace dyn::trace
