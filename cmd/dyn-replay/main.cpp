@@ -56,8 +56,10 @@ std::string pick_model(const dyn::http::ClientOptions& co) {
         j["data"][0].contains("id") && j["data"][0]["id"].is_string())
       return j["data"][0]["id"].get<std::string>();
   }
-  throw dyn::Fatal(dyn::kExitUsage, "no --model given and GET /v1/models did not name one (status " +
-                                        std::to_string(status) + ")");
+  // status 0: nothing answered. That is a network failure (exit 4) saying why, not a usage error.
+  if (status == 0) throw dyn::Fatal(dyn::kExitIo, body);
+  throw dyn::Fatal(dyn::kExitUsage, "no --model given and GET " + co.endpoint.join("/v1/models") + " answered HTTP " +
+                                        std::to_string(status) + " without a model id; pass --model");
 }
 
 /// Writes the run summary as JSON ({"config": ..., "summary": ...}) to `path` (temporary file
@@ -176,7 +178,7 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   trace::Workload w = trace::load_workload(o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs, wo);
   if (!w.ok())
     throw Fatal(kExitBadData, std::to_string(w.errors.size()) + " workload error(s); nothing was sent");
-  if (w.rows.empty()) throw Fatal(kExitBadData, "the workload has no rows");
+  if (w.rows.empty()) throw Fatal(kExitBadData, trace::no_workload_rows_message(o.inputs));
   if (o.fixed_schedule || (!rate && !o.concurrency && w.has_timestamps)) s.mode = replay::LoadMode::kFixedSchedule;
   else if (rate) s.mode = replay::LoadMode::kRequestRate;
   else {
@@ -248,6 +250,12 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   if (st.interrupted) return kExitInterrupted;
   if (st.all_transport_errors) {
     diag::error("", "no request got a response from " + o.url);
+    return kExitIo;
+  }
+  if (st.sent > 0 && st.ok == 0) {
+    // Every request failed (HTTP errors, cut or incomplete streams): the run measured nothing,
+    // which must not look like success to a script (issue 21.9).
+    diag::error("", "every request failed (" + std::to_string(st.errors) + " errors); nothing was measured");
     return kExitIo;
   }
   return kExitOk;

@@ -333,7 +333,7 @@ TEST_CASE("client: cancel() from another thread ends a stream in flight as cance
   CHECK(requests == 1);
 }
 
-TEST_CASE("client: drop mid-stream is stream_cut; missing [DONE] with finish is success") {
+TEST_CASE("client: drop mid-stream is stream_cut; missing [DONE] with finish is success; neither is stream_incomplete") {
   TestServer srv;
   srv.server.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
     bool drop = req.body.find("drop") != std::string::npos;
@@ -371,7 +371,8 @@ TEST_CASE("client: drop mid-stream is stream_cut; missing [DONE] with finish is 
   req.body = R"({"nofinish":1})";
   auto nf = c.post(req);
   REQUIRE(nf.error.has_value());
-  CHECK(nf.error->type == "stream_cut");
+  CHECK(nf.error->type == "stream_incomplete");  // issue 21.2: ended cleanly, but unfinished
+  CHECK(nf.error->message == "stream ended without a finish reason or [DONE]");
 }
 
 TEST_CASE("client: slow headers time out; non-streaming JSON body") {

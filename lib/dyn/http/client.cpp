@@ -3,9 +3,17 @@
 
 #include <httplib.h>
 
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
+#include <cstring>
 
 #include "dyn/base/json.h"
 #include "dyn/base/version.h"
@@ -24,7 +32,17 @@ void set_timeout(double s, const std::function<void(time_t, time_t)>& f) {
   f(static_cast<time_t>(whole), static_cast<time_t>((s - whole) * 1e6));
 }
 
-/// The message of an OpenAI-style error body, or the first bytes of the body.
+/// `s` whole when short; else its first 4,000 bytes and how many more there were, so a long
+/// message is never cut short silently.
+std::string bounded(std::string s) {
+  constexpr size_t kMax = 4000;
+  if (s.size() <= kMax) return s;
+  size_t more = s.size() - kMax;
+  s.resize(kMax);
+  return s + "... (" + std::to_string(more) + " more bytes)";
+}
+
+/// The message of an OpenAI-style error body, or the body itself.
 std::string error_message(const std::string& body, const std::string& fallback) {
   Json j = Json::parse(body, nullptr, false);
   if (j.is_object()) {
@@ -35,12 +53,59 @@ std::string error_message(const std::string& body, const std::string& fallback) 
     }
     if (auto m = j.find("message"); m != j.end() && m->is_string()) return m->get<std::string>();
   }
-  std::string s = body.substr(0, 200);
+  std::string s = bounded(body);
   while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.pop_back();
   return s.empty() ? fallback : s;
 }
 
+std::string url_of(const Endpoint& e) {
+  bool v6 = e.host.find(':') != std::string::npos;
+  return "http://" + (v6 ? "[" + e.host + "]" : e.host) + ":" + std::to_string(e.port);
+}
+
 }  // namespace
+
+std::string connect_failure_reason(const std::string& host, int port, double timeout_s) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* res = nullptr;
+  int rc = getaddrinfo(host.c_str(), std::to_string(port).c_str(), &hints, &res);
+  if (rc != 0) return gai_strerror(rc);
+  std::string why = "no address";
+  for (addrinfo* a = res; a; a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC | SOCK_NONBLOCK, a->ai_protocol);
+    if (fd < 0) {
+      why = std::strerror(errno);
+      continue;
+    }
+    int r = ::connect(fd, a->ai_addr, a->ai_addrlen);
+    if (r != 0 && errno == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      int ms = static_cast<int>(std::max(1.0, timeout_s * 1000));
+      int n = ::poll(&p, 1, ms);
+      if (n == 0) {
+        why = "timed out after " + std::to_string(static_cast<int>(std::ceil(timeout_s))) + " s";
+        ::close(fd);
+        continue;
+      }
+      int err = 0;
+      socklen_t len = sizeof err;
+      getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      r = err ? -1 : 0;
+      errno = err;
+    }
+    if (r == 0) {
+      ::close(fd);
+      freeaddrinfo(res);
+      return "";
+    }
+    why = std::strerror(errno);
+    ::close(fd);
+  }
+  freeaddrinfo(res);
+  return why;
+}
 
 Expected<Endpoint> Endpoint::parse(const std::string& url) {
   auto usage = [&](const std::string& why) { return Error{"--url " + url + ": " + why, kExitUsage}; };
@@ -113,7 +178,14 @@ void Connection::cancel() {
 
 std::pair<int, std::string> Connection::get(const std::string& path) {
   auto res = cli_->Get(opts_.endpoint.join(path).c_str());
-  if (!res) return {0, httplib::to_string(res.error())};
+  if (!res) {
+    if (res.error() == httplib::Error::Connection || res.error() == httplib::Error::ConnectionTimeout) {
+      std::string why = connect_failure_reason(opts_.endpoint.host, opts_.endpoint.port, opts_.connect_timeout_s);
+      return {0, "cannot connect to " + url_of(opts_.endpoint) + ": " +
+                     (why.empty() ? httplib::to_string(res.error()) : why)};
+    }
+    return {0, url_of(opts_.endpoint) + ": " + httplib::to_string(res.error())};
+  }
   return {res->status, res->body};
 }
 
@@ -185,7 +257,8 @@ HttpResult Connection::post(const HttpRequest& r) {
     } else if (err == httplib::Error::ConnectionTimeout) {
       fail(0, "timeout", "connect timed out");
     } else if (err == httplib::Error::Connection) {
-      fail(0, "connection", "cannot connect to " + opts_.endpoint.host + ":" + std::to_string(opts_.endpoint.port));
+      std::string why = connect_failure_reason(opts_.endpoint.host, opts_.endpoint.port, opts_.connect_timeout_s);
+      fail(0, "connection", "cannot connect to " + url_of(opts_.endpoint) + ": " + (why.empty() ? httplib::to_string(err) : why));
     } else if (out.status > 0 && read_timeout) {
       fail(out.status, "timeout", "no data for " + std::to_string(opts_.read_timeout_s) + " s mid-response");
     } else if (out.status > 0) {
@@ -216,7 +289,7 @@ HttpResult Connection::post(const HttpRequest& r) {
     if (s.stream_error) fail(out.status, s.error_type, s.error_message);
     else if (!clean) fail(out.status, "stream_cut", "stream ended inside an event after " + std::to_string(out.body_bytes) + " bytes");
     else if (s.parse_errors) fail(out.status, "protocol", std::to_string(s.parse_errors) + " SSE data payload(s) are not JSON, first: " + s.first_parse_error);
-    else if (!s.done && s.finish_reason.empty()) fail(out.status, "stream_cut", "stream ended without a finish_reason or [DONE]");
+    else if (!s.done && s.finish_reason.empty()) fail(out.status, "stream_incomplete", "stream ended without a finish reason or [DONE]");
   } else {
     stream.on_body(plain, out.end_ms);
     auto& s = stream.summary();

@@ -71,6 +71,12 @@ struct HttpResult {
   std::string header(std::string_view name) const;
 };
 
+/// Why a TCP connection to host:port cannot be made, as the system says it ("Connection
+/// refused", "No route to host", "Name or service not known", "timed out after 5 s"), or "" when
+/// a connection can be made now. Used to turn cpp-httplib's bare "Could not establish connection"
+/// into `cannot connect to URL: reason` (issue 21.9). Blocks up to `timeout_s`.
+std::string connect_failure_reason(const std::string& host, int port, double timeout_s);
+
 /// One keep-alive HTTP/1.1 connection to an endpoint (reconnects transparently when the server
 /// closed it). Not thread-safe: one Connection per worker thread (see ConnectionPool).
 class Connection {
@@ -82,10 +88,12 @@ class Connection {
   /// POSTs `req` and reads the whole response, streaming SSE through SseParser and OpenAiStream
   /// as it arrives (each read stamped with the clock before parsing). Never throws for network
   /// or server faults: they come back in HttpResult::error. A stream is successful only when it
-  /// ends cleanly with [DONE] or a finish_reason; a stream that stops inside an event, or ends
-  /// with neither, is an error of type "stream_cut"; non-JSON data payloads make it "protocol".
+  /// ends cleanly with [DONE] or a finish_reason; a stream that stops inside an event is an
+  /// error of type "stream_cut", one that ends cleanly with neither is "stream_incomplete"
+  /// (issue 21.2); non-JSON data payloads make it "protocol".
   HttpResult post(const HttpRequest& req);
-  /// GET returning status and body (small admin endpoints: /v1/models, /health). Errors: status 0.
+  /// GET returning status and body (small admin endpoints: /v1/models, /health). Errors: status
+  /// 0 and the body is `cannot connect to http://HOST:PORT: reason` (or another transport error).
   std::pair<int, std::string> get(const std::string& path);
   /// Cancels this connection for good, from any thread (dyn-replay on SIGINT): a post() in
   /// flight stops at its next read or at once when blocked on the socket (the socket is shut
