@@ -170,6 +170,40 @@ TEST_CASE("case 04: ITL excludes TTFT") {
   CHECK(*r.per_user_tps == doctest::Approx(1000.0 / 55));
 }
 
+TEST_CASE("issue 21.4: per-token ITL excludes the first chunk's tokens; AIPerf's ITL kept beside it") {
+  // Chunks at 100, 250, 400 and 430 ms carrying 2, 1, 3 and 1 tokens.
+  ChunkTimeline t{{100, 250, 400, 430}, {2, 1, 3, 1}};
+  RequestRecord r = metrics_from_timeline(t);
+  CHECK(*r.ttft == 100);
+  CHECK(*r.itl_per_token == doctest::Approx(66));  // 330 / 5
+  CHECK_FALSE(r.itl_per_token_estimated);
+  CHECK(*r.itl == doctest::Approx(55));            // AIPerf: 330 / 6
+  CHECK(compute_stats(r.inter_chunk).avg == doctest::Approx(110));  // per-chunk gaps: neither
+  // The same request as a request_end row: exact with dyn.chunk_tokens, estimated without.
+  Json row = {{"event_type", "request_end"},
+              {"request", {{"request_id", "r"}, {"ttft_ms", 100}, {"output_tokens", 7}, {"total_time_ms", 431}}},
+              {"dyn", {{"status", "ok"}, {"request_latency_ms", 430}, {"inter_chunk_ms", {150, 150, 30}},
+                       {"chunk_tokens", {2, 1, 3, 1}}}}};
+  auto exact = parse_request_end(row, "x:1");
+  REQUIRE(exact);
+  CHECK(*exact->itl_per_token == doctest::Approx(66));
+  CHECK_FALSE(exact->itl_per_token_estimated);
+  CHECK(*exact->itl == doctest::Approx(55));
+  row["dyn"].erase("chunk_tokens");
+  auto est = parse_request_end(row, "x:1");
+  CHECK(*est->itl_per_token == doctest::Approx(55));
+  CHECK(est->itl_per_token_estimated);
+  // The report labels both: AIPerf's figure under its own name, the per-token one saying how it
+  // was obtained.
+  RequestSet set;
+  set.requests = {*exact};
+  std::string table = report_table(build_report(set, {}), false);
+  CHECK(table.find("Inter Token Latency per Token (first chunk's tokens excluded)") != std::string::npos);
+  set.requests = {*est};
+  table = report_table(build_report(set, {}), false);
+  CHECK(table.find("Inter Token Latency per Token (estimated: no per-chunk usage)") != std::string::npos);
+}
+
 TEST_CASE("request_end rows: warmup excluded, errors only in the error summary, ITL recomputed") {
   auto row = [](const std::string& id, const std::string& session, int worker, double start, double ttft,
                 double total, int osl, int isl, int cached) {

@@ -1,6 +1,8 @@
 // Interpretation of OpenAI chunks: token stamps, usage, finish reason, tool calls.
 #include "dyn/http/sse_openai.h"
 
+#include <optional>
+
 #include "dyn/base/json.h"
 
 namespace dyn::http {
@@ -33,7 +35,7 @@ void OpenAiStream::on_event(const SseEvent& ev) {
   if (ev.event == "error") {  // named error event (some servers), payload may or may not be JSON
     s_.stream_error = true;
     s_.error_type = "stream_error";
-    s_.error_message = std::string(d.substr(0, 500));
+    s_.error_message = std::string(d.substr(0, 4000));
   }
   on_json_chunk(d, ev.first_byte_ms, false);
 }
@@ -50,6 +52,7 @@ void OpenAiStream::on_json_chunk(std::string_view data, double t, bool whole_bod
     return;
   }
   if (auto e = j.find("error"); e != j.end() && !e->is_null()) {
+    if (s_.stream_error && s_.error_type != "stream_error") return;  // keep the first error's facts
     s_.stream_error = true;
     if (e->is_object()) {
       s_.error_type = std::string(str(*e, "type"));
@@ -60,11 +63,18 @@ void OpenAiStream::on_json_chunk(std::string_view data, double t, bool whole_bod
     if (s_.error_type.empty()) s_.error_type = "stream_error";
     return;
   }
+  std::optional<uint64_t> chunk_completion;  // this chunk's cumulative completion_tokens
   if (auto u = j.find("usage"); u != j.end() && u->is_object()) {  // "usage": null is absent
-    if (auto v = count(*u, "prompt_tokens")) s_.prompt_tokens = v;
-    if (auto v = count(*u, "completion_tokens")) s_.completion_tokens = v;
+    chunk_completion = count(*u, "completion_tokens");
+    // Cumulative counts never go down (case 27's rule, shared with the router's tap): a later
+    // chunk repeating 0 or leaving a count out keeps the larger one.
+    auto raise = [](std::optional<uint64_t>& have, std::optional<uint64_t> v) {
+      if (v && (!have || *v > *have)) have = v;
+    };
+    raise(s_.prompt_tokens, count(*u, "prompt_tokens"));
+    raise(s_.completion_tokens, count(*u, "completion_tokens"));
     if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object())
-      if (auto v = count(*d, "cached_tokens")) s_.cached_tokens = v;
+      raise(s_.cached_tokens, count(*d, "cached_tokens"));
   }
   auto ch = j.find("choices");
   if (ch == j.end() || !ch->is_array()) return;
@@ -114,7 +124,16 @@ void OpenAiStream::on_json_chunk(std::string_view data, double t, bool whole_bod
     if (auto fr = c.find("finish_reason"); fr != c.end() && fr->is_string() && (index == 0 || s_.finish_reason.empty()))
       s_.finish_reason = fr->get<std::string>();
   }
-  if (output) s_.token_chunk_ms.push_back(t);
+  if (output) {
+    s_.token_chunk_ms.push_back(t);
+    if (!whole_body && chunk_usage_ok_ && chunk_completion && *chunk_completion >= chunk_usage_prev_) {
+      s_.chunk_tokens.push_back(*chunk_completion - chunk_usage_prev_);
+      chunk_usage_prev_ = *chunk_completion;
+    } else if (chunk_usage_ok_) {
+      chunk_usage_ok_ = false;
+      s_.chunk_tokens.clear();
+    }
+  }
 }
 
 }  // namespace dyn::http

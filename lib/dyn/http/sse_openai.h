@@ -24,6 +24,10 @@ struct ResponseSummary {
   /// (`reasoning_content` / `reasoning`), or tool-call name/argument text (an agent's tool call
   /// is generated tokens too). Role-only, finish-only and usage-only chunks are not here (SPEC 7).
   std::vector<double> token_chunk_ms;
+  /// Tokens each of those chunks carried, from per-chunk cumulative usage (vLLM's
+  /// stream_options.continuous_usage_stats): same length as token_chunk_ms when every output
+  /// chunk had usage, else empty (the per-token ITL is then an estimate; issue 21.4).
+  std::vector<uint64_t> chunk_tokens;
   std::string text;                 ///< output text (content, reasoning, tool-call text) when kept
   std::string content;              ///< assistant `content` only (for threading history) when kept
   uint64_t text_bytes = 0;          ///< bytes of output text, kept or not
@@ -56,6 +60,8 @@ class OpenAiStream {
   void on_json_chunk(std::string_view data, double t, bool whole_body);
   bool keep_text_;
   ResponseSummary s_;
+  bool chunk_usage_ok_ = true;      ///< every output chunk so far carried usage
+  uint64_t chunk_usage_prev_ = 0;   ///< completion_tokens at the previous output chunk
 };
 
 }  // namespace dyn::http

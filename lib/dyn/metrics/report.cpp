@@ -29,6 +29,11 @@ constexpr Def kTtst{"time_to_second_token", "Time to Second Token", "ms", false}
 constexpr Def kLatency{"request_latency", "Request Latency", "ms", false};
 constexpr Def kItl{"inter_token_latency", "Inter Token Latency", "ms", false};
 constexpr Def kIcl{"inter_chunk_latency", "Inter Chunk Latency", "ms", false};
+// Issue 21.4: kItl keeps AIPerf's definition (parity); this one excludes the first chunk's tokens.
+constexpr Def kItlTok{"inter_token_latency_per_token", "Inter Token Latency per Token (first chunk's tokens excluded)",
+                      "ms", false};
+constexpr Def kItlTokEst{"inter_token_latency_per_token",
+                         "Inter Token Latency per Token (estimated: no per-chunk usage)", "ms", false};
 constexpr Def kPerUser{"output_token_throughput_per_user", "Output Token Throughput Per User", "tokens/sec/user", true};
 constexpr Def kIsl{"input_sequence_length", "Input Sequence Length", "tokens", false};
 constexpr Def kOsl{"output_sequence_length", "Output Sequence Length", "tokens", false};
@@ -230,6 +235,11 @@ Report build_report(const RequestSet& set, const ReportOptions& options) {
   add_series(kTtst, opt(&RequestRecord::ttst), to_ms);
   add_series(kLatency, opt(&RequestRecord::latency), to_ms);
   add_series(kItl, opt(&RequestRecord::itl), to_ms);
+  {
+    bool estimated = false;
+    for (const RequestRecord* r : valid) estimated = estimated || (r->itl_per_token && r->itl_per_token_estimated);
+    add_series(estimated ? kItlTokEst : kItlTok, opt(&RequestRecord::itl_per_token), to_ms);
+  }
   add_series(kIcl, [](const RequestRecord& r, std::vector<double>& v) { v.insert(v.end(), r.inter_chunk.begin(), r.inter_chunk.end()); }, to_ms);
   add_series(kPerUser, opt(&RequestRecord::per_user_tps), 1.0);
   add_series(kIsl, opt(&RequestRecord::isl), 1.0);

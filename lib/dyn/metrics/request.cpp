@@ -153,6 +153,19 @@ std::optional<RequestRecord> parse_request_end(const Json& row, std::string wher
       if (auto d = as_number(x)) r.inter_chunk.push_back(*d);
   r.itl = num_at(row, "request.avg_itl_ms");
   derive_itl(r, 1e-3);
+  // Per-token ITL (issue 21.4): the first chunk's tokens are part of TTFT, not of any gap.
+  if (r.latency && r.ttft && r.osl && *r.osl >= 2) {
+    double first = 1;
+    r.itl_per_token_estimated = true;
+    if (const Json* ct = find_path(row, "dyn.chunk_tokens"); ct && ct->is_array() && !ct->empty() &&
+        ct->size() == r.inter_chunk.size() + 1) {
+      if (auto f = as_number((*ct)[0])) {
+        first = *f;
+        r.itl_per_token_estimated = false;
+      }
+    }
+    if (*r.osl - first >= 1) r.itl_per_token = (*r.latency - *r.ttft) / (*r.osl - first);
+  }
   r.hash_ids = u64_array(find_path(row, "dyn.hash_ids"));
   if (r.hash_ids.empty()) r.hash_ids = u64_array(find_path(row, "request.replay.input_sequence_hashes"));
   r.source = row;
@@ -260,6 +273,7 @@ RequestRecord metrics_from_timeline(const ChunkTimeline& t) {
   for (double n : t.tokens) osl += n;
   r.osl = osl;
   derive_itl(r, 1e-3);
+  if (!t.tokens.empty() && osl - t.tokens.front() >= 1) r.itl_per_token = (*r.latency - *r.ttft) / (osl - t.tokens.front());
   return r;
 }
 

@@ -34,7 +34,13 @@ struct RequestRecord {
   std::string binding;      ///< dyn.binding (new, hit, rebound, expired, none) or ""
   std::optional<ErrorInfo> error;  ///< set for error/cancelled rows: counted in error summaries only
   std::optional<int64_t> start_ns, end_ns;  ///< unix ns: request start, end of the response
-  std::optional<double> ttft, ttst, latency, itl;  ///< time unit (ms or ns)
+  std::optional<double> ttft, ttst, latency, itl;  ///< time unit (ms or ns); itl: AIPerf's definition
+  /// Per-token ITL that excludes the first chunk's tokens: (latency - TTFT) / (OSL - tokens of
+  /// the first chunk), time unit. Exact when per-chunk token counts are known (dyn.chunk_tokens,
+  /// a ChunkTimeline); otherwise estimated as if the first chunk held one token (then equal to
+  /// `itl`) and `itl_per_token_estimated` is set (issue 21.4). Dyn rows only.
+  std::optional<double> itl_per_token;
+  bool itl_per_token_estimated = false;
   std::vector<double> inter_chunk;                 ///< time unit
   std::optional<double> per_user_tps;              ///< tokens/s (1 / ITL in seconds)
   std::optional<double> isl, osl, cached, output_token_count, reasoning_token_count;  ///< tokens
@@ -90,7 +96,9 @@ struct ChunkTimeline {
 /// Per-request metrics of SPEC 7 from a timeline: TTFT = first chunk; TTST = second - first;
 /// latency = last content chunk (the end of a trailing [DONE] or usage chunk does not count);
 /// inter-chunk = gaps between consecutive chunks (TTFT never among them);
-/// ITL = (latency - TTFT) / (OSL - 1) with OSL = sum of tokens, defined for OSL >= 2;
+/// ITL = (latency - TTFT) / (OSL - 1) with OSL = sum of tokens, defined for OSL >= 2 (AIPerf);
+/// per-token ITL = (latency - TTFT) / (OSL - tokens of the first chunk), exact (chunks at 100,
+/// 250, 400, 430 ms with 2, 1, 3, 1 tokens: ITL 55 ms, per-token ITL 66 ms);
 /// per-user throughput = 1000 / ITL. Fields stay empty when undefined (no chunks).
 RequestRecord metrics_from_timeline(const ChunkTimeline& timeline);
 

@@ -133,10 +133,16 @@ Json client_record(const RecordContext& c, const http::HttpResult& res) {
     Json gaps = Json::array();
     for (size_t i = 1; i < t.size(); ++i) gaps.push_back(round_us(t[i] - t[i - 1]));
     d["inter_chunk_ms"] = std::move(gaps);
+    // Tokens per content chunk when the server reported per-chunk usage: the exact per-token
+    // ITL excludes the first chunk's tokens (issue 21.4; dyn-bench computes it).
+    if (s.chunk_tokens.size() == t.size()) d["chunk_tokens"] = s.chunk_tokens;
     d["request_latency_ms"] = round_us(t.back() - res.start_ms);
   } else if (ok) {
     d["request_latency_ms"] = round_us(res.end_ms - res.start_ms);
   }
+  // A stream that finished (finish_reason) but never sent [DONE] is a success with a warning,
+  // the rule dyn-route serve and dyn-trace capture follow (issue 21.2).
+  if (ok && res.streamed && !s.done) d["warning"] = "stream ended without [DONE] after its finish reason";
   if (osl_estimated && rec["request"].contains("output_tokens")) d["output_tokens_estimated"] = true;
   if (!s.prompt_tokens) d["input_tokens_estimated"] = true;
   d["schedule_lag_ms"] = round_us(c.lag_ms);
