@@ -2,6 +2,7 @@
 // upstream timeouts and request tracing (SPEC 5.2), with flag > environment > default.
 #pragma once
 
+#include <csignal>
 #include <cstdlib>
 #include <memory>
 #include <string>
@@ -102,8 +103,6 @@ struct FrontendFlags {
   }
 };
 
-/// Binds, serves until SIGTERM/SIGINT, then drains in-flight responses and flushes the trace.
-/// Returns 0 after such a clean stop; bind errors throw Fatal (exit 4).
 /// The one start-up line of a live frontend, once it listens: URL, workers (or the capture
 /// upstream), routing mode and affinity, trace destination, admin listener.
 inline std::string startup_line(const dyn::serve::FrontendOptions& opt, int port) {
@@ -124,6 +123,9 @@ inline std::string startup_line(const dyn::serve::FrontendOptions& opt, int port
   return s;
 }
 
+/// Binds, serves until SIGTERM/SIGINT, then drains in-flight responses and flushes the trace.
+/// Returns 0 after a SIGTERM and 130 after a SIGINT (the README's exit table: interrupted), both
+/// after the same drain and flush; bind errors throw Fatal (exit 4).
 inline int run_frontend(dyn::serve::FrontendOptions opt) {
   const dyn::serve::FrontendOptions shown = opt;
   dyn::serve::Frontend frontend(std::move(opt));
@@ -132,7 +134,7 @@ inline int run_frontend(dyn::serve::FrontendOptions opt) {
   if (!port) throw dyn::Fatal(port.error().exit_code, port.error().message);
   dyn::diag::note(startup_line(shown, *port));
   frontend.serve();
-  return 0;
+  return watcher.received() == SIGINT ? dyn::kExitInterrupted : dyn::kExitOk;
 }
 
 }  // namespace dyn::cmd

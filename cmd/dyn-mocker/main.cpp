@@ -189,7 +189,8 @@ class Mocker {
     publisher_.reset();  // sends what the last steps queued
     if (!ok && !got_signal) throw dyn::Fatal(dyn::kExitIo, "server stopped unexpectedly");
     dyn::diag::note("stopped");
-    return dyn::kExitOk;
+    // The README's exit table: SIGINT is "interrupted" (130); SIGTERM is the normal stop (0).
+    return got_signal == SIGINT ? dyn::kExitInterrupted : dyn::kExitOk;
   }
 
  private:
