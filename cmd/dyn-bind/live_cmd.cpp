@@ -43,7 +43,7 @@ void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
     client.set_read_timeout(secs, usecs);
     auto res = client.Get(path);
     if (!res && res.error() == httplib::Error::Connection)  // the wording every tool uses (issue 21.9)
-      throw Fatal(kExitIo, fmt::format("cannot connect to {}: {}", base, httplib::to_string(res.error())));
+      throw Fatal(kExitIo, fmt::format("cannot connect to {}{}: {}", base, path, httplib::to_string(res.error())));
     if (!res) throw Fatal(kExitIo, fmt::format("{}{}: request failed: {}", base, path, httplib::to_string(res.error())));
     if (res->status != 200)
       throw Fatal(kExitIo, fmt::format("{}{}: HTTP {}: {}", base, path, res->status, res->body.substr(0, 200)));
