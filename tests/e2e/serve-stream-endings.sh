@@ -25,7 +25,7 @@ for front in r cap; do
   url="${front}_url"
   for c in "${cases[@]}"; do send "${!url}" "${c%%:*}" "${c#*:}"; done
 done
-echo "router /metrics: $(curl -sS "$r_url/metrics" | grep -E '^dyn_worker_errors_total' | tr '\n' ' ')"
+echo "router /metrics: $(curl -sS "$r_url/metrics" | grep -E '^dyn_worker_errors_total' | sed 's/,url="[^"]*"//')"
 stop "$r_pid"
 stop "$cap_pid"
 for front in r cap; do
