@@ -22,6 +22,7 @@ namespace {
 struct Opts {
   std::vector<std::string> inputs, input_files;
   std::string dataset_type, summary_path, artifact_dir;
+  std::string tokenizer_url;
   std::string url, endpoint_type = "chat", endpoint, model, session_headers = "dynamo", history = "cumulative";
   bool streaming = true, fixed_schedule = false, auto_offset = false, lenient = false, ignore_eos = false;
   std::optional<double> start_offset, end_offset;
@@ -109,6 +110,9 @@ int run(Opts& o, CLI::App& app) {
   Json summary;
   int rc;
   if (o.sim.sim) {  // the same workload through the simulated cluster (engine's sim_cmd)
+    // The simulated engines count 4-byte tokens (SPEC 4.2) by construction: an engine tokenizer
+    // has nothing to size there.
+    if (!o.tokenizer_url.empty()) throw Fatal(kExitUsage, "--tokenizer-url sizes prompts for a live endpoint; it cannot be used with --sim");
     o.sim.seed = o.seed;
     if (!o.model.empty()) o.sim.model = o.model;
     rc = cmd::run_sim_cmd(o.inputs, o.block_size, o.sim, o.out.output, o.out.line_buffered, &summary);
@@ -145,6 +149,7 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   lo.prompt_seed = o.seed;
   lo.ignore_eos = o.ignore_eos;
   lo.max_connections = o.max_connections;
+  lo.tokenizer_url = o.tokenizer_url;
   for (const auto& kv : o.extra_inputs) {
     auto [k, v] = parse_extra(kv);
     lo.extra_inputs[k] = v;
@@ -320,6 +325,10 @@ int main(int argc, char** argv) {
       ->type_name("S")
       ->check(CLI::PositiveNumber);
   app.add_option("--warmup-request-count", o.warmup, "Warmup requests sent first (rows flagged dyn.warmup)");
+  app.add_option("--tokenizer-url", o.tokenizer_url,
+                 "Size each synthetic prompt to exactly input_length tokens of the engine's tokenizer at URL "
+                 "(OpenAI-compatible POST URL/tokenize, as vLLM and SGLang serve) instead of 4 bytes per token")
+      ->type_name("URL");
   app.add_option("--block-size", o.block_size, "Block size of hash_ids (default 512; Dynamo traces carry their own)");
   app.add_flag("--lenient", o.lenient, "Warn about hash_ids that do not fit input_length instead of rejecting the workload");
   app.add_option("--seed,--random-seed", o.seed, "Seed for synthetic prompts and random arrivals")->capture_default_str();

@@ -7,28 +7,7 @@
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 source "$DYN_ROOT/tests/e2e/helpers/kv_events.sh"
 bs=16
-cat >tok.py <<'PY'
-import http.server, json, os
-class H(http.server.BaseHTTPRequestHandler):
-    def do_POST(self):
-        body = json.loads(self.rfile.read(int(self.headers["content-length"])))
-        with open("tok.log", "a") as f:
-            f.write(self.path + " " + json.dumps(sorted(body)) + "\n")
-        text = body["prompt"] if "prompt" in body else "".join(m["role"] + ":" + m["content"] + "\n" for m in body["messages"])
-        out = json.dumps({"count": len(text), "max_model_len": 4096, "tokens": [ord(c) for c in text]}).encode()
-        self.send_response(200)
-        self.send_header("content-type", "application/json")
-        self.send_header("content-length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-    def log_message(self, *a):
-        pass
-s = http.server.HTTPServer(("127.0.0.1", 0), H)
-open("tok.port.tmp", "w").write(str(s.server_address[1]))
-os.rename("tok.port.tmp", "tok.port")
-s.serve_forever()
-PY
-$py tok.py & tok_pid=$!; _dyn_pids+=("$tok_pid")
+$py "$DYN_ROOT/tests/e2e/helpers/char_tokenizer.py" & tok_pid=$!; _dyn_pids+=("$tok_pid")
 wait_file tok.port
 start_pub 0; start_pub 1
 start_mocker w0 --worker-id 0 --block-size $bs --speedup-ratio 100

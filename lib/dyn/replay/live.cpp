@@ -17,6 +17,7 @@
 #include "dyn/base/clock.h"
 #include "dyn/base/diag.h"
 #include "dyn/http/pool.h"
+#include "dyn/http/tokenize.h"
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
 #include "dyn/tokens/synthetic.h"
@@ -61,6 +62,68 @@ Json build_body(const LiveOptions& o, const std::string& prompt, std::optional<u
   }
   for (auto it = o.extra_inputs.begin(); it != o.extra_inputs.end(); ++it) b[it.key()] = it.value();
   return b;
+}
+
+Expected<SizedPrompt> size_prompt(const LiveOptions& o, const trace::WorkloadRow& row, uint32_t block_size) {
+  const uint64_t target = row.input_length;
+  // The SPEC 4.3 text grows on demand: a longer synthetic prompt starts with the shorter one
+  // (filler blocks follow the ids), so any cut n is a prefix of the same text.
+  std::string base = tokens::synthetic_prompt(o.prompt_seed, row.hash_ids, target, block_size);
+  auto text_of = [&](uint64_t n) {
+    if (base.size() < n)
+      base = tokens::synthetic_prompt(o.prompt_seed, row.hash_ids, std::max<uint64_t>((n + 3) / 4, base.size() / 2), block_size);
+    return base.substr(0, n);
+  };
+  static const std::vector<std::pair<std::string, std::string>> kNoHistory;
+  const auto api = o.endpoint_type == EndpointType::kChat ? http::TokenizeApi::kChat : http::TokenizeApi::kCompletions;
+  SizedPrompt best;
+  uint64_t best_off = UINT64_MAX;
+  std::optional<std::pair<uint64_t, uint64_t>> lo, hi;  // (bytes, tokens) below / above the target
+  std::set<uint64_t> tried;
+  uint64_t n = 4 * target;  // the 4-byte convention's guess
+  for (uint32_t round = 1; round <= kSizingRounds; ++round) {
+    std::string text = text_of(n);
+    Json body = build_body(o, text, row.output_length, kNoHistory);
+    auto ids = http::tokenize(o.tokenizer_url, http::tokenize_request(api, body, o.model, &tokens::render_request));
+    if (!ids) return ids.error();
+    const uint64_t c = ids->size();
+    tried.insert(n);
+    const uint64_t off = c > target ? c - target : target - c;
+    if (off < best_off) {
+      best_off = off;
+      best.text = std::move(text);
+      best.ids = std::move(*ids);
+      best.exact = off == 0;
+    }
+    best.rounds = round;
+    if (off == 0) break;
+    if (c < target) {
+      if (!lo || n > lo->first) lo = {n, c};
+    } else if (!hi || n < hi->first) {
+      hi = {n, c};
+    }
+    uint64_t next;
+    if (lo && hi) {
+      // Bracketed: interpolate between the two cuts (tokens grow about linearly with bytes).
+      if (hi->first - lo->first <= 1) break;  // adjacent cuts step over the target
+      const double f = static_cast<double>(target - lo->second) / static_cast<double>(hi->second - lo->second);
+      next = lo->first + static_cast<uint64_t>(std::llround(f * static_cast<double>(hi->first - lo->first)));
+      next = std::clamp(next, lo->first + 1, hi->first - 1);
+    } else {
+      // One side only: step by the bytes per token seen so far (the template's tokens included,
+      // so the step undershoots a little and the next round brackets or hits).
+      if (c > target && n == 0) break;  // the request without any prompt text is already too long
+      double per = c > 0 && n > 0 ? static_cast<double>(n) / static_cast<double>(c) : 4.0;
+      int64_t nn = static_cast<int64_t>(n) +
+                   std::llround((static_cast<double>(target) - static_cast<double>(c)) * per);
+      if (c < target && nn <= static_cast<int64_t>(n)) nn = static_cast<int64_t>(n) + 1;
+      if (c > target && nn >= static_cast<int64_t>(n)) nn = static_cast<int64_t>(n) - 1;
+      next = static_cast<uint64_t>(std::max<int64_t>(nn, 0));
+    }
+    if (tried.count(next)) break;
+    n = next;
+  }
+  return best;
 }
 
 Json client_record(const RecordContext& c, const http::HttpResult& res) {
@@ -151,6 +214,9 @@ Json client_record(const RecordContext& c, const http::HttpResult& res) {
   d["block_size"] = c.block_size;
   d["turn"] = c.item->turn;
   if (c.warmup) d["warmup"] = true;
+  // --tokenizer-url could not hit input_length exactly for this prompt: say by how much.
+  if (c.sized && !c.sized->exact)
+    d["prompt_sizing"] = {{"input_length", c.row->input_length}, {"tokenizer_tokens", c.sized->ids.size()}};
   rec["dyn"] = std::move(d);
   return rec;
 }
@@ -167,8 +233,9 @@ bool g_interrupted = false;
 class Runner {
  public:
   Runner(const trace::Workload& w, const LiveOptions& o, io::Output& out, const std::vector<PlanItem>& items,
-         http::ConnectionPool& pool, bool warmup, LiveStats& stats)
-      : w_(w), o_(o), out_(out), items_(items), pool_(pool), warmup_(warmup), stats_(stats) {
+         http::ConnectionPool& pool, bool warmup, LiveStats& stats,
+         const std::vector<std::optional<SizedPrompt>>& sized)
+      : w_(w), o_(o), out_(out), items_(items), pool_(pool), warmup_(warmup), stats_(stats), sized_(sized) {
     {
       std::lock_guard<std::mutex> g(g_interrupt_mu);
       g_active = this;
@@ -283,7 +350,9 @@ class Runner {
     const PlanItem& it = items_[k];
     const auto& row = w_.rows[it.row];
     // Build everything before the deadline (the dispatcher hands work over early).
+    const SizedPrompt* sized = it.row < sized_.size() && sized_[it.row] ? &*sized_[it.row] : nullptr;
     std::string prompt = row.text_input ? *row.text_input
+                         : sized        ? sized->text
                                         : tokens::synthetic_prompt(o_.prompt_seed, row.hash_ids, row.input_length,
                                                                    w_.block_size);
     std::vector<std::pair<std::string, std::string>>* hist = nullptr;
@@ -301,8 +370,16 @@ class Runner {
     ctx.unix_at_mono0 = unix0_;
     std::string rendered = tokens::render_request(body);
     ctx.input_tokens_estimate = tokens::token_count(rendered.size());
-    const std::string& hashed = hist && !hist->empty() ? rendered : prompt;
-    auto toks = tokens::text_to_tokens(hashed);
+    const bool threaded = hist && !hist->empty();
+    ctx.sized = sized;
+    std::vector<uint32_t> toks;
+    if (sized && !threaded) {
+      // The engine's ids of exactly this request (what a router with --tokenizer-url hashes).
+      toks = sized->ids;
+      ctx.input_tokens_estimate = toks.size();
+    } else {
+      toks = tokens::text_to_tokens(threaded ? rendered : prompt);
+    }
     ctx.input_length = toks.size();
     ctx.sequence_hashes = tokens::sequence_hashes(tokens::block_hashes(toks, w_.block_size, true));
     http::HttpRequest req;
@@ -393,6 +470,7 @@ class Runner {
   http::ConnectionPool& pool_;
   bool warmup_;
   LiveStats& stats_;
+  const std::vector<std::optional<SizedPrompt>>& sized_;  // by row; empty without --tokenizer-url
   std::mutex mu_;
   std::condition_variable cv_, progress_cv_;
   std::priority_queue<std::pair<double, size_t>, std::vector<std::pair<double, size_t>>, std::greater<>> ready_;
@@ -424,6 +502,28 @@ LiveStats run_live(const trace::Workload& w, const LiveOptions& o, io::Output& o
     throw Fatal(kExitBadData, std::to_string(plan.errors.size()) + " workload error(s); nothing was sent");
   LiveStats stats;
   stats.planned = plan.items.size();
+  // --tokenizer-url: size every synthetic prompt the run sends before anything is sent, so the
+  // schedule is not delayed by /tokenize calls; an unusable tokenizer stops the run here.
+  std::vector<std::optional<SizedPrompt>> sized;
+  if (!o.tokenizer_url.empty() && !w.rows.empty()) {
+    std::vector<bool> need(w.rows.size(), false);
+    for (const auto& it : plan.items) need[it.row] = true;
+    for (uint64_t k = 0; k < o.warmup_count; ++k) need[k % w.rows.size()] = true;
+    sized.resize(w.rows.size());
+    uint64_t count = 0, off = 0;
+    for (size_t r = 0; r < w.rows.size(); ++r) {
+      if (!need[r] || w.rows[r].text_input) continue;  // literal prompts are sent as written
+      auto s = size_prompt(o, w.rows[r], w.block_size);
+      if (!s) throw Fatal(s.error().exit_code, "--tokenizer-url: " + s.error().message + "; nothing was sent");
+      ++count;
+      if (!s->exact) ++off;
+      sized[r] = std::move(*s);
+    }
+    if (off)
+      diag::warning("tokenizer", std::to_string(off) + " of " + std::to_string(count) +
+                                     " prompts could not be sized to exactly input_length tokens of " + o.tokenizer_url +
+                                     " (dyn.prompt_sizing in their rows)");
+  }
   http::raise_fd_limit();
   size_t pool_size = o.max_connections;
   if (o.concurrency) pool_size = std::min<size_t>(pool_size, o.concurrency);
@@ -440,9 +540,9 @@ LiveStats run_live(const trace::Workload& w, const LiveOptions& o, io::Output& o
     LiveOptions wo = o;
     wo.history = History::kCumulative;
     if (!wo.concurrency) wo.concurrency = std::min<uint64_t>(o.warmup_count, 16);
-    Runner(w, wo, out, warm, pool, true, stats).run();
+    Runner(w, wo, out, warm, pool, true, stats, sized).run();
   }
-  Runner(w, o, out, plan.items, pool, false, stats).run();
+  Runner(w, o, out, plan.items, pool, false, stats, sized).run();
   return stats;
 }
 

@@ -41,7 +41,33 @@ struct LiveOptions {
   size_t max_connections = 4096;       ///< worker threads / connections at most
   bool progress = false;               ///< progress line on stderr
   double dispatch_lead_ms = 2;         ///< hand a request to its worker this early to build it
+  /// --tokenizer-url: engine tokenizer base URL (POST URL/tokenize); synthetic prompts are sized
+  /// to input_length of its tokens before the run (size_prompt). "" = 4 bytes per token (SPEC 4.3).
+  std::string tokenizer_url;
 };
+
+/// A synthetic prompt sized with the engine's tokenizer (size_prompt).
+struct SizedPrompt {
+  std::string text;           ///< the prompt text (a prefix of the SPEC 4.3 synthetic text, or longer)
+  std::vector<uint32_t> ids;  ///< the tokenizer's ids of the sized request (its prompt_tokens)
+  uint32_t rounds = 0;        ///< /tokenize calls made
+  bool exact = false;         ///< ids.size() == the row's input_length
+};
+
+/// Rounds of size_prompt at most (one POST /tokenize each).
+inline constexpr uint32_t kSizingRounds = 16;
+
+/// Sizes the synthetic prompt of `row` (no text_input) so that the row's own request (build_body
+/// with no history: in --history delta the new user turn as a request alone, since the live
+/// replies are not known before the run) is exactly row.input_length tokens of the tokenizer at
+/// o.tokenizer_url. The text is the SPEC 4.3 synthetic text (seed o.prompt_seed) cut to n bytes,
+/// its filler blocks continuing it when n > 4 * input_length, so block-sharing rows still share
+/// prefixes; n is searched with the counts (secant steps inside a bracket), at most
+/// kSizingRounds calls. When no n gives the exact count (a tokenizer whose count jumps by more
+/// than 1 per byte there, or too few rounds), the closest count found is returned with exact =
+/// false. A failed /tokenize call is the Error (message naming the URL; kExitIo unreachable or
+/// non-200, kExitBadData a malformed answer).
+Expected<SizedPrompt> size_prompt(const LiveOptions& o, const trace::WorkloadRow& row, uint32_t block_size);
 
 /// Counters of a finished run (stderr summary; exit status).
 struct LiveStats {
@@ -69,7 +95,8 @@ struct RecordContext {
   uint32_t block_size = 512;
   uint64_t input_length = 0;                ///< replay.input_length (tokens of the hashed prompt)
   std::vector<uint64_t> sequence_hashes;    ///< of the prompt (SPEC 4.1, trailing partial block)
-  uint64_t input_tokens_estimate = 0;       ///< SPEC 4.2 count of the rendered request
+  uint64_t input_tokens_estimate = 0;       ///< SPEC 4.2 count of the rendered request (tokenizer count when sized)
+  const SizedPrompt* sized = nullptr;       ///< the prompt sized by --tokenizer-url, if any
   double scheduled_ms = 0;                  ///< offset from run start
   double lag_ms = 0;
   double unix_at_mono0 = 0, mono0 = 0;      ///< maps clock readings to unix ms

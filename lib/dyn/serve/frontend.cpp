@@ -16,6 +16,7 @@
 #include "dyn/base/diag.h"
 #include "dyn/base/json_limits.h"
 #include "dyn/base/json.h"
+#include "dyn/http/tokenize.h"
 #include "dyn/kvevents/pubsub.h"
 #include "dyn/kvevents/translate.h"
 #include "dyn/route/router.h"
@@ -903,42 +904,10 @@ void Frontend::Impl::on_kv_reset(size_t i, const std::string&) {
 }
 
 Expected<std::vector<uint32_t>> Frontend::Impl::tokenize(Api api, const Json& body, const std::string& model) {
-  // vLLM's and SGLang's /tokenize: chat messages go through the model's chat template there, so
-  // the ids are those the engine will cache; other APIs send the rendered text as a prompt.
-  Json req = Json::object();
-  if (!model.empty()) req["model"] = model;
-  auto msgs = body.find("messages");
-  auto prompt = body.find("prompt");
-  if (api == Api::kChat && msgs != body.end()) {
-    req["messages"] = *msgs;
-    req["add_generation_prompt"] = true;
-    if (auto t = body.find("tools"); t != body.end()) req["tools"] = *t;
-  } else if (api == Api::kCompletions && prompt != body.end() && prompt->is_string()) {
-    req["prompt"] = *prompt;
-  } else {
-    req["prompt"] = tokens::render_request(body);
-  }
-  auto u = http::UpstreamUrl::parse(opt.tokenizer_url);
-  if (!u) return u.error();
-  httplib::Client c(u->scheme_host_port);
-  c.set_connection_timeout(std::chrono::seconds(1));
-  c.set_read_timeout(std::chrono::seconds(10));
-  auto r = c.Post(u->path_prefix + "/tokenize", req.dump(), "application/json");
-  if (!r) return Error{"POST " + opt.tokenizer_url + "/tokenize failed: " + httplib::to_string(r.error()), kExitIo};
-  if (r->status != 200)
-    return Error{fmt::format("POST {}/tokenize answered {}", opt.tokenizer_url, r->status), kExitIo};
-  Json j = Json::parse(r->body, nullptr, false);
-  auto t = j.is_object() ? j.find("tokens") : j.end();
-  if (!j.is_object() || t == j.end() || !t->is_array())
-    return Error{"POST " + opt.tokenizer_url + "/tokenize: no \"tokens\" array in the answer", kExitBadData};
-  std::vector<uint32_t> out;
-  out.reserve(t->size());
-  for (const auto& v : *t) {
-    if (!v.is_number_unsigned() || v.get<uint64_t>() > UINT32_MAX)
-      return Error{"POST " + opt.tokenizer_url + "/tokenize: a token id is not an integer 0 … 4294967295", kExitBadData};
-    out.push_back(v.get<uint32_t>());
-  }
-  return out;
+  const auto kind = api == Api::kChat          ? http::TokenizeApi::kChat
+                    : api == Api::kCompletions ? http::TokenizeApi::kCompletions
+                                               : http::TokenizeApi::kOther;
+  return http::tokenize(opt.tokenizer_url, http::tokenize_request(kind, body, model, &tokens::render_request));
 }
 
 void Frontend::Impl::forward_plain(size_t worker, const httplib::Request& req, httplib::Response& res) {
