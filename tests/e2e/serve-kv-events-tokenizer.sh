@@ -24,8 +24,8 @@ stored() {
                token_ids: $tok[0:($n * $bs)], block_size: $bs, lora_id: null, medium: "GPU"}]}'
 }
 worker() { tr -d '\r' <h.txt | awk -F': ' 'tolower($1)=="x-dyn-worker"{print $2}'; }
-complete() { curl -s -D h.txt -o /dev/null -w '%{http_code}' "$r_url/v1/completions" -d "{\"prompt\":\"$1\",\"max_tokens\":1}"; echo " worker $(worker)"; }
-chat() { curl -s -D h.txt -o /dev/null -w '%{http_code}' "$r_url/v1/chat/completions" \
+complete() { curl -s -H "content-type: application/json" -D h.txt -o /dev/null -w '%{http_code}' "$r_url/v1/completions" -d "{\"prompt\":\"$1\",\"max_tokens\":1}"; echo " worker $(worker)"; }
+chat() { curl -s -H "content-type: application/json" -D h.txt -o /dev/null -w '%{http_code}' "$r_url/v1/chat/completions" \
            -d "{\"messages\":[{\"role\":\"user\",\"content\":\"$1\"}],\"max_tokens\":1}"; echo " worker $(worker)"; }
 pa=$(printf 'alpha %.0s' $(seq 12)); pb=$(printf 'bravo %.0s' $(seq 12)); pc=$(printf 'charlie %.0s' $(seq 10))
 s=$(send 1 "$(stored "$pa" 1,2,3,4)"); wait_seq 1 "$s"
