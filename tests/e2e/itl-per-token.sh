@@ -16,6 +16,6 @@ for f in client.jsonl r.jsonl; do
   dyn-bench report --format json "$f" 2>/dev/null |
     jq -r --arg f "$f" '"\($f): per-token ITL / AIPerf ITL = \(.inter_token_latency_per_token.avg / .inter_token_latency.avg * 1000 | round / 1000)"'
 done
-dyn-bench report client.jsonl 2>/dev/null | grep -o 'Inter Token Latency[^0-9]*(ms)'
+dyn-bench report --format table client.jsonl 2>/dev/null | grep -o 'Inter Token Latency[^0-9]*(ms)'
 jq -c 'del(.dyn.chunk_tokens)' client.jsonl >no-chunk-usage.jsonl
-dyn-bench report no-chunk-usage.jsonl 2>/dev/null | grep -o 'Inter Token Latency per[^0-9]*(ms)'
+dyn-bench report --format table no-chunk-usage.jsonl 2>/dev/null | grep -o 'Inter Token Latency per[^0-9]*(ms)'
