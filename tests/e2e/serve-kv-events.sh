@@ -7,7 +7,7 @@
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 source "$DYN_ROOT/tests/e2e/helpers/kv_events.sh"
 bs=16
-route() { curl -s -D h.txt -o /dev/null "$r_url/v1/completions" -d "{\"prompt\":\"$1\",\"max_tokens\":1}"
+route() { curl -s -D h.txt -o /dev/null "$r_url/v1/completions" -H "content-type: application/json" -d "{\"prompt\":\"$1\",\"max_tokens\":1}"
           tr -d '\r' <h.txt | awk -F': ' 'tolower($1)=="x-dyn-worker"{print $2}'; }
 text() { printf "$1 %.0s" $(seq 40); }   # 40 x (len+1) bytes: 3 or 4 blocks of 16 tokens
 store() { echo "{\"type\":\"StoreText\",\"text\":\"$(text "$1")\",\"block_size\":$bs,\"ids\":[$2]}"; }

@@ -53,7 +53,7 @@ while read -r op a b c; do
       wait_seq "$a" "$seq"
       echo "{\"kv_event\":{\"worker\":$a,\"payload_hex\":\"$hex\"},\"timestamp\":$t}" >>decide.jsonl ;;
     req)
-      curl -s -D h.txt -o /dev/null "$r_url/v1/completions" -d "{\"prompt\":\"$(text "$a")\",\"max_tokens\":1}"
+      curl -s -D h.txt -o /dev/null "$r_url/v1/completions" -H "content-type: application/json" -d "{\"prompt\":\"$(text "$a")\",\"max_tokens\":1}"
       w=$(tr -d '\r' <h.txt | awk -F': ' 'tolower($1)=="x-dyn-worker"{print $2}')
       echo "$a $w" >>live.txt
       echo "{\"headers\":{},\"body\":{\"prompt\":\"$(text "$a")\",\"max_tokens\":1},\"timestamp\":$t}" >>decide.jsonl ;;
