@@ -15,7 +15,7 @@ for p in /v1/bindings /v1/programs /metrics; do
 done
 echo "/health keys: main $(curl -sS "$r_url/health" | jq -c keys), admin $(curl -sS "$admin_url/health" | jq -c keys)"
 echo "== --max-concurrent-requests 2"
-long='{"model":"mock-model","stream":true,"max_tokens":400,"messages":[{"role":"user","content":"long"}]}'
+long='{"model":"mock-model","stream":true,"max_tokens":4000,"messages":[{"role":"user","content":"long"}]}'
 curl -sS -N -o s1.txt -H 'content-type: application/json' "$r_url/v1/chat/completions" -d "$long" &
 c1=$!
 curl -sS -N -o s2.txt -H 'content-type: application/json' "$r_url/v1/chat/completions" -d "$long" &
