@@ -21,6 +21,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     uint64_t seed = 0;
     double health_interval_ms = 1000;
     double health_timeout_ms = 1000;
+    unsigned health_failure_threshold = 3;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand(
@@ -43,9 +44,14 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   sub->add_option("--health-interval-ms", o->health_interval_ms, "Poll each worker's GET /health this often")
       ->capture_default_str()
       ->check(CLI::Range(10.0, 3.6e6));
-  sub->add_option("--health-timeout-ms", o->health_timeout_ms, "A /health poll slower than this marks the worker unhealthy")
+  sub->add_option("--health-timeout-ms", o->health_timeout_ms, "A /health poll slower than this counts as a failed poll")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 3.6e6));
+  sub->add_option("--health-failure-threshold", o->health_failure_threshold,
+                  "Consecutive failed /health polls before a worker is marked down (a failed request marks it "
+                  "down at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1000u));
   sub->add_option("--router-binding-store", o->binding_store,
                   "Share session bindings with other serve replicas through Redis at redis://HOST:PORT[/DB]: "
                   "first claim wins, strict affinity across replicas (needs --router-session-affinity-ttl-secs)")
@@ -93,6 +99,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     opt.tokenizer_url = o->tokenizer_url;
     opt.health_interval_ms = o->health_interval_ms;
     opt.health_timeout_ms = o->health_timeout_ms;
+    opt.health_failure_threshold = o->health_failure_threshold;
     opt.tool_name = "dyn-route";
     opt.admission = dyn::cmd::admission_config(o->admission);
     // SPEC 9 capacity: the workers' KV blocks (SPEC 8 default 16,384) x the router block size.

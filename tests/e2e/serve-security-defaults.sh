@@ -7,8 +7,12 @@
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 printf '%s\n' '{"text":"reply with SECRET-REPLY-5e6f inside"}' >replies.jsonl
 start_mocker w0 --worker-id 0 --replies replies.jsonl --speedup-ratio 0.5
+# No scripted replies here: a stream then runs to max_tokens (4,000 tokens take ~45 s at this
+# speed), so the two streams surely hold both slots when the third request arrives. (With w0's
+# one-line reply they ended after a few tokens, and under load before the third request.)
+start_mocker w1 --worker-id 0 --speedup-ratio 0.5
 echo "== admin on a separate port"
-start_router r --worker "$w0_url" --admin-port 0 --admin-port-file admin.port --max-concurrent-requests 2
+start_router r --worker "$w1_url" --admin-port 0 --admin-port-file admin.port --max-concurrent-requests 2
 admin_url="http://127.0.0.1:$(cat admin.port)"
 for p in /v1/bindings /v1/programs /metrics; do
   echo "$p: main $(curl -sS -o /dev/null -w '%{http_code}' "$r_url$p"), admin $(curl -sS -o /dev/null -w '%{http_code}' "$admin_url$p")"

@@ -282,13 +282,24 @@ struct ScriptedUpstream {
   int port = 0;
   std::atomic<int> slow_chunks{0};
   std::atomic<bool> slow_ended{false};
+  std::atomic<int> health_failures{0};  ///< answer this many GET /health with 503
+  std::atomic<int> health_polls{0};
+  std::atomic<bool> health_hold{false};  ///< a good poll waits while this is set (≤ 0.5 s)
   std::mutex mu;
   std::vector<Json> bodies;
   std::vector<std::string> auth;
 
   ScriptedUpstream() {
     svr.new_task_queue = [] { return new httplib::ThreadPool(16); };
-    svr.Get("/health", [](const httplib::Request&, httplib::Response& res) { res.set_content("ok", "text/plain"); });
+    svr.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+      health_polls++;
+      if (health_failures.fetch_sub(1) > 0) {
+        res.status = 503;
+        return;
+      }
+      for (int i = 0; i < 50 && health_hold; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      res.set_content("ok", "text/plain");
+    });
     svr.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
       Json body = Json::parse(req.body);
       {
@@ -559,6 +570,40 @@ TEST_CASE("serve: x-dyn-worker, bindings, identity errors, 404, unreachable work
   CHECK(rows[1]["dyn"]["binding"] == "hit");
   CHECK(rows[1]["request"]["worker"]["decode_worker_id"].get<int>() == std::stoi(worker));
   std::remove(trace.c_str());
+}
+
+TEST_CASE("serve: a worker is marked down after --health-failure-threshold failed polls in a row, not one") {
+  ScriptedUpstream a, b;
+  FrontendOptions o = base_options(temp_prefix("health.jsonl"));
+  o.trace = false;
+  o.health_interval_ms = 10;
+  o.health_failure_threshold = 3;
+  o.workers = {a.url(), b.url()};
+  // Two failed polls, then a good one held open while the router is asked: a slow moment, not a
+  // dead worker, so the router must never have marked it down.
+  a.health_failures = 2;
+  a.health_hold = true;
+  RunningFrontend fe(o);
+  httplib::Client cli("127.0.0.1", fe.port);
+  auto healthy = [&](int w) {
+    auto r = cli.Get("/health");
+    REQUIRE(r);
+    return Json::parse(r->body)["workers"][w]["healthy"].get<bool>();
+  };
+  auto wait_polls = [](ScriptedUpstream& u, int n) {
+    for (int i = 0; i < 500 && u.health_polls < n; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    REQUIRE(u.health_polls >= n);
+  };
+  wait_polls(a, 3);
+  CHECK(healthy(0));
+  a.health_hold = false;
+  a.health_failures = 1000000;  // now it stays down: the third failed poll in a row marks it
+  wait_polls(a, a.health_polls + 4);
+  CHECK_FALSE(healthy(0));
+  CHECK(healthy(1));
+  a.health_failures = 0;  // one good poll brings it back
+  wait_polls(a, a.health_polls + 2);
+  CHECK(healthy(0));
 }
 
 TEST_CASE("serve: a dead worker is retried elsewhere; all dead gives 503 or 502, never a hang") {

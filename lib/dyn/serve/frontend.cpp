@@ -1164,6 +1164,7 @@ void Frontend::Impl::health_loop() {
     c->set_keep_alive(false);
     clients.push_back(std::move(c));
   }
+  std::vector<unsigned> failed_polls(clients.size(), 0);  // consecutive, per worker
   for (;;) {
     for (size_t i = 0; i < clients.size(); ++i) {
       auto r = clients[i]->Get(pools[i]->url().path_prefix + "/health");
@@ -1180,11 +1181,15 @@ void Frontend::Impl::health_loop() {
             check_block_size(i, it->get<uint32_t>(), "GET /health kv_block_size");
         }
         if (refused[i]) {
-          ok = false;
-          why = "refused: block size mismatch";
+          set_worker_health(i, false, "refused: block size mismatch");
+          continue;
         }
       }
-      set_worker_health(i, ok, why);
+      failed_polls[i] = ok ? 0 : failed_polls[i] + 1;
+      if (ok || failed_polls[i] >= std::max(1u, opt.health_failure_threshold)) {
+        if (!ok && failed_polls[i] > 1) why += fmt::format(" ({} polls in a row)", failed_polls[i]);
+        set_worker_health(i, ok, why);
+      }
     }
     std::unique_lock<std::mutex> lk(health_mu);
     if (health_cv.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>(opt.health_interval_ms * 1000)),

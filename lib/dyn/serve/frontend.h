@@ -37,6 +37,10 @@ struct FrontendOptions {
   io::SegmentWriterOptions trace_file;
   double health_interval_ms = 1000;  ///< GET /health polling period per worker (serve mode)
   double health_timeout_ms = 1000;
+  /// Consecutive failed polls before a worker is marked down (SGLang's router and Kubernetes
+  /// probes default to 3): one slow poll on a loaded machine must not move hard-affinity sessions
+  /// off a live worker. A failed proxied request still marks the worker down at once.
+  unsigned health_failure_threshold = 3;
   http::UpstreamTimeouts upstream;
   std::string tool_name = "dyn-route";
   /// Shared binding store of router replicas, redis://HOST:PORT[/DB] ("" = this process's table
