@@ -10,8 +10,9 @@
 #include <tuple>
 
 #include "dyn/base/clock.h"
-#include "dyn/route/offline.h"
+#include "dyn/offline/offline.h"
 #include "dyn/route/router.h"
+#include "dyn/tokens/hash.h"
 #include "dyn/trace/workload.h"
 
 using namespace dyn;
@@ -36,7 +37,7 @@ int main(int argc, char** argv) {
   uint64_t blocks = 0;
   for (auto& r : wl.rows) {
     rows.push_back(Row{r.timestamp_ms.value_or(0), r.input_length, r.output_length.value_or(0),
-                       route::sequence_from_ids(r.hash_ids, 512, false, r.input_length, 512), r.session_id,
+                       tokens::sequence_from_ids(r.hash_ids, 512, false, r.input_length, 512), r.session_id,
                        r.parent_session_id == r.session_id ? std::string() : r.parent_session_id});
     blocks += rows.back().seq.size();
   }
@@ -44,7 +45,7 @@ int main(int argc, char** argv) {
   cfg.mode = route::Mode::kKv;
   cfg.block_size = 512;
   cfg.affinity_ttl_secs = 300;
-  route::EndModel em;
+  offline::EndModel em;
   std::vector<double> rates;
   uint64_t hits = 0, sessions = 0, bound = 0;
   for (int p = 0; p < passes; ++p) {

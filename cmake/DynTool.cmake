@@ -2,8 +2,8 @@
 # dyn_add_tool() adds a binary together with its generated man page and shell completions.
 
 # dyn_add_module(NAME DEPS ...): a static library dyn_<NAME> from every .cpp in the calling folder.
-# Only the listed DEPS are linked, so an include of a module outside the graph in lib/README.md
-# fails to link.
+# DEPS are exactly the module's "uses" in lib/README.md; scripts/check-module-graph.py (test
+# e2e.module-graph) checks that, and every include, against the table.
 function(dyn_add_module name)
   cmake_parse_arguments(M "" "" "DEPS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)

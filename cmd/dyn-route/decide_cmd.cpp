@@ -1,13 +1,13 @@
-// dyn-route decide: router flags and options -> route::decide.
+// dyn-route decide: router flags and options -> offline::decide.
 #include <memory>
 
 #include "commands.h"
-#include "dyn/route/offline.h"
+#include "dyn/offline/offline.h"
 #include "router_flags.h"
 
 void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   struct Opts {
-    dyn::route::DecideOptions decide;
+    dyn::offline::DecideOptions decide;
     dyn::cmd::RouterFlags router;
     uint64_t seed = 0;
     dyn::cli::OutputOptions out;
@@ -51,7 +51,7 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     o->decide.router_block_size_given = o->router.block_size_given();
     dyn::io::Output* out = nullptr;
     auto file = dyn::cli::open_output(o->out, &out);
-    int rc = dyn::route::decide(o->decide, *out);
+    int rc = dyn::offline::decide(o->decide, *out);
     out->close();
     return rc;
   });

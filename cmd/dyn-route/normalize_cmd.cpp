@@ -1,12 +1,12 @@
-// dyn-route normalize: options -> route::normalize_rows.
+// dyn-route normalize: options -> offline::normalize_rows.
 #include <memory>
 
 #include "commands.h"
-#include "dyn/route/offline.h"
+#include "dyn/offline/offline.h"
 
 void setup_normalize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   struct Opts {
-    dyn::route::NormalizeOptions norm;
+    dyn::offline::NormalizeOptions norm;
     dyn::cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
@@ -22,7 +22,7 @@ void setup_normalize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     }
     dyn::io::Output* out = nullptr;
     auto file = dyn::cli::open_output(o->out, &out);
-    int rc = dyn::route::normalize_rows(o->norm, *out);
+    int rc = dyn::offline::normalize_rows(o->norm, *out);
     out->close();
     return rc;
   });

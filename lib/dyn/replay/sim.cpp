@@ -15,7 +15,6 @@
 #include "dyn/base/json_write.h"
 #include "dyn/engine/engine.h"
 #include "dyn/route/admission.h"
-#include "dyn/route/offline.h"
 #include "dyn/route/router.h"
 #include "dyn/tokens/hash.h"
 #include "dyn/trace/record.h"
@@ -292,7 +291,7 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
       auto toks = tokens::text_to_tokens(*row.text_input);
       hashes = tokens::sequence_hashes(tokens::block_hashes(toks, bs));
     } else {
-      hashes = route::sequence_from_ids(row.hash_ids, wl.block_size, false, row.input_length, bs);
+      hashes = tokens::sequence_from_ids(row.hash_ids, wl.block_size, false, row.input_length, bs);
     }
     route::RouteRequest rr;
     rr.session_id = row.session_id;

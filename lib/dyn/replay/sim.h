@@ -44,7 +44,7 @@ struct SimSummary {
 /// no earlier than the completion of every listed request plus its `tool_wait_ms`.
 ///
 /// Blocks: a row's hash ids (workload block size B) are mapped to engine blocks of size b with
-/// route::sequence_from_ids: with b dividing B each id expands into B/b engine blocks whose hashes
+/// tokens::sequence_from_ids: with b dividing B each id expands into B/b engine blocks whose hashes
 /// are derived from (id, token range) and chained, so rows sharing leading ids share exactly the
 /// same leading engine blocks; a trailing partial block is never hashed. `text_input` rows are
 /// tokenized (SPEC 4.2) and hashed like dyn-mocker does.

@@ -7,6 +7,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cstring>
 
 namespace dyn::tokens {
@@ -45,6 +46,70 @@ std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> blocks) {
   for (size_t i = 0; i < blocks.size(); ++i)
     out.push_back(i == 0 ? blocks[0] : chain_hash(out.back(), blocks[i]));
   return out;
+}
+
+std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t ids_bs, bool ids_are_sequence,
+                                        uint64_t input_length, uint32_t router_bs) {
+  std::vector<uint64_t> seq;
+  if (ids_bs == 0 || router_bs == 0) return seq;
+  uint64_t full = input_length / router_bs;
+  if (ids_bs == router_bs) {
+    full = std::min<uint64_t>(full, ids.size());
+    seq.reserve(full);
+    if (ids_are_sequence) return std::vector<uint64_t>(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(full));
+    uint64_t prev = 0;
+    for (uint64_t i = 0; i < full; ++i) {
+      prev = chain_hash(prev, ids[i]);
+      seq.push_back(prev);
+    }
+    return seq;
+  }
+  // Different sizes: router block j covers tokens [j*R, (j+1)*R); hash the (id, range) pieces.
+  uint64_t covered = ids.size() * ids_bs;
+  full = std::min<uint64_t>(full, covered / router_bs);
+  seq.reserve(full);
+  uint64_t prev = 0;
+  constexpr uint64_t kStart = 0x6479'6e2d'626c'6f63ull;  // arbitrary start for a block's piece chain
+  if (ids_bs % router_bs == 0) {
+    // Router blocks nest in id blocks (the simulator's 64 in Mooncake's 512): block j is the one
+    // piece (id k, tokens [off, off + router_bs) of it), hashed exactly as the general loop below
+    // does, with the (kStart, id) hash computed once per id.
+    const uint64_t per = ids_bs / router_bs;
+    uint64_t h_id = 0;
+    for (uint64_t j = 0; j < full; ++j) {
+      const uint64_t k = j / per, off = (j - k * per) * router_bs;
+      if (off == 0 || j == 0) h_id = chain_hash(kStart, ids[k]);
+      const uint64_t h = chain_hash(h_id, (off << 32) | (off + router_bs));
+      prev = j == 0 ? h : chain_hash(prev, h);
+      seq.push_back(prev);
+    }
+    return seq;
+  }
+  // A block's first piece hashes (kStart, id): when router blocks are smaller than id blocks, the
+  // blocks cut from one id share it, so it is computed once per id (same values, fewer hashes).
+  uint64_t memo_k = UINT64_MAX, memo_h = 0;
+  for (uint64_t j = 0; j < full; ++j) {
+    uint64_t lo = j * router_bs, hi = lo + router_bs;
+    uint64_t h = kStart;
+    for (uint64_t t = lo; t < hi;) {
+      uint64_t k = t / ids_bs;
+      uint64_t end = std::min(hi, (k + 1) * ids_bs);
+      if (t == lo) {
+        if (k != memo_k) {
+          memo_k = k;
+          memo_h = chain_hash(kStart, ids[k]);
+        }
+        h = memo_h;
+      } else {
+        h = chain_hash(h, ids[k]);
+      }
+      h = chain_hash(h, ((t - k * ids_bs) << 32) | (end - k * ids_bs));
+      t = end;
+    }
+    prev = j == 0 ? h : chain_hash(prev, h);
+    seq.push_back(prev);
+  }
+  return seq;
 }
 
 }  // namespace dyn::tokens

@@ -30,4 +30,13 @@ std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t bl
 /// Sequence hashes: seq[0] = block[0], seq[i] = chain_hash(seq[i-1], block[i]).
 std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> block_hashes);
 
+/// Sequence hashes of a row's complete blocks at router block size `router_bs`, from its ids at
+/// block size `ids_bs` covering `input_length` tokens. `ids_are_sequence` = the ids are already
+/// sequence hashes (Dynamo replay hashes); otherwise per-block ids (Mooncake hash_ids) are chained.
+/// Equal sizes: the first floor(input_length / bs) ids, chained. Different sizes: each router
+/// block is hashed from the (id, token range) pieces it covers, so two rows share router block j
+/// exactly when they share the ids under its tokens.
+std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t ids_bs, bool ids_are_sequence,
+                                        uint64_t input_length, uint32_t router_bs);
+
 }  // namespace dyn::tokens

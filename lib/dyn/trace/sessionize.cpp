@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "dyn/engine/config.h"
+
 namespace dyn::trace {
 
 namespace {
@@ -43,9 +45,8 @@ size_t full_blocks(const WorkloadRow& r, uint32_t block_size) {
 }  // namespace
 
 double estimate_service_ms(uint64_t input_tokens, uint64_t cached_tokens, uint64_t output_tokens) {
-  double t = static_cast<double>(input_tokens - std::min(cached_tokens, input_tokens));
-  double prefill = t > 0 ? 4.209989e-07 * t * t + 1.518344e-02 * t + 16.50142 : 0.0;
-  return prefill + static_cast<double>(output_tokens) * 5.74;
+  return engine::prefill_time_ms(input_tokens - std::min(cached_tokens, input_tokens)) +
+         static_cast<double>(output_tokens) * engine::decode_time_ms(0.0);
 }
 
 SessionizeStats sessionize(std::vector<WorkloadRow>& rows, const SessionizeOptions& o) {

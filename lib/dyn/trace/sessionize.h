@@ -11,9 +11,8 @@
 namespace dyn::trace {
 
 /// Estimated service time of one request in ms, used to turn recorded arrival gaps into
-/// think-time delays: SPEC 8 prefill time for the uncached tokens
-/// (4.209989e-07·T² + 1.518344e-02·T + 16.50142, zero when fully cached) plus `output_tokens`
-/// decode steps of an idle engine (SPEC 8 decode step at KV utilisation 0: 5.74 ms).
+/// think-time delays: engine::prefill_time_ms of the uncached tokens in one step (SPEC 8) plus
+/// `output_tokens` decode steps of an idle engine (engine::decode_time_ms(0), 5.74 ms).
 /// Inputs in tokens; `cached_tokens` is clamped to `input_tokens`. Pure, thread-safe.
 double estimate_service_ms(uint64_t input_tokens, uint64_t cached_tokens, uint64_t output_tokens);
 

@@ -10,7 +10,7 @@
 #include "dyn/io/output.h"
 #include "dyn/route/config.h"
 
-namespace dyn::route {
+namespace dyn::offline {
 
 struct NormalizeOptions {
   std::vector<std::string> inputs;  ///< JSONL files; empty or "-" = stdin
@@ -32,10 +32,6 @@ struct EndModel {
   uint32_t block_size = 64;            ///< engine block size (capacity = kv_blocks × block_size tokens)
   uint64_t max_batched_tokens = 8192;  ///< prefill chunk
   double speedup_ratio = 1.0;          ///< divides all times
-  /// SPEC 8 prefill polynomial for T new tokens in one step, ms.
-  static double prefill_step_ms(double t) { return 4.209989e-07 * t * t + 1.518344e-02 * t + 16.50142; }
-  /// SPEC 8 decode step time at utilisation u (0..1), ms, at least 1.
-  static double decode_step_ms(double u);
   /// Duration estimate: uncached prompt tokens, output tokens, utilisation at arrival.
   double duration_ms(uint64_t uncached_tokens, uint64_t output_tokens, double utilisation) const;
 };
@@ -43,7 +39,7 @@ struct EndModel {
 struct DecideOptions {
   std::vector<std::string> inputs;  ///< JSONL files; empty or "-" = stdin
   uint32_t workers = 0;             ///< virtual workers 0..N-1
-  RouterConfig router;
+  route::RouterConfig router;
   /// --kv-cache-block-size was given (flag or environment). When not, the router adopts the
   /// block size of the input's hash ids; when given and different, rows are re-blocked and a
   /// warning names both sizes (case 11).
@@ -69,13 +65,5 @@ struct DecideOptions {
 /// when rows were rejected; every rejected row still gets a row with dyn.error).
 int decide(const DecideOptions& options, io::Output& out);
 
-/// Sequence hashes of a row's complete blocks at router block size `router_bs`, from its ids at
-/// block size `ids_bs` covering `input_length` tokens. `ids_are_sequence` = the ids are already
-/// sequence hashes (Dynamo replay hashes); otherwise per-block ids (Mooncake hash_ids) are chained.
-/// Equal sizes: the first floor(input_length / bs) ids, chained. Different sizes: each router
-/// block is hashed from the (id, token range) pieces it covers, so two rows share router block j
-/// exactly when they share the ids under its tokens.
-std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t ids_bs, bool ids_are_sequence,
-                                        uint64_t input_length, uint32_t router_bs);
 
-}  // namespace dyn::route
+}  // namespace dyn::offline

@@ -1,5 +1,5 @@
 // dyn-route normalize and decide: rows in, agent_context / route_decision rows out.
-#include "dyn/route/offline.h"
+#include "dyn/offline/offline.h"
 
 #include <fmt/compile.h>
 #include <fmt/format.h>
@@ -15,6 +15,7 @@
 #include "dyn/base/clock.h"
 #include "dyn/base/diag.h"
 #include "dyn/base/json_write.h"
+#include "dyn/engine/config.h"
 #include "dyn/io/jsonl.h"
 #include "dyn/io/line_reader.h"
 #include "dyn/kvevents/codec.h"
@@ -26,7 +27,16 @@
 #include "dyn/trace/record.h"
 #include "dyn/trace/workload.h"
 
-namespace dyn::route {
+namespace dyn::offline {
+
+// The router is the engine of decide; its types read unqualified here.
+using route::binding_name;
+using route::KvEvent;
+using route::Placement;
+using route::RouteRequest;
+using route::Router;
+using route::RouterConfig;
+using route::WorkerSpec;
 
 // ---------------------------------------------------------------------------------------------
 // normalize
@@ -70,88 +80,16 @@ int normalize_rows(const NormalizeOptions& o, io::Output& out) {
 // ---------------------------------------------------------------------------------------------
 // end model
 
-double EndModel::decode_step_ms(double u) {
-  u = std::clamp(u, 0.0, 1.0);
-  return std::max(1.0, -25.74 * u * u + 54.01 * u + 5.74);
-}
-
 double EndModel::duration_ms(uint64_t uncached, uint64_t output, double u) const {
   double t = 0;
   uint64_t left = uncached;
   while (left > 0) {
     uint64_t chunk = std::min<uint64_t>(left, max_batched_tokens ? max_batched_tokens : left);
-    t += prefill_step_ms(static_cast<double>(chunk));
+    t += engine::prefill_time_ms(chunk);
     left -= chunk;
   }
-  t += static_cast<double>(output) * decode_step_ms(u);
+  t += static_cast<double>(output) * engine::decode_time_ms(std::clamp(u, 0.0, 1.0));
   return t / (speedup_ratio > 0 ? speedup_ratio : 1.0);
-}
-
-// ---------------------------------------------------------------------------------------------
-// block sequences
-
-std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t ids_bs, bool ids_are_sequence,
-                                        uint64_t input_length, uint32_t router_bs) {
-  std::vector<uint64_t> seq;
-  if (ids_bs == 0 || router_bs == 0) return seq;
-  uint64_t full = input_length / router_bs;
-  if (ids_bs == router_bs) {
-    full = std::min<uint64_t>(full, ids.size());
-    seq.reserve(full);
-    if (ids_are_sequence) return std::vector<uint64_t>(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(full));
-    uint64_t prev = 0;
-    for (uint64_t i = 0; i < full; ++i) {
-      prev = tokens::chain_hash(prev, ids[i]);
-      seq.push_back(prev);
-    }
-    return seq;
-  }
-  // Different sizes: router block j covers tokens [j*R, (j+1)*R); hash the (id, range) pieces.
-  uint64_t covered = ids.size() * ids_bs;
-  full = std::min<uint64_t>(full, covered / router_bs);
-  seq.reserve(full);
-  uint64_t prev = 0;
-  constexpr uint64_t kStart = 0x6479'6e2d'626c'6f63ull;  // arbitrary start for a block's piece chain
-  if (ids_bs % router_bs == 0) {
-    // Router blocks nest in id blocks (the simulator's 64 in Mooncake's 512): block j is the one
-    // piece (id k, tokens [off, off + router_bs) of it), hashed exactly as the general loop below
-    // does, with the (kStart, id) hash computed once per id.
-    const uint64_t per = ids_bs / router_bs;
-    uint64_t h_id = 0;
-    for (uint64_t j = 0; j < full; ++j) {
-      const uint64_t k = j / per, off = (j - k * per) * router_bs;
-      if (off == 0 || j == 0) h_id = tokens::chain_hash(kStart, ids[k]);
-      const uint64_t h = tokens::chain_hash(h_id, (off << 32) | (off + router_bs));
-      prev = j == 0 ? h : tokens::chain_hash(prev, h);
-      seq.push_back(prev);
-    }
-    return seq;
-  }
-  // A block's first piece hashes (kStart, id): when router blocks are smaller than id blocks, the
-  // blocks cut from one id share it, so it is computed once per id (same values, fewer hashes).
-  uint64_t memo_k = UINT64_MAX, memo_h = 0;
-  for (uint64_t j = 0; j < full; ++j) {
-    uint64_t lo = j * router_bs, hi = lo + router_bs;
-    uint64_t h = kStart;
-    for (uint64_t t = lo; t < hi;) {
-      uint64_t k = t / ids_bs;
-      uint64_t end = std::min(hi, (k + 1) * ids_bs);
-      if (t == lo) {
-        if (k != memo_k) {
-          memo_k = k;
-          memo_h = tokens::chain_hash(kStart, ids[k]);
-        }
-        h = memo_h;
-      } else {
-        h = tokens::chain_hash(h, ids[k]);
-      }
-      h = tokens::chain_hash(h, ((t - k * ids_bs) << 32) | (end - k * ids_bs));
-      t = end;
-    }
-    prev = j == 0 ? h : tokens::chain_hash(prev, h);
-    seq.push_back(prev);
-  }
-  return seq;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -479,7 +417,7 @@ int decide(const DecideOptions& o, io::Output& out) {
       r.seq = tokens::sequence_hashes(tokens::block_hashes(r.toks, cfg.block_size));
       r.toks = {};
     } else if (r.ids_bs) {
-      r.seq = sequence_from_ids(r.ids, r.ids_bs, r.ids_are_sequence, r.tokens, cfg.block_size);
+      r.seq = tokens::sequence_from_ids(r.ids, r.ids_bs, r.ids_are_sequence, r.tokens, cfg.block_size);
       r.ids = {};
     }
 
@@ -688,4 +626,4 @@ int decide(const DecideOptions& o, io::Output& out) {
   return rejected ? kExitBadData : kExitOk;
 }
 
-}  // namespace dyn::route
+}  // namespace dyn::offline
