@@ -425,7 +425,7 @@ TEST_CASE("pool: 300 concurrent streams, workers reused") {
   {
     ConnectionPool pool(opts_for(srv), 300);
     for (int i = 0; i < 600; ++i) {
-      ConnectionPool::Job job{[&](Connection& c) {
+      ConnectionPool::Job job{[&](Transport& c) {
                                 auto r = c.post(chat_req());
                                 if (!r.error) ++ok;
                                 else MESSAGE(r.error->type << ": " << r.error->message << " after " << (r.end_ms - r.start_ms) << " ms, status " << r.status);

@@ -3,6 +3,9 @@
 // (cases 06 and 08, errors, closed-loop sessions, delta history, records).
 #include <doctest/doctest.h>
 #include <algorithm>
+#include <atomic>
+#include <memory>
+#include <thread>
 
 #include <fstream>
 #include <map>
@@ -469,4 +472,154 @@ TEST_CASE("live: warmup rows are flagged; duration stops new sends; unreachable 
   CHECK(drows.size() == 3);
   CHECK(st.all_transport_errors);
   CHECK(drows[0]["dyn"]["error"]["type"] == "connection");
+}
+
+namespace {
+
+/// What the stand-in transports saw, shared by all of a run's connection threads.
+struct HandOver {
+  std::mutex mu;
+  std::vector<std::string> order;  ///< X-Request-ID of each request, in the order handed over
+  std::vector<double> start_ms;    ///< the send stamp of each, same order
+  std::atomic<int> in_flight{0}, peak{0};
+};
+
+/// A Transport standing in for an http::Connection (LiveOptions::transport): like the real one
+/// it stamps the send time, then calls on_start, then "waits for the response" (`serve_ms`,
+/// outside any lock of the replayer, so requests overlap as on a real network) and answers a
+/// complete non-streamed chat reply. The id is recorded in the same step as the stamp, before
+/// on_start, so `order` is exactly the order in which requests were handed over.
+class RecordingTransport : public dyn::http::Transport {
+ public:
+  RecordingTransport(HandOver& h, int serve_ms) : h_(h), serve_ms_(serve_ms) {}
+  dyn::http::HttpResult post(const dyn::http::HttpRequest& req) override {
+    dyn::http::HttpResult r;
+    {
+      std::lock_guard<std::mutex> lk(h_.mu);
+      r.start_ms = dyn::RealClock::instance().now_ms();
+      h_.order.push_back(header(req.headers, "X-Request-ID"));
+      h_.start_ms.push_back(r.start_ms);
+    }
+    if (req.on_start) req.on_start();
+    int now = ++h_.in_flight;
+    for (int p = h_.peak.load(); now > p && !h_.peak.compare_exchange_weak(p, now);) {
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(serve_ms_));
+    --h_.in_flight;
+    r.status = 200;
+    r.headers.emplace_back("content-type", "application/json");
+    r.summary.content = "ok";
+    r.summary.finish_reason = "stop";
+    r.summary.prompt_tokens = 8;
+    r.summary.completion_tokens = 1;
+    r.end_ms = dyn::RealClock::instance().now_ms();
+    return r;
+  }
+  void cancel() override {}
+
+ private:
+  HandOver& h_;
+  int serve_ms_;
+};
+
+LiveOptions recording_opts(HandOver& h, size_t connections, int serve_ms = 2) {
+  LiveOptions o;
+  o.model = "m";
+  o.streaming = false;
+  o.max_connections = connections;
+  o.transport = [&h, serve_ms] { return std::make_unique<RecordingTransport>(h, serve_ms); };
+  return o;
+}
+
+/// A Mooncake row; every `long_every`-th row has a long prompt (24 KB of synthetic text to build
+/// and hash), the others 8 tokens, so their threads are ready to send at very different times.
+std::string mooncake_row(long long ts, size_t i, size_t long_every) {
+  const bool big = long_every && i % long_every == 0;
+  std::string ids = "1";
+  if (big)
+    for (int b = 2; b <= 12; ++b) ids += "," + std::to_string(b);
+  return "{\"timestamp\":" + std::to_string(ts) + ",\"input_length\":" + (big ? "6000" : "8") +
+         ",\"output_length\":1,\"hash_ids\":[" + ids + "]}\n";
+}
+
+}  // namespace
+
+TEST_CASE("issue 21.6: 200 requests at the same instant are handed over in file order") {
+  std::string jsonl;
+  for (size_t i = 0; i < 200; ++i) jsonl += mooncake_row(0, i, 3);
+  auto w = workload_of(jsonl);
+  REQUIRE(w.ok());
+  HandOver h;
+  LiveStats st;
+  auto rows = run_rows(w, recording_opts(h, 8), &st);
+  CHECK(st.ok == 200);
+  CHECK(rows.size() == 200);
+  std::vector<std::string> want;
+  for (size_t i = 0; i < 200; ++i) want.push_back("row-" + std::to_string(i));
+  REQUIRE(h.order.size() == 200);
+  CHECK(h.order == want);
+  CHECK(std::is_sorted(h.start_ms.begin(), h.start_ms.end()));
+  // The gate lets the next request go before the network call: requests were in flight together.
+  CHECK(h.peak.load() > 1);
+  // Each row's send offset (scheduled + lag) is its stamp: non-decreasing in file order too.
+  std::map<std::string, double> sent_at;
+  for (const auto& r : rows)
+    sent_at[r["request"]["request_id"]] = r["dyn"]["scheduled_ms"].get<double>() + r["dyn"]["schedule_lag_ms"].get<double>();
+  size_t out_of_order = 0;
+  for (size_t i = 1; i < 200; ++i)
+    if (sent_at["row-" + std::to_string(i - 1)] > sent_at["row-" + std::to_string(i)]) ++out_of_order;
+  CHECK(out_of_order == 0);
+}
+
+TEST_CASE("issue 21.6: groups of equal timestamps (after --speedup) go in time order, ties in file order") {
+  // File timestamps 0, 3000, 2000, 1000, 0, ... (not sorted): the loader sorts stably by time;
+  // with --speedup 100 the four groups are due at 0, 10, 20, 30 ms, 40 rows each.
+  std::string jsonl;
+  std::vector<std::pair<long long, size_t>> by_time;
+  for (size_t i = 0; i < 160; ++i) {
+    long long ts = static_cast<long long>((4 - i % 4) % 4) * 1000;
+    jsonl += mooncake_row(ts, i, 5);
+    by_time.emplace_back(ts, i);
+  }
+  std::sort(by_time.begin(), by_time.end());
+  std::vector<std::string> want;
+  for (const auto& [ts, i] : by_time) want.push_back("row-" + std::to_string(i));
+  auto w = workload_of(jsonl);
+  REQUIRE(w.ok());
+  CHECK(w.reordered);
+  for (size_t connections : {size_t{4}, size_t{64}}) {
+    CAPTURE(connections);
+    HandOver h;
+    auto o = recording_opts(h, connections);
+    o.schedule.speedup = 100;
+    const double t0 = dyn::RealClock::instance().now_ms();
+    LiveStats st;
+    auto rows = run_rows(w, o, &st);
+    CHECK(st.ok == 160);
+    REQUIRE(h.order.size() == 160);
+    CHECK(h.order == want);
+    CHECK(std::is_sorted(h.start_ms.begin(), h.start_ms.end()));
+    // Never before its time: the first of each group is sent at or after 0, 10, 20, 30 ms.
+    for (size_t g = 1; g < 4; ++g) CHECK(h.start_ms[g * 40] - t0 >= 10.0 * static_cast<double>(g));
+    std::map<double, size_t> per_offset;
+    for (const auto& r : rows) ++per_offset[r["dyn"]["scheduled_ms"].get<double>()];
+    CHECK(per_offset == std::map<double, size_t>{{0, 40}, {10, 40}, {20, 40}, {30, 40}});
+  }
+}
+
+TEST_CASE("issue 21.6: concurrency mode hands requests over in file order as slots free") {
+  std::string jsonl;
+  for (size_t i = 0; i < 100; ++i) jsonl += mooncake_row(0, i, 2);
+  auto w = workload_of(jsonl);
+  HandOver h;
+  auto o = recording_opts(h, 64, 1);
+  o.schedule.mode = LoadMode::kConcurrency;
+  o.concurrency = 6;
+  LiveStats st;
+  run_rows(w, o, &st);
+  CHECK(st.ok == 100);
+  std::vector<std::string> want;
+  for (size_t i = 0; i < 100; ++i) want.push_back("row-" + std::to_string(i));
+  CHECK(h.order == want);
+  CHECK(h.peak.load() <= 6);
 }

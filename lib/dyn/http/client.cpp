@@ -238,6 +238,7 @@ HttpResult Connection::post(const HttpRequest& r) {
     out.error = HttpError{code, std::move(type), std::move(message)};
   };
   out.start_ms = clock_.now_ms();
+  if (r.on_start) r.on_start();
   if (cancelled_) {
     out.end_ms = out.start_ms;
     fail(499, "cancelled", "cancelled before it was sent");

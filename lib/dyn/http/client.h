@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +48,11 @@ struct HttpRequest {
   HeaderList headers;    ///< sent in this order
   std::string body;      ///< JSON
   bool keep_text = false;  ///< keep the response text (history threading)
+  /// Called once by Transport::post, on the posting thread, right after HttpResult::start_ms is
+  /// stamped and before anything is written (and before returning when nothing will be sent: a
+  /// cancelled connection). dyn-replay's send-order gate lets the next request go from here, so
+  /// the connect, the write and the wait for the response all run outside the gate (issue 21.6).
+  std::function<void()> on_start;
 };
 
 /// Error of one request (docs/records.md dyn.error): HTTP status or 0 for transport errors,
@@ -77,12 +83,30 @@ struct HttpResult {
 /// into `cannot connect to URL: reason` (issue 21.9). Blocks up to `timeout_s`.
 std::string connect_failure_reason(const std::string& host, int port, double timeout_s);
 
+/// What sends one request at a time and reads its whole response: an http::Connection, or a
+/// stand-in a unit test gives ConnectionPool (dyn-replay's seam, LiveOptions::transport, so a
+/// test can see the exact order in which requests are handed over). Not thread-safe except
+/// cancel(): one Transport per worker thread.
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  /// Sends `req` and reads its whole response; never throws for network or server faults (they
+  /// come back in HttpResult::error). Calls req.on_start (when set) once, as HttpRequest says.
+  virtual HttpResult post(const HttpRequest& req) = 0;
+  /// Cancels this transport for good, from any thread: a post() in flight stops soon, later
+  /// post() calls send nothing; both return error type "cancelled" (code 499).
+  virtual void cancel() = 0;
+};
+
+/// Makes the Transport of one ConnectionPool worker (called once, on that worker's thread).
+using TransportFactory = std::function<std::unique_ptr<Transport>()>;
+
 /// One keep-alive HTTP/1.1 connection to an endpoint (reconnects transparently when the server
 /// closed it). Not thread-safe: one Connection per worker thread (see ConnectionPool).
-class Connection {
+class Connection : public Transport {
  public:
   explicit Connection(const ClientOptions& options, const Clock& clock = RealClock::instance());
-  ~Connection();
+  ~Connection() override;
   Connection(const Connection&) = delete;
   Connection& operator=(const Connection&) = delete;
   /// POSTs `req` and reads the whole response, streaming SSE through SseParser and OpenAiStream
@@ -91,7 +115,7 @@ class Connection {
   /// ends cleanly with [DONE] or a finish_reason; a stream that stops inside an event is an
   /// error of type "stream_cut", one that ends cleanly with neither is "stream_incomplete"
   /// (issue 21.2); non-JSON data payloads make it "protocol".
-  HttpResult post(const HttpRequest& req);
+  HttpResult post(const HttpRequest& req) override;
   /// GET returning status and body (small admin endpoints: /v1/models, /health). Errors: status
   /// 0 and the body is `cannot connect to http://HOST:PORT: reason` (or another transport error).
   std::pair<int, std::string> get(const std::string& path);
@@ -99,7 +123,7 @@ class Connection {
   /// flight stops at its next read or at once when blocked on the socket (the socket is shut
   /// down), and later post() calls send nothing; both return error type "cancelled" (code 499,
   /// the status nginx gives a request its client abandoned), keeping what had arrived.
-  void cancel();
+  void cancel() override;
 
  private:
   ClientOptions opts_;

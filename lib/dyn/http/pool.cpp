@@ -55,7 +55,7 @@ struct ConnectionPool::Worker {
   Job job;
   bool has_job = false;
   bool stop = false;
-  std::unique_ptr<Connection> conn;
+  std::unique_ptr<Transport> conn;
 };
 
 namespace {
@@ -66,8 +66,13 @@ void* thread_main(void* arg) {
 }
 }  // namespace
 
-ConnectionPool::ConnectionPool(ClientOptions options, size_t max_workers, size_t stack_bytes, const Clock& clock)
-    : opts_(std::move(options)), max_(max_workers ? max_workers : 1), stack_(stack_bytes), clock_(clock) {}
+ConnectionPool::ConnectionPool(ClientOptions options, size_t max_workers, size_t stack_bytes, const Clock& clock,
+                               TransportFactory factory)
+    : opts_(std::move(options)),
+      max_(max_workers ? max_workers : 1),
+      stack_(stack_bytes),
+      clock_(clock),
+      factory_(std::move(factory)) {}
 
 ConnectionPool::~ConnectionPool() {
   std::vector<Worker*> ws;
@@ -126,7 +131,7 @@ bool ConnectionPool::submit(Job job) {
 void ConnectionPool::loop_entry(Worker* w) { loop(w); }
 
 void ConnectionPool::loop(Worker* w) {
-  w->conn = std::make_unique<Connection>(opts_, clock_);
+  w->conn = factory_ ? factory_() : std::make_unique<Connection>(opts_, clock_);
   for (;;) {
     Job job;
     {

@@ -31,13 +31,15 @@ bool widen_listen_backlog(int port, int backlog = 4096);
 class ConnectionPool {
  public:
   struct Job {
-    std::function<void(Connection&)> run;  ///< on the worker thread
+    std::function<void(Transport&)> run;  ///< on the worker thread
     /// Runs on the worker thread after the worker is idle again, so a job's completion can
     /// submit the next job without growing the pool.
     std::function<void()> after;
   };
+  /// Each worker gets an http::Connection to options.endpoint, or what `factory` makes when it
+  /// is set (a unit test's stand-in; options are then unused).
   ConnectionPool(ClientOptions options, size_t max_workers, size_t stack_bytes = 256 * 1024,
-                 const Clock& clock = RealClock::instance());
+                 const Clock& clock = RealClock::instance(), TransportFactory factory = nullptr);
   ~ConnectionPool();  ///< waits for running jobs, then joins every worker
   ConnectionPool(const ConnectionPool&) = delete;
   ConnectionPool& operator=(const ConnectionPool&) = delete;
@@ -59,6 +61,7 @@ class ConnectionPool {
   ClientOptions opts_;
   size_t max_, stack_;
   const Clock& clock_;
+  TransportFactory factory_;
   mutable std::mutex mu_;
   std::vector<std::unique_ptr<Worker>> all_;
   std::vector<Worker*> idle_;

@@ -266,7 +266,7 @@ class Runner {
     std::lock_guard<std::mutex> lk(mu_);
     diag::note(why);
     interrupted_ = stopped_ = true;
-    for (http::Connection* c : in_flight_conns_) c->cancel();
+    for (http::Transport* c : in_flight_conns_) c->cancel();
     cv_.notify_all();
   }
 
@@ -318,12 +318,21 @@ class Runner {
       ++in_flight_;
       ++sent_;
       lk.unlock();
-      http::ConnectionPool::Job job{[this, k, deadline, at](http::Connection& c) { execute(c, k, deadline, at); },
+      const GateKey key{at, k};
+      http::ConnectionPool::Job job{[this, k, deadline, at](http::Transport& c) { execute(c, k, deadline, at); },
                                     [this, k] { finish(k); }};
+      // In the gate before a worker can look for it, so it waits its turn behind every request
+      // dispatched before it; out of it while no worker takes it, so the requests already
+      // handed to the pool (which hold every worker) are not kept waiting for it.
+      gate_enter(key);
       while (!pool_.submit(job)) {  // every worker busy: wait for one to come back
-        std::unique_lock<std::mutex> wl(mu_);
-        pool_wait_ = true;
-        cv_.wait_for(wl, std::chrono::milliseconds(5));
+        gate_leave(key);
+        {
+          std::unique_lock<std::mutex> wl(mu_);
+          pool_wait_ = true;
+          cv_.wait_for(wl, std::chrono::milliseconds(5));
+        }
+        gate_enter(key);
       }
       lk.lock();
     }
@@ -341,7 +350,51 @@ class Runner {
   }
 
  private:
-  void execute(http::Connection& conn, size_t k, double deadline, double at) {
+  /// The send-order gate (issue 21.6): a request is handed to its transport only once it is
+  /// the first, by (scheduled ms from run start, plan index = file order), of the requests
+  /// dispatched and not yet handed over, and its time has come. The dispatcher already pops in
+  /// that order, but each request then runs on its own thread, and threads wake in any order.
+  /// The turn passes on as soon as the transport has stamped the send time (on_start), so no
+  /// lock is held across the connect, the write or the wait for the response; each waiter has
+  /// its own condition variable, so a handover wakes one thread, not all of them.
+  using GateKey = std::pair<double, size_t>;
+
+  /// Adds a dispatched request (dispatcher thread, before the pool may run it).
+  void gate_enter(const GateKey& key) {
+    std::lock_guard<std::mutex> g(gate_mu_);
+    gate_.emplace(key, nullptr);
+  }
+
+  /// Removes `key` (its request was handed over, or no worker took it) and wakes the new first
+  /// waiter. Idempotent.
+  void gate_leave(const GateKey& key) {
+    std::lock_guard<std::mutex> g(gate_mu_);
+    auto it = gate_.find(key);
+    if (it == gate_.end()) return;
+    gate_.erase(it);
+    if (!gate_.empty() && gate_.begin()->second) gate_.begin()->second->notify_one();
+  }
+
+  /// Blocks the worker of `key` until it is first in the gate and `deadline` (monotonic ms) has
+  /// come. A request dispatched later with an earlier time (a session's next turn that became
+  /// ready meanwhile) goes first if it arrives while this one waits.
+  void gate_wait(const GateKey& key, double deadline) {
+    std::condition_variable cv;
+    std::unique_lock<std::mutex> g(gate_mu_);
+    auto self = gate_.find(key);
+    self->second = &cv;
+    for (;;) {
+      if (gate_.begin() == self) {
+        if (RealClock::instance().now_ms() >= deadline) break;
+        cv.wait_until(g, to_tp(deadline));
+      } else {
+        cv.wait(g);  // gate_leave of the request before this one notifies
+      }
+    }
+    self->second = nullptr;  // cv dies with this frame; the key stays until gate_leave
+  }
+
+  void execute(http::Transport& conn, size_t k, double deadline, double at) {
     {
       std::lock_guard<std::mutex> lk(mu_);
       in_flight_conns_.insert(&conn);
@@ -394,8 +447,11 @@ class Runner {
     for (const auto& h : o_.extra_headers) req.headers.push_back(h);
     if (o_.streaming) req.headers.emplace_back("Accept", "text/event-stream");
     req.body = body.dump();
-    if (RealClock::instance().now_ms() < deadline) std::this_thread::sleep_until(to_tp(deadline));
+    const GateKey key{at, k};
+    req.on_start = [this, key] { gate_leave(key); };
+    gate_wait(key, deadline);
     http::HttpResult res = conn.post(req);
+    gate_leave(key);  // a transport that never called on_start
     ctx.lag_ms = std::max(0.0, res.start_ms - deadline);
     if (hist) {
       hist->emplace_back("user", prompt);
@@ -479,7 +535,9 @@ class Runner {
   std::vector<std::vector<size_t>> dependents_;
   std::map<size_t, double> end_rel_;
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> history_;
-  std::set<http::Connection*> in_flight_conns_;  // what interrupt() cancels
+  std::set<http::Transport*> in_flight_conns_;  // what interrupt() cancels
+  std::mutex gate_mu_;                            // guards gate_ only (never held with mu_)
+  std::map<GateKey, std::condition_variable*> gate_;  // dispatched, not yet handed over -> its waiter
   size_t in_flight_ = 0, done_ = 0, sent_ = 0;
   uint64_t transport_errors_ = 0;
   bool stopped_ = false, finished_ = false, pool_wait_ = false, interrupted_ = false;
@@ -527,7 +585,7 @@ LiveStats run_live(const trace::Workload& w, const LiveOptions& o, io::Output& o
   http::raise_fd_limit();
   size_t pool_size = o.max_connections;
   if (o.concurrency) pool_size = std::min<size_t>(pool_size, o.concurrency);
-  http::ConnectionPool pool(o.client, pool_size);
+  http::ConnectionPool pool(o.client, pool_size, 256 * 1024, RealClock::instance(), o.transport);
   if (o.warmup_count && !w.rows.empty()) {
     std::vector<PlanItem> warm;
     for (uint64_t k = 0; k < o.warmup_count; ++k) {

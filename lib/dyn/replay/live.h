@@ -44,6 +44,10 @@ struct LiveOptions {
   /// --tokenizer-url: engine tokenizer base URL (POST URL/tokenize); synthetic prompts are sized
   /// to input_length of its tokens before the run (size_prompt). "" = 4 bytes per token (SPEC 4.3).
   std::string tokenizer_url;
+  /// Unit tests' seam: what each connection thread sends with instead of an http::Connection to
+  /// client.endpoint (null = the real connection). Lets a test see the exact order in which
+  /// requests are handed over (issue 21.6) without a server's arrival order in between.
+  http::TransportFactory transport;
 };
 
 /// A synthetic prompt sized with the engine's tokenizer (size_prompt).
@@ -111,6 +115,12 @@ struct RecordContext {
 Json client_record(const RecordContext& ctx, const http::HttpResult& res);
 
 /// Runs the whole replay and writes rows to `out` as requests end (completion order).
+/// Send order (issue 21.6): requests are handed to their connections in order of scheduled
+/// time, requests scheduled at the same instant (equal timestamps, also after --speedup, or all
+/// at 0 in concurrency mode) in file order, whatever order the connection threads wake in; each
+/// one's send time (request_received_ms, dyn.scheduled_ms + dyn.schedule_lag_ms) is stamped in
+/// that order. Only a later turn that becomes ready after a request with a later time was
+/// already handed over is sent out of that order (it is late by then).
 /// Validation errors in the plan are Fatal(kExitBadData) before anything is sent.
 /// Thread-safe internally; call once per workload.
 LiveStats run_live(const trace::Workload& workload, const LiveOptions& options, io::Output& out);
