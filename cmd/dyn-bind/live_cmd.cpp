@@ -7,6 +7,7 @@
 #include "commands.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
+#include "dyn/http/client.h"
 #include "dyn/metrics/affinity.h"
 
 using namespace dyn;
@@ -42,8 +43,14 @@ void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
     client.set_connection_timeout(secs, usecs);
     client.set_read_timeout(secs, usecs);
     auto res = client.Get(path);
-    if (!res && res.error() == httplib::Error::Connection)  // the wording every tool uses (issue 21.9)
-      throw Fatal(kExitIo, fmt::format("cannot connect to {}{}: {}", base, path, httplib::to_string(res.error())));
+    if (!res && (res.error() == httplib::Error::Connection || res.error() == httplib::Error::ConnectionTimeout)) {
+      // The wording every tool uses (issue 21.9), with the system's reason ("Connection refused"),
+      // which cpp-httplib does not keep: it says only "Connection".
+      std::string why;
+      if (auto ep = http::Endpoint::parse(base)) why = http::connect_failure_reason(ep->host, ep->port, o->timeout_secs);
+      throw Fatal(kExitIo, fmt::format("cannot connect to {}{}: {}", base, path,
+                                       why.empty() ? httplib::to_string(res.error()) : why));
+    }
     if (!res) throw Fatal(kExitIo, fmt::format("{}{}: request failed: {}", base, path, httplib::to_string(res.error())));
     if (res->status != 200)
       throw Fatal(kExitIo, fmt::format("{}{}: HTTP {}: {}", base, path, res->status, res->body.substr(0, 200)));
