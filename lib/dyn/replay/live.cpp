@@ -381,7 +381,7 @@ class Runner {
   void gate_wait(const GateKey& key, double deadline) {
     std::condition_variable cv;
     std::unique_lock<std::mutex> g(gate_mu_);
-    auto self = gate_.find(key);
+    auto self = gate_.try_emplace(key, nullptr).first;  // entered by the dispatcher; try_emplace for safety
     self->second = &cv;
     for (;;) {
       if (gate_.begin() == self) {
