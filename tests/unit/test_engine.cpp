@@ -3,7 +3,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "dyn/engine/engine.h"
 #include "dyn/engine/mock_api.h"
@@ -248,6 +250,7 @@ TEST_CASE("mock api: scripted replies by order and by match; plan lengths") {
   CHECK(plan_reply(q, text_reply("hello world!")).tokens() == 5);
   q.ignore_eos = true;
   CHECK(plan_reply(q, text_reply("hi")).tokens() == 100);
+  CHECK(plan_reply(q, text_reply("hi")).finish_reason == "length");  // ignore_eos runs to the cap
   q = MockRequest{};
   q.max_tokens = 2;
   auto cut = plan_reply(q, text_reply("hello world!"));
@@ -274,7 +277,8 @@ TEST_CASE("mock api: chat stream ends with finish, a usage chunk with empty choi
   ResponseWriter w(q, p, 1, 0);
   std::string s = w.stream_start() + w.stream_tokens(0, 2) + w.stream_end(64);
   CHECK(s.find(R"("delta":{"role":"assistant","content":""})") != std::string::npos);
-  CHECK(s.find(R"("finish_reason":"stop")") != std::string::npos);
+  // The unscripted filler runs to max_tokens: the limit cut it (vLLM says "length").
+  CHECK(s.find(R"("finish_reason":"length")") != std::string::npos);
   CHECK(s.find(R"("choices":[],"usage":{"prompt_tokens":100,"completion_tokens":2,"total_tokens":102,"prompt_tokens_details":{"cached_tokens":64}})") != std::string::npos);
   CHECK(s.size() > 14);
   CHECK(s.substr(s.size() - 14) == "data: [DONE]\n\n");
@@ -285,8 +289,127 @@ TEST_CASE("mock api: chat stream ends with finish, a usage chunk with empty choi
   CHECK(m.find(R"("cache_read_input_tokens":64)") != std::string::npos);
   CHECK(m.find("event: message_stop") != std::string::npos);
   Json full = a.full_body(64);
-  CHECK(full["stop_reason"] == "end_turn");
+  CHECK(full["stop_reason"] == "max_tokens");
   CHECK(full["usage"]["input_tokens"] == 36);
+}
+
+namespace {
+
+Reply tool_reply(const char* name, const char* args) {
+  Reply r;
+  r.tool_call = true;
+  r.name = name;
+  r.arguments = args;
+  return r;
+}
+
+MockRequest api_request(Api api, uint64_t max_tokens) {
+  MockRequest q;
+  q.api = api;
+  q.model = "m";
+  q.stream = true;
+  q.prompt_tokens = 5000;
+  q.max_tokens = max_tokens;
+  return q;
+}
+
+}  // namespace
+
+// Issue 18: dyn-mocker sent the tool call's name in the response head, before prefill, so a
+// client timed the tool turn's first token at 1-10 ms whatever the prompt. The head holds no
+// content now; the item opens with the first token, on every API.
+TEST_CASE("mock api: a streamed tool call's name comes with its first token, not before prefill") {
+  for (Api api : {Api::kChat, Api::kMessages, Api::kResponses}) {
+    CAPTURE(static_cast<int>(api));
+    MockRequest q = api_request(api, 100);
+    ReplyPlan p = plan_reply(q, tool_reply("read_file", R"({"path":"a.txt"})"));
+    REQUIRE(p.tool_call);
+    ResponseWriter w(q, p, 7, 0);
+    const std::string head = w.stream_start();
+    CHECK(head.find("read_file") == std::string::npos);
+    CHECK(head.find("tool_calls") == std::string::npos);
+    CHECK(head.find("tool_use") == std::string::npos);
+    CHECK(head.find("function_call") == std::string::npos);
+    const std::string first = w.stream_tokens(0, 1);
+    CHECK(first.find("read_file") != std::string::npos);
+    // The header precedes the first argument piece, and is not sent twice.
+    CHECK(first.find("read_file") < first.find(R"({"pa)"));
+    const std::string rest = w.stream_tokens(1, p.tokens()) + w.stream_end(0);
+    CHECK(rest.find("content_block_start") == std::string::npos);
+    CHECK(rest.find("output_item.added") == std::string::npos);
+    CHECK(rest.find(R"("name":"read_file","arguments":"")") == std::string::npos);
+  }
+  // Text replies open their item with the first token too (Anthropic content_block_start,
+  // Responses output_item.added), so every first token is timed the same way.
+  for (Api api : {Api::kMessages, Api::kResponses}) {
+    MockRequest q = api_request(api, 3);
+    ReplyPlan p = plan_reply(q, std::nullopt);
+    ResponseWriter w(q, p, 7, 0);
+    const std::string head = w.stream_start();
+    CHECK(head.find("content_block_start") == std::string::npos);
+    CHECK(head.find("output_item.added") == std::string::npos);
+    const std::string first = w.stream_tokens(0, 1);
+    CHECK((first.rfind("event: content_block_start", 0) == 0 || first.rfind("event: response.output_item.added", 0) == 0));
+  }
+}
+
+// Issue 18: finish reasons follow the engines when max_tokens cuts the reply: OpenAI "length",
+// Anthropic "max_tokens", Responses status "incomplete" with incomplete_details.reason
+// "max_output_tokens" (and a response.incomplete event when streamed); otherwise stop /
+// end_turn / completed, tool_calls / tool_use.
+TEST_CASE("mock api: finish reasons under a max_tokens cut, streamed and not, on every API") {
+  struct Case {
+    const char* what;
+    std::optional<Reply> reply;
+    uint64_t max_tokens;
+    const char* chat;
+    const char* anthropic;
+    bool incomplete;
+  };
+  const std::vector<Case> cases = {
+      {"text that ends on its own", text_reply("hello world!"), 100, "stop", "end_turn", false},
+      {"text cut by max_tokens", text_reply("hello world!"), 2, "length", "max_tokens", true},
+      {"unscripted filler runs to max_tokens", std::nullopt, 4, "length", "max_tokens", true},
+      {"tool call that ends on its own", tool_reply("ls", R"({"dir":"."})"), 100, "tool_calls", "tool_use", false},
+      {"tool call cut by max_tokens", tool_reply("ls", R"({"dir":"some/long/path"})"), 2, "length", "max_tokens", true},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.what);
+    for (Api api : {Api::kChat, Api::kCompletions, Api::kMessages, Api::kResponses}) {
+      if (api == Api::kCompletions && c.reply && c.reply->tool_call) continue;
+      CAPTURE(static_cast<int>(api));
+      MockRequest q = api_request(api, c.max_tokens);
+      q.include_usage = true;
+      ReplyPlan p = plan_reply(q, c.reply);
+      CHECK(p.finish_reason == c.chat);
+      ResponseWriter w(q, p, 3, 0);
+      const std::string stream = w.stream_start() + w.stream_tokens(0, p.tokens()) + w.stream_end(0);
+      const Json body = w.full_body(0);
+      switch (api) {
+        case Api::kChat:
+        case Api::kCompletions:
+          CHECK(body["choices"][0]["finish_reason"] == c.chat);
+          CHECK(stream.find(std::string(R"("finish_reason":")") + c.chat + "\"") != std::string::npos);
+          break;
+        case Api::kMessages:
+          CHECK(body["stop_reason"] == c.anthropic);
+          CHECK(stream.find(std::string(R"("stop_reason":")") + c.anthropic + "\"") != std::string::npos);
+          break;
+        case Api::kResponses:
+          CHECK(body["status"] == (c.incomplete ? "incomplete" : "completed"));
+          CHECK(body["output"][0]["status"] == (c.incomplete ? "incomplete" : "completed"));
+          if (c.incomplete) {
+            CHECK(body["incomplete_details"] == Json{{"reason", "max_output_tokens"}});
+            CHECK(stream.find("event: response.incomplete\n") != std::string::npos);
+            CHECK(stream.find("response.completed") == std::string::npos);
+          } else {
+            CHECK_FALSE(body.contains("incomplete_details"));
+            CHECK(stream.find("event: response.completed\n") != std::string::npos);
+          }
+          break;
+      }
+    }
+  }
 }
 
 TEST_CASE("mock api: conversation facts for --replies conditions (chat, messages, responses)") {

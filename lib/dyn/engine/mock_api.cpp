@@ -368,6 +368,21 @@ std::optional<Reply> ReplyScript::choose(const MockRequest& req) {
   return std::nullopt;  // only matched rows and none matched: the default reply
 }
 
+namespace {
+
+// Why generation ended, as vLLM's scheduler decides it (check_stop in vllm/v1/core/sched/utils.py
+// tests the length cap before EOS): a reply whose output reaches max_tokens was cut by the limit
+// ("length"), whether or not it would have ended there (its EOS would be one token more) and
+// with ignore_eos too; otherwise it ended on its own ("stop", or "tool_calls" for a tool call,
+// as vLLM's chat server reports a parsed tool call). The unscripted filler never ends on its
+// own, so it always reports "length", as vLLM does for ignore_eos runs.
+std::string finish_reason_for(const ReplyPlan& p, uint64_t max_tokens) {
+  if (p.tokens() >= max_tokens) return "length";
+  return p.tool_call ? "tool_calls" : "stop";
+}
+
+}  // namespace
+
 ReplyPlan plan_reply(const MockRequest& req, const std::optional<Reply>& scripted) {
   ReplyPlan p;
   if (scripted && scripted->tool_call) {
@@ -375,30 +390,26 @@ ReplyPlan plan_reply(const MockRequest& req, const std::optional<Reply>& scripte
     p.name = scripted->name;
     p.pieces = split_pieces(scripted->arguments);
     if (p.pieces.empty()) p.pieces.push_back("{}");
-    p.finish_reason = "tool_calls";
-    if (p.pieces.size() > req.max_tokens) {
-      p.pieces.resize(req.max_tokens);
-      p.finish_reason = "length";
-    }
+    if (p.pieces.size() > req.max_tokens) p.pieces.resize(req.max_tokens);
+    p.finish_reason = finish_reason_for(p, req.max_tokens);
     return p;
   }
   if (!scripted) {
     p.pieces = filler_pieces(req.max_tokens);
+    p.finish_reason = finish_reason_for(p, req.max_tokens);
     return p;
   }
   p.pieces = split_pieces(scripted->text);
   uint64_t want = p.pieces.size();
   if (req.ignore_eos) want = req.max_tokens;
   want = std::max<uint64_t>({want, req.min_tokens, 1});
-  if (want > req.max_tokens) {
-    want = req.max_tokens;
-    p.finish_reason = "length";
-  }
+  want = std::min(want, req.max_tokens);
   if (p.pieces.size() > want) p.pieces.resize(want);
   else if (p.pieces.size() < want) {
     auto pad = filler_pieces(want - p.pieces.size());
     p.pieces.insert(p.pieces.end(), pad.begin(), pad.end());
   }
+  p.finish_reason = finish_reason_for(p, req.max_tokens);
   return p;
 }
 
@@ -478,33 +489,44 @@ Json ResponseWriter::chat_chunk(Json delta, const Json& finish) const {
 
 std::string ResponseWriter::stream_start() {
   switch (req_.api) {
-    case Api::kChat: {
-      std::string s = event(nullptr, chat_chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
-      if (plan_.tool_call) {
-        Json tc = {{"index", 0}, {"id", call_id_}, {"type", "function"},
-                   {"function", {{"name", plan_.name}, {"arguments", ""}}}};
-        s += event(nullptr, chat_chunk({{"tool_calls", Json::array({tc})}}, nullptr));
-      }
-      return s;
-    }
+    case Api::kChat: return event(nullptr, chat_chunk({{"role", "assistant"}, {"content", ""}}, nullptr));
     case Api::kCompletions: return {};
     case Api::kMessages: {
       Json u = usage_json(0);
       u["output_tokens"] = 0;
       Json msg = {{"id", id_}, {"type", "message"}, {"role", "assistant"}, {"model", req_.model},
                   {"content", Json::array()}, {"stop_reason", nullptr}, {"stop_sequence", nullptr}, {"usage", u}};
-      std::string s = event("message_start", {{"type", "message_start"}, {"message", msg}});
-      Json block = plan_.tool_call
-                       ? Json{{"type", "tool_use"}, {"id", call_id_}, {"name", plan_.name}, {"input", Json::object()}}
-                       : Json{{"type", "text"}, {"text", ""}};
-      s += event("content_block_start", {{"type", "content_block_start"}, {"index", 0}, {"content_block", block}});
-      return s;
+      return event("message_start", {{"type", "message_start"}, {"message", msg}});
     }
     case Api::kResponses: {
       Json base = {{"id", id_}, {"object", "response"}, {"created_at", created_}, {"model", req_.model},
                    {"status", "in_progress"}, {"output", Json::array()}};
       std::string s = event("response.created", {{"type", "response.created"}, {"sequence_number", seq_++}, {"response", base}});
       s += event("response.in_progress", {{"type", "response.in_progress"}, {"sequence_number", seq_++}, {"response", base}});
+      return s;
+    }
+  }
+  return {};
+}
+
+std::string ResponseWriter::open_item() {
+  if (opened_) return {};
+  opened_ = true;
+  switch (req_.api) {
+    case Api::kChat: {
+      if (!plan_.tool_call) return {};
+      Json tc = {{"index", 0}, {"id", call_id_}, {"type", "function"},
+                 {"function", {{"name", plan_.name}, {"arguments", ""}}}};
+      return event(nullptr, chat_chunk({{"tool_calls", Json::array({tc})}}, nullptr));
+    }
+    case Api::kCompletions: return {};
+    case Api::kMessages: {
+      Json block = plan_.tool_call
+                       ? Json{{"type", "tool_use"}, {"id", call_id_}, {"name", plan_.name}, {"input", Json::object()}}
+                       : Json{{"type", "text"}, {"text", ""}};
+      return event("content_block_start", {{"type", "content_block_start"}, {"index", 0}, {"content_block", block}});
+    }
+    case Api::kResponses: {
       Json item;
       if (plan_.tool_call) {
         item = {{"type", "function_call"}, {"id", item_id_}, {"call_id", call_id_}, {"name", plan_.name},
@@ -513,7 +535,7 @@ std::string ResponseWriter::stream_start() {
       } else {
         item = {{"type", "message"}, {"id", item_id_}, {"role", "assistant"}, {"status", "in_progress"}, {"content", Json::array()}};
       }
-      s += event("response.output_item.added", {{"type", "response.output_item.added"}, {"sequence_number", seq_++}, {"output_index", 0}, {"item", item}});
+      std::string s = event("response.output_item.added", {{"type", "response.output_item.added"}, {"sequence_number", seq_++}, {"output_index", 0}, {"item", item}});
       if (!plan_.tool_call)
         s += event("response.content_part.added", {{"type", "response.content_part.added"}, {"sequence_number", seq_++}, {"output_index", 0},
                                                    {"item_id", item_id_}, {"content_index", 0},
@@ -527,6 +549,7 @@ std::string ResponseWriter::stream_start() {
 std::string ResponseWriter::stream_tokens(uint64_t from, uint64_t to) {
   std::string s;
   to = std::min<uint64_t>(to, plan_.pieces.size());
+  if (from < to) s += open_item();
   for (uint64_t k = from; k < to; ++k) {
     const std::string& piece = plan_.pieces[k];
     switch (req_.api) {
@@ -562,7 +585,7 @@ std::string ResponseWriter::stream_tokens(uint64_t from, uint64_t to) {
 }
 
 std::string ResponseWriter::stream_end(uint64_t cached) {
-  std::string s;
+  std::string s = open_item();  // normally sent with the first token already
   const std::string all = text();
   switch (req_.api) {
     case Api::kChat:
@@ -602,7 +625,10 @@ std::string ResponseWriter::stream_end(uint64_t cached) {
       Json body = full_body(cached);
       s += event("response.output_item.done", {{"type", "response.output_item.done"}, {"sequence_number", seq_++}, {"output_index", 0},
                                                {"item", body["output"][0]}});
-      s += event("response.completed", {{"type", "response.completed"}, {"sequence_number", seq_++}, {"response", body}});
+      // A reply cut by max_output_tokens ends with response.incomplete (OpenAI's event for a
+      // response that "finishes as incomplete"), carrying the same body as the JSON answer.
+      const char* done = plan_.finish_reason == "length" ? "response.incomplete" : "response.completed";
+      s += event(done, {{"type", done}, {"sequence_number", seq_++}, {"response", body}});
       return s;
     }
   }
@@ -639,18 +665,23 @@ Json ResponseWriter::full_body(uint64_t cached) const {
               {"usage", usage_json(cached)}};
     }
     case Api::kResponses: {
+      // Cut by max_output_tokens: the response and its item are "incomplete" and
+      // incomplete_details names the limit (OpenAI's Responses API; vLLM's reports the same).
+      const bool cut = plan_.finish_reason == "length";
+      const char* status = cut ? "incomplete" : "completed";
       Json item;
       if (plan_.tool_call) {
         item = {{"type", "function_call"}, {"id", item_id_}, {"call_id", call_id_}, {"name", plan_.name},
-                {"arguments", all}, {"status", "completed"}};
+                {"arguments", all}, {"status", status}};
         if (auto ns = namespace_of(plan_.name); !ns.empty()) item["namespace"] = ns;
       } else {
-        item = {{"type", "message"}, {"id", item_id_}, {"role", "assistant"}, {"status", "completed"},
+        item = {{"type", "message"}, {"id", item_id_}, {"role", "assistant"}, {"status", status},
                 {"content", Json::array({Json{{"type", "output_text"}, {"text", all}, {"annotations", Json::array()}}})}};
       }
-      return {{"id", id_}, {"object", "response"}, {"created_at", created_}, {"model", req_.model},
-              {"status", plan_.finish_reason == "length" ? "incomplete" : "completed"},
-              {"output", Json::array({item})}, {"usage", usage_json(cached)}};
+      Json body = {{"id", id_}, {"object", "response"}, {"created_at", created_}, {"model", req_.model},
+                   {"status", status}, {"output", Json::array({item})}, {"usage", usage_json(cached)}};
+      if (cut) body["incomplete_details"] = {{"reason", "max_output_tokens"}};
+      return body;
     }
   }
   return Json::object();

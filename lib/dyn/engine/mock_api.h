@@ -98,14 +98,19 @@ struct ReplyPlan {
   bool tool_call = false;
   std::string name;
   std::vector<std::string> pieces;
-  std::string finish_reason = "stop";  ///< chat/completions terms: stop, length, tool_calls
+  /// Chat/completions terms: stop, length (the output reached max_tokens), tool_calls. Anthropic
+  /// says end_turn / max_tokens / tool_use; Responses says status completed, or incomplete with
+  /// incomplete_details.reason max_output_tokens.
+  std::string finish_reason = "stop";
   uint64_t tokens() const { return pieces.size(); }
 };
 
 /// Output length: scripted text = its tokens, at least min_tokens (padded with filler text),
-/// max_tokens when ignore_eos, and never above max_tokens (then finish "length"); without a
-/// script the deterministic filler text runs to max_tokens. A tool call's arguments are never
-/// padded. At least one token.
+/// max_tokens when ignore_eos, and never above max_tokens; without a script the deterministic
+/// filler text runs to max_tokens. A tool call's arguments are never padded. At least one token.
+/// Finish reason (SPEC 8, as vLLM decides it): "length" when the output reaches max_tokens (the
+/// limit cut the reply: unscripted filler, ignore_eos, a longer script), else "tool_calls" for a
+/// tool call and "stop" for text.
 ReplyPlan plan_reply(const MockRequest& req, const std::optional<Reply>& scripted);
 
 /// Deterministic filler text of `tokens` pieces (4 bytes each).
@@ -116,12 +121,18 @@ std::vector<std::string> filler_pieces(uint64_t tokens, uint64_t offset = 0);
 class ResponseWriter {
  public:
   ResponseWriter(const MockRequest& req, const ReplyPlan& plan, uint64_t id_seq, uint64_t created);
-  /// SSE events sent as soon as the request is accepted (role chunk, message_start, ...).
+  /// SSE events sent as soon as the request is accepted: the chat role chunk, Anthropic's
+  /// message_start, Responses' response.created and response.in_progress. Nothing that names
+  /// the reply's content (a tool call's name, an output item) goes here: an engine knows it only
+  /// once prefill has produced the first token, and clients time the first token from it.
   std::string stream_start();
-  /// SSE events carrying output tokens [from, to) (one event per token).
+  /// SSE events carrying output tokens [from, to) (one event per token). The first call with
+  /// tokens first opens the output item: the chat tool-call header (id, name), Anthropic's
+  /// content_block_start, Responses' output_item.added (and content_part.added for text), so
+  /// a tool call's first token comes after prefill like any other (issue 18).
   std::string stream_tokens(uint64_t from, uint64_t to);
   /// Closing events: finish, usage (chat/completions when include_usage), [DONE] or
-  /// message_stop / response.completed.
+  /// message_stop / response.completed (response.incomplete when max_output_tokens cut it).
   std::string stream_end(uint64_t cached_tokens);
   /// Whole non-streaming body.
   Json full_body(uint64_t cached_tokens) const;
@@ -132,12 +143,14 @@ class ResponseWriter {
   std::string text() const;
   std::string event(const char* name, const Json& data);
   std::string namespace_of(const std::string& name) const;
+  std::string open_item();  // the output item's opening events, once
 
   const MockRequest& req_;
   const ReplyPlan& plan_;
   std::string id_, item_id_, call_id_;
   uint64_t created_;
   uint64_t seq_ = 0;  // Responses sequence_number
+  bool opened_ = false;  // open_item() done
 };
 
 /// OpenAI-style error body {"error": {"message", "type", "param": null, "code"}}; Anthropic
