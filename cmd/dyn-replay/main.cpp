@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <memory>
 
+#include <fmt/format.h>
+
 #include "dyn/base/diag.h"
 #include "dyn/cli/run_config.h"
 #include "dyn/cli/run_tool.h"
@@ -84,6 +86,61 @@ void write_artifacts(const Opts& o, const dyn::Json& config, const dyn::Json& su
 
 int run_live(Opts& o, CLI::App& app, dyn::Json& summary);
 
+/// The schedule flags into `s` (everything but the mode), for the live replay and --sim alike.
+void set_schedule_flags(const Opts& o, dyn::replay::ScheduleOptions& s) {
+  s.speedup = o.speedup;
+  s.start_offset_ms = o.start_offset;
+  s.end_offset_ms = o.end_offset;
+  s.auto_offset = o.auto_offset;
+  s.request_rate = o.request_rate;
+  s.rate_mode = *dyn::replay::parse_rate_mode(o.rate_mode);
+  s.gamma_shape = o.gamma_shape;
+  s.seed = o.seed;
+  s.request_count = o.request_count;
+}
+
+/// --sim: the load controls mean what they mean live (the mode chosen the same way: fixed
+/// schedule unless --request-rate or --concurrency alone say otherwise; replay::SimOptions).
+/// Every live-only flag, and any combination the simulator cannot honour, is a usage error
+/// naming the flag: an accepted flag works (house rule), it is never silently ignored.
+void set_sim_load(Opts& o, const CLI::App& app) {
+  using namespace dyn;
+  // The simulated engines count 4-byte tokens (SPEC 4.2) by construction: an engine tokenizer
+  // has nothing to size there.
+  if (!o.tokenizer_url.empty()) throw Fatal(kExitUsage, "--tokenizer-url sizes prompts for a live endpoint; it cannot be used with --sim");
+  for (const char* name : {"--url", "--endpoint-type", "--endpoint", "--streaming", "--session-headers", "--history",
+                           "--header", "--extra-inputs", "--ignore-eos", "--request-timeout-seconds",
+                           "--connect-timeout-seconds", "--max-connections", "--progress"}) {
+    if (!app.count(name)) continue;
+    const std::string shown = std::string(name) == "--streaming" || std::string(name) == "--progress"
+                                  ? fmt::format("{} / --no-{}", name, name + 2)
+                                  : name;
+    throw Fatal(kExitUsage, shown + " applies to a live endpoint; it has no meaning with --sim");
+  }
+  if (o.warmup)
+    throw Fatal(kExitUsage, "--warmup-request-count cannot be used with --sim: the simulator sends no warmup requests");
+  const bool rate = o.request_rate > 0;
+  if (o.fixed_schedule && rate)
+    throw Fatal(kExitUsage, "--request-rate cannot be used with --fixed-schedule: choose the schedule or a rate");
+  if (!rate && app.count("--request-rate-mode"))
+    throw Fatal(kExitUsage, "--request-rate-mode needs --request-rate");
+  if (app.count("--request-rate-gamma-shape") && (!rate || o.rate_mode != "gamma"))
+    throw Fatal(kExitUsage, "--request-rate-gamma-shape needs --request-rate with --request-rate-mode gamma");
+  auto& s = o.sim.schedule;
+  s.mode = o.fixed_schedule || (!rate && !o.concurrency) ? replay::LoadMode::kFixedSchedule
+           : rate                                        ? replay::LoadMode::kRequestRate
+                                                         : replay::LoadMode::kConcurrency;
+  if (s.mode != replay::LoadMode::kFixedSchedule) {
+    for (const char* name : {"--fixed-schedule-start-offset", "--fixed-schedule-end-offset", "--fixed-schedule-auto-offset"})
+      if (app.count(name))
+        throw Fatal(kExitUsage, std::string(name) + " applies to the fixed schedule; it cannot be used with " +
+                                    (rate ? "--request-rate" : "--concurrency without --fixed-schedule"));
+  }
+  set_schedule_flags(o, s);
+  o.sim.concurrency = o.concurrency;
+  o.sim.duration_s = o.duration_s;
+}
+
 int run(Opts& o, CLI::App& app) {
   using namespace dyn;
   // AIPerf's --input-file names the workload as the positional argument does.
@@ -110,9 +167,7 @@ int run(Opts& o, CLI::App& app) {
   Json summary;
   int rc;
   if (o.sim.sim) {  // the same workload through the simulated cluster (engine's sim_cmd)
-    // The simulated engines count 4-byte tokens (SPEC 4.2) by construction: an engine tokenizer
-    // has nothing to size there.
-    if (!o.tokenizer_url.empty()) throw Fatal(kExitUsage, "--tokenizer-url sizes prompts for a live endpoint; it cannot be used with --sim");
+    set_sim_load(o, app);
     o.sim.seed = o.seed;
     if (!o.model.empty()) o.sim.model = o.model;
     rc = cmd::run_sim_cmd(o.inputs, o.block_size, o.sim, o.out.output, o.out.line_buffered, &summary);
@@ -162,15 +217,7 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
     lo.extra_headers.emplace_back(h.substr(0, c), v);
   }
   auto& s = lo.schedule;
-  s.speedup = o.speedup;
-  s.start_offset_ms = o.start_offset;
-  s.end_offset_ms = o.end_offset;
-  s.auto_offset = o.auto_offset;
-  s.request_rate = o.request_rate;
-  s.rate_mode = *replay::parse_rate_mode(o.rate_mode);
-  s.gamma_shape = o.gamma_shape;
-  s.seed = o.seed;
-  s.request_count = o.request_count;
+  set_schedule_flags(o, s);
 
   // Mode: explicit flags win; otherwise a fixed schedule exactly when the first row has a
   // timestamp, else one request at a time in file order (AIPerf).

@@ -8,6 +8,7 @@
 
 #include "dyn/base/json.h"
 #include "dyn/engine/config.h"
+#include "dyn/replay/schedule.h"
 #include "admission_flags.h"
 #include "router_flags.h"
 
@@ -22,6 +23,11 @@ struct SimFlags {
   uint64_t seed = 0;
   uint64_t epoch_unix_ms = 0;
   std::string model = "mock-model";
+  /// The live replay's load controls (dyn-replay flags, checked and set by the command;
+  /// replay::SimOptions says what each does in simulation).
+  replay::ScheduleOptions schedule;
+  uint64_t concurrency = 0;
+  double duration_s = 0;
 };
 
 /// Adds --sim, --workers, the engine flags of dyn-mocker (the engine block size is the router's
@@ -30,7 +36,8 @@ struct SimFlags {
 /// binds them to the same variables).
 void add_sim_flags(CLI::App& app, SimFlags& f, bool add_seed = true, bool add_model = true);
 
-/// Loads the workload (`inputs`, "-" = stdin; `workload_block_size` 0 = 512 or the trace's own),
+/// Loads the workload (`inputs`, "-" = stdin; `workload_block_size` 0 = 512 or the trace's own;
+/// timestamps required on the fixed schedule only),
 /// runs the simulation, writes request_end rows to `out_path` ("-" = stdout) and a summary on
 /// stderr (requests, simulated and wall time, prompt-cache and theoretical hit %). Returns the
 /// exit code (3 when the workload has errors, 0 otherwise). `summary`, when given, receives the

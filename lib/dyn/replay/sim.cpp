@@ -13,7 +13,9 @@
 #include "dyn/base/clock.h"
 #include "dyn/base/diag.h"
 #include "dyn/base/json_write.h"
+#include "dyn/base/random.h"
 #include "dyn/engine/engine.h"
+#include "dyn/replay/session.h"
 #include "dyn/route/admission.h"
 #include "dyn/route/router.h"
 #include "dyn/tokens/hash.h"
@@ -22,7 +24,9 @@
 namespace dyn::replay {
 namespace {
 
-enum EventKind : int { kArrival = 0, kStepEnd = 1, kKick = 2, kTick = 3 };  // kTick: admission scheduler (SPEC 9)
+// Same-instant order: arrivals, then requests admitted to a freed concurrency slot (both join
+// the step that starts at that instant), step ends, kicks, admission ticks (SPEC 9).
+enum EventKind : int { kArrival = 0, kAdmit = 1, kStepEnd = 2, kKick = 3, kTick = 4 };
 
 struct Event {
   double t;
@@ -41,9 +45,12 @@ struct Req {
   std::string id;
   uint32_t turn = 0;
   int64_t session_prev = -1;  // previous turn of the same session
+  int64_t parent_dep = -1;    // parent's turn a child's first turn waits for (outside the fixed schedule)
+  bool kept = true;           // replayed (not cut by offsets or the request count)
   std::vector<uint32_t> dependents;
   uint32_t pending = 0;
   double deps_done = 0;       // latest completion among wait_for deps
+  bool waited = false;        // waits for some wait_for request (one that is replayed)
   double start = -1, first = -1, end = -1;
   uint64_t cached = 0, generated = 0;
   uint64_t worker = 0;
@@ -90,44 +97,105 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
   }
   const double tick_ms = opt.admission.scheduler_interval_s * 1000.0;
 
-  // Requests, ids, sessions and dependencies.
+  // Load controls (SimOptions::schedule, SPEC 6.3): the defaults reproduce the recorded timing.
+  const replay::ScheduleOptions& so = opt.schedule;
+  const bool fixed = so.mode == replay::LoadMode::kFixedSchedule;
+  const double speed = so.speedup > 0 ? so.speedup : 1;
+  if (so.mode == replay::LoadMode::kRequestRate && !(so.request_rate > 0))
+    throw Fatal(kExitUsage, "--request-rate must be positive");
+  const uint64_t cap = opt.concurrency ? opt.concurrency
+                       : so.mode == replay::LoadMode::kConcurrency ? 1 : 0;  // 0 = no cap
+  const double stop_at = opt.duration_s > 0 ? opt.duration_s * 1000.0 : INFINITY;
+
+  // Requests, ids, sessions and dependencies. Ids and turns are those of the whole workload, so
+  // a row keeps its request id whatever the offsets or the request count cut.
   const size_t n = wl.rows.size();
   std::vector<Req> reqs(n);
   std::unordered_map<std::string, uint32_t> by_id;
   std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> last_of_session;  // session -> (row, turns)
+  std::vector<int64_t> prev_row(n, -1);
   SimSummary sum;
-  std::unordered_set<uint64_t> seen_ids;
-  uint64_t id_blocks = 0, id_hits = 0;
   for (size_t i = 0; i < n; ++i) {
     Req& r = reqs[i];
     r.row = &wl.rows[i];
     if (!r.row->session_id.empty()) {
       auto [it, fresh] = last_of_session.try_emplace(r.row->session_id, static_cast<uint32_t>(i), 0u);
       if (!fresh) {
-        r.session_prev = it->second.first;
+        prev_row[i] = it->second.first;
         r.turn = ++it->second.second;
         it->second.first = static_cast<uint32_t>(i);
-        reqs[r.session_prev].dependents.push_back(static_cast<uint32_t>(i));
-        ++r.pending;
       }
     }
     r.id = !r.row->request_id.empty() ? r.row->request_id
            : !r.row->session_id.empty() ? fmt::format("{}:{}", r.row->session_id, r.turn)
                                          : fmt::format("row-{}", r.row->index);
     by_id.emplace(r.id, static_cast<uint32_t>(i));
+  }
+  // Which rows run: the fixed schedule's inclusive offsets (a later turn without a timestamp
+  // goes with its session's first turn), then the first request_count of those.
+  if (fixed && (so.start_offset_ms || so.end_offset_ms)) {
+    for (size_t i = 0; i < n; ++i) {
+      const auto& ts = reqs[i].row->timestamp_ms;
+      if (!ts && prev_row[i] >= 0) {
+        reqs[i].kept = reqs[static_cast<size_t>(prev_row[i])].kept;
+        continue;
+      }
+      if (ts && ((so.start_offset_ms && *ts < *so.start_offset_ms) || (so.end_offset_ms && *ts > *so.end_offset_ms))) {
+        reqs[i].kept = false;
+        ++sum.outside_offsets;
+      }
+    }
+  }
+  if (so.request_count) {
+    uint64_t taken = 0;
+    for (Req& r : reqs) {
+      if (!r.kept) continue;
+      if (taken < so.request_count) ++taken;
+      else {
+        r.kept = false;
+        ++sum.over_count;
+      }
+    }
+  }
+  std::unordered_set<uint64_t> seen_ids;
+  uint64_t id_blocks = 0, id_hits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Req& r = reqs[i];
+    if (!r.kept) continue;
+    if (const int64_t p = prev_row[i]; p >= 0 && reqs[static_cast<size_t>(p)].kept) {
+      r.session_prev = p;
+      reqs[static_cast<size_t>(p)].dependents.push_back(static_cast<uint32_t>(i));
+      ++r.pending;
+    }
     for (uint64_t h : r.row->hash_ids) {
       ++id_blocks;
       if (!seen_ids.insert(h).second) ++id_hits;
     }
   }
   sum.theoretical_hit = id_blocks ? static_cast<double>(id_hits) / static_cast<double>(id_blocks) : 0.0;
+  if (!fixed) {
+    // Outside the fixed schedule a child session's first turn has no time of its own: it starts
+    // after its parent's latest preceding turn (the live plan's rule, replay::build_plan).
+    const SessionPlan sp = plan_sessions(wl.rows);
+    for (size_t i = 0; i < n; ++i) {
+      Req& r = reqs[i];
+      const int64_t p = sp.parent_row[i];
+      if (!r.kept || prev_row[i] >= 0 || p < 0 || !reqs[static_cast<size_t>(p)].kept) continue;
+      r.parent_dep = p;
+      reqs[static_cast<size_t>(p)].dependents.push_back(static_cast<uint32_t>(i));
+      ++r.pending;
+    }
+  }
   for (size_t i = 0; i < n; ++i) {
+    if (!reqs[i].kept) continue;
     for (const std::string& dep : reqs[i].row->wait_for) {
       auto it = by_id.find(dep);
       if (it == by_id.end())
         throw Fatal(kExitBadData, fmt::format("{}: wait_for names unknown request id '{}'", reqs[i].row->where, dep));
+      if (!reqs[it->second].kept) continue;  // cut by offsets or the count: this row keeps its own timing
       reqs[it->second].dependents.push_back(static_cast<uint32_t>(i));
       ++reqs[i].pending;
+      reqs[i].waited = true;
     }
   }
 
@@ -137,20 +205,58 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
   auto push = [&](double t, int kind, uint32_t arg) {
     q.push(Event{t, kind, seq++, arg});
     // A tick can release paused requests into an engine, so it bounds fast-forwarding like an arrival.
-    if (kind == kArrival || kind == kTick) arrivals.push(t);
+    if (kind == kArrival || kind == kAdmit || kind == kTick) arrivals.push(t);
   };
-  bool has_deps = false;
+  // With a concurrency cap any completion can send a waiting request at once, as a dependency can.
+  bool has_deps = cap > 0;
   for (const Req& r : reqs)
     if (r.pending) has_deps = true;
+  // Time zero of the fixed schedule.
+  double zero = 0;
+  if (fixed && so.start_offset_ms) zero = *so.start_offset_ms;
+  else if (fixed && so.auto_offset)
+    for (const Req& r : reqs)
+      if (r.kept && r.row->timestamp_ms) {
+        zero = *r.row->timestamp_ms;
+        break;
+      }
+  Rng rng(so.seed);
+  double arrival = 0;
+  bool first_arrival = true;
   for (size_t i = 0; i < n; ++i) {
-    if (reqs[i].pending) continue;
-    const auto& ts = reqs[i].row->timestamp_ms;
-    if (!ts) throw Fatal(kExitBadData, fmt::format("{}: missing timestamp (needed to schedule this request)", reqs[i].row->where));
-    push(*ts, kArrival, static_cast<uint32_t>(i));
+    if (!reqs[i].kept || reqs[i].pending) continue;
+    double at = 0;
+    switch (so.mode) {
+      case replay::LoadMode::kFixedSchedule: {
+        const auto& ts = reqs[i].row->timestamp_ms;
+        if (!ts) throw Fatal(kExitBadData, fmt::format("{}: missing timestamp (needed to schedule this request)", reqs[i].row->where));
+        at = (*ts - zero) / speed;
+        if (zero != 0) at = std::max(0.0, at);
+        break;
+      }
+      case replay::LoadMode::kRequestRate:
+        // The live plan's arrival process (replay::build_plan): the same draws from the same seed.
+        if (!first_arrival) {
+          const double mean = 1000.0 / so.request_rate;
+          if (so.rate_mode == replay::RateMode::kConstant) arrival += mean;
+          else if (so.rate_mode == replay::RateMode::kPoisson) arrival += rng.exponential(mean);
+          else arrival += rng.gamma(so.gamma_shape, mean / so.gamma_shape);
+        }
+        first_arrival = false;
+        at = arrival;
+        break;
+      case replay::LoadMode::kConcurrency: at = 0; break;
+    }
+    push(at, kArrival, static_cast<uint32_t>(i));
   }
 
   const uint32_t bs = ecfg.block_size;
   double first_start = -1, last_end = 0;
+  // Concurrency (SimOptions::concurrency): requests sent and not yet complete, and those whose
+  // start has come while every slot was taken, earliest-ready first (then workload order).
+  uint64_t in_flight = 0;
+  std::priority_queue<std::pair<double, uint32_t>, std::vector<std::pair<double, uint32_t>>, std::greater<>> waiting;
+  bool stopped = false;  // duration_s ran out: nothing more is sent
 
   // Rows are written by hand (one reused buffer, no Json objects): byte for byte what building the
   // record as Json and dumping it gives (docs/records.md key order), at a fraction of the cost.
@@ -255,9 +361,18 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
       if (r.error) admission->on_request_failed(r.row->session_id, t);
       else admission->on_response(r.row->session_id, r.row->input_length, r.generated, t);
     }
+    // Its concurrency slot goes to the request that has waited longest for one.
+    --in_flight;
+    if (!waiting.empty()) {
+      const uint32_t w = waiting.top().second;
+      waiting.pop();
+      ++in_flight;
+      push(t, kAdmit, w);
+    }
     for (uint32_t d : r.dependents) {
       Req& x = reqs[d];
-      if (static_cast<int64_t>(i) != x.session_prev) x.deps_done = std::max(x.deps_done, t);
+      const auto self = static_cast<int64_t>(i);
+      if (self != x.session_prev && self != x.parent_dep) x.deps_done = std::max(x.deps_done, t);
       if (--x.pending > 0) continue;
       double start = 0;
       if (x.session_prev >= 0) {
@@ -265,11 +380,13 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
         double gap = 0;
         if (x.row->delay_ms) gap = *x.row->delay_ms;
         else if (x.row->timestamp_ms && p.row->timestamp_ms) gap = std::max(0.0, *x.row->timestamp_ms - *p.row->timestamp_ms);
-        start = p.end + gap;
-      } else if (x.row->timestamp_ms) {
-        start = *x.row->timestamp_ms;
+        start = p.end + gap / speed;
+      } else if (x.parent_dep >= 0) {
+        start = reqs[x.parent_dep].end + x.row->delay_ms.value_or(0.0) / speed;
+      } else if (fixed && x.row->timestamp_ms) {
+        start = (*x.row->timestamp_ms - zero) / speed;
       }
-      if (!x.row->wait_for.empty()) start = std::max(start, x.deps_done + x.row->tool_wait_ms.value_or(0.0));
+      if (x.waited) start = std::max(start, x.deps_done + x.row->tool_wait_ms.value_or(0.0) / speed);
       push(std::max(start, t), kArrival, d);
     }
   };
@@ -332,8 +449,20 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
     const Event ev = q.top();
     q.pop();
     clock.set(ev.t);
-    if (ev.kind == kArrival) {
+    if (ev.kind == kArrival || ev.kind == kAdmit) {
       arrivals.pop();
+      if (stopped || ev.t >= stop_at) {  // --benchmark-duration: sent nothing from here on
+        stopped = true;
+        if (ev.kind == kAdmit) --in_flight;
+        continue;
+      }
+      if (ev.kind == kArrival) {  // a kAdmit request holds the slot its predecessor freed
+        if (cap && in_flight >= cap) {
+          waiting.emplace(ev.t, ev.arg);
+          continue;
+        }
+        ++in_flight;
+      }
       Req& r = reqs[ev.arg];
       r.start = ev.t;
       if (first_start < 0) first_start = ev.t;
@@ -415,8 +544,11 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
       kick(ev.arg, ev.t);
     }
   }
-  for (const Req& r : reqs)
-    if (r.end < 0) throw Fatal(kExitBadData, fmt::format("{}: request never ran (dependency cycle?)", r.row->where));
+  for (const Req& r : reqs) {
+    if (!r.kept || r.end >= 0) continue;
+    if (stopped) ++sum.not_sent;  // its start came after duration_s, or it waited for one that did
+    else throw Fatal(kExitBadData, fmt::format("{}: request never ran (dependency cycle?)", r.row->where));
+  }
   sum.simulated_ms = first_start < 0 ? 0 : last_end - first_start;
   sum.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
   return sum;

@@ -8,6 +8,7 @@
 #include "dyn/engine/config.h"
 #include "dyn/io/output.h"
 #include "dyn/route/admission.h"
+#include "dyn/replay/schedule.h"
 #include "dyn/route/config.h"
 #include "dyn/trace/workload.h"
 
@@ -23,6 +24,29 @@ struct SimOptions {
   /// while their program is paused and are released by the scheduler tick (every
   /// scheduler_interval_s of virtual time); admitted programs go to the controller's worker.
   route::AdmissionConfig admission;
+  /// Load controls with the live replay's meaning (SPEC 6.3, `dyn-replay` flags; defaults =
+  /// the timestamps as recorded):
+  /// - schedule.mode kFixedSchedule: rows start at (timestamp - zero) / speedup, where zero is
+  ///   start_offset_ms, else the first kept timestamp with auto_offset, else 0; rows outside the
+  ///   inclusive [start, end] offsets are not replayed (a delay-driven later turn goes with its
+  ///   session's first turn).
+  /// - kRequestRate: rows with nothing to wait for start, in workload order, at the arrivals of
+  ///   a constant, Poisson or gamma process of request_rate per second (seeded by
+  ///   schedule.seed; the same arrivals as the live replay's plan); the first at 0.
+  /// - kConcurrency: those rows all become ready at 0; `concurrency` (>= 1) caps them.
+  /// - In every mode: speedup divides session delays, recorded gaps and tool_wait_ms; with
+  ///   request_count only the first N kept rows (workload order) run; a row whose previous turn
+  ///   or wait_for request was cut keeps its own timing; outside the fixed schedule a child
+  ///   session's first turn waits for its parent's latest preceding turn (+ its delay).
+  replay::ScheduleOptions schedule;
+  /// Requests in flight at most (0 = no cap), on the virtual clock: a request whose start has
+  /// come waits for a free slot (earliest-ready first, then workload order) and its TTFT and
+  /// latency count from when it was sent, as the live client measures them. A request paused by
+  /// admission control is in flight (the client sent it).
+  uint64_t concurrency = 0;
+  /// Send nothing at or after this many seconds of virtual time (0 = no limit); rows not sent
+  /// get no row and are counted in SimSummary::not_sent.
+  double duration_s = 0;
 };
 
 struct SimSummary {
@@ -32,6 +56,9 @@ struct SimSummary {
   uint64_t input_tokens = 0, cached_tokens = 0, output_tokens = 0;
   double theoretical_hit = 0;  ///< share of hash-id blocks seen earlier in the workload (SPEC 7)
   uint64_t preemptions = 0;
+  uint64_t outside_offsets = 0;  ///< rows dropped by the fixed-schedule offsets
+  uint64_t over_count = 0;       ///< rows dropped by request_count
+  uint64_t not_sent = 0;         ///< rows not started before duration_s ran out
 };
 
 /// Runs the workload through `options.workers` engines and the router (the same Router the live
@@ -41,7 +68,9 @@ struct SimSummary {
 /// Schedule (SPEC 6.1): a row without a session arrives at its timestamp; a later turn of a
 /// session arrives when the previous turn has completed, plus its `delay` (or, with timestamps
 /// only, plus the recorded gap between the two turns' timestamps); a row with `wait_for` arrives
-/// no earlier than the completion of every listed request plus its `tool_wait_ms`.
+/// no earlier than the completion of every listed request plus its `tool_wait_ms`. The load
+/// controls of SimOptions (schedule, concurrency, duration_s) change this as they change the
+/// live replay; their defaults leave it exactly as described.
 ///
 /// Blocks: a row's hash ids (workload block size B) are mapped to engine blocks of size b with
 /// tokens::sequence_from_ids: with b dividing B each id expands into B/b engine blocks whose hashes
