@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dyn/route/config.h"
 
@@ -18,8 +19,8 @@ struct RouterFlags {
   /// Numeric settings are bound straight into the config; only the enum names and the two
   /// optional thresholds need a CLI-side representation.
   route::RouterConfig cfg;
-  std::string mode = "round-robin";
-  std::string affinity_mode = "hard";
+  std::string mode = route::mode_name(route::RouterConfig{}.mode);
+  std::string affinity_mode = route::affinity_mode_name(route::RouterConfig{}.affinity_mode);
   double active_decode_blocks_threshold = -1;   // < 0 = unset
   int64_t active_prefill_tokens_threshold = -1;  // < 0 = unset
   CLI::Option* block_size_opt = nullptr;
@@ -40,14 +41,33 @@ struct RouterFlags {
   }
 };
 
+/// The names of an enum's table (route::kModes, ...) as CLI11 choices.
+template <class E, size_t N>
+std::vector<std::string> choice_names(const route::Named<E> (&table)[N]) {
+  std::vector<std::string> v;
+  for (const auto& e : table) v.emplace_back(e.name);
+  return v;
+}
+
+/// Help text listing an enum's values from its table: "a, b (gloss)" with sep ", ", or
+/// "a: gloss; b: gloss" with sep "; " and gloss_sep ": ".
+template <class E, size_t N>
+std::string choices_help(const route::Named<E> (&table)[N], const char* sep, const char* gloss_sep = nullptr) {
+  std::string s;
+  for (const auto& e : table) {
+    if (!s.empty()) s += sep;
+    s += e.name;
+    if (*e.gloss) s += gloss_sep ? std::string(gloss_sep) + e.gloss : std::string(" (") + e.gloss + ")";
+  }
+  return s;
+}
+
 /// Registers every router flag on `app` (a tool or a subcommand), in the "Router" group.
 inline void add_router_flags(CLI::App& app, RouterFlags& f) {
   const char* g = "Router";
-  app.add_option("--router-mode", f.mode,
-                 "Routing policy: round-robin, random, power-of-two, least-loaded, kv (KV-aware cost model), "
-                 "direct (caller names the worker)")
+  app.add_option("--router-mode", f.mode, "Routing policy: " + choices_help(route::kModes, ", "))
       ->envname("DYN_ROUTER_MODE")
-      ->check(CLI::IsMember({"round-robin", "random", "power-of-two", "least-loaded", "kv", "direct"}))
+      ->check(CLI::IsMember(choice_names(route::kModes)))
       ->capture_default_str()
       ->group(g);
   app.add_option("--router-session-affinity-ttl-secs", f.cfg.affinity_ttl_secs,
@@ -63,10 +83,9 @@ inline void add_router_flags(CLI::App& app, RouterFlags& f) {
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32))
       ->capture_default_str()
       ->group(g);
-  app.add_option("--router-session-affinity-mode", f.affinity_mode,
-                 "hard: the bound worker is the only candidate; soft: it is a preference kept while eligible")
+  app.add_option("--router-session-affinity-mode", f.affinity_mode, choices_help(route::kAffinityModes, "; ", ": "))
       ->envname("DYN_ROUTER_SESSION_AFFINITY_MODE")
-      ->check(CLI::IsMember({"hard", "soft"}))
+      ->check(CLI::IsMember(choice_names(route::kAffinityModes)))
       ->capture_default_str()
       ->group(g);
   f.block_size_opt = app.add_option("--kv-cache-block-size", f.cfg.block_size,

@@ -5,31 +5,28 @@
 
 namespace dyn::route {
 
-const char* mode_name(Mode m) {
-  switch (m) {
-    case Mode::kRoundRobin: return "round-robin";
-    case Mode::kRandom: return "random";
-    case Mode::kPowerOfTwo: return "power-of-two";
-    case Mode::kLeastLoaded: return "least-loaded";
-    case Mode::kKv: return "kv";
-    case Mode::kDirect: return "direct";
-  }
-  return "round-robin";
+namespace {
+
+template <class E, size_t N>
+const char* name_in(const Named<E> (&table)[N], E v) {
+  for (const auto& e : table)
+    if (e.value == v) return e.name;
+  return table[0].name;
 }
 
-std::optional<Mode> parse_mode(std::string_view n) {
-  for (Mode m : {Mode::kRoundRobin, Mode::kRandom, Mode::kPowerOfTwo, Mode::kLeastLoaded, Mode::kKv, Mode::kDirect})
-    if (n == mode_name(m)) return m;
+template <class E, size_t N>
+std::optional<E> parse_in(const Named<E> (&table)[N], std::string_view n) {
+  for (const auto& e : table)
+    if (n == e.name) return e.value;
   return std::nullopt;
 }
 
-const char* affinity_mode_name(AffinityMode m) { return m == AffinityMode::kHard ? "hard" : "soft"; }
+}  // namespace
 
-std::optional<AffinityMode> parse_affinity_mode(std::string_view n) {
-  if (n == "hard") return AffinityMode::kHard;
-  if (n == "soft") return AffinityMode::kSoft;
-  return std::nullopt;
-}
+const char* mode_name(Mode m) { return name_in(kModes, m); }
+std::optional<Mode> parse_mode(std::string_view n) { return parse_in(kModes, n); }
+const char* affinity_mode_name(AffinityMode m) { return name_in(kAffinityModes, m); }
+std::optional<AffinityMode> parse_affinity_mode(std::string_view n) { return parse_in(kAffinityModes, n); }
 
 std::optional<Error> RouterConfig::validate() const {
   auto usage = [](std::string m) { return Error{std::move(m), kExitUsage}; };

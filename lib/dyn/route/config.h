@@ -11,13 +11,38 @@ namespace dyn::route {
 
 /// SPEC 3.1 routing modes (`--router-mode`).
 enum class Mode { kRoundRobin, kRandom, kPowerOfTwo, kLeastLoaded, kKv, kDirect };
-/// "round-robin", "random", "power-of-two", "least-loaded", "kv", "direct".
+
+/// A value of an enumerated setting: its enum, its name on the command line and in records, and
+/// a short gloss for --help ("" = none).
+template <class E>
+struct Named {
+  E value;
+  const char* name;
+  const char* gloss;
+};
+
+/// Every routing mode, in help order: the one list that parse_mode, mode_name, the CLI's choices,
+/// --help, man pages and completions draw from. A new mode is an entry here and its policy in
+/// Router::place (router.cpp; the compiler flags the switch that lacks it).
+inline constexpr Named<Mode> kModes[] = {
+    {Mode::kRoundRobin, "round-robin", ""},
+    {Mode::kRandom, "random", ""},
+    {Mode::kPowerOfTwo, "power-of-two", ""},
+    {Mode::kLeastLoaded, "least-loaded", ""},
+    {Mode::kKv, "kv", "KV-aware cost model"},
+    {Mode::kDirect, "direct", "caller names the worker"},
+};
+/// The mode's name in kModes.
 const char* mode_name(Mode m);
 /// Parses a mode name (exact, lower-case); nullopt for anything else.
 std::optional<Mode> parse_mode(std::string_view name);
 
 /// SPEC 2.3 affinity modes (`--router-session-affinity-mode`).
 enum class AffinityMode { kHard, kSoft };
+inline constexpr Named<AffinityMode> kAffinityModes[] = {
+    {AffinityMode::kHard, "hard", "the bound worker is the only candidate"},
+    {AffinityMode::kSoft, "soft", "it is a preference kept while eligible"},
+};
 const char* affinity_mode_name(AffinityMode m);
 std::optional<AffinityMode> parse_affinity_mode(std::string_view name);
 
