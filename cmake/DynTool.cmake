@@ -1,6 +1,15 @@
 # Helpers: dyn_add_module() declares one lib/dyn/<module> target with its allowed dependencies;
 # dyn_add_tool() adds a binary together with its generated man page and shell completions.
 
+# dyn_unity(TARGET): with DYN_UNITY_BUILD, the target's sources compile as one unit (up to 16
+# files per unit). Names at namespace scope in a .cpp (anonymous namespaces included) must then
+# be unique within the folder.
+function(dyn_unity target)
+  if(DYN_UNITY_BUILD)
+    set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 16)
+  endif()
+endfunction()
+
 # dyn_add_module(NAME DEPS ...): a static library dyn_<NAME> from every .cpp in the calling folder.
 # DEPS are exactly the module's "uses" in lib/README.md; scripts/check-module-graph.py (test
 # e2e.module-graph) checks that, and every include, against the table.
@@ -8,6 +17,7 @@ function(dyn_add_module name)
   cmake_parse_arguments(M "" "" "DEPS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   add_library(dyn_${name} STATIC ${srcs})
+  dyn_unity(dyn_${name})
   target_include_directories(dyn_${name} PUBLIC ${PROJECT_SOURCE_DIR}/lib)
   target_link_libraries(dyn_${name} PUBLIC ${M_DEPS})
 endfunction()
@@ -20,6 +30,7 @@ function(dyn_add_tool name)
   cmake_parse_arguments(T "" "" "DEPS" ${ARGN})
   file(GLOB srcs CONFIGURE_DEPENDS ${CMAKE_CURRENT_SOURCE_DIR}/*.cpp)
   add_executable(${name} ${srcs})
+  dyn_unity(${name})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/cmd/common)
   target_link_libraries(${name} PRIVATE ${T_DEPS} dyn_cli)
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)

@@ -2,7 +2,8 @@
 # Installs the Debian packages dyn needs to build and test, only those missing (idempotent),
 # then configures and builds into ./build.
 # Usage: scripts/setup.sh [--no-build] [TARGET...]   (TARGETs: build only these, e.g. the tools the
-# quickstart needs; none = everything, tests included)
+# quickstart needs, optimized without debug info, one translation unit per target; none =
+# everything, tests included, RelWithDebInfo file by file). DYN_CMAKE_ARGS: more cmake -D options.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pkgs=(build-essential cmake pkg-config libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
@@ -33,7 +34,16 @@ fi
 [[ "${1:-}" == "--no-build" ]] && exit 0
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
-cmake -S "$root" -B "$root/build" -DCMAKE_BUILD_TYPE=RelWithDebInfo ${DYN_CMAKE_ARGS:-} >/dev/null
+if ((${#targets[@]})); then
+  # Only some tools (the quickstart's): the same optimisation as the tested build (-O2, NDEBUG),
+  # without debug info (-g costs about a quarter of each compile), each target compiled as one
+  # translation unit (DYN_UNITY_BUILD; about 60 % less CPU). A later full run reconfigures.
+  build_type=(-DCMAKE_BUILD_TYPE=Release "-DCMAKE_CXX_FLAGS_RELEASE=-O2 -DNDEBUG" -DDYN_UNITY_BUILD=ON)
+else
+  # Everything, tests included: debug info for the test failures, every file compiled on its own.
+  build_type=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DDYN_UNITY_BUILD=OFF)
+fi
+cmake -S "$root" -B "$root/build" "${build_type[@]}" ${DYN_CMAKE_ARGS:-} >/dev/null
 # -j: every core the machine has (nproc), at least 2.
 jobs=$(nproc 2>/dev/null || echo 2); (( jobs < 2 )) && jobs=2
 cmake --build "$root/build" -j"$jobs" "${targets[@]}"

@@ -13,7 +13,7 @@
 namespace dyn::metrics {
 namespace {
 
-std::optional<double> num_at(const Json& row, std::string_view path) {
+std::optional<double> number_at(const Json& row, std::string_view path) {
   const Json* v = trace::find_path(row, path);
   return v ? trace::as_number(*v) : std::nullopt;
 }
@@ -73,16 +73,16 @@ std::optional<Turn> parse_turn(const Json& row, std::string where, uint64_t orde
   t.binding = text_at(row, "dyn.binding");
   const std::string status = text_at(row, "dyn.status");
   t.error = status == "error" || status == "cancelled";
-  t.input_tokens = num_at(row, "request.input_tokens");
-  t.cached_tokens = num_at(row, "request.cached_tokens");
-  const auto event = num_at(row, "event_time_unix_ms");
+  t.input_tokens = number_at(row, "request.input_tokens");
+  t.cached_tokens = number_at(row, "request.cached_tokens");
+  const auto event = number_at(row, "event_time_unix_ms");
   if (et == "route_decision") {
     t.start_ms = event;  // arrival: decisions have no response, so gaps are between arrivals
     t.end_ms = event;
     return t;
   }
-  const auto total = num_at(row, "request.total_time_ms");
-  t.start_ms = num_at(row, "request.request_received_ms");
+  const auto total = number_at(row, "request.total_time_ms");
+  t.start_ms = number_at(row, "request.request_received_ms");
   if (!t.start_ms && event && total) t.start_ms = *event - *total;
   if (t.start_ms && total) t.end_ms = *t.start_ms + *total;
   else t.end_ms = event;

@@ -46,7 +46,7 @@ Expected<std::vector<std::string>> split_path(std::string_view p) {
   return out;
 }
 
-std::string_view trim(std::string_view s) {
+std::string_view trim_spaces(std::string_view s) {
   while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
   while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
   return s;
@@ -253,7 +253,7 @@ Expected<Where> parse_where(std::string_view expr) {
     return Error{"--where '" + std::string(expr) + "': expected FIELD OP VALUE with OP one of = != < <= > >= ~",
                  kExitUsage};
   Where w;
-  std::string_view field = trim(expr.substr(0, at));
+  std::string_view field = trim_spaces(expr.substr(0, at));
   std::string_view rest = expr.substr(at);
   size_t oplen = 1;
   if (rest.substr(0, 2) == "!=") w.op = Where::Op::kNe, oplen = 2;
@@ -271,7 +271,7 @@ Expected<Where> parse_where(std::string_view expr) {
   if (!path) return Error{"--where '" + std::string(expr) + "': " + path.error().message, kExitUsage};
   w.path = std::move(*path);
   w.field = std::string(field);
-  std::string_view value = trim(rest.substr(oplen));
+  std::string_view value = trim_spaces(rest.substr(oplen));
   if (!value.empty() && std::string_view("=!<>~").find(value.front()) != std::string_view::npos) {
     // "a >> 3", "a =< 3", "a => 3": an operator that is not one; a value really starting with
     // one of these characters is written quoted.
@@ -310,13 +310,13 @@ Expected<std::vector<FieldSpec>> parse_fields(std::string_view list) {
   size_t pos = 0;
   for (;;) {
     size_t comma = list.find(',', pos);
-    std::string_view item = trim(list.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos));
+    std::string_view item = trim_spaces(list.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos));
     if (item.empty()) return Error{"--fields '" + std::string(list) + "': empty field name", kExitUsage};
     FieldSpec f;
     std::string_view path = item;
     if (size_t eq = item.find('='); eq != std::string_view::npos) {
-      f.name = std::string(trim(item.substr(0, eq)));
-      path = trim(item.substr(eq + 1));
+      f.name = std::string(trim_spaces(item.substr(0, eq)));
+      path = trim_spaces(item.substr(eq + 1));
       if (f.name.empty()) return Error{"--fields '" + std::string(item) + "': empty name before '='", kExitUsage};
     } else {
       f.name = std::string(item);

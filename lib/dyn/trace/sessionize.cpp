@@ -21,12 +21,12 @@ uint64_t mix(uint64_t h, uint64_t id) {
   return z ^ (z >> 31);
 }
 
-struct Key {
+struct PrefixKey {
   uint64_t depth, hash;
-  bool operator==(const Key& o) const { return depth == o.depth && hash == o.hash; }
+  bool operator==(const PrefixKey& o) const { return depth == o.depth && hash == o.hash; }
 };
-struct KeyHash {
-  size_t operator()(const Key& k) const { return static_cast<size_t>(mix(k.hash, k.depth)); }
+struct PrefixKeyHash {
+  size_t operator()(const PrefixKey& k) const { return static_cast<size_t>(mix(k.hash, k.depth)); }
 };
 
 /// Chained prefix hashes: out[i] = hash of ids[0..i] (i.e. the prefix of length i+1).
@@ -56,21 +56,21 @@ SessionizeStats sessionize(std::vector<WorkloadRow>& rows, const SessionizeOptio
   std::vector<uint64_t> hs;
 
   // Pass 1: distinct full-block continuations of every prefix node.
-  std::unordered_set<Key, KeyHash> edges;  // (depth of parent, hash(parent) ^ child) pairs
-  std::unordered_map<Key, uint32_t, KeyHash> fanout;
+  std::unordered_set<PrefixKey, PrefixKeyHash> edges;  // (depth of parent, hash(parent) ^ child) pairs
+  std::unordered_map<PrefixKey, uint32_t, PrefixKeyHash> fanout;
   for (const auto& r : rows) {
     if (!r.session_id.empty()) continue;
     size_t f = full_blocks(r, B);
     prefix_hashes(r.hash_ids, hs);
     for (size_t i = 1; i < f; ++i) {
-      Key parent{i, hs[i - 1]};
-      if (edges.insert(Key{i, mix(hs[i - 1], r.hash_ids[i])}).second) ++fanout[parent];
+      PrefixKey parent{i, hs[i - 1]};
+      if (edges.insert(PrefixKey{i, mix(hs[i - 1], r.hash_ids[i])}).second) ++fanout[parent];
     }
   }
 
   // Pass 2: chain rows in order.
-  std::unordered_map<Key, size_t, KeyHash> latest;  // full prefix -> latest row with exactly it
-  std::unordered_set<Key, KeyHash> seen;            // every full prefix of earlier rows
+  std::unordered_map<PrefixKey, size_t, PrefixKeyHash> latest;  // full prefix -> latest row with exactly it
+  std::unordered_set<PrefixKey, PrefixKeyHash> seen;            // every full prefix of earlier rows
   std::vector<int64_t> session_of(rows.size(), -1);
   std::vector<uint64_t> cached(rows.size(), 0);
   std::vector<size_t> tail;      // session -> latest row
@@ -85,12 +85,12 @@ SessionizeStats sessionize(std::vector<WorkloadRow>& rows, const SessionizeOptio
     size_t n = r.hash_ids.size();
     size_t shared = 0;
     for (size_t i = 1; i <= n; ++i) {
-      auto it = fanout.find(Key{i, hs[i - 1]});
+      auto it = fanout.find(PrefixKey{i, hs[i - 1]});
       if (it != fanout.end() && it->second >= o.shared_fanout) shared = i;
     }
     int64_t best = -1;
     for (size_t i = shared + 1; i <= n; ++i) {
-      auto it = latest.find(Key{i, hs[i - 1]});
+      auto it = latest.find(PrefixKey{i, hs[i - 1]});
       if (it == latest.end() || static_cast<int64_t>(it->second) <= best) continue;
       const auto& p = rows[it->second].hash_ids;
       if (std::equal(p.begin(), p.begin() + static_cast<std::ptrdiff_t>(i), r.hash_ids.begin()))
@@ -121,10 +121,10 @@ SessionizeStats sessionize(std::vector<WorkloadRow>& rows, const SessionizeOptio
     // Cached tokens under an infinite cache: the leading full blocks already seen.
     size_t f = full_blocks(r, B);
     size_t hit = 0;
-    while (hit < f && seen.count(Key{hit + 1, hs[hit]})) ++hit;
+    while (hit < f && seen.count(PrefixKey{hit + 1, hs[hit]})) ++hit;
     cached[j] = std::min<uint64_t>(r.input_length, hit * static_cast<uint64_t>(B));
-    for (size_t i = 1; i <= f; ++i) seen.insert(Key{i, hs[i - 1]});
-    if (f > 0) latest[Key{f, hs[f - 1]}] = j;
+    for (size_t i = 1; i <= f; ++i) seen.insert(PrefixKey{i, hs[i - 1]});
+    if (f > 0) latest[PrefixKey{f, hs[f - 1]}] = j;
   }
   st.sessions = tail.size();
   for (uint64_t t : turns) {
