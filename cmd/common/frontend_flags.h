@@ -11,6 +11,7 @@
 
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
+#include "dyn/cli/run_config.h"
 #include "dyn/route/config.h"
 #include "dyn/io/segment_writer.h"
 #include "dyn/serve/frontend.h"
@@ -102,6 +103,26 @@ struct FrontendFlags {
     opt.trace = trace_always_on || trace_flag || env_on;
   }
 };
+
+/// The run record of a live frontend (FrontendOptions::run_config): cli::run_config of the parsed
+/// command `root` (the tool's app, its subcommand parsed), plus "trace": the effective trace
+/// settings (enabled, prefix, gzip, flush and roll limits), which apply() merges from flags and
+/// the DYN_REQUEST_TRACE* variables; the variables that were set are added to "environment".
+/// A server reads no input files, so "inputs" is empty (not run_config's stdin entry).
+inline dyn::Json frontend_run_config(const CLI::App& root, const dyn::serve::FrontendOptions& opt) {
+  dyn::Json c = dyn::cli::run_config(root, {});
+  c["inputs"] = dyn::Json::array();
+  for (const char* var : {"DYN_REQUEST_TRACE", "DYN_REQUEST_TRACE_FILE_PATH", "DYN_REQUEST_TRACE_FILE_FORMAT",
+                          "DYN_REQUEST_TRACE_FILE_FLUSH_INTERVAL_MS", "DYN_REQUEST_TRACE_FILE_BUFFER_BYTES",
+                          "DYN_REQUEST_TRACE_FILE_ROLL_BYTES", "DYN_REQUEST_TRACE_FILE_ROLL_LINES"})
+    if (const char* v = std::getenv(var)) c["environment"][var] = v;
+  const auto& t = opt.trace_file;
+  c["trace"] = {{"enabled", opt.trace},          {"prefix", t.prefix},
+                {"gzip", t.gzip},                {"flush_interval_ms", t.flush_interval_ms},
+                {"buffer_bytes", t.buffer_bytes}, {"roll_bytes", t.roll_bytes},
+                {"roll_lines", t.roll_lines}};
+  return c;
+}
 
 /// The one start-up line of a live frontend, once it listens: URL, workers (or the capture
 /// upstream), routing mode and affinity, trace destination, admin listener.

@@ -65,19 +65,11 @@ std::string pick_model(const dyn::http::ClientOptions& co) {
                                         std::to_string(status) + " without a model id; pass --model");
 }
 
-/// Writes the run summary as JSON ({"config": ..., "summary": ...}) to `path` (temporary file
-/// renamed on success).
-void write_summary_json(const std::string& path, const dyn::Json& config, const dyn::Json& summary) {
-  dyn::io::Output out(path);
-  out.line(dyn::Json{{"config", config}, {"summary", summary}}.dump(2));
-  out.close();
-}
-
 /// --artifact-dir (AIPerf's spelling): DIR/summary.json plus AIPerf's three export files computed
 /// from the rows just written, with the run's configuration as their input_config.
 void write_artifacts(const Opts& o, const dyn::Json& config, const dyn::Json& summary) {
   using namespace dyn;
-  write_summary_json(o.artifact_dir + "/summary.json", config, summary);
+  cli::write_run_record(o.artifact_dir + "/summary.json", config, summary);
   metrics::RequestSet set = metrics::load_requests({o.out.output});
   metrics::write_aiperf_export(set, metrics::build_report(set), o.artifact_dir, config);
   diag::note("artifacts in " + o.artifact_dir + ": " + o.out.output.substr(o.out.output.rfind('/') + 1) +
@@ -176,7 +168,7 @@ int run(Opts& o, CLI::App& app) {
   }
   if (record && !summary.is_null()) {
     summary["exit_status"] = rc;
-    if (!o.summary_path.empty()) write_summary_json(o.summary_path, config, summary);
+    if (!o.summary_path.empty()) cli::write_run_record(o.summary_path, config, summary);
     if (!o.artifact_dir.empty()) write_artifacts(o, config, summary);
   }
   return rc;

@@ -2,6 +2,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "dyn/cli/run_config.h"
 #include "dyn/offline/offline.h"
 #include "router_flags.h"
 
@@ -10,6 +11,7 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     dyn::offline::DecideOptions decide;
     dyn::cmd::RouterFlags router;
     uint64_t seed = 0;
+    std::string summary_path;
     dyn::cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
@@ -40,6 +42,11 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                   "Engine model: divides every estimated duration")
       ->capture_default_str()
       ->check(CLI::Range(1e-6, 1e9));
+  sub->add_option("--summary", o->summary_path,
+                  "Also write the run record as JSON to FILE: the configuration (version, flags and the environment "
+                  "variables that set them, inputs with SHA-256) and the counts (rows routed per worker, rejected, "
+                  "skipped, predicted prompt-cache hit %), as dyn-replay --summary")
+      ->type_name("FILE");
   dyn::cmd::add_router_flags(*sub, o->router);
   dyn::cli::add_output_options(*sub, o->out);
   dispatch.add(sub, [o, sub] {
@@ -49,10 +56,39 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     }
     o->decide.router = o->router.config(o->seed);
     o->decide.router_block_size_given = o->router.block_size_given();
+    // Recorded before routing: the inputs' checksums are of the files as they were read.
+    dyn::Json config;
+    if (!o->summary_path.empty()) config = dyn::cli::run_config(*sub->get_parent(), o->decide.inputs);
     dyn::io::Output* out = nullptr;
     auto file = dyn::cli::open_output(o->out, &out);
-    int rc = dyn::offline::decide(o->decide, *out);
+    dyn::offline::DecideStats st;
+    int rc = dyn::offline::decide(o->decide, *out, &st);
     out->close();
+    if (!o->summary_path.empty()) {
+      dyn::Json workers = dyn::Json::array();
+      for (uint64_t n : st.per_worker) workers.push_back(n);
+      dyn::Json summary{{"mode", "decide"},
+                        {"workers", o->decide.workers},
+                        {"router_mode", dyn::route::mode_name(o->decide.router.mode)},
+                        {"router_block_size", st.router_block_size},
+                        {"requests", st.decisions},
+                        {"routed", st.routed},
+                        {"rejected", st.rejected},
+                        {"skipped_not_request_end", st.skipped},
+                        {"untimed", st.untimed},
+                        {"kv_event_rows", st.kv_event_rows},
+                        {"malformed_lines", st.malformed},
+                        {"reordered", st.reordered},
+                        {"routed_per_worker", workers},
+                        {"input_tokens", st.input_tokens},
+                        {"cached_tokens", st.cached_tokens},
+                        // percent, as dyn-replay --sim's summary
+                        {"prompt_cache_hit_pct", st.input_tokens ? 100.0 * static_cast<double>(st.cached_tokens) /
+                                                                       static_cast<double>(st.input_tokens)
+                                                                 : 0.0},
+                        {"exit_status", rc}};
+      dyn::cli::write_run_record(o->summary_path, config, summary);
+    }
     return rc;
   });
 }

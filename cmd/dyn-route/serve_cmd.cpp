@@ -61,9 +61,10 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   o->front.add(*sub, /*trace_always_on=*/false);
   dyn::cmd::add_router_flags(*sub, o->router);
   dyn::cmd::add_admission_flags(*sub, o->admission, /*with_kv_blocks=*/true);
-  dispatch.add(sub, [o] {
+  dispatch.add(sub, [o, sub] {
     o->front.apply(false);
     dyn::serve::FrontendOptions opt = o->front.opt;
+    opt.run_config = dyn::cmd::frontend_run_config(*sub->get_parent(), opt);
     opt.workers = o->workers;
     opt.binding_store = o->binding_store;
     opt.router = o->router.config(o->seed);

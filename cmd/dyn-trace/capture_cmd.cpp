@@ -16,12 +16,14 @@ void setup_capture(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   sub->add_option("--kv-cache-block-size", *block, "Block size of the replay block's sequence hashes (tokens)")
       ->capture_default_str();
   f->add(*sub, /*trace_always_on=*/true);
-  dispatch.add(sub, [f, upstream, block] {
+  dispatch.add(sub, [f, upstream, block, sub] {
     f->apply(true);
+    
     f->opt.capture = true;
     f->opt.workers = {*upstream};
     f->opt.trace_block_size = *block;
     f->opt.tool_name = "dyn-trace";
+    f->opt.run_config = dyn::cmd::frontend_run_config(*sub->get_parent(), f->opt);
     return dyn::cmd::run_frontend(f->opt);
   });
 }

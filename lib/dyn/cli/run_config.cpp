@@ -10,6 +10,7 @@
 
 #include "dyn/base/error.h"
 #include "dyn/base/version.h"
+#include "dyn/io/output.h"
 
 namespace dyn::cli {
 
@@ -94,6 +95,12 @@ std::string file_sha256(const std::string& path) {
     out += hex[md[i] & 15];
   }
   return out;
+}
+
+void write_run_record(const std::string& path, const Json& config, const Json& summary) {
+  io::Output out(path);
+  out.line(Json{{"config", config}, {"summary", summary}}.dump(2));
+  out.close();
 }
 
 Json run_config(const CLI::App& app, const std::vector<std::string>& inputs) {

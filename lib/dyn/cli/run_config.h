@@ -29,6 +29,12 @@ void set_command_line(int argc, char** argv);
 /// gets "error" instead of its checksum. Call after parsing.
 Json run_config(const CLI::App& app, const std::vector<std::string>& inputs);
 
+/// Writes a run record {"config": config, "summary": summary} as indented JSON to `path` (a
+/// temporary file renamed into place on success, io::Output), the shape of `dyn-replay --summary`,
+/// `dyn-route decide --summary` and `summary.json` in an --artifact-dir. Errors: Fatal(kExitIo)
+/// naming the file.
+void write_run_record(const std::string& path, const Json& config, const Json& summary);
+
 /// SHA-256 of a file's bytes as 64 lowercase hex digits (the value `sha256sum` prints).
 /// Throws Fatal(kExitIo) naming the file when it cannot be read.
 std::string file_sha256(const std::string& path);

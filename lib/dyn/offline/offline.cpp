@@ -339,7 +339,7 @@ constexpr size_t kReorderWindow = 16384;
 
 }  // namespace
 
-int decide(const DecideOptions& o, io::Output& out) {
+int decide(const DecideOptions& o, io::Output& out, DecideStats* stats) {
   if (o.workers == 0) throw Fatal(kExitUsage, "--workers must be at least 1");
   const uint32_t mooncake_bs = o.workload_block_size ? o.workload_block_size : 512;
 
@@ -379,6 +379,8 @@ int decide(const DecideOptions& o, io::Output& out) {
   uint64_t kv_rows = 0;
   bool any_routed = false;
   double routed_arrival = 0;  // arrival of the last row routed
+  DecideStats st;
+  st.per_worker.assign(o.workers, 0);
 
   std::string s;
   s.reserve(4096);
@@ -526,6 +528,10 @@ int decide(const DecideOptions& o, io::Output& out) {
       s += "}}";
       p.commit();
       auto wi = static_cast<uint32_t>(p.worker());
+      ++st.routed;
+      if (wi < st.per_worker.size()) ++st.per_worker[wi];
+      st.input_tokens += r.tokens;
+      st.cached_tokens += p.cached_tokens();
       double u = kv_tokens > 0 ? static_cast<double>(active_tokens[wi] + r.tokens) / kv_tokens : 0;
       double end = r.end_ms ? std::max(*r.end_ms, r.arrival_ms)
                             : r.arrival_ms + o.end_model.duration_ms(r.tokens - p.cached_tokens(),
@@ -548,6 +554,7 @@ int decide(const DecideOptions& o, io::Output& out) {
       json_string(s, r.error->message);
       s += "}}}";
     }
+    ++st.decisions;
     out.line(s);
   };
 
@@ -623,6 +630,16 @@ int decide(const DecideOptions& o, io::Output& out) {
     diag::warning("", "--router-kv-events without kv_event rows: the index stayed empty (load-only routing)");
   if (rejected)
     diag::warning("", fmt::format("{} row{} could not be routed (see dyn.error)", rejected, rejected == 1 ? "" : "s"));
+  if (stats) {
+    st.rejected = rejected;
+    st.skipped = skipped;
+    st.untimed = untimed;
+    st.kv_event_rows = kv_rows;
+    st.malformed = reader.malformed();
+    st.reordered = reordered;
+    st.router_block_size = cfg.block_size;
+    *stats = std::move(st);
+  }
   return rejected ? kExitBadData : kExitOk;
 }
 

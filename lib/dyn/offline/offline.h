@@ -50,6 +50,21 @@ struct DecideOptions {
   EndModel end_model;
 };
 
+/// What one decide() run did, for its run record (dyn-route decide --summary).
+struct DecideStats {
+  uint64_t decisions = 0;        ///< route_decision rows written (routed + rejected request rows)
+  uint64_t routed = 0;           ///< rows placed on a worker
+  uint64_t rejected = 0;         ///< request rows and kv_event rows that could not be used (dyn.error / stderr)
+  uint64_t skipped = 0;          ///< trace rows that are not request_end
+  uint64_t untimed = 0;          ///< rows without a timestamp (routed at the previous row's arrival)
+  uint64_t kv_event_rows = 0;    ///< kv_event rows read (they write no row)
+  uint64_t malformed = 0;        ///< lines that are not JSON objects (reported with file:line)
+  bool reordered = false;        ///< input was not in arrival order (sorted within the window)
+  uint32_t router_block_size = 0;                 ///< the block size the router ran with (tokens)
+  std::vector<uint64_t> per_worker;               ///< routed rows per worker id
+  uint64_t input_tokens = 0, cached_tokens = 0;   ///< over routed rows (hit rate = cached / input)
+};
+
 /// dyn-route decide: routes every input row on a virtual clock and writes one route_decision row
 /// per input row (docs/records.md), in arrival order (stable). Inputs: Mooncake rows (hash_ids at
 /// the workload block size, chained into sequence hashes so equal leading ids give equal
@@ -63,7 +78,8 @@ struct DecideOptions {
 /// --router-kv-events, translated as dyn-route serve translates them; they write no row.
 /// Deterministic: same input and seed give byte-identical output. Returns the exit code (0, or 3
 /// when rows were rejected; every rejected row still gets a row with dyn.error).
-int decide(const DecideOptions& options, io::Output& out);
+/// `stats`, when given, receives the run's counts (filled also when rows were rejected).
+int decide(const DecideOptions& options, io::Output& out, DecideStats* stats = nullptr);
 
 
 }  // namespace dyn::offline

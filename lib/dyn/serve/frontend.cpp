@@ -17,6 +17,7 @@
 #include "dyn/base/json_limits.h"
 #include "dyn/base/json.h"
 #include "dyn/http/tokenize.h"
+#include "dyn/io/output.h"
 #include "dyn/kvevents/pubsub.h"
 #include "dyn/kvevents/translate.h"
 #include "dyn/route/router.h"
@@ -426,6 +427,11 @@ void Frontend::Impl::add_admin_routes(httplib::Server& s, bool guarded) {
       res.set_content(j.dump(2) + "\n", "application/json");
     }));
   }
+  if (!opt.run_config.is_null()) {
+    s.Get("/v1/run-config", admin([this](const httplib::Request&, httplib::Response& res) {
+      res.set_content(opt.run_config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n", "application/json");
+    }));
+  }
   s.Get("/metrics", admin([this](const httplib::Request&, httplib::Response& res) {
     res.set_content(metrics_text(), "text/plain; version=0.0.4");
   }));
@@ -457,6 +463,18 @@ void Frontend::serve() {
     io::SegmentWriterOptions wo = m.opt.trace_file;
     wo.drop_on_error = true;  // a full disk must not stop the proxy: rows are dropped and reported
     m.writer = std::make_unique<io::SegmentWriter>(wo);
+    if (!m.opt.run_config.is_null()) {
+      // Beside the segments, so the trace says what produced it; not being able to write it is a
+      // warning like a dropped row, never a reason to stop serving.
+      const std::string path = wo.prefix + ".run-config.json";
+      try {
+        io::Output f(path);
+        f.line(m.opt.run_config.dump(2, ' ', false, Json::error_handler_t::replace));
+        f.close();
+      } catch (const Fatal& e) {
+        diag::warning(path, std::string("run configuration not written: ") + e.what());
+      }
+    }
   }
   if (!m.opt.capture) m.health_thread = std::thread([&m] { m.health_loop(); });
   if (m.admission) m.admission_ticker = std::make_unique<route::AdmissionTicker>(*m.admission, m.clock);

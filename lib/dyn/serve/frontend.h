@@ -10,6 +10,7 @@
 
 #include "dyn/base/clock.h"
 #include "dyn/base/error.h"
+#include "dyn/base/json.h"
 #include "dyn/http/proxy.h"
 #include "dyn/http/server.h"
 #include "dyn/io/segment_writer.h"
@@ -43,6 +44,12 @@ struct FrontendOptions {
   unsigned health_failure_threshold = 3;
   http::UpstreamTimeouts upstream;
   std::string tool_name = "dyn-route";
+  /// How this process was started (cli::run_config: version, flags and their sources, environment
+  /// variables). When not null it is served at GET /v1/run-config (an admin endpoint) and, with
+  /// tracing on, written once to `<trace prefix>.run-config.json` beside the segments when
+  /// serve() starts (replacing the previous run's: the segments of one prefix keep counting up),
+  /// so a trace carries the configuration that produced it.
+  Json run_config;
   /// Shared binding store of router replicas, redis://HOST:PORT[/DB] ("" = this process's table
   /// only). Needs session affinity (router.affinity_ttl_secs); see serve::SharedBindings.
   std::string binding_store;
@@ -91,7 +98,7 @@ struct FrontendOptions {
 ///   (a paused program's request blocks until a scheduler tick releases it, or the resume timeout
 ///   forces it in), then is sent to the controller's worker; the wait is `dyn.pause_ms`.
 ///   The controller's worker set follows worker health.
-/// - GET /v1/bindings, /v1/programs (admission state), /metrics, /health; GET /v1/models is
+/// - GET /v1/bindings, /v1/programs (admission state), /v1/run-config, /metrics, /health; GET /v1/models is
 ///   forwarded to a healthy worker. Admin endpoints answer loopback peers only (403 otherwise)
 ///   unless admin_allow_remote, or live on the admin listener; /health stays on the main listener
 ///   for load balancers, with worker details for admin peers only.
