@@ -35,8 +35,10 @@ jq -c '{tool, sub: .subcommand, workers: .options["--worker"], mode: .options["-
         trace: (.trace | {enabled, prefix_ok: (.prefix == $p), gzip, roll_lines}),
         env: .environment}' --arg p "$PWD/tr" served.json | sed "s|$m_url|MOCKER_URL|"
 jq -S . tr.run-config.json | cmp - <(jq -S . served.json) && echo "tr.run-config.json = GET /v1/run-config"
+chat "$r_url" '{"x-dynamo-session-id":"s1"}' '[{"role":"user","content":"hello"}]'
 stop "$r_pid"
 ls tr.*
+echo "rows in the segments (the record is not one of them): $(dyn-trace cat tr.*.jsonl.gz | wc -l)"
 echo "== dyn-trace capture: the same record"
 dyn-trace capture --upstream "$m_url" --port 0 --port-file c.port --request-trace-file-path "$PWD/cap" 2>c.log &
 c_pid=$!
