@@ -81,6 +81,12 @@ for script in "${scripts[@]}"; do
   fi
   if [[ $ok == 0 ]]; then
     echo "--- stderr of $name:"; head -40 "$work/.stderr"
+    # The servers' own logs (start_mocker/start_router write NAME.log): a crash or a refusal
+    # shows there, and the work folder is gone after this.
+    for log in "$work"/*.log; do
+      [[ -s "$log" ]] || continue
+      echo "--- last lines of $(basename "$log"):"; tail -15 "$log"
+    done
     failed=1
   else
     echo "ok $name"
