@@ -217,6 +217,19 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   wo.block_size = o.block_size;
   wo.strict_hash_ids = !o.lenient;
   const bool rate = o.request_rate > 0;
+  // What the live replay cannot honour is a usage error, as in --sim (it used to be a warning, or
+  // --fixed-schedule silently won over --request-rate).
+  if (o.fixed_schedule && rate)
+    throw Fatal(kExitUsage, "--request-rate cannot be used with --fixed-schedule: choose the schedule or a rate");
+  const bool offsets = o.start_offset || o.end_offset || o.auto_offset;
+  auto no_offsets = [&](const std::string& why) {
+    const char* name = o.start_offset ? "--fixed-schedule-start-offset"
+                       : o.end_offset ? "--fixed-schedule-end-offset"
+                                      : "--fixed-schedule-auto-offset";
+    throw Fatal(kExitUsage, std::string(name) + " applies to the fixed schedule; it cannot be used with " + why);
+  };
+  if (offsets && !o.fixed_schedule && (rate || o.concurrency))
+    no_offsets(rate ? "--request-rate" : "--concurrency without --fixed-schedule");
   if (o.fixed_schedule) wo.require_timestamps = true;
   else if (!rate && !o.concurrency) wo.require_timestamps_if_first_has = true;
   trace::Workload w = trace::load_workload(o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs, wo);
@@ -229,8 +242,8 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
     s.mode = replay::LoadMode::kConcurrency;
     if (!lo.concurrency) lo.concurrency = 1;
   }
-  if (s.mode != replay::LoadMode::kFixedSchedule && (o.start_offset || o.end_offset || o.auto_offset))
-    diag::warning("", "fixed-schedule offsets are ignored outside fixed-schedule mode");
+  if (s.mode != replay::LoadMode::kFixedSchedule && offsets)
+    no_offsets("a workload without timestamps (its first row has none; add --fixed-schedule to require them)");
   lo.model = o.model.empty() ? pick_model(lo.client) : o.model;
   lo.progress = o.progress.value_or(isatty(STDERR_FILENO) != 0);
 
