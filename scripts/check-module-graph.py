@@ -27,7 +27,7 @@ def table(path):
     uses, cols = {}, None
     for n, line in enumerate(path.read_text().splitlines(), 1):
         if not line.startswith("|"):
-            cols = None if uses else cols
+            cols = None  # a table's rows are contiguous
             continue
         cells = [c.strip() for c in line.strip().strip("|").split("|")]
         if cols is None:

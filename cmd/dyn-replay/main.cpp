@@ -78,6 +78,22 @@ void write_artifacts(const Opts& o, const dyn::Json& config, const dyn::Json& su
 
 int run_live(Opts& o, CLI::App& app, dyn::Json& summary);
 
+/// Load flags that cannot hold together, for the live replay and --sim alike (usage errors).
+void refuse_schedule_with_rate(const Opts& o) {
+  if (o.fixed_schedule && o.request_rate > 0)
+    throw dyn::Fatal(dyn::kExitUsage, "--request-rate cannot be used with --fixed-schedule: choose the schedule or a rate");
+}
+/// The fixed-schedule offsets outside a fixed schedule: a usage error naming the first one given
+/// and `why` the schedule is not fixed; nothing when none was given.
+void refuse_offsets(const Opts& o, const std::string& why) {
+  const char* name = o.start_offset ? "--fixed-schedule-start-offset"
+                     : o.end_offset ? "--fixed-schedule-end-offset"
+                     : o.auto_offset ? "--fixed-schedule-auto-offset"
+                                     : nullptr;
+  if (name)
+    throw dyn::Fatal(dyn::kExitUsage, std::string(name) + " applies to the fixed schedule; it cannot be used with " + why);
+}
+
 /// The schedule flags into `s` (everything but the mode), for the live replay and --sim alike.
 void set_schedule_flags(const Opts& o, dyn::replay::ScheduleOptions& s) {
   s.speedup = o.speedup;
@@ -112,8 +128,7 @@ void set_sim_load(Opts& o, const CLI::App& app) {
   if (o.warmup)
     throw Fatal(kExitUsage, "--warmup-request-count cannot be used with --sim: the simulator sends no warmup requests");
   const bool rate = o.request_rate > 0;
-  if (o.fixed_schedule && rate)
-    throw Fatal(kExitUsage, "--request-rate cannot be used with --fixed-schedule: choose the schedule or a rate");
+  refuse_schedule_with_rate(o);
   if (!rate && app.count("--request-rate-mode"))
     throw Fatal(kExitUsage, "--request-rate-mode needs --request-rate");
   if (app.count("--request-rate-gamma-shape") && (!rate || o.rate_mode != "gamma"))
@@ -122,12 +137,8 @@ void set_sim_load(Opts& o, const CLI::App& app) {
   s.mode = o.fixed_schedule || (!rate && !o.concurrency) ? replay::LoadMode::kFixedSchedule
            : rate                                        ? replay::LoadMode::kRequestRate
                                                          : replay::LoadMode::kConcurrency;
-  if (s.mode != replay::LoadMode::kFixedSchedule) {
-    for (const char* name : {"--fixed-schedule-start-offset", "--fixed-schedule-end-offset", "--fixed-schedule-auto-offset"})
-      if (app.count(name))
-        throw Fatal(kExitUsage, std::string(name) + " applies to the fixed schedule; it cannot be used with " +
-                                    (rate ? "--request-rate" : "--concurrency without --fixed-schedule"));
-  }
+  if (s.mode != replay::LoadMode::kFixedSchedule)
+    refuse_offsets(o, rate ? "--request-rate" : "--concurrency without --fixed-schedule");
   set_schedule_flags(o, s);
   o.sim.concurrency = o.concurrency;
   o.sim.duration_s = o.duration_s;
@@ -219,17 +230,9 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   const bool rate = o.request_rate > 0;
   // What the live replay cannot honour is a usage error, as in --sim (it used to be a warning, or
   // --fixed-schedule silently won over --request-rate).
-  if (o.fixed_schedule && rate)
-    throw Fatal(kExitUsage, "--request-rate cannot be used with --fixed-schedule: choose the schedule or a rate");
-  const bool offsets = o.start_offset || o.end_offset || o.auto_offset;
-  auto no_offsets = [&](const std::string& why) {
-    const char* name = o.start_offset ? "--fixed-schedule-start-offset"
-                       : o.end_offset ? "--fixed-schedule-end-offset"
-                                      : "--fixed-schedule-auto-offset";
-    throw Fatal(kExitUsage, std::string(name) + " applies to the fixed schedule; it cannot be used with " + why);
-  };
-  if (offsets && !o.fixed_schedule && (rate || o.concurrency))
-    no_offsets(rate ? "--request-rate" : "--concurrency without --fixed-schedule");
+  refuse_schedule_with_rate(o);
+  if (!o.fixed_schedule && (rate || o.concurrency))
+    refuse_offsets(o, rate ? "--request-rate" : "--concurrency without --fixed-schedule");
   if (o.fixed_schedule) wo.require_timestamps = true;
   else if (!rate && !o.concurrency) wo.require_timestamps_if_first_has = true;
   trace::Workload w = trace::load_workload(o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs, wo);
@@ -242,8 +245,8 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
     s.mode = replay::LoadMode::kConcurrency;
     if (!lo.concurrency) lo.concurrency = 1;
   }
-  if (s.mode != replay::LoadMode::kFixedSchedule && offsets)
-    no_offsets("a workload without timestamps (its first row has none; add --fixed-schedule to require them)");
+  if (s.mode != replay::LoadMode::kFixedSchedule)
+    refuse_offsets(o, "a workload without timestamps (its first row has none; add --fixed-schedule to require them)");
   lo.model = o.model.empty() ? pick_model(lo.client) : o.model;
   lo.progress = o.progress.value_or(isatty(STDERR_FILENO) != 0);
 
