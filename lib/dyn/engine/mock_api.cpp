@@ -687,10 +687,4 @@ Json ResponseWriter::full_body(uint64_t cached) const {
   return Json::object();
 }
 
-Json error_body(Api api, const std::string& message, const std::string& type, int code) {
-  if (api == Api::kMessages)
-    return {{"type", "error"}, {"error", {{"type", type}, {"message", message}}}};
-  return {{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}};
-}
-
 }  // namespace dyn::engine

@@ -9,12 +9,13 @@
 #include <string>
 #include <vector>
 
+#include "dyn/api/api.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
 
 namespace dyn::engine {
 
-enum class Api { kChat, kCompletions, kMessages, kResponses };
+using api::Api;  // the one API table (dyn/api)
 
 /// A parsed request. Token counts follow SPEC 4.2 (render_request, 4 bytes per token).
 struct MockRequest {
@@ -152,9 +153,5 @@ class ResponseWriter {
   uint64_t seq_ = 0;  // Responses sequence_number
   bool opened_ = false;  // open_item() done
 };
-
-/// OpenAI-style error body {"error": {"message", "type", "param": null, "code"}}; Anthropic
-/// shape {"type": "error", "error": {"type", "message"}} for /v1/messages.
-Json error_body(Api api, const std::string& message, const std::string& type, int code);
 
 }  // namespace dyn::engine

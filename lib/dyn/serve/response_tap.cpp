@@ -3,27 +3,6 @@
 
 namespace dyn::serve {
 
-const char* api_name(Api a) {
-  switch (a) {
-    case Api::kChat: return "chat";
-    case Api::kCompletions: return "completions";
-    case Api::kResponses: return "responses";
-    case Api::kMessages: return "messages";
-  }
-  return "?";
-}
-
-std::optional<Api> api_for_path(std::string_view path) {
-  size_t q = path.find('?');
-  if (q != std::string_view::npos) path = path.substr(0, q);
-  while (path.size() > 1 && path.back() == '/') path.remove_suffix(1);
-  if (path == "/v1/chat/completions") return Api::kChat;
-  if (path == "/v1/completions") return Api::kCompletions;
-  if (path == "/v1/responses") return Api::kResponses;
-  if (path == "/v1/messages") return Api::kMessages;
-  return std::nullopt;
-}
-
 namespace {
 const Json* member(const Json& j, const char* key) {
   if (!j.is_object()) return nullptr;
@@ -52,9 +31,7 @@ void raise(std::optional<uint64_t>& have, std::optional<uint64_t> v) {
 StreamEnd stream_end(Api api, const ResponseFacts& f) {
   StreamEnd e;
   if (!f.event_stream || f.status < 200 || f.status >= 300 || f.error_event) return e;
-  const char* terminal = api == Api::kMessages ? "message_stop"
-                         : api == Api::kResponses ? "response.completed"
-                                                  : "[DONE]";
+  const char* terminal = api::api_info(api).terminal_event;
   if (f.terminal_event) return e;
   if (f.finish_reason) {
     e.warning = std::string("stream ended without ") + terminal + " after its finish reason";

@@ -9,16 +9,16 @@
 #include <string_view>
 #include <vector>
 
+#include "dyn/api/api.h"
 #include "dyn/base/json.h"
 #include "dyn/http/proxy.h"
 
 namespace dyn::serve {
 
-/// The API of a request, from its path.
-enum class Api { kChat, kCompletions, kResponses, kMessages };
-const char* api_name(Api a);
-/// "/v1/chat/completions" -> kChat, ... ; nullopt for other paths (query string ignored).
-std::optional<Api> api_for_path(std::string_view path);
+// The API of a request and its path and name: the one API table (dyn/api).
+using api::Api;
+using api::api_for_path;
+using api::api_name;
 
 /// One tool call of the response (SPEC 5.1 finish_reason_metadata.tool_calls).
 struct ToolCall {

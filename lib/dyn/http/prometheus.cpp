@@ -1,9 +1,9 @@
 // Prometheus text format helpers and the latency histogram.
-#include "dyn/serve/prometheus.h"
+#include "dyn/http/prometheus.h"
 
 #include <fmt/format.h>
 
-namespace dyn::serve {
+namespace dyn::http {
 
 void LatencyHistogram::observe(double ms) {
   size_t i = 0;
@@ -38,4 +38,4 @@ void prom_sample(std::string& out, const std::string& name, const std::string& l
   }
 }
 
-}  // namespace dyn::serve
+}  // namespace dyn::http

@@ -1,0 +1,406 @@
+// The mock engine's HTTP server: API handlers on the live engine (SPEC 8), KV event publishing,
+// /tokenize, /health, /metrics and fault injection, on the shared server helpers (dyn/http).
+#include "dyn/mocker/server.h"
+
+#include <signal.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include "dyn/api/api.h"
+#include "dyn/base/clock.h"
+#include "dyn/base/diag.h"
+#include "dyn/base/error.h"
+#include "dyn/base/json_limits.h"
+#include "dyn/engine/live.h"
+#include "dyn/engine/mock_api.h"
+#include "dyn/http/prometheus.h"
+#include "dyn/kvevents/pubsub.h"
+#include "dyn/tokens/hash.h"
+#include "dyn/tokens/render.h"
+
+namespace dyn::mocker {
+namespace {
+
+using namespace dyn::engine;
+
+// Tokens of one request as the engine thread reports them.
+struct StreamState {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t generated = 0;
+  uint64_t cached = 0;
+  bool finished = false;
+};
+
+// Token ids of the prompt blocks of requests in the engine, keyed by sequence hash: a BlockStored
+// event carries its blocks' tokens (vLLM's layout), and the engine's pool knows only hashes. A
+// block is stored while a request holding it is prefilling, so counting holders suffices; a
+// cancelled request's references are dropped only after the next publish, since its last step's
+// events may still be on their way.
+class BlockTokens {
+ public:
+  void hold(const MockRequest& r, uint32_t block_size) {
+    std::lock_guard lk(mu_);
+    for (size_t i = 0; i < r.block_hashes.size(); ++i) {
+      auto& e = map_[r.block_hashes[i]];
+      if (e.refs++ == 0) e.tokens.assign(r.tokens.begin() + i * block_size, r.tokens.begin() + (i + 1) * block_size);
+    }
+  }
+  void release(const std::vector<uint64_t>& hashes) {
+    std::lock_guard lk(mu_);
+    for (uint64_t h : hashes) {
+      auto it = map_.find(h);
+      if (it != map_.end() && --it->second.refs == 0) map_.erase(it);
+    }
+  }
+  void release_later(std::vector<uint64_t> hashes) {
+    std::lock_guard lk(mu_);
+    later_.push_back(std::move(hashes));
+  }
+  void release_deferred() {
+    std::vector<std::vector<uint64_t>> l;
+    {
+      std::lock_guard lk(mu_);
+      l.swap(later_);
+    }
+    for (auto& h : l) release(h);
+  }
+  /// Appends the tokens of block `h`; false when unknown.
+  bool append(uint64_t h, std::vector<uint32_t>& out) {
+    std::lock_guard lk(mu_);
+    auto it = map_.find(h);
+    if (it == map_.end()) return false;
+    out.insert(out.end(), it->second.tokens.begin(), it->second.tokens.end());
+    return true;
+  }
+
+ private:
+  struct Entry {
+    std::vector<uint32_t> tokens;
+    uint32_t refs = 0;
+  };
+  std::mutex mu_;
+  std::unordered_map<uint64_t, Entry> map_;
+  std::vector<std::vector<uint64_t>> later_;
+};
+
+class Mocker {
+ public:
+  explicit Mocker(const MockerOptions& o) : opt_(o), engine_(opt_.engine) {}
+
+  void load_replies() {
+    if (opt_.replies.empty()) return;
+    auto s = ReplyScript::load(opt_.replies);
+    if (!s) throw Fatal(s.error().exit_code, s.error().message);
+    script_ = std::make_unique<ReplyScript>(std::move(*s));
+  }
+
+  int serve() {
+    httplib::Server svr;
+    // First, before the engine's and ZMQ's threads start: every thread inherits the blocked stop
+    // signals, and the watcher stops the server from outside a signal handler (httplib's stop()
+    // is not async-signal-safe).
+    http::SignalWatcher watcher([this, &svr](int) {
+      stopping_ = true;
+      svr.stop();
+    });
+    svr.set_read_timeout(600, 0);
+    svr.set_write_timeout(600, 0);
+    routes(svr);
+    if (!opt_.kv_events_endpoint.empty()) {
+      publisher_ = std::make_unique<kvevents::Publisher>(kvevents::PublisherOptions{
+          opt_.kv_events_endpoint, opt_.kv_events_replay_endpoint, "", 10'000});
+      engine_.set_kv_listener([this](const std::vector<KvEvent>& ev) { publish(ev); });
+      diag::note(fmt::format("KV events on {}{}", publisher_->endpoint(),
+                             publisher_->replay_endpoint().empty() ? "" : ", replay on " + publisher_->replay_endpoint()));
+    }
+    // The engine runs before the port file appears, so a script that waits for the file can send
+    // at once.
+    engine_.start();
+    auto port = http::bind_server(svr, opt_.listen);
+    if (!port) {
+      engine_.stop();
+      throw Fatal(port.error().exit_code, port.error().message);
+    }
+    diag::note(fmt::format("listening on http://{}:{} (model {}, worker {})", opt_.listen.host, *port, opt_.model,
+                           opt_.worker_id));
+    bool ok = svr.listen_after_bind();
+    stopping_ = true;
+    watcher.stop();
+    const int sig = watcher.received();
+    engine_.stop();
+    publisher_.reset();  // sends what the last steps queued
+    if (!ok && !sig) throw Fatal(kExitIo, "server stopped unexpectedly");
+    diag::note("stopped");
+    // The README's exit table: SIGINT is "interrupted" (130); SIGTERM is the normal stop (0).
+    return sig == SIGINT ? kExitInterrupted : kExitOk;
+  }
+
+ private:
+  void routes(httplib::Server& svr) {
+    for (const api::ApiInfo& i : api::kApis) {
+      const Api a = i.api;
+      svr.Post(i.path, [this, a](const httplib::Request& q, httplib::Response& r) { handle(a, q, r); });
+    }
+    svr.Post("/v1/messages/count_tokens", [this](const httplib::Request& q, httplib::Response& r) {
+      if (json_too_deep(q.body))
+        return send_error(r, Api::kMessages, 400, "JSON body nested too deeply", "invalid_request_error");
+      Json body = Json::parse(q.body, nullptr, false);
+      auto req = parse_mock_request(Api::kMessages, body, opt_.engine.block_size, 1);
+      if (!req) return send_error(r, Api::kMessages, 400, req.error().message, "invalid_request_error");
+      r.set_content(Json{{"input_tokens", req->prompt_tokens}}.dump(), "application/json");
+    });
+    svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
+      Json m = {{"id", opt_.model}, {"object", "model"}, {"created", 0}, {"owned_by", "dyn-mocker"},
+                {"type", "model"}, {"display_name", opt_.model}};
+      r.set_content(Json{{"object", "list"}, {"data", Json::array({m})}, {"has_more", false}}.dump(), "application/json");
+    });
+    svr.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
+      // The worker metadata a router checks: its KV block size and where its events are.
+      Json j{{"status", "ok"}, {"model", opt_.model}, {"worker_id", opt_.worker_id},
+             {"kv_block_size", opt_.engine.block_size}};
+      if (publisher_) {
+        j["kv_events_endpoint"] = publisher_->endpoint();
+        if (!publisher_->replay_endpoint().empty()) j["kv_events_replay_endpoint"] = publisher_->replay_endpoint();
+      }
+      r.set_content(j.dump(), "application/json");
+    });
+    // vLLM/SGLang-style tokenizer endpoint: {"prompt": text} or {"messages": [...], "tools"?}
+    // -> {"count", "max_model_len", "tokens"}; the mocker's tokens are SPEC 4.2's 4-byte tokens of
+    // the rendered request, the ids its KV events carry.
+    svr.Post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) {
+      if (json_too_deep(q.body)) return send_error(r, Api::kChat, 400, "JSON body nested too deeply", "invalid_request_error");
+      Json body = Json::parse(q.body, nullptr, false);
+      if (!body.is_object() || (!body.contains("prompt") && !body.contains("messages")))
+        return send_error(r, Api::kChat, 400, "tokenize needs a JSON object with \"prompt\" or \"messages\"",
+                          "invalid_request_error");
+      auto toks = tokens::text_to_tokens(tokens::render_request(body));
+      r.set_content(Json{{"count", toks.size()}, {"max_model_len", 1u << 20}, {"tokens", toks}}.dump(), "application/json");
+    });
+    svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
+      r.set_content(metrics(), "text/plain; version=0.0.4");
+    });
+    // Claude Code probes its base URL with HEAD / before the first request.
+    svr.Get("/", [](const httplib::Request&, httplib::Response& r) { r.set_content("dyn-mocker\n", "text/plain"); });
+  }
+
+  void send_error(httplib::Response& r, Api api, int code, const std::string& msg, const std::string& type) {
+    r.status = code;
+    r.set_content(api::error_body(api, msg, type, code).dump(), "application/json");
+    ++errors_;
+  }
+
+  // Applies the fault schedule to the next API request: true when it was answered with an
+  // injected error; otherwise it may first have waited (a stall before the response headers).
+  bool inject_fault(Api api, httplib::Response& r) {
+    const uint64_t n = api_seq_.fetch_add(1);  // 0-based arrival index
+    if (n < opt_.fault_after) return false;
+    const uint64_t k = n - opt_.fault_after;
+    if (k < opt_.fail_first) {
+      ++faults_failed_;
+      send_error(r, api, opt_.fail_status,
+                 fmt::format("injected fault: worker {} failing (--fail-first)", opt_.worker_id),
+                 opt_.fail_status == 429 ? "rate_limit_error" : "server_error");
+      return true;
+    }
+    const uint64_t j = k - opt_.fail_first;
+    if (opt_.stall_ms > 0 && (opt_.stall_count == 0 || j < opt_.stall_count)) {
+      ++faults_stalled_;
+      // Sleep in slices so SIGTERM still stops the server promptly.
+      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(opt_.stall_ms * 1000));
+      while (!stopping_ && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+
+  void handle(Api api, const httplib::Request& q, httplib::Response& r) {
+    if (inject_fault(api, r)) return;
+    if (json_too_deep(q.body))
+      return send_error(r, api, 400, "JSON body nested too deeply", "invalid_request_error");
+    Json body = Json::parse(q.body, nullptr, false);
+    if (body.is_discarded()) return send_error(r, api, 400, "request body is not valid JSON", "invalid_request_error");
+    auto parsed = parse_mock_request(api, body, opt_.engine.block_size, opt_.default_max_tokens);
+    if (!parsed) return send_error(r, api, 400, parsed.error().message, "invalid_request_error");
+    auto req = std::make_shared<MockRequest>(std::move(*parsed));
+    if (req->model.empty()) req->model = opt_.model;
+    std::optional<Reply> scripted;
+    if (script_) scripted = script_->choose(*req);
+    auto plan = std::make_shared<ReplyPlan>(plan_reply(*req, scripted));
+    const uint64_t id = engine_.next_id();
+    auto st = std::make_shared<StreamState>();
+    RequestSpec spec{id, req->prompt_tokens, req->block_hashes, plan->tokens()};
+    if (publisher_) block_tokens_.hold(*req, opt_.engine.block_size);
+    auto ok = engine_.submit(std::move(spec), [this, st, req](const TokenOutput& o) {
+      if (o.finished && publisher_) block_tokens_.release(req->block_hashes);
+      {
+        std::lock_guard lk(st->mu);
+        st->generated = o.generated;
+        st->cached = o.cached_tokens;
+        st->finished = o.finished;
+      }
+      st->cv.notify_all();
+    });
+    if (!ok) {
+      if (publisher_) block_tokens_.release(req->block_hashes);
+      return send_error(r, api, 400, ok.error().message, "invalid_request_error");
+    }
+    ++requests_;
+    const uint64_t created = RealClock::instance().unix_ms() / 1000;
+    auto writer = std::make_shared<ResponseWriter>(*req, *plan, id, created);
+    r.set_header("x-dyn-worker", std::to_string(opt_.worker_id));
+    if (!req->stream) {
+      std::unique_lock lk(st->mu);
+      st->cv.wait(lk, [&] { return st->finished || stopping_.load(); });
+      if (!st->finished) {
+        lk.unlock();
+        cancel(id, req);
+        return send_error(r, api, 503, "server is shutting down", "server_error");
+      }
+      r.set_content(writer->full_body(st->cached).dump(), "application/json");
+      return;
+    }
+    r.set_header("Cache-Control", "no-cache");
+    auto sent = std::make_shared<uint64_t>(0);
+    auto started = std::make_shared<bool>(false);
+    auto done = std::make_shared<bool>(false);
+    r.set_chunked_content_provider(
+        "text/event-stream",
+        [this, st, writer, req, plan, sent, started, done](size_t, httplib::DataSink& sink) {
+          if (!*started) {
+            *started = true;
+            std::string s = writer->stream_start();
+            if (!s.empty() && !sink.write(s.data(), s.size())) return false;
+          }
+          uint64_t gen;
+          bool fin;
+          uint64_t cached;
+          {
+            std::unique_lock lk(st->mu);
+            while (st->generated <= *sent && !st->finished && !stopping_) {
+              st->cv.wait_for(lk, std::chrono::milliseconds(200));
+              if (!sink.is_writable()) return false;
+            }
+            gen = st->generated;
+            fin = st->finished;
+            cached = st->cached;
+          }
+          if (stopping_ && !fin) return false;
+          std::string s = writer->stream_tokens(*sent, gen);
+          *sent = gen;
+          if (fin) s += writer->stream_end(cached);
+          if (!s.empty() && !sink.write(s.data(), s.size())) return false;
+          if (fin) {
+            *done = true;
+            sink.done();
+          }
+          return true;
+        },
+        [this, id, req, done](bool) {
+          if (!*done) {
+            cancel(id, req);  // client went away or server stopping: free its KV blocks
+            ++cancelled_;
+          }
+        });
+  }
+
+  // Drops a request from the engine. Its block tokens stay until the next publish: events of its
+  // last step may not have been published yet. (A request that finished meanwhile released them
+  // in its sink already; the engine then ignores the cancel and nothing is released twice.)
+  void cancel(uint64_t id, const std::shared_ptr<MockRequest>& req) {
+    if (engine_.cancel(id) && publisher_) block_tokens_.release_later(req->block_hashes);
+  }
+
+  std::string metrics() {
+    EngineStats s = engine_.stats();
+    const std::string lbl = fmt::format("worker_id=\"{}\",model=\"{}\"", opt_.worker_id, opt_.model);
+    std::string out;
+    auto metric = [&](const char* name, const char* type, const char* help, double v) {
+      const std::string full = std::string("dyn_mocker_") + name;
+      http::prom_family(out, full, type, help);
+      http::prom_sample(out, full, lbl, v);
+    };
+    metric("requests_total", "counter", "Requests accepted", static_cast<double>(requests_.load()));
+    metric("requests_finished_total", "counter", "Requests completed", static_cast<double>(s.requests_finished));
+    metric("requests_cancelled_total", "counter", "Requests dropped by their client", static_cast<double>(s.requests_cancelled));
+    metric("request_errors_total", "counter", "Requests answered with an error status", static_cast<double>(errors_.load()));
+    metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests", static_cast<double>(s.prompt_tokens));
+    metric("cached_tokens_total", "counter", "Prompt tokens served from the prefix cache", static_cast<double>(s.cached_tokens));
+    metric("generation_tokens_total", "counter", "Output tokens generated", static_cast<double>(s.generated_tokens));
+    metric("prefix_cache_hit_ratio", "gauge", "cached_tokens_total / prompt_tokens_total",
+           s.prompt_tokens ? static_cast<double>(s.cached_tokens) / static_cast<double>(s.prompt_tokens) : 0.0);
+    metric("num_requests_running", "gauge", "Sequences running", static_cast<double>(s.running));
+    metric("num_requests_waiting", "gauge", "Sequences queued (queue depth)", static_cast<double>(s.waiting));
+    metric("kv_blocks_total", "gauge", "KV blocks in the pool", static_cast<double>(s.total_blocks));
+    metric("kv_blocks_active", "gauge", "KV blocks held by running sequences", static_cast<double>(s.active_blocks));
+    metric("kv_blocks_cached", "gauge", "Inactive KV blocks kept for reuse", static_cast<double>(s.cached_blocks));
+    metric("kv_cache_usage_ratio", "gauge", "Active KV blocks / total", s.kv_usage);
+    metric("preemptions_total", "counter", "Sequences preempted for recompute", static_cast<double>(s.preemptions));
+    metric("kv_evictions_total", "counter", "Cached KV blocks evicted", static_cast<double>(s.evictions));
+    metric("engine_steps_total", "counter", "Engine steps run", static_cast<double>(s.steps));
+    metric("faults_failed_total", "counter", "Requests answered with an injected error (--fail-first)",
+           static_cast<double>(faults_failed_.load()));
+    metric("faults_stalled_total", "counter", "Requests stalled before their headers (--stall-before-headers-ms)",
+           static_cast<double>(faults_stalled_.load()));
+    return out;
+  }
+
+  // One engine step's KV events as one vLLM KVEventBatch (kvevents::encode_batch): block ids are
+  // the engine's sequence hashes, token ids the blocks' prompt tokens.
+  void publish(const std::vector<KvEvent>& events) {
+    kvevents::EventBatch b;
+    b.ts = static_cast<double>(RealClock::instance().unix_ms()) / 1000.0;
+    for (const KvEvent& e : events) {
+      switch (e.kind) {
+        case KvEvent::Kind::kStored: {
+          kvevents::BlockStored s;
+          s.block_hashes = e.block_hashes;
+          s.parent_block_hash = e.parent_hash;
+          s.block_size = opt_.engine.block_size;
+          s.medium = "GPU";
+          bool ok = true;
+          for (uint64_t h : e.block_hashes) ok = ok && block_tokens_.append(h, s.token_ids);
+          if (!ok) {
+            diag::warning("KV events", "a stored block's tokens are unknown; its BlockStored is not published");
+            continue;
+          }
+          b.events.emplace_back(std::move(s));
+          break;
+        }
+        case KvEvent::Kind::kRemoved:
+          b.events.emplace_back(kvevents::BlockRemoved{e.block_hashes, std::string("GPU")});
+          break;
+        case KvEvent::Kind::kCleared: b.events.emplace_back(kvevents::AllBlocksCleared{}); break;
+      }
+    }
+    if (!b.events.empty()) publisher_->publish(b);
+    block_tokens_.release_deferred();
+  }
+
+  const MockerOptions& opt_;
+  LiveEngine engine_;
+  std::unique_ptr<ReplyScript> script_;
+  std::atomic<bool> stopping_{false};
+  std::atomic<uint64_t> requests_{0}, errors_{0}, cancelled_{0};
+  std::atomic<uint64_t> api_seq_{0}, faults_failed_{0}, faults_stalled_{0};
+  std::unique_ptr<kvevents::Publisher> publisher_;
+  BlockTokens block_tokens_;
+};
+
+}  // namespace
+
+int serve(const MockerOptions& options) {
+  Mocker m(options);
+  m.load_replies();
+  return m.serve();
+}
+
+}  // namespace dyn::mocker

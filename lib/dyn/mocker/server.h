@@ -1,0 +1,44 @@
+// The mock engine's HTTP server (dyn-mocker): the SPEC 8 engine model run in real time behind the
+// OpenAI chat/completions, completions, Anthropic messages and OpenAI Responses APIs, with vLLM's
+// KV event stream, a tokenizer endpoint, Prometheus metrics and scripted faults for chaos tests.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "dyn/engine/config.h"
+#include "dyn/http/server.h"
+
+namespace dyn::mocker {
+
+/// What dyn-mocker's flags set (docs/cli.md, man dyn-mocker).
+struct MockerOptions {
+  /// Host, port (0 = any free one), port file and worker threads (one per concurrent stream).
+  http::ListenOptions listen;
+  std::string model = "mock-model";
+  int64_t worker_id = 0;                  ///< in metrics, KV events, /health and x-dyn-worker
+  engine::EngineConfig engine;            ///< validated by the caller (EngineConfig::validate)
+  std::string kv_events_endpoint;         ///< ZMQ PUB address of vLLM-format KV events ("" = off)
+  std::string kv_events_replay_endpoint;  ///< ZMQ ROUTER address answering replay requests
+  std::string replies;                    ///< --replies FILE ("" = none; engine::ReplyScript)
+  uint64_t default_max_tokens = 128;      ///< output limit of a request that sets none
+  // Fault injection for chaos tests (man page, FAULT INJECTION): API requests are numbered in
+  // arrival order; the first `fault_after` are served normally, the next `fail_first` are
+  // answered with `fail_status`, then `stall_count` (0 = all) wait `stall_ms` before headers.
+  uint64_t fault_after = 0;
+  uint64_t fail_first = 0;
+  int fail_status = 503;
+  double stall_ms = 0;
+  uint64_t stall_count = 0;
+};
+
+/// Loads the replies, binds (writing the port file once the engine runs, so a script waiting for
+/// it can send at once), serves until SIGTERM or SIGINT, then stops the engine and flushes the KV
+/// event publisher. Call from the main thread before any other thread starts: the stop signals
+/// are blocked for every thread and taken by a watcher (http::SignalWatcher).
+/// Returns the exit status: 0 after SIGTERM (the normal stop), 130 after SIGINT (interrupted).
+/// Throws Fatal: a bad replies file (its own exit code, message naming file:line), a bind or
+/// port-file failure (exit code 4), the server stopping on its own.
+int serve(const MockerOptions& options);
+
+}  // namespace dyn::mocker
