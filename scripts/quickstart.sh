@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The main job on an embedded default: installs what is missing, builds, starts two dyn-mocker
 # workers behind dyn-route serve (tracing on) and replays the bundled agent-session workload (a
-# sessionized slice of the real Mooncake conversation trace, data/quickstart/) three times —
-# round-robin, kv routing, kv routing + hard session affinity (TTL 300 s) — on fresh workers each
-# time. Then it checks affinity on each router trace (dyn-bind check), compares the runs
+# sessionized slice of the real Mooncake conversation trace, data/quickstart/) three times, side by
+# side — round-robin, kv routing, kv routing + hard session affinity (TTL 300 s) — each on its own
+# fresh workers and router. Then it checks affinity on each router trace (dyn-bind check), compares the runs
 # (dyn-bench), prints one table and writes report.html. Every process it starts is stopped at the
 # end, also on Ctrl-C.
 # Usage: scripts/quickstart.sh [OUT_DIR]   (default: ./quickstart-out)
@@ -29,15 +29,6 @@ if [[ -n "${DYN_QUICKSTART_SESSIONS:-}" ]]; then
   workload="$out/workload.jsonl"
 fi
 
-pids=()
-stop_all() {
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
-trap stop_all EXIT
-trap 'echo "quickstart: interrupted" >&2; exit 130' INT TERM
-
 wait_port() {  # wait_port FILE -> prints the port once the server wrote it
   for _ in $(seq 1 200); do
     [[ -s "$1" ]] && { cat "$1"; return 0; }
@@ -51,11 +42,19 @@ echo "mock engine settings: 2 workers, block size $block_size, $kv_blocks KV blo
      "($((block_size * kv_blocks)) tokens; the slice's working set is ~650,000 tokens), speedup ${speedup}x"
 echo "workload: $(wc -l <"$workload") requests in $(jq -r .session_id "$workload" | sort -u | wc -l) sessions ($workload)"
 
-run() {  # run NAME ROUTER_FLAGS...
+run() {  # run NAME ROUTER_FLAGS... : one setup on its own two workers and router, in a subshell
   local name="$1"; shift
   local dir="$out/$name"
   mkdir -p "$dir"
-  local urls=()
+  local pids=() urls=() port
+  # SIGTERM flushes the router's trace; every process of this run stops when it ends or is stopped
+  stop_run() {
+    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+    pids=()
+  }
+  trap stop_run EXIT
+  trap 'exit 143' TERM INT
   for w in 0 1; do
     "$bin/dyn-mocker" --port 0 --port-file "$dir/worker$w.port" --worker-id "$w" --block-size "$block_size" \
       --num-gpu-blocks-override "$kv_blocks" --speedup-ratio "$speedup" 2>"$dir/worker$w.log" &
@@ -66,21 +65,39 @@ run() {  # run NAME ROUTER_FLAGS...
     --kv-cache-block-size "$block_size" --router-worker-kv-blocks "$kv_blocks" \
     --request-trace --request-trace-file-path "$dir/trace" "$@" 2>"$dir/router.log" &
   pids+=($!)
-  local port
   port=$(wait_port "$dir/router.port")
   echo "== $name: dyn-route serve $* (port $port)"
+  # In the background and waited for, so that a stop signal is handled at once.
   "$bin/dyn-replay" "$workload" --url "http://127.0.0.1:$port" --streaming --speedup "$speedup" \
-    --no-progress -o "$dir/rows.jsonl" --summary "$dir/summary.json" 2>"$dir/replay.log" || { tail -5 "$dir/replay.log" >&2; return 4; }
-  stop_all   # SIGTERM flushes the router's trace; fresh workers (cold caches) for the next run
+    --no-progress -o "$dir/rows.jsonl" --summary "$dir/summary.json" 2>"$dir/replay.log" &
+  wait $! || { tail -5 "$dir/replay.log" >&2; return 4; }
+  stop_run
   set +e
   "$bin/dyn-bind" check --ttl-secs 300 "$dir"/trace.*.jsonl.gz >"$dir/violations.jsonl" 2>"$dir/bind.log"
   set -e
   "$bin/dyn-bench" report "$dir/rows.jsonl" --format json >"$dir/report.json"
 }
 
-run round-robin --router-mode round-robin
-run kv --router-mode kv
-run kv-affinity --router-mode kv --router-session-affinity-ttl-secs 300 --router-session-affinity-mode hard
+# The three setups run side by side, each on its own fresh workers (cold caches) and router: the
+# replays follow the workload's clock, so together they take the wall time of one.
+runs=()
+stop_all() {
+  for p in "${runs[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${runs[@]}"; do wait "$p" 2>/dev/null || true; done
+  runs=()
+}
+trap stop_all EXIT
+trap 'echo "quickstart: interrupted" >&2; exit 130' INT TERM
+(run round-robin --router-mode round-robin) &
+runs+=($!)
+(run kv --router-mode kv) &
+runs+=($!)
+(run kv-affinity --router-mode kv --router-session-affinity-ttl-secs 300 --router-session-affinity-mode hard) &
+runs+=($!)
+failed=0
+for p in "${runs[@]}"; do wait "$p" || failed=1; done
+runs=()
+((failed == 0)) || { echo "quickstart: a run failed (its replay.log and router.log are in $out)" >&2; exit 4; }
 
 echo
 printf '%-12s %9s %11s %11s %10s %12s %10s\n' run "hit %" "TTFT p50" "TTFT p90" "req/s" "out tok/s" violations

@@ -15,6 +15,9 @@ pkgs+=(libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack)
 pkgs+=(libhiredis-dev redis-server)
 # the completion test (e2e.completions) loads and runs each generated script in its own shell
 pkgs+=(zsh fish)
+# Ninja starts a target's compiles before the libraries it links are built (Make waits for them):
+# the quickstart's five one-unit tools then build side by side on both cores
+pkgs+=(ninja-build)
 # node and npm run the real-client e2e tests (OpenAI/Anthropic SDKs, Codex, OpenCode from npm;
 # skipped without them). Asked for by command, not by package: a NodeSource nodejs already ships
 # npm and conflicts with Debian's npm package.
@@ -43,7 +46,11 @@ else
   # Everything, tests included: debug info for the test failures, every file compiled on its own.
   build_type=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DDYN_UNITY_BUILD=OFF)
 fi
-cmake -S "$root" -B "$root/build" "${build_type[@]}" ${DYN_CMAKE_ARGS:-} >/dev/null
+# A new build folder gets Ninja; one configured before with Make keeps its generator (CMake refuses
+# to switch generators in place).
+generator=()
+[[ -e "$root/build/CMakeCache.txt" ]] || generator=(-G Ninja)
+cmake -S "$root" -B "$root/build" "${generator[@]}" "${build_type[@]}" ${DYN_CMAKE_ARGS:-} >/dev/null
 # -j: every core the machine has (nproc), at least 2.
 jobs=$(nproc 2>/dev/null || echo 2); (( jobs < 2 )) && jobs=2
 cmake --build "$root/build" -j"$jobs" "${targets[@]}"

@@ -2,7 +2,7 @@
 # three live runs through dyn-route serve over two dyn-mocker workers, dyn-bind check on each
 # router trace, the comparison table and report.html comparing the three runs side by side (one
 # series each), each run's summary.json recording its configuration, with every process stopped
-# afterwards. (The full run takes about two minutes; here the first 4 sessions at a higher speedup.)
+# afterwards. (The full replays take about 40 s; here the first 4 sessions at a higher speedup.)
 export DYN_QUICKSTART_SPEEDUP=400
 export DYN_QUICKSTART_SESSIONS=4
 export DYN_SETUP_SKIP=1
