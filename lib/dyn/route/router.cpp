@@ -3,6 +3,7 @@
 #include "dyn/route/router.h"
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 
@@ -221,6 +222,298 @@ void Router::sweep() {
   sweep_locked(*impl_, cfg_, clock_.now_ms());
 }
 
+namespace {
+
+// What one placement decides with: the request, its blocks, the worker a retry avoids. The
+// policies read the router's state (load, overlaps in I.ov) and write its scratch (I.cand,
+// I.cost) and draw from its seeded Rng; the caller holds the lock.
+struct Pick {
+  Router::Impl& I;
+  const RouterConfig& cfg;
+  const RouteRequest& req;
+  uint64_t new_blocks;          // blocks of the request's prompt at the router's block size
+  std::optional<uint32_t> avoid;  // slot of the worker a retry must not get again
+
+  uint32_t n() const { return static_cast<uint32_t>(I.workers.size()); }
+  bool usable(uint32_t s) const { return I.workers[s].present && I.workers[s].healthy && (!avoid || *avoid != s); }
+  // Over a busy threshold (SPEC 3.2): decode blocks beyond a share of the KV pool, or prefill
+  // tokens in flight beyond a count.
+  bool busy(uint32_t s) const {
+    const auto& w = I.workers[s];
+    if (cfg.active_decode_blocks_threshold &&
+        static_cast<double>(w.active_blocks) > *cfg.active_decode_blocks_threshold * static_cast<double>(w.kv_blocks))
+      return true;
+    if (cfg.active_prefill_tokens_threshold && w.prefill_tokens > *cfg.active_prefill_tokens_threshold) return true;
+    return false;
+  }
+  // Eligible candidates into I.cand: usable and not busy, unless all usable ones are busy (SPEC 3.2).
+  void eligible_set() const {
+    I.cand.clear();
+    for (uint32_t s = 0; s < n(); ++s)
+      if (usable(s) && !busy(s)) I.cand.push_back(s);
+    if (I.cand.empty())
+      for (uint32_t s = 0; s < n(); ++s)
+        if (usable(s)) I.cand.push_back(s);
+  }
+  // SPEC 3.2's cost: overlap_score_weight * prefill blocks + decode blocks.
+  double cost_of(uint32_t s) const {
+    const double B = cfg.block_size;
+    double prefill = std::max(0.0, (static_cast<double>(req.tokens) - I.ov[s] * B) / B);
+    double decode = static_cast<double>(I.workers[s].active_blocks + new_blocks);
+    return cfg.overlap_score_weight * prefill + decode;
+  }
+};
+
+// The per-mode policies: each picks one slot of the non-empty eligible set I.cand.
+
+// Round robin over all slots from the cursor, taking the first eligible one (direct mode's
+// fallback too, though direct requests name their worker).
+uint32_t pick_round_robin(const Pick& p) {
+  auto& I = p.I;
+  const uint32_t n = p.n();
+  for (uint32_t i = 0; i < n; ++i) {
+    uint32_t s = static_cast<uint32_t>((I.rr + i) % n);
+    if (std::find(I.cand.begin(), I.cand.end(), s) != I.cand.end()) {
+      I.rr = s + 1;
+      return s;
+    }
+  }
+  return I.cand[0];
+}
+
+uint32_t pick_random(const Pick& p) { return p.I.cand[p.I.rng.below(p.I.cand.size())]; }
+
+// Two distinct seeded draws; the one with fewer active requests (the first on a tie).
+uint32_t pick_power_of_two(const Pick& p) {
+  auto& I = p.I;
+  const size_t k = I.cand.size();
+  if (k == 1) return I.cand[0];
+  size_t a = I.rng.below(k), b = I.rng.below(k - 1);
+  if (b >= a) ++b;
+  uint32_t sa = I.cand[a], sb = I.cand[b];
+  return I.workers[sb].active_requests < I.workers[sa].active_requests ? sb : sa;
+}
+
+// Fewest active requests, then fewest active blocks; remaining ties -> one seeded draw.
+uint32_t pick_least_loaded(const Pick& p) {
+  auto& I = p.I;
+  uint64_t best = UINT64_MAX, best_blocks = UINT64_MAX;
+  std::vector<uint32_t> ties;
+  for (uint32_t s : I.cand) {
+    auto& w = I.workers[s];
+    if (w.active_requests < best || (w.active_requests == best && w.active_blocks < best_blocks)) {
+      best = w.active_requests;
+      best_blocks = w.active_blocks;
+      ties.assign(1, s);
+    } else if (w.active_requests == best && w.active_blocks == best_blocks) {
+      ties.push_back(s);
+    }
+  }
+  return ties.size() == 1 ? ties[0] : ties[I.rng.below(ties.size())];
+}
+
+// KV-aware (SPEC 3.2): lowest cost, or with a temperature a softmax draw over normalized costs.
+uint32_t pick_kv(const Pick& p) {
+  auto& I = p.I;
+  const size_t k = I.cand.size();
+  const double temperature = p.cfg.temperature;
+  I.cost.resize(k);
+  double lo = INFINITY, hi = -INFINITY;
+  for (size_t i = 0; i < k; ++i) {
+    I.cost[i] = p.cost_of(I.cand[i]);
+    lo = std::min(lo, I.cost[i]);
+    hi = std::max(hi, I.cost[i]);
+  }
+  if (temperature > 0 && k > 1) {
+    if (hi == lo) return I.cand[I.rng.below(k)];
+    double total = 0;
+    for (size_t i = 0; i < k; ++i) total += std::exp(-(I.cost[i] - lo) / ((hi - lo) * temperature));
+    double u = I.rng.uniform() * total, acc = 0;
+    for (size_t i = 0; i < k; ++i) {
+      acc += std::exp(-(I.cost[i] - lo) / ((hi - lo) * temperature));
+      if (u < acc) return I.cand[i];
+    }
+    return I.cand[k - 1];
+  }
+  // Lowest cost; ties -> fewest cached blocks; remaining ties -> one seeded draw.
+  double eps = 1e-9 * std::max(1.0, std::fabs(lo));
+  uint64_t least_cached = UINT64_MAX;
+  uint32_t first = kNoSlot;
+  size_t nties = 0;
+  for (size_t i = 0; i < k; ++i) {
+    if (I.cost[i] - lo > eps) continue;
+    uint64_t c = I.index.blocks(I.cand[i]);
+    if (c < least_cached) {
+      least_cached = c;
+      first = I.cand[i];
+      nties = 1;
+    } else if (c == least_cached) {
+      ++nties;
+    }
+  }
+  if (nties == 1) return first;
+  size_t pick = I.rng.below(nties);
+  for (size_t i = 0; i < k; ++i) {
+    if (I.cost[i] - lo > eps || I.index.blocks(I.cand[i]) != least_cached) continue;
+    if (pick-- == 0) return I.cand[i];
+  }
+  return first;
+}
+
+// The policy table, indexed by Mode: a new mode is a row here and its name in config.cpp.
+using Policy = uint32_t (*)(const Pick&);
+struct PolicyRow {
+  Mode mode;
+  Policy pick;
+};
+constexpr std::array<PolicyRow, 6> kPolicies = {{
+    {Mode::kRoundRobin, pick_round_robin},
+    {Mode::kRandom, pick_random},
+    {Mode::kPowerOfTwo, pick_power_of_two},
+    {Mode::kLeastLoaded, pick_least_loaded},
+    {Mode::kKv, pick_kv},
+    {Mode::kDirect, pick_round_robin},
+}};
+static_assert([] {
+  for (size_t i = 0; i < kPolicies.size(); ++i)
+    if (static_cast<size_t>(kPolicies[i].mode) != i) return false;
+  return true;
+}());
+
+// The mode's policy over the eligible set; kNoSlot when no worker is usable.
+uint32_t select(const Pick& p) {
+  p.eligible_set();
+  if (p.I.cand.empty()) return kNoSlot;
+  return kPolicies[static_cast<size_t>(p.cfg.mode)].pick(p);
+}
+
+// The affinity step's result: the worker, how the session's binding was met, the placement's
+// role in the table (owner of a new binding, holder of a lease, soft rebinder) and its key.
+struct Bound {
+  uint32_t chosen = kNoSlot;
+  BindingOutcome outcome = BindingOutcome::kNone;
+  Router::Impl::Role role = Router::Impl::Role::kNone;
+  std::string key;  // "" when the placement holds no binding (waiting gave up)
+  uint64_t gen = 0, seen_version = 0;
+};
+
+}  // namespace
+
+// The affinity step (SPEC 2): the session's (or its parent group's) binding is met, waited for
+// while its first request initializes it, kept, rebound (soft) or invalidated (hard), or made.
+// Caller holds `lk`; waiting releases it, so `now` is refreshed. Errors: 503 when no worker is
+// healthy or the table is full.
+static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>& lk, const Clock& clock, double& now) {
+  auto& I = p.I;
+  const RouterConfig& cfg = p.cfg;
+  const RouteRequest& req = p.req;
+  using Role = Router::Impl::Role;
+  Bound b;
+  b.key = req.parent_session_id.empty() ? req.session_id : session::parent_group_key(req.parent_session_id);
+  const std::string& key = b.key;
+  BindingOutcome absent_outcome = BindingOutcome::kNew;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(cfg.init_wait_ms);
+  bool gave_up = false;
+  while (true) {
+    auto it = I.table.find(key);
+    if (it != I.table.end() && it->second.initializing) {
+      if (req.wait_for_initializing) {
+        ++I.stats.waits;
+        uint64_t g = it->second.gen;
+        bool changed = I.cv.wait_until(lk, deadline, [&] {
+          auto j = I.table.find(key);
+          return j == I.table.end() || j->second.gen != g || !j->second.initializing;
+        });
+        if (!changed) {
+          gave_up = true;
+          break;
+        }
+        now = clock.now_ms();
+        continue;
+      }
+      // Single-threaded caller: follow the tentative worker now.
+      b.chosen = it->second.worker;
+      ++it->second.leases;
+      b.role = Role::kHolder;
+      b.gen = it->second.gen;
+      b.outcome = BindingOutcome::kHit;
+      break;
+    }
+    if (it != I.table.end() && it->second.leases == 0 && it->second.idle_since_ms + ttl_ms(cfg) <= now) {
+      I.table.erase(it);
+      it = I.table.end();
+      absent_outcome = BindingOutcome::kExpired;
+    }
+    if (it != I.table.end()) {
+      Router::Impl::Entry& e = it->second;
+      uint32_t bw = e.worker;
+      bool keep = cfg.affinity_mode == AffinityMode::kHard ? p.usable(bw) : (p.usable(bw) && [&] {
+        p.eligible_set();
+        return std::find(I.cand.begin(), I.cand.end(), bw) != I.cand.end();
+      }());
+      if (keep) {
+        b.chosen = bw;
+        ++e.leases;
+        b.role = Role::kHolder;
+        b.gen = e.gen;
+        b.outcome = BindingOutcome::kHit;
+        break;
+      }
+      if (cfg.affinity_mode == AffinityMode::kSoft) {
+        b.chosen = select(p);
+        if (b.chosen == kNoSlot) return Error{"no healthy worker available", 503};
+        ++e.leases;
+        b.role = Role::kRebind;
+        b.gen = e.gen;
+        b.seen_version = e.version;
+        b.outcome = BindingOutcome::kRebound;
+        break;
+      }
+      // Hard: the bound worker is gone or unhealthy; invalidate and place once more normally.
+      I.table.erase(it);
+      b.chosen = select(p);
+      if (b.chosen == kNoSlot) return Error{"no healthy worker available", 503};
+      Router::Impl::Entry ne;
+      ne.worker = b.chosen;
+      ne.initializing = true;
+      ne.leases = 1;
+      ne.gen = I.next_gen++;
+      ne.parent = req.parent_session_id;  // a rebound parent group stays a group (GET /v1/bindings)
+      b.role = Role::kOwner;
+      b.gen = ne.gen;
+      I.table.emplace(key, std::move(ne));
+      b.outcome = BindingOutcome::kRebound;
+      break;
+    }
+    // No live binding.
+    if (I.table.size() >= cfg.max_bindings) {
+      sweep_locked(I, cfg, now);
+      if (I.table.size() >= cfg.max_bindings) {
+        ++I.stats.table_full;
+        return Error{"session binding table is full (" + std::to_string(cfg.max_bindings) + " live bindings)", 503};
+      }
+    }
+    b.chosen = select(p);
+    if (b.chosen == kNoSlot) return Error{"no healthy worker available", 503};
+    Router::Impl::Entry ne;
+    ne.worker = b.chosen;
+    ne.initializing = true;
+    ne.leases = 1;
+    ne.gen = I.next_gen++;
+    if (!req.parent_session_id.empty()) ne.parent = req.parent_session_id;
+    b.role = Role::kOwner;
+    b.gen = ne.gen;
+    I.table.emplace(key, std::move(ne));
+    b.outcome = (req.retry && req.retry->was_bound) ? BindingOutcome::kRebound : absent_outcome;
+    break;
+  }
+  if (gave_up) {
+    b.key.clear();
+    b.chosen = select(p);
+  }
+  return b;
+}
+
 Expected<Placement> Router::place(const RouteRequest& req) {
   auto& I = *impl_;
   std::unique_lock lk(I.mu);
@@ -238,238 +531,27 @@ Expected<Placement> Router::place(const RouteRequest& req) {
   // Overlaps on every worker (also needed for a binding hit's predicted cached tokens).
   I.ov.assign(n, 0);
   if (!req.sequence_hashes.empty() && n > 0) I.index.overlaps(req.sequence_hashes, now, I.ov);
-
-  auto usable = [&](uint32_t s) { return I.workers[s].present && I.workers[s].healthy && (!avoid || *avoid != s); };
-  auto busy = [&](uint32_t s) {
-    const auto& w = I.workers[s];
-    if (cfg_.active_decode_blocks_threshold &&
-        static_cast<double>(w.active_blocks) > *cfg_.active_decode_blocks_threshold * static_cast<double>(w.kv_blocks))
-      return true;
-    if (cfg_.active_prefill_tokens_threshold && w.prefill_tokens > *cfg_.active_prefill_tokens_threshold) return true;
-    return false;
-  };
-  // Eligible candidates: usable and not busy, unless all usable ones are busy (SPEC 3.2).
-  auto eligible_set = [&]() {
-    I.cand.clear();
-    for (uint32_t s = 0; s < n; ++s)
-      if (usable(s) && !busy(s)) I.cand.push_back(s);
-    if (I.cand.empty())
-      for (uint32_t s = 0; s < n; ++s)
-        if (usable(s)) I.cand.push_back(s);
-  };
-  auto cost_of = [&](uint32_t s) {
-    double prefill = std::max(0.0, (static_cast<double>(req.tokens) - I.ov[s] * B) / B);
-    double decode = static_cast<double>(I.workers[s].active_blocks + new_blocks);
-    return cfg_.overlap_score_weight * prefill + decode;
-  };
-  // The mode's policy over the eligible set. Returns kNoSlot when nothing is usable.
-  auto select = [&]() -> uint32_t {
-    eligible_set();
-    if (I.cand.empty()) return kNoSlot;
-    size_t k = I.cand.size();
-    switch (cfg_.mode) {
-      case Mode::kRoundRobin:
-      case Mode::kDirect: {
-        for (uint32_t i = 0; i < n; ++i) {
-          uint32_t s = static_cast<uint32_t>((I.rr + i) % n);
-          if (std::find(I.cand.begin(), I.cand.end(), s) != I.cand.end()) {
-            I.rr = s + 1;
-            return s;
-          }
-        }
-        return I.cand[0];
-      }
-      case Mode::kRandom: return I.cand[I.rng.below(k)];
-      case Mode::kPowerOfTwo: {
-        if (k == 1) return I.cand[0];
-        size_t a = I.rng.below(k), b = I.rng.below(k - 1);
-        if (b >= a) ++b;
-        uint32_t sa = I.cand[a], sb = I.cand[b];
-        return I.workers[sb].active_requests < I.workers[sa].active_requests ? sb : sa;
-      }
-      case Mode::kLeastLoaded: {
-        uint64_t best = UINT64_MAX, best_blocks = UINT64_MAX;
-        std::vector<uint32_t> ties;
-        for (uint32_t s : I.cand) {
-          auto& w = I.workers[s];
-          if (w.active_requests < best || (w.active_requests == best && w.active_blocks < best_blocks)) {
-            best = w.active_requests;
-            best_blocks = w.active_blocks;
-            ties.assign(1, s);
-          } else if (w.active_requests == best && w.active_blocks == best_blocks) {
-            ties.push_back(s);
-          }
-        }
-        return ties.size() == 1 ? ties[0] : ties[I.rng.below(ties.size())];
-      }
-      case Mode::kKv: {
-        I.cost.resize(k);
-        double lo = INFINITY, hi = -INFINITY;
-        for (size_t i = 0; i < k; ++i) {
-          I.cost[i] = cost_of(I.cand[i]);
-          lo = std::min(lo, I.cost[i]);
-          hi = std::max(hi, I.cost[i]);
-        }
-        if (cfg_.temperature > 0 && k > 1) {
-          if (hi == lo) return I.cand[I.rng.below(k)];
-          double total = 0;
-          for (size_t i = 0; i < k; ++i) total += std::exp(-(I.cost[i] - lo) / ((hi - lo) * cfg_.temperature));
-          double u = I.rng.uniform() * total, acc = 0;
-          for (size_t i = 0; i < k; ++i) {
-            acc += std::exp(-(I.cost[i] - lo) / ((hi - lo) * cfg_.temperature));
-            if (u < acc) return I.cand[i];
-          }
-          return I.cand[k - 1];
-        }
-        // Lowest cost; ties -> fewest cached blocks; remaining ties -> one seeded draw.
-        double eps = 1e-9 * std::max(1.0, std::fabs(lo));
-        uint64_t least_cached = UINT64_MAX;
-        uint32_t first = kNoSlot;
-        size_t nties = 0;
-        for (size_t i = 0; i < k; ++i) {
-          if (I.cost[i] - lo > eps) continue;
-          uint64_t c = I.index.blocks(I.cand[i]);
-          if (c < least_cached) {
-            least_cached = c;
-            first = I.cand[i];
-            nties = 1;
-          } else if (c == least_cached) {
-            ++nties;
-          }
-        }
-        if (nties == 1) return first;
-        size_t pick = I.rng.below(nties);
-        for (size_t i = 0; i < k; ++i) {
-          if (I.cost[i] - lo > eps || I.index.blocks(I.cand[i]) != least_cached) continue;
-          if (pick-- == 0) return I.cand[i];
-        }
-        return first;
-      }
-    }
-    return I.cand[0];
-  };
-
-  uint32_t chosen = kNoSlot;
-  BindingOutcome outcome = BindingOutcome::kNone;
-  Impl::Role role = Impl::Role::kNone;
-  std::string key;
-  uint64_t gen = 0, seen_version = 0;
+  const Pick pk{I, cfg_, req, new_blocks, avoid};
 
   bool any_present = std::any_of(I.workers.begin(), I.workers.end(), [](auto& w) { return w.present; });
   if (!any_present) return Error{"no workers available", 503};
 
+  Bound b;
   if (req.worker) {
     auto it = I.by_id.find(*req.worker);
     if (it == I.by_id.end() || !I.workers[it->second].present)
       return Error{"unknown worker instance id " + std::to_string(*req.worker), 400};
-    chosen = it->second;
+    b.chosen = it->second;
   } else if (cfg_.mode == Mode::kDirect) {
     return Error{"--router-mode direct needs an explicit worker (x-dynamo-worker-instance-id)", 400};
   } else if (cfg_.affinity_enabled() && !req.session_id.empty()) {
-    key = req.parent_session_id.empty() ? req.session_id : session::parent_group_key(req.parent_session_id);
-    BindingOutcome absent_outcome = BindingOutcome::kNew;
-    auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double, std::milli>(cfg_.init_wait_ms);
-    bool gave_up = false;
-    while (true) {
-      auto it = I.table.find(key);
-      if (it != I.table.end() && it->second.initializing) {
-        if (req.wait_for_initializing) {
-          ++I.stats.waits;
-          uint64_t g = it->second.gen;
-          bool changed = I.cv.wait_until(lk, deadline, [&] {
-            auto j = I.table.find(key);
-            return j == I.table.end() || j->second.gen != g || !j->second.initializing;
-          });
-          if (!changed) {
-            gave_up = true;
-            break;
-          }
-          now = clock_.now_ms();
-          continue;
-        }
-        // Single-threaded caller: follow the tentative worker now.
-        chosen = it->second.worker;
-        ++it->second.leases;
-        role = Impl::Role::kHolder;
-        gen = it->second.gen;
-        outcome = BindingOutcome::kHit;
-        break;
-      }
-      if (it != I.table.end() && it->second.leases == 0 && it->second.idle_since_ms + ttl_ms(cfg_) <= now) {
-        I.table.erase(it);
-        it = I.table.end();
-        absent_outcome = BindingOutcome::kExpired;
-      }
-      if (it != I.table.end()) {
-        Impl::Entry& e = it->second;
-        uint32_t bw = e.worker;
-        bool keep = cfg_.affinity_mode == AffinityMode::kHard ? usable(bw) : (usable(bw) && [&] {
-          eligible_set();
-          return std::find(I.cand.begin(), I.cand.end(), bw) != I.cand.end();
-        }());
-        if (keep) {
-          chosen = bw;
-          ++e.leases;
-          role = Impl::Role::kHolder;
-          gen = e.gen;
-          outcome = BindingOutcome::kHit;
-          break;
-        }
-        if (cfg_.affinity_mode == AffinityMode::kSoft) {
-          chosen = select();
-          if (chosen == kNoSlot) return Error{"no healthy worker available", 503};
-          ++e.leases;
-          role = Impl::Role::kRebind;
-          gen = e.gen;
-          seen_version = e.version;
-          outcome = BindingOutcome::kRebound;
-          break;
-        }
-        // Hard: the bound worker is gone or unhealthy; invalidate and place once more normally.
-        I.table.erase(it);
-        chosen = select();
-        if (chosen == kNoSlot) return Error{"no healthy worker available", 503};
-        Impl::Entry ne;
-        ne.worker = chosen;
-        ne.initializing = true;
-        ne.leases = 1;
-        ne.gen = I.next_gen++;
-        ne.parent = req.parent_session_id;  // a rebound parent group stays a group (GET /v1/bindings)
-        role = Impl::Role::kOwner;
-        gen = ne.gen;
-        I.table.emplace(key, std::move(ne));
-        outcome = BindingOutcome::kRebound;
-        break;
-      }
-      // No live binding.
-      if (I.table.size() >= cfg_.max_bindings) {
-        sweep_locked(I, cfg_, now);
-        if (I.table.size() >= cfg_.max_bindings) {
-          ++I.stats.table_full;
-          return Error{"session binding table is full (" + std::to_string(cfg_.max_bindings) + " live bindings)", 503};
-        }
-      }
-      chosen = select();
-      if (chosen == kNoSlot) return Error{"no healthy worker available", 503};
-      Impl::Entry ne;
-      ne.worker = chosen;
-      ne.initializing = true;
-      ne.leases = 1;
-      ne.gen = I.next_gen++;
-      if (!req.parent_session_id.empty()) ne.parent = req.parent_session_id;
-      role = Impl::Role::kOwner;
-      gen = ne.gen;
-      I.table.emplace(key, std::move(ne));
-      outcome = (req.retry && req.retry->was_bound) ? BindingOutcome::kRebound : absent_outcome;
-      break;
-    }
-    if (gave_up) {
-      key.clear();
-      chosen = select();
-    }
+    auto r = bind_session(pk, lk, clock_, now);
+    if (!r) return r.error();
+    b = std::move(*r);
   } else {
-    chosen = select();
+    b.chosen = select(pk);
   }
+  const uint32_t chosen = b.chosen;
   if (chosen == kNoSlot) return Error{"no healthy worker available", 503};
 
   // The periodic sweep runs after this request met its own key, so a binding that expired since
@@ -486,7 +568,7 @@ Expected<Placement> Router::place(const RouteRequest& req) {
   ++w.decisions;
   ++I.stats.decisions;
   ++I.stats.decisions_per_worker[chosen].second;
-  switch (outcome) {
+  switch (b.outcome) {
     case BindingOutcome::kNone: ++I.stats.binding_none; break;
     case BindingOutcome::kNew: ++I.stats.binding_new; break;
     case BindingOutcome::kHit: ++I.stats.binding_hit; break;
@@ -506,13 +588,13 @@ Expected<Placement> Router::place(const RouteRequest& req) {
   a.used = true;
   a.committed = false;
   a.prefill_done = false;
-  a.role = role;
+  a.role = b.role;
   a.w = chosen;
   a.blocks = new_blocks;
   a.prefill_tokens = req.tokens - cached;
-  a.key = key;
-  a.gen = gen;
-  a.seen_version = seen_version;
+  a.key = b.key;
+  a.gen = b.gen;
+  a.seen_version = b.seen_version;
   if (!cfg_.kv_events) a.seq.assign(req.sequence_hashes.begin(), req.sequence_hashes.end());
   else a.seq.clear();
 
@@ -520,13 +602,13 @@ Expected<Placement> Router::place(const RouteRequest& req) {
   p.router_ = this;
   p.slot_ = slot;
   p.worker_ = w.spec.id;
-  p.binding_ = outcome;
+  p.binding_ = b.outcome;
   p.overlap_ = overlap;
   p.cached_tokens_ = cached;
   p.request_blocks_ = static_cast<uint32_t>(req.sequence_hashes.size());
-  p.key_ = std::move(key);
+  p.key_ = std::move(b.key);
   if (req.explain) {
-    eligible_set();
+    pk.eligible_set();
     p.explain_.reserve(n);
     for (uint32_t s = 0; s < n; ++s) {
       if (!I.workers[s].present) continue;
