@@ -221,3 +221,16 @@ TEST_CASE("headers_from_json shapes and parent group keys") {
   CHECK(k == parent_group_key("p"));
   CHECK(k != parent_group_key("q"));
 }
+
+TEST_CASE("append_agent_context writes to_json().dump(), the one agent_context writer of rows") {
+  AgentContext c;
+  c.session_id = "s\t1";
+  CHECK([&] { std::string s; append_agent_context(s, c); return s; }() == c.to_json().dump());
+  c.parent_session_id = "p";
+  c.session_final = false;
+  c.compaction = Json{{"request_kind", "compaction"}, {"n", 1.0}};
+  std::string s;
+  append_agent_context(s, c);
+  CHECK(s == c.to_json().dump());
+  CHECK(s == R"({"session_id":"s\t1","parent_session_id":"p","session_final":false,"compaction":{"request_kind":"compaction","n":1.0}})");
+}

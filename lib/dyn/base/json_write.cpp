@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "dyn/base/json.h"
+#include "dyn/base/json_limits.h"  // valid_utf8
 
 namespace dyn {
 
@@ -33,6 +34,15 @@ void append_json_string(std::string& out, std::string_view s) {
   }
   out.append(s.data() + run, s.size() - run);
   out.push_back('"');
+}
+
+void append_json_string_replace(std::string& out, std::string_view s) {
+  if (valid_utf8(s)) {
+    append_json_string(out, s);
+    return;
+  }
+  // Rare: let nlohmann's own replacement rules decide, so the bytes are dump()'s.
+  out += Json(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
 void append_json_number(std::string& out, double v) {

@@ -13,6 +13,11 @@ namespace dyn {
 /// parsed by simdjson or nlohmann are valid). Thread-safe.
 void append_json_string(std::string& out, std::string_view s);
 
+/// append_json_string for text that may not be valid UTF-8 (header values, upstream messages):
+/// exactly what Json::dump(-1, ' ', false, Json::error_handler_t::replace) writes, i.e. each
+/// invalid sequence becomes U+FFFD. Valid text takes append_json_string's fast path. Thread-safe.
+void append_json_string_replace(std::string& out, std::string_view s);
+
 /// Appends a double exactly as Json::dump() writes it (nlohmann's shortest round-trip digits, a
 /// trailing ".0" on integral values, "null" for NaN and infinities). Thread-safe.
 void append_json_number(std::string& out, double v);

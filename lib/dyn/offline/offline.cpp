@@ -14,7 +14,6 @@
 
 #include "dyn/base/clock.h"
 #include "dyn/base/diag.h"
-#include "dyn/base/json_write.h"
 #include "dyn/engine/config.h"
 #include "dyn/io/jsonl.h"
 #include "dyn/io/line_reader.h"
@@ -25,6 +24,7 @@
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
 #include "dyn/trace/record.h"
+#include "dyn/trace/rows.h"
 #include "dyn/trace/workload.h"
 
 namespace dyn::offline {
@@ -125,22 +125,6 @@ struct Row {
   uint64_t kv_worker = 0;
   std::string kv_payload;
 };
-
-void json_string(std::string& s, std::string_view v) {
-  s.push_back('"');
-  for (char c : v) {
-    unsigned char u = static_cast<unsigned char>(c);
-    if (c == '"' || c == '\\') {
-      s.push_back('\\');
-      s.push_back(c);
-    } else if (u < 0x20) {
-      fmt::format_to(std::back_inserter(s), "\\u{:04x}", u);
-    } else {
-      s.push_back(c);
-    }
-  }
-  s.push_back('"');
-}
 
 std::optional<uint64_t> j_u64(const Json* v) {
   if (!v) return std::nullopt;
@@ -316,21 +300,6 @@ void parse_mooncake(const simdjson::dom::object& obj, Row& r, uint32_t ids_bs, t
 }
 
 // agent_context as AgentContext::to_json().dump() writes it, without building the Json object.
-void append_context(std::string& s, const session::AgentContext& c) {
-  s += R"({"session_id":)";
-  append_json_string(s, c.session_id);
-  if (!c.parent_session_id.empty()) {
-    s += R"(,"parent_session_id":)";
-    append_json_string(s, c.parent_session_id);
-  }
-  if (c.session_final) s += *c.session_final ? R"(,"session_final":true)" : R"(,"session_final":false)";
-  if (c.compaction) {
-    s += R"(,"compaction":)";
-    s += c.compaction->dump();
-  }
-  s += '}';
-}
-
 // Rows are routed in arrival order through a window of this many rows: input out of order by
 // less than that (Dynamo request_end rows are written at each request's end, so they arrive
 // shuffled by up to the number of requests in flight) is sorted exactly as a full sort would;
@@ -383,6 +352,7 @@ int decide(const DecideOptions& o, io::Output& out, DecideStats* stats) {
   st.per_worker.assign(o.workers, 0);
 
   std::string s;
+  std::vector<trace::RouteDecision::Candidate> candidates;  // --explain, reused per row
   s.reserve(4096);
   auto start_router = [&] {
     if (!o.router_block_size_given) {
@@ -491,41 +461,28 @@ int decide(const DecideOptions& o, io::Output& out, DecideStats* stats) {
     }
 
     s.clear();
-    auto app = std::back_inserter(s);
-    uint64_t event_ms = r.arrival_ms > 0 ? static_cast<uint64_t>(std::llround(r.arrival_ms)) : 0;
-    fmt::format_to(app, FMT_COMPILE(R"({{"schema":"dynamo.request.trace.v1","event_type":"route_decision","event_time_unix_ms":{},"event_source":"router")"),
-                   event_ms);
-    if (r.ctx) {
-      s += R"(,"agent_context":)";
-      append_context(s, *r.ctx);
-    }
-    s += R"(,"request":{"request_id":)";
-    json_string(s, r.request_id);
-    if (!r.x_request_id.empty()) {
-      s += R"(,"x_request_id":)";
-      json_string(s, r.x_request_id);
-    }
-    fmt::format_to(app, FMT_COMPILE(R"(,"input_tokens":{})"), r.tokens);
-    if (r.output_tokens) fmt::format_to(app, FMT_COMPILE(R"(,"output_tokens":{})"), *r.output_tokens);
+    trace::RouteDecision d;
+    d.event_time_unix_ms = r.arrival_ms > 0 ? static_cast<uint64_t>(std::llround(r.arrival_ms)) : 0;
+    if (r.ctx) d.agent_context = trace::ContextRef::of(*r.ctx);
+    d.request_id = r.request_id;
+    d.x_request_id = r.x_request_id;
+    d.input_tokens = r.tokens;
+    d.output_tokens = r.output_tokens;
     if (placed.ok()) {
       Placement& p = *placed;
-      double hit = r.tokens ? static_cast<double>(p.cached_tokens()) / static_cast<double>(r.tokens) : 0.0;
-      fmt::format_to(app, FMT_COMPILE(R"(,"cached_tokens":{},"kv_hit_rate":{},"worker":{{"decode_worker_id":{}}}}})"),
-                     p.cached_tokens(), hit, p.worker());
-      fmt::format_to(app, FMT_COMPILE(R"(,"dyn":{{"binding":"{}","request_blocks":{})"), binding_name(p.binding()),
-                     p.request_blocks());
+      d.cached_tokens = p.cached_tokens();
+      d.kv_hit_rate = r.tokens ? static_cast<double>(p.cached_tokens()) / static_cast<double>(r.tokens) : 0.0;
+      d.worker = static_cast<int64_t>(p.worker());
+      d.binding = binding_name(p.binding());
+      d.request_blocks = p.request_blocks();
+      d.explain = o.explain;
       if (o.explain) {
-        fmt::format_to(app, FMT_COMPILE(R"(,"explain":{{"request_blocks":{},"workers":[)"), p.request_blocks());
-        bool first = true;
-        for (auto& w : p.explain()) {
-          fmt::format_to(app, FMT_COMPILE(R"({}{{"worker":{},"overlap_blocks":{},"prefill_blocks":{},"decode_blocks":{},"cost":{},"eligible":{}}})"),
-                         first ? "" : ",", w.worker, w.overlap_blocks, w.prefill_blocks, w.decode_blocks, w.cost,
-                         w.eligible);
-          first = false;
-        }
-        s += "]}";
+        candidates.clear();
+        for (auto& w : p.explain())
+          candidates.push_back({w.worker, w.overlap_blocks, w.prefill_blocks, w.decode_blocks, w.cost, w.eligible});
+        d.candidates = candidates;
       }
-      s += "}}";
+      trace::append_route_decision(s, d);
       p.commit();
       auto wi = static_cast<uint32_t>(p.worker());
       ++st.routed;
@@ -548,11 +505,8 @@ int decide(const DecideOptions& o, io::Output& out, DecideStats* stats) {
       }
       ends.emplace(end, order++, slot);
     } else {
-      s += R"(},"dyn":{"binding":"none","error":{"code":)";
-      fmt::format_to(app, FMT_COMPILE("{}"), r.error->exit_code);
-      s += R"(,"message":)";
-      json_string(s, r.error->message);
-      s += "}}}";
+      d.error = trace::RouteDecision::Refusal{r.error->exit_code, r.error->message};
+      trace::append_route_decision(s, d);
     }
     ++st.decisions;
     out.line(s);

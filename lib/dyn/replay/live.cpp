@@ -21,7 +21,7 @@
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
 #include "dyn/tokens/synthetic.h"
-#include "dyn/trace/record.h"
+#include "dyn/trace/rows.h"
 
 namespace dyn::replay {
 
@@ -126,99 +126,84 @@ Expected<SizedPrompt> size_prompt(const LiveOptions& o, const trace::WorkloadRow
   return best;
 }
 
-Json client_record(const RecordContext& c, const http::HttpResult& res) {
+std::string client_record(const RecordContext& c, const http::HttpResult& res) {
   const auto& s = res.summary;
   auto unix_of = [&](double mono) { return c.unix_at_mono0 + (mono - c.mono0); };
-  Json rec = trace::make_record(trace::event::kRequestEnd, static_cast<uint64_t>(std::llround(unix_of(res.end_ms))),
-                                "client");
+  trace::RequestEnd r;
+  r.event_time_unix_ms = static_cast<uint64_t>(std::llround(unix_of(res.end_ms)));
+  r.event_source = "client";
   const Identity& id = c.item->identity;
-  if (!id.session.empty()) {
-    Json ac = {{"session_id", id.session}};
-    if (!id.parent.empty()) ac["parent_session_id"] = id.parent;
-    rec["agent_context"] = std::move(ac);
-  }
+  r.agent_context.session_id = id.session;
+  r.agent_context.parent_session_id = id.parent;
   const bool ok = !res.error.has_value();
-  Json rq = Json::object();
-  rq["request_id"] = c.item->request_id;
-  rq["x_request_id"] = c.item->request_id;
-  rq["model"] = c.model;
+  r.request_id = c.item->request_id;
+  r.x_request_id = c.item->request_id;
+  r.model = c.model;
   uint64_t isl = s.prompt_tokens.value_or(c.input_tokens_estimate);
-  rq["input_tokens"] = isl;
+  r.input_tokens = isl;
   bool osl_estimated = !s.completion_tokens.has_value();
   uint64_t osl = s.completion_tokens.value_or(tokens::token_count(s.text_bytes));
-  if (ok || s.text_bytes > 0 || s.completion_tokens) rq["output_tokens"] = osl;
-  if (s.cached_tokens) rq["cached_tokens"] = *s.cached_tokens;
-  rq["request_received_ms"] = static_cast<uint64_t>(std::llround(unix_of(res.start_ms)));
+  if (ok || s.text_bytes > 0 || s.completion_tokens) {
+    r.output_tokens = osl;
+    r.output_tokens_estimated = osl_estimated;
+  }
+  if (s.cached_tokens) r.cached_tokens = *s.cached_tokens;
+  r.request_received_ms = static_cast<uint64_t>(std::llround(unix_of(res.start_ms)));
   const auto& t = s.token_chunk_ms;
   if (ok && !t.empty() && res.streamed) {
     double ttft = t.front() - res.start_ms;
-    rq["ttft_ms"] = round_us(ttft);
-    rq["total_time_ms"] = round_us(res.end_ms - res.start_ms);
+    r.ttft_ms = round_us(ttft);
     double latency = t.back() - res.start_ms;
-    if (osl >= 2) rq["avg_itl_ms"] = round_us((latency - ttft) / static_cast<double>(osl - 1));
-  } else {
-    rq["total_time_ms"] = round_us(res.end_ms - res.start_ms);
+    if (osl >= 2) r.avg_itl_ms = round_us((latency - ttft) / static_cast<double>(osl - 1));
   }
-  if (s.cached_tokens && isl > 0) rq["kv_hit_rate"] = static_cast<double>(*s.cached_tokens) / static_cast<double>(isl);
-  if (std::string w = res.header("x-dyn-worker"); !w.empty()) {
+  r.total_time_ms = round_us(res.end_ms - res.start_ms);
+  if (s.cached_tokens && isl > 0) r.kv_hit_rate = static_cast<double>(*s.cached_tokens) / static_cast<double>(isl);
+  const std::string w = res.header("x-dyn-worker");
+  if (!w.empty()) {
     char* end = nullptr;
     long long v = std::strtoll(w.c_str(), &end, 10);
-    if (end && *end == '\0' && v >= 0) rq["worker"] = {{"decode_worker_id", v}};
-    else rq["worker"] = {{"decode_worker_id", w}};
+    if (end && *end == '\0' && v >= 0) r.worker = static_cast<int64_t>(v);
+    else r.worker_text = w;
   }
-  rq["replay"] = {{"trace_block_size", c.block_size},
-                  {"input_length", c.input_length},
-                  {"input_sequence_hashes", c.sequence_hashes}};
-  if (!s.finish_reason.empty() || !s.tool_calls.empty()) {
-    Json fr = Json::object();
-    if (!s.finish_reason.empty()) fr["finish_reason"] = s.finish_reason;
-    if (!s.tool_calls.empty()) {
-      Json calls = Json::array();
-      for (const auto& tc : s.tool_calls) {
-        Json one = {{"choice_index", tc.choice_index}, {"tool_call_index", tc.tool_call_index}};
-        if (!tc.id.empty()) one["id"] = tc.id;
-        if (!tc.name.empty()) one["name"] = tc.name;
-        calls.push_back(std::move(one));
-      }
-      fr["tool_calls"] = std::move(calls);
-    }
-    rq["finish_reason_metadata"] = std::move(fr);
-  }
-  rec["request"] = std::move(rq);
+  r.replay = trace::RequestEnd::Replay{c.block_size, c.input_length, c.sequence_hashes};
+  if (!s.finish_reason.empty()) r.finish_reason = s.finish_reason;
+  std::vector<trace::RequestEnd::ToolCall> calls;
+  for (const auto& tc : s.tool_calls) calls.push_back({tc.choice_index, tc.tool_call_index, tc.id, tc.name});
+  r.tool_calls = calls;
 
-  Json d = Json::object();
   // A request dyn-replay itself cancelled (interrupt_live) is "cancelled", as the router marks a
   // request whose client went away (docs/records.md).
-  d["status"] = ok ? "ok" : res.error->type == "cancelled" ? "cancelled" : "error";
-  if (!ok) d["error"] = {{"code", res.error->code}, {"type", res.error->type}, {"message", res.error->message}};
-  if (ok && res.streamed && t.size() >= 2) d["ttst_ms"] = round_us(t[1] - t[0]);
+  r.status = ok ? "ok" : res.error->type == "cancelled" ? "cancelled" : "error";
+  if (!ok) r.error = trace::RequestEnd::Failure{res.error->code, res.error->type, res.error->message};
+  if (ok && res.streamed && t.size() >= 2) r.ttst_ms = round_us(t[1] - t[0]);
+  std::vector<double> gaps;
   if (ok && res.streamed && !t.empty()) {
-    Json gaps = Json::array();
+    gaps.reserve(t.size() - 1);
     for (size_t i = 1; i < t.size(); ++i) gaps.push_back(round_us(t[i] - t[i - 1]));
-    d["inter_chunk_ms"] = std::move(gaps);
+    r.inter_chunk_ms = gaps;
     // Tokens per content chunk when the server reported per-chunk usage: the exact per-token
     // ITL excludes the first chunk's tokens (issue 21.4; dyn-bench computes it).
-    if (s.chunk_tokens.size() == t.size()) d["chunk_tokens"] = s.chunk_tokens;
-    d["request_latency_ms"] = round_us(t.back() - res.start_ms);
+    if (s.chunk_tokens.size() == t.size()) r.chunk_tokens = s.chunk_tokens;
+    r.request_latency_ms = round_us(t.back() - res.start_ms);
   } else if (ok) {
-    d["request_latency_ms"] = round_us(res.end_ms - res.start_ms);
+    r.request_latency_ms = round_us(res.end_ms - res.start_ms);
   }
   // A stream that finished (finish_reason) but never sent [DONE] is a success with a warning,
   // the rule dyn-route serve and dyn-trace capture follow (issue 21.2).
-  if (ok && res.streamed && !s.done) d["warning"] = "stream ended without [DONE] after its finish reason";
-  if (osl_estimated && rec["request"].contains("output_tokens")) d["output_tokens_estimated"] = true;
-  if (!s.prompt_tokens) d["input_tokens_estimated"] = true;
-  d["schedule_lag_ms"] = round_us(c.lag_ms);
-  d["scheduled_ms"] = round_us(c.scheduled_ms);
-  d["hash_ids"] = c.row->hash_ids;
-  d["block_size"] = c.block_size;
-  d["turn"] = c.item->turn;
-  if (c.warmup) d["warmup"] = true;
+  if (ok && res.streamed && !s.done) r.warning = "stream ended without [DONE] after its finish reason";
+  r.input_tokens_estimated = !s.prompt_tokens;
+  r.schedule_lag_ms = round_us(c.lag_ms);
+  r.scheduled_ms = round_us(c.scheduled_ms);
+  r.hash_ids = c.row->hash_ids;
+  r.block_size = c.block_size;
+  r.turn = c.item->turn;
+  r.warmup = c.warmup;
   // --tokenizer-url could not hit input_length exactly for this prompt: say by how much.
-  if (c.sized && !c.sized->exact)
-    d["prompt_sizing"] = {{"input_length", c.row->input_length}, {"tokenizer_tokens", c.sized->ids.size()}};
-  rec["dyn"] = std::move(d);
-  return rec;
+  if (c.sized && !c.sized->exact) r.prompt_sizing = trace::RequestEnd::PromptSizing{c.row->input_length, c.sized->ids.size()};
+  std::string line;
+  line.reserve(1024);
+  trace::append_request_end(line, r);
+  return line;
 }
 
 namespace {
@@ -457,7 +442,7 @@ class Runner {
       hist->emplace_back("user", prompt);
       hist->emplace_back("assistant", res.summary.content);
     }
-    std::string line = client_record(ctx, res).dump();
+    std::string line = client_record(ctx, res);
     std::lock_guard<std::mutex> lk(mu_);
     in_flight_conns_.erase(&conn);
     out_.line(line);

@@ -112,7 +112,8 @@ struct RecordContext {
 /// (latency - TTFT) / (OSL - 1) when OSL >= 2, inter-chunk gaps. Tokens from usage, else
 /// estimated (SPEC 4.2; dyn.output_tokens_estimated). Worker from x-dyn-worker. Errors under
 /// dyn.error, and then no latency metrics are written. Times rounded to microseconds.
-Json client_record(const RecordContext& ctx, const http::HttpResult& res);
+/// Returns the row's JSON text without newline (trace::append_request_end, the one writer).
+std::string client_record(const RecordContext& ctx, const http::HttpResult& res);
 
 /// Runs the whole replay and writes rows to `out` as requests end (completion order).
 /// Send order (issue 21.6): requests are handed to their connections in order of scheduled

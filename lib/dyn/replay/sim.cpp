@@ -12,14 +12,13 @@
 
 #include "dyn/base/clock.h"
 #include "dyn/base/diag.h"
-#include "dyn/base/json_write.h"
 #include "dyn/base/random.h"
 #include "dyn/engine/engine.h"
 #include "dyn/replay/session.h"
 #include "dyn/route/admission.h"
 #include "dyn/route/router.h"
 #include "dyn/tokens/hash.h"
-#include "dyn/trace/record.h"
+#include "dyn/trace/rows.h"
 
 namespace dyn::replay {
 namespace {
@@ -258,91 +257,44 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
   std::priority_queue<std::pair<double, uint32_t>, std::vector<std::pair<double, uint32_t>>, std::greater<>> waiting;
   bool stopped = false;  // duration_s ran out: nothing more is sent
 
-  // Rows are written by hand (one reused buffer, no Json objects): byte for byte what building the
-  // record as Json and dumping it gives (docs/records.md key order), at a fraction of the cost.
+  // One reused buffer; trace::append_request_end writes without building Json objects.
   std::string line;
   line.reserve(1024);
   auto write_row = [&](Req& r) {
     const auto& row = *r.row;
-    std::string& s = line;
-    s.clear();
-    s += R"({"schema":)";
-    append_json_string(s, trace::kSchema);
-    s += R"(,"event_type":)";
-    append_json_string(s, trace::event::kRequestEnd);
-    s += R"(,"event_time_unix_ms":)";
-    append_json_number(s, opt.epoch_unix_ms + static_cast<uint64_t>(std::llround(std::max(r.end, r.start))));
-    s += R"(,"event_source":"simulator")";
-    if (!row.session_id.empty()) {
-      s += R"(,"agent_context":{"session_id":)";
-      append_json_string(s, row.session_id);
-      if (!row.parent_session_id.empty()) {
-        s += R"(,"parent_session_id":)";
-        append_json_string(s, row.parent_session_id);
-      }
-      s += '}';
-    }
-    s += R"(,"request":{"request_id":)";
-    append_json_string(s, r.id);
-    s += R"(,"model":)";
-    append_json_string(s, opt.model);
-    s += R"(,"input_tokens":)";
-    append_json_number(s, row.input_length);
-    const uint64_t received = opt.epoch_unix_ms + static_cast<uint64_t>(std::llround(r.start));
+    trace::RequestEnd e;
+    e.event_time_unix_ms = opt.epoch_unix_ms + static_cast<uint64_t>(std::llround(std::max(r.end, r.start)));
+    e.event_source = "simulator";
+    e.agent_context.session_id = row.session_id;
+    e.agent_context.parent_session_id = row.parent_session_id;
+    e.request_id = r.id;
+    e.model = opt.model;
+    e.input_tokens = row.input_length;
+    e.request_received_ms = opt.epoch_unix_ms + static_cast<uint64_t>(std::llround(r.start));
     if (!r.error) {
-      s += R"(,"output_tokens":)";
-      append_json_number(s, r.generated);
-      s += R"(,"cached_tokens":)";
-      append_json_number(s, r.cached);
-      s += R"(,"request_received_ms":)";
-      append_json_number(s, received);
+      e.output_tokens = r.generated;
+      e.cached_tokens = r.cached;
       const double ttft = r.first - r.start, total = r.end - r.start;
-      s += R"(,"ttft_ms":)";
-      append_json_number(s, ttft);
-      s += R"(,"total_time_ms":)";
-      append_json_number(s, total);
-      if (r.generated >= 2) {
-        s += R"(,"avg_itl_ms":)";
-        append_json_number(s, (total - ttft) / static_cast<double>(r.generated - 1));
-      }
-      s += R"(,"kv_hit_rate":)";
-      append_json_number(s, row.input_length ? static_cast<double>(r.cached) / static_cast<double>(row.input_length) : 0.0);
-      s += R"(,"worker":{"decode_worker_id":)";
-      append_json_number(s, r.worker);
-      s += '}';
+      e.ttft_ms = ttft;
+      e.total_time_ms = total;
+      if (r.generated >= 2) e.avg_itl_ms = (total - ttft) / static_cast<double>(r.generated - 1);
+      e.kv_hit_rate = row.input_length ? static_cast<double>(r.cached) / static_cast<double>(row.input_length) : 0.0;
+      e.worker = static_cast<int64_t>(r.worker);
+      e.status = "ok";
     } else {
-      s += R"(,"request_received_ms":)";
-      append_json_number(s, received);
-    }
-    s += R"(},"dyn":{"status":)";
-    if (r.error) {
-      s += R"("error","error":{"code":400,"type":"invalid_request","message":)";
-      append_json_string(s, r.error_message);
-      s += '}';
-    } else {
-      s += R"("ok")";
+      e.status = "error";
+      e.error = trace::RequestEnd::Failure{400, "invalid_request", r.error_message};
     }
     if (!row.hash_ids.empty()) {
-      s += R"(,"hash_ids":[)";
-      for (size_t k = 0; k < row.hash_ids.size(); ++k) {
-        if (k) s += ',';
-        append_json_number(s, row.hash_ids[k]);
-      }
-      s += R"(],"block_size":)";
-      append_json_number(s, uint64_t{wl.block_size});
+      e.hash_ids = row.hash_ids;
+      e.block_size = wl.block_size;
     }
-    if (!row.session_id.empty()) {
-      s += R"(,"turn":)";
-      append_json_number(s, uint64_t{r.turn});
-    }
-    s += R"(,"binding":)";
-    append_json_string(s, route::binding_name(r.binding));
-    if (admission) {
-      s += R"(,"pause_ms":)";
-      append_json_number(s, r.pause_ms);
-    }
-    s += "}}";
-    out.line(s);
+    if (!row.session_id.empty()) e.turn = r.turn;
+    e.binding = route::binding_name(r.binding);
+    if (admission) e.pause_ms = r.pause_ms;
+    line.clear();
+    trace::append_request_end(line, e);
+    out.line(line);
   };
 
   auto complete = [&](uint32_t i, double t) {

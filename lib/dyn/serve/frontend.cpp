@@ -27,7 +27,7 @@
 #include "dyn/session/normalize.h"
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
-#include "dyn/trace/record.h"
+#include "dyn/trace/rows.h"
 
 namespace dyn::serve {
 
@@ -164,8 +164,9 @@ struct Frontend::Impl {
   void handle_api(Api api, const httplib::Request& req, httplib::Response& res);
   void finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out, int status,
               const std::string& err_type, const std::string& err_msg);
-  Json request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
-                       const std::string& err_type, const std::string& err_msg);
+  /// The request_end row of a finished exchange (trace::append_request_end), no newline.
+  std::string request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
+                              const std::string& err_type, const std::string& err_msg);
   void reject(const std::shared_ptr<Exchange>& ex, httplib::Response& res, int status,
               const std::string& type, const std::string& msg) {
     rejected_total++;
@@ -775,106 +776,87 @@ void Frontend::Impl::finish(const std::shared_ptr<Exchange>& ex, const http::Pro
     if (f && f->first_content_ms) ttft_hist.observe(*f->first_content_ms - ex->start_ms);
   }
   if (!writer) return;
-  Json row = request_end_row(*ex, out, status, err_type, err_msg);
-  // replace: a stray invalid byte must never cost the row (dump would throw).
-  writer->write_line(row.dump(-1, ' ', false, Json::error_handler_t::replace));
+  // Invalid UTF-8 in a header or message becomes U+FFFD: a stray byte must never cost the row.
+  writer->write_line(request_end_row(*ex, out, status, err_type, err_msg));
 }
 
-Json Frontend::Impl::request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
-                                     const std::string& err_type, const std::string& err_msg) {
+std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
+                                            const std::string& err_type, const std::string& err_msg) {
   const ResponseFacts* f = ex.tap ? &ex.tap->facts() : nullptr;
   double end = out ? out->end_ms : clock.now_ms();
-  uint64_t end_unix = ex.received_unix_ms + static_cast<uint64_t>(std::max(0.0, end - ex.start_ms));
-  Json row = trace::make_record(trace::event::kRequestEnd, end_unix, "router");
-  if (ex.ctx) row["agent_context"] = ex.ctx->to_json();
-  Json r = Json::object();
-  r["request_id"] = ex.request_id;
-  if (!ex.x_request_id.empty()) r["x_request_id"] = ex.x_request_id;
-  std::string model = f && !f->model.empty() ? f->model : ex.model;
-  if (!model.empty()) r["model"] = model;
-  bool in_estimated = false, out_estimated = false;
+  trace::RequestEnd r;
+  r.event_time_unix_ms = ex.received_unix_ms + static_cast<uint64_t>(std::max(0.0, end - ex.start_ms));
+  r.event_source = "router";
+  if (ex.ctx) r.agent_context = trace::ContextRef::of(*ex.ctx);
+  r.request_id = ex.request_id;
+  if (!ex.x_request_id.empty()) r.x_request_id = ex.x_request_id;
+  const std::string& model = f && !f->model.empty() ? f->model : ex.model;
+  if (!model.empty()) r.model = model;
   uint64_t in = ex.input_length, outt = 0;
   if (f && f->input_tokens) {
     in = *f->input_tokens;
   } else {
-    in_estimated = true;
+    r.input_tokens_estimated = true;
   }
-  r["input_tokens"] = in;
+  r.input_tokens = in;
   if (f && (f->output_tokens || f->content_bytes > 0 || out)) {
     if (f->output_tokens) {
       outt = *f->output_tokens;
     } else {
       outt = tokens::token_count(f->content_bytes);  // SPEC 4.2 estimate when usage is absent
-      out_estimated = true;
+      r.output_tokens_estimated = true;
     }
-    r["output_tokens"] = outt;
+    r.output_tokens = outt;
   }
-  if (f && f->cached_tokens) r["cached_tokens"] = *f->cached_tokens;
-  r["request_received_ms"] = ex.received_unix_ms;
+  if (f && f->cached_tokens) r.cached_tokens = *f->cached_tokens;
+  r.request_received_ms = ex.received_unix_ms;
   std::optional<double> ttft, latency;
   if (f && f->first_content_ms) {
     ttft = *f->first_content_ms - ex.start_ms;
     latency = *f->last_content_ms - ex.start_ms;
-    if (ex.stream) r["ttft_ms"] = *ttft;
+    if (ex.stream) r.ttft_ms = *ttft;
   }
-  r["total_time_ms"] = end - ex.start_ms;
+  r.total_time_ms = end - ex.start_ms;
   if (ex.stream && ttft && outt >= 2) {
     double itl = (*latency - *ttft) / static_cast<double>(outt - 1);
-    r["avg_itl_ms"] = itl;
+    r.avg_itl_ms = itl;
     itl_hist.observe(itl);
   }
-  if (f && f->cached_tokens && in > 0) r["kv_hit_rate"] = static_cast<double>(*f->cached_tokens) / static_cast<double>(in);
-  if (ex.worker >= 0 && router) r["worker"] = Json{{"decode_worker_id", ex.worker}};
-  Json replay = Json::object();
-  replay["trace_block_size"] = opt.trace_block_size;
-  replay["input_length"] = ex.input_length;
-  replay["input_sequence_hashes"] = ex.sequence_hashes;
-  r["replay"] = std::move(replay);
-  if (f && (f->finish_reason || !f->tool_calls.empty())) {
-    Json frm = Json::object();
-    if (f->finish_reason) frm["finish_reason"] = *f->finish_reason;
-    if (!f->tool_calls.empty()) {
-      Json tcs = Json::array();
-      for (const auto& tc : f->tool_calls) {
-        Json t = Json::object();
-        t["choice_index"] = tc.choice_index;
-        t["tool_call_index"] = tc.tool_call_index;
-        if (!tc.id.empty()) t["id"] = tc.id;
-        if (!tc.name.empty()) t["name"] = tc.name;
-        tcs.push_back(std::move(t));
-      }
-      frm["tool_calls"] = std::move(tcs);
-    }
-    r["finish_reason_metadata"] = std::move(frm);
+  if (f && f->cached_tokens && in > 0) r.kv_hit_rate = static_cast<double>(*f->cached_tokens) / static_cast<double>(in);
+  if (ex.worker >= 0 && router) r.worker = ex.worker;
+  r.replay = trace::RequestEnd::Replay{static_cast<uint64_t>(opt.trace_block_size), ex.input_length, ex.sequence_hashes};
+  std::vector<trace::RequestEnd::ToolCall> calls;
+  if (f) {
+    if (f->finish_reason) r.finish_reason = *f->finish_reason;
+    for (const auto& tc : f->tool_calls) calls.push_back({tc.choice_index, tc.tool_call_index, tc.id, tc.name});
+    r.tool_calls = calls;
   }
-  row["request"] = std::move(r);
 
-  Json d = Json::object();
   bool cancelled = out && out->kind == http::ProxyOutcome::Kind::kCancelled;
   bool error = !err_type.empty() && !cancelled;
-  d["status"] = cancelled ? "cancelled" : (error ? "error" : "ok");
+  r.status = cancelled ? "cancelled" : (error ? "error" : "ok");
+  std::string warning;
   if (error) {
-    Json e = Json::object();
     bool transport = err_type == "connection" || err_type == "stream_cut";
-    e["code"] = transport ? 0 : status;
-    e["type"] = err_type;
-    e["message"] = err_msg.empty() ? "the stream carried an error event" : err_msg;
-    d["error"] = std::move(e);
+    r.error = trace::RequestEnd::Failure{transport ? 0 : status, err_type,
+                                         err_msg.empty() ? std::string_view("the stream carried an error event") : err_msg};
   } else if (!cancelled && f) {
-    if (StreamEnd se = stream_end(ex.api, *f); !se.warning.empty()) d["warning"] = se.warning;
+    if (StreamEnd se = stream_end(ex.api, *f); !se.warning.empty()) {
+      warning = std::move(se.warning);
+      r.warning = warning;
+    }
   }
-  if (f && f->first_content_ms && f->second_content_ms) d["ttst_ms"] = *f->second_content_ms - *f->first_content_ms;
-  if (ex.stream && f && !f->inter_chunk_ms.empty()) d["inter_chunk_ms"] = f->inter_chunk_ms;
+  if (f && f->first_content_ms && f->second_content_ms) r.ttst_ms = *f->second_content_ms - *f->first_content_ms;
+  if (ex.stream && f && !f->inter_chunk_ms.empty()) r.inter_chunk_ms = f->inter_chunk_ms;
   // Per-chunk token counts when the worker sent per-chunk usage (issue 21.4), as dyn-replay does.
-  if (ex.stream && f && f->content_chunks > 0 && f->chunk_tokens.size() == f->content_chunks) d["chunk_tokens"] = f->chunk_tokens;
-  if (latency) d["request_latency_ms"] = *latency;
-  if (!ex.binding.empty()) d["binding"] = ex.binding;
-  if (ex.pause_ms) d["pause_ms"] = *ex.pause_ms;
-  if (in_estimated) d["input_tokens_estimated"] = true;
-  // (r was moved into row above: test the flag itself, issue 21.11.)
-  if (out_estimated) d["output_tokens_estimated"] = true;
-  row["dyn"] = std::move(d);
-  return row;
+  if (ex.stream && f && f->content_chunks > 0 && f->chunk_tokens.size() == f->content_chunks) r.chunk_tokens = f->chunk_tokens;
+  if (latency) r.request_latency_ms = *latency;
+  if (!ex.binding.empty()) r.binding = ex.binding;
+  r.pause_ms = ex.pause_ms;
+  std::string line;
+  line.reserve(1024);
+  trace::append_request_end(line, r);
+  return line;
 }
 
 void Frontend::Impl::on_kv_batch(size_t i, const kvevents::EventBatch& b) {

@@ -5,6 +5,9 @@
 #include <array>
 #include <charconv>
 #include <cstdio>
+#include <string>
+
+#include "dyn/base/json_write.h"
 
 namespace dyn::session {
 
@@ -80,6 +83,23 @@ Json AgentContext::to_json() const {
   if (session_final) j["session_final"] = *session_final;
   if (compaction) j["compaction"] = *compaction;
   return j;
+}
+
+void append_agent_context(std::string& out, std::string_view session_id, std::string_view parent_session_id,
+                          std::optional<bool> session_final, const Json* compaction) {
+  // Key order of to_json() above.
+  out += R"({"session_id":)";
+  append_json_string_replace(out, session_id);
+  if (!parent_session_id.empty()) {
+    out += R"(,"parent_session_id":)";
+    append_json_string_replace(out, parent_session_id);
+  }
+  if (session_final) out += *session_final ? R"(,"session_final":true)" : R"(,"session_final":false)";
+  if (compaction) {
+    out += R"(,"compaction":)";
+    out += compaction->dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+  out += '}';
 }
 
 std::optional<AgentContext> AgentContext::from_json(const Json& v) {

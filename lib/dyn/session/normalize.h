@@ -35,6 +35,17 @@ struct AgentContext {
   bool operator==(const AgentContext&) const = default;
 };
 
+/// Appends an agent_context object: exactly AgentContext{...}.to_json().dump() with the replace
+/// error handler (invalid UTF-8 in an id becomes U+FFFD; ids come from request headers). The one
+/// writer of agent_context in rows (trace::append_request_end, trace::append_route_decision).
+/// `parent_session_id` "" = omitted; `compaction` nullptr = omitted. Thread-safe.
+void append_agent_context(std::string& out, std::string_view session_id, std::string_view parent_session_id,
+                          std::optional<bool> session_final = std::nullopt, const Json* compaction = nullptr);
+/// The same for an AgentContext.
+inline void append_agent_context(std::string& out, const AgentContext& c) {
+  append_agent_context(out, c.session_id, c.parent_session_id, c.session_final, c.compaction ? &*c.compaction : nullptr);
+}
+
 /// Which header family (SPEC 1.1 table row) produced the session.
 enum class Source { kNone, kDynamo, kClaudeCode, kCodex, kDeepSeek, kOpenCode, kGeneric };
 const char* source_name(Source s);

@@ -1,0 +1,201 @@
+// The one serializer of each record type (see rows.h); hand-written for speed, matching
+// Json::dump() byte for byte (tests/unit/test_trace_rows.cpp holds the goldens).
+#include "dyn/trace/rows.h"
+
+#include "dyn/base/json_write.h"
+#include "dyn/trace/record.h"
+
+namespace dyn::trace {
+
+// Named (not anonymous): unity builds merge this module's files into one translation unit.
+namespace rows_impl {
+
+// `,"key":` — keys are literals chosen here, so they need no escaping.
+void key(std::string& o, std::string_view k) {
+  o += ",\"";
+  o += k;
+  o += "\":";
+}
+void num(std::string& o, std::string_view k, uint64_t v) {
+  key(o, k);
+  append_json_number(o, v);
+}
+void num(std::string& o, std::string_view k, int64_t v) {
+  key(o, k);
+  append_json_number(o, v);
+}
+void num(std::string& o, std::string_view k, double v) {
+  key(o, k);
+  append_json_number(o, v);
+}
+void str(std::string& o, std::string_view k, std::string_view v) {
+  key(o, k);
+  append_json_string_replace(o, v);
+}
+template <class T>
+void array(std::string& o, std::string_view k, std::span<const T> v) {
+  key(o, k);
+  o += '[';
+  for (size_t i = 0; i < v.size(); ++i) {
+    if (i) o += ',';
+    append_json_number(o, v[i]);
+  }
+  o += ']';
+}
+void flag(std::string& o, std::string_view k, bool v) {
+  key(o, k);
+  o += v ? "true" : "false";
+}
+
+// {"schema", "event_type", "event_time_unix_ms", "event_source"} without the closing brace.
+void head(std::string& o, std::string_view event_type, uint64_t t, std::string_view source) {
+  o += R"({"schema":)";
+  append_json_string(o, kSchema);
+  str(o, "event_type", event_type);
+  num(o, "event_time_unix_ms", t);
+  str(o, "event_source", source);
+}
+
+void agent_context(std::string& o, const ContextRef& c) {
+  if (c.session_id.empty()) return;
+  key(o, "agent_context");
+  session::append_agent_context(o, c.session_id, c.parent_session_id, c.session_final, c.compaction);
+}
+
+}  // namespace rows_impl
+
+void append_request_end(std::string& o, const RequestEnd& r) {
+  using namespace rows_impl;
+  head(o, event::kRequestEnd, r.event_time_unix_ms, r.event_source);
+  agent_context(o, r.agent_context);
+
+  o += R"(,"request":{"request_id":)";
+  append_json_string_replace(o, r.request_id);
+  if (r.x_request_id) str(o, "x_request_id", *r.x_request_id);
+  if (r.model) str(o, "model", *r.model);
+  num(o, "input_tokens", r.input_tokens);
+  if (r.output_tokens) num(o, "output_tokens", *r.output_tokens);
+  if (r.cached_tokens) num(o, "cached_tokens", *r.cached_tokens);
+  num(o, "request_received_ms", r.request_received_ms);
+  if (r.ttft_ms) num(o, "ttft_ms", *r.ttft_ms);
+  if (r.total_time_ms) num(o, "total_time_ms", *r.total_time_ms);
+  if (r.avg_itl_ms) num(o, "avg_itl_ms", *r.avg_itl_ms);
+  if (r.kv_hit_rate) num(o, "kv_hit_rate", *r.kv_hit_rate);
+  if (r.worker) {
+    o += R"(,"worker":{"decode_worker_id":)";
+    append_json_number(o, *r.worker);
+    o += '}';
+  } else if (r.worker_text) {
+    o += R"(,"worker":{"decode_worker_id":)";
+    append_json_string_replace(o, *r.worker_text);
+    o += '}';
+  }
+  if (r.replay) {
+    o += R"(,"replay":{"trace_block_size":)";
+    append_json_number(o, r.replay->trace_block_size);
+    num(o, "input_length", r.replay->input_length);
+    array(o, "input_sequence_hashes", r.replay->input_sequence_hashes);
+    o += '}';
+  }
+  if (r.finish_reason || !r.tool_calls.empty()) {
+    o += R"(,"finish_reason_metadata":{)";
+    bool first = true;
+    if (r.finish_reason) {
+      o += R"("finish_reason":)";
+      append_json_string_replace(o, *r.finish_reason);
+      first = false;
+    }
+    if (!r.tool_calls.empty()) {
+      o += first ? R"("tool_calls":[)" : R"(,"tool_calls":[)";
+      for (size_t i = 0; i < r.tool_calls.size(); ++i) {
+        const RequestEnd::ToolCall& tc = r.tool_calls[i];
+        o += i ? R"(,{"choice_index":)" : R"({"choice_index":)";
+        append_json_number(o, tc.choice_index);
+        num(o, "tool_call_index", tc.tool_call_index);
+        if (!tc.id.empty()) str(o, "id", tc.id);
+        if (!tc.name.empty()) str(o, "name", tc.name);
+        o += '}';
+      }
+      o += ']';
+    }
+    o += '}';
+  }
+
+  o += R"(},"dyn":{"status":)";
+  append_json_string(o, r.status);
+  if (r.error) {
+    o += R"(,"error":{"code":)";
+    append_json_number(o, r.error->code);
+    str(o, "type", r.error->type);
+    str(o, "message", r.error->message);
+    o += '}';
+  }
+  if (r.warning) str(o, "warning", *r.warning);
+  if (r.ttst_ms) num(o, "ttst_ms", *r.ttst_ms);
+  if (r.inter_chunk_ms) array(o, "inter_chunk_ms", *r.inter_chunk_ms);
+  if (r.chunk_tokens) array(o, "chunk_tokens", *r.chunk_tokens);
+  if (r.request_latency_ms) num(o, "request_latency_ms", *r.request_latency_ms);
+  if (r.schedule_lag_ms) num(o, "schedule_lag_ms", *r.schedule_lag_ms);
+  if (r.scheduled_ms) num(o, "scheduled_ms", *r.scheduled_ms);
+  if (r.hash_ids) array(o, "hash_ids", *r.hash_ids);
+  if (r.block_size) num(o, "block_size", *r.block_size);
+  if (r.turn) num(o, "turn", *r.turn);
+  if (r.binding) str(o, "binding", *r.binding);
+  if (r.pause_ms) num(o, "pause_ms", *r.pause_ms);
+  if (r.queue_ms) num(o, "queue_ms", *r.queue_ms);
+  if (r.warmup) flag(o, "warmup", true);
+  if (r.input_tokens_estimated) flag(o, "input_tokens_estimated", true);
+  if (r.output_tokens_estimated) flag(o, "output_tokens_estimated", true);
+  if (r.prompt_sizing) {
+    o += R"(,"prompt_sizing":{"input_length":)";
+    append_json_number(o, r.prompt_sizing->input_length);
+    num(o, "tokenizer_tokens", r.prompt_sizing->tokenizer_tokens);
+    o += '}';
+  }
+  o += "}}";
+}
+
+void append_route_decision(std::string& o, const RouteDecision& d) {
+  using namespace rows_impl;
+  head(o, event::kRouteDecision, d.event_time_unix_ms, "router");
+  agent_context(o, d.agent_context);
+  o += R"(,"request":{"request_id":)";
+  append_json_string_replace(o, d.request_id);
+  if (!d.x_request_id.empty()) str(o, "x_request_id", d.x_request_id);
+  num(o, "input_tokens", d.input_tokens);
+  if (d.output_tokens) num(o, "output_tokens", *d.output_tokens);
+  if (d.error) {
+    o += R"(},"dyn":{"binding":"none","error":{"code":)";
+    append_json_number(o, d.error->code);
+    str(o, "message", d.error->message);
+    o += "}}}";
+    return;
+  }
+  num(o, "cached_tokens", d.cached_tokens);
+  num(o, "kv_hit_rate", d.kv_hit_rate);
+  o += R"(,"worker":{"decode_worker_id":)";
+  append_json_number(o, d.worker);
+  o += R"(}},"dyn":{"binding":)";
+  append_json_string(o, d.binding);
+  num(o, "request_blocks", d.request_blocks);
+  if (d.explain) {
+    o += R"(,"explain":{"request_blocks":)";
+    append_json_number(o, d.request_blocks);
+    o += R"(,"workers":[)";
+    for (size_t i = 0; i < d.candidates.size(); ++i) {
+      const RouteDecision::Candidate& c = d.candidates[i];
+      o += i ? R"(,{"worker":)" : R"({"worker":)";
+      append_json_number(o, c.worker);
+      num(o, "overlap_blocks", c.overlap_blocks);
+      num(o, "prefill_blocks", c.prefill_blocks);
+      num(o, "decode_blocks", c.decode_blocks);
+      num(o, "cost", c.cost);
+      flag(o, "eligible", c.eligible);
+      o += '}';
+    }
+    o += "]}";
+  }
+  o += "}}";
+}
+
+}  // namespace dyn::trace

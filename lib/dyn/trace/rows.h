@@ -1,0 +1,144 @@
+// The rows the tools write (docs/records.md): one type and one serializer per record type, used
+// by every producer, so the key order and number forms live in one place.
+//   request_end:    dyn-route serve / dyn-trace capture (serve::Frontend), dyn-replay
+//                   (replay::client_record), dyn-replay --sim (replay::run_sim)
+//   route_decision: dyn-route decide (offline::decide)
+// A new field is one member here, one line in rows.cpp, and the producer that fills it.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "dyn/base/json.h"
+#include "dyn/session/normalize.h"
+
+namespace dyn::trace {
+
+/// A row's agent_context (SPEC 1.2) as views; omitted from the row when session_id is empty.
+struct ContextRef {
+  std::string_view session_id, parent_session_id;  ///< parent "" = omitted
+  std::optional<bool> session_final;
+  const Json* compaction = nullptr;
+  /// Views into `c`, which must outlive the row's serialization.
+  static ContextRef of(const session::AgentContext& c) {
+    return {c.session_id, c.parent_session_id, c.session_final, c.compaction ? &*c.compaction : nullptr};
+  }
+};
+
+/// One request_end row (SPEC 5.1, docs/records.md), as views into the producer's own data: the
+/// struct is filled and serialized at once, so nothing is copied. Absent optionals (and empty
+/// views where noted) are omitted from the row.
+struct RequestEnd {
+  uint64_t event_time_unix_ms = 0;
+  std::string_view event_source;  ///< "router", "client", "simulator"
+
+  ContextRef agent_context;
+
+  // request
+  std::string_view request_id;
+  std::optional<std::string_view> x_request_id;
+  std::optional<std::string_view> model;
+  uint64_t input_tokens = 0;
+  std::optional<uint64_t> output_tokens, cached_tokens;
+  uint64_t request_received_ms = 0;
+  std::optional<double> ttft_ms, total_time_ms, avg_itl_ms, kv_hit_rate;
+  /// request.worker.decode_worker_id: a number, or (client rows whose x-dyn-worker header was not
+  /// a non-negative integer) the header's text.
+  std::optional<int64_t> worker;
+  std::optional<std::string_view> worker_text;
+  /// request.replay {trace_block_size, input_length, input_sequence_hashes}; omitted when unset.
+  struct Replay {
+    uint64_t trace_block_size = 0;
+    uint64_t input_length = 0;
+    std::span<const uint64_t> input_sequence_hashes;
+  };
+  std::optional<Replay> replay;
+  /// request.finish_reason_metadata: written when finish_reason is set or tool_calls is non-empty.
+  struct ToolCall {
+    uint64_t choice_index = 0, tool_call_index = 0;
+    std::string_view id, name;  ///< "" = omitted
+  };
+  std::optional<std::string_view> finish_reason;
+  std::span<const ToolCall> tool_calls;
+
+  // dyn (toolkit extras)
+  std::string_view status = "ok";  ///< "ok", "error", "cancelled"
+  struct Failure {
+    int64_t code = 0;  ///< HTTP status, 0 for transport errors
+    std::string_view type, message;
+  };
+  std::optional<Failure> error;
+  std::optional<std::string_view> warning;
+  std::optional<double> ttst_ms;
+  std::optional<std::span<const double>> inter_chunk_ms;
+  std::optional<std::span<const uint64_t>> chunk_tokens;
+  std::optional<double> request_latency_ms, schedule_lag_ms, scheduled_ms;
+  std::optional<std::span<const uint64_t>> hash_ids;
+  std::optional<uint64_t> block_size, turn;
+  std::optional<std::string_view> binding;
+  std::optional<double> pause_ms, queue_ms;
+  bool warmup = false;
+  bool input_tokens_estimated = false, output_tokens_estimated = false;
+  struct PromptSizing {
+    uint64_t input_length = 0, tokenizer_tokens = 0;
+  };
+  std::optional<PromptSizing> prompt_sizing;
+};
+
+/// Appends `r` as one JSON object (no newline), byte for byte what building it as an (ordered)
+/// Json and dump(-1, ' ', false, replace) writes. Key order (docs/records.md, "key order is
+/// fixed"): schema, event_type, event_time_unix_ms, event_source, agent_context, request {
+/// request_id, x_request_id, model, input_tokens, output_tokens, cached_tokens,
+/// request_received_ms, ttft_ms, total_time_ms, avg_itl_ms, kv_hit_rate, worker, replay,
+/// finish_reason_metadata }, dyn { status, error, warning, ttst_ms, inter_chunk_ms, chunk_tokens,
+/// request_latency_ms, schedule_lag_ms, scheduled_ms, hash_ids, block_size, turn, binding,
+/// pause_ms, queue_ms, warmup, input_tokens_estimated, output_tokens_estimated, prompt_sizing }.
+/// Strings that may carry invalid UTF-8 (headers, upstream messages) get U+FFFD, as dump's
+/// replace handler does. Thread-safe.
+void append_request_end(std::string& out, const RequestEnd& r);
+
+/// One route_decision row of dyn-route decide (docs/records.md): the router's choice for a
+/// request on the virtual clock, or its refusal (error set).
+struct RouteDecision {
+  uint64_t event_time_unix_ms = 0;  ///< arrival
+  ContextRef agent_context;
+  std::string_view request_id;
+  std::string_view x_request_id;  ///< "" = omitted
+  uint64_t input_tokens = 0;
+  std::optional<uint64_t> output_tokens;
+  // Placed (error unset):
+  uint64_t cached_tokens = 0;
+  double kv_hit_rate = 0;
+  int64_t worker = 0;
+  std::string_view binding;
+  uint64_t request_blocks = 0;
+  /// dyn.explain (--explain): one entry per worker.
+  struct Candidate {
+    uint64_t worker = 0;
+    uint64_t overlap_blocks = 0;
+    double prefill_blocks = 0, decode_blocks = 0;  ///< route::WorkerScore's (written as doubles)
+    double cost = 0;
+    bool eligible = true;
+  };
+  bool explain = false;
+  std::span<const Candidate> candidates;
+  // Refused: dyn {binding "none", error {code, message}}.
+  struct Refusal {
+    int64_t code = 0;  ///< the Error's exit code
+    std::string_view message;
+  };
+  std::optional<Refusal> error;
+};
+
+/// Appends `d` as one JSON object (no newline), byte for byte Json::dump() of the same row:
+/// schema, event_type, event_time_unix_ms, event_source "router", agent_context, request {
+/// request_id, x_request_id, input_tokens, output_tokens, [cached_tokens, kv_hit_rate, worker] },
+/// dyn { binding, request_blocks, explain {request_blocks, workers [{worker, overlap_blocks,
+/// prefill_blocks, decode_blocks, cost, eligible}]} } or dyn { binding "none", error {code,
+/// message} }. Thread-safe.
+void append_route_decision(std::string& out, const RouteDecision& d);
+
+}  // namespace dyn::trace
