@@ -14,6 +14,7 @@ void setup_compare(CLI::App& app, cli::Dispatch& dispatch) {
     std::string label_a, label_b;
     std::string format = "auto";
     std::string goodput;
+    uint32_t kv_block_size = 64;
     cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
@@ -26,10 +27,16 @@ void setup_compare(CLI::App& app, cli::Dispatch& dispatch) {
       ->check(CLI::IsMember({"auto", "table", "json"}))
       ->capture_default_str();
   sub->add_option("--goodput", o->goodput, "SLOs as for report, applied to both runs")->type_name("SLOS");
+  sub->add_option("--kv-block-size", o->kv_block_size,
+                  "Tokens per engine KV block: the theoretical (infinite-cache) hit rate counts full blocks of this "
+                  "size, as the engines cache them")
+      ->check(CLI::Range(1u, 1u << 20))
+      ->capture_default_str();
   cli::add_output_options(*sub, o->out);
   dispatch.add(sub, [o] {
     metrics::ReportOptions ro;
     ro.goodput = goodput_or_fail(o->goodput);
+    ro.kv_block_size = o->kv_block_size;
     metrics::RequestSet a = load_or_fail({o->a});
     metrics::RequestSet b = load_or_fail({o->b});
     const metrics::Report ra = metrics::build_report(a, ro), rb = metrics::build_report(b, ro);

@@ -45,6 +45,7 @@ void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
     std::string goodput;
     std::string export_dir;
     bool per_session = false;
+    uint32_t kv_block_size = 64;
     cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
@@ -64,6 +65,11 @@ void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
                   "Also write profile_export.jsonl, profile_export_aiperf.json (with this run's input_config) and "
                   "profile_export_aiperf.csv into DIR (--artifact-dir: AIPerf's spelling)")
       ->type_name("DIR");
+  sub->add_option("--kv-block-size", o->kv_block_size,
+                  "Tokens per engine KV block: the theoretical (infinite-cache) hit rate counts full blocks of this "
+                  "size, as the engines cache them")
+      ->check(CLI::Range(1u, 1u << 20))
+      ->capture_default_str();
   sub->add_flag("--per-session", o->per_session, "Add the per-session breakdown to the table (always in JSON)");
   cli::add_output_options(*sub, o->out);
   dispatch.add(sub, [o, sub] {
@@ -73,6 +79,7 @@ void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
     }
     metrics::ReportOptions ro;
     ro.goodput = goodput_or_fail(o->goodput);
+    ro.kv_block_size = o->kv_block_size;
     metrics::RequestSet set = load_or_fail(o->inputs);
     metrics::Report rep = metrics::build_report(set, ro);
     io::Output* out = nullptr;

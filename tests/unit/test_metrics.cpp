@@ -304,6 +304,31 @@ TEST_CASE("theoretical hit rate counts blocks seen earlier in the workload") {
   CHECK(rep.find_scalar("theoretical_cache_hit_rate")->value == doctest::Approx(30.0));
 }
 
+TEST_CASE("theoretical hit rate counts full engine blocks when the ids' block size is recorded") {
+  // Two turns with 512-token hash ids, engines of 64-token blocks. Turn 1: ids [0, 1], 1000
+  // tokens = 15 full engine blocks (8 under id 0, 7 under id 1, the 40-token tail is never
+  // cached). Turn 2: ids [0, 1, 2], 1100 tokens = 17 blocks; its first 15 are turn 1's (same
+  // ids under the same token ranges), blocks 15-16 are new. Hit = 15 x 64 of 2100 input tokens.
+  RequestSet set;
+  for (int i = 0; i < 2; ++i) {
+    RequestRecord r;
+    r.start_ns = i * 1'000'000;
+    r.end_ns = r.start_ns.value() + 1;
+    r.isl = i == 0 ? 1000 : 1100;
+    r.hash_block_size = 512;
+    r.hash_ids = i == 0 ? std::vector<uint64_t>{0, 1} : std::vector<uint64_t>{0, 1, 2};
+    set.requests.push_back(r);
+  }
+  Report rep = build_report(set);
+  CHECK(rep.find_scalar("theoretical_cache_hit_rate")->value == doctest::Approx(100.0 * 15 * 64 / 2100));
+  // The old count (hash ids seen before: 2 of 5 = 40 %) is below what a 64-token cache reaches.
+  CHECK(rep.find_scalar("theoretical_cache_hit_rate")->value > 45.0);
+  // At the ids' own block size: turn 1 has 1 full block, turn 2 has 2, the first shared.
+  ReportOptions o;
+  o.kv_block_size = 512;
+  CHECK(build_report(set, o).find_scalar("theoretical_cache_hit_rate")->value == doctest::Approx(100.0 * 512 / 2100));
+}
+
 TEST_CASE("format_number groups thousands") {
   CHECK(format_number(1234567.891) == "1,234,567.89");
   CHECK(format_number(-5.5) == "-5.50");

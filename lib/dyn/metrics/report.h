@@ -62,6 +62,9 @@ struct SessionRow {
 
 struct ReportOptions {
   std::vector<Slo> goodput;  ///< empty = no goodput
+  /// Tokens per engine KV block for the theoretical hit rate (SPEC 7): the engines cache whole
+  /// blocks of this size (dyn-mocker and --sim default 64, `dyn-bench --kv-block-size`).
+  uint32_t kv_block_size = 64;
 };
 
 struct Report {

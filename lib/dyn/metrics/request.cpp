@@ -168,6 +168,7 @@ std::optional<RequestRecord> parse_request_end(const Json& row, std::string wher
   }
   r.hash_ids = u64_array(find_path(row, "dyn.hash_ids"));
   if (r.hash_ids.empty()) r.hash_ids = u64_array(find_path(row, "request.replay.input_sequence_hashes"));
+  else if (auto b = num_at(row, "dyn.block_size"); b && *b >= 1 && *b <= UINT32_MAX) r.hash_block_size = static_cast<uint32_t>(*b);
   r.source = row;
   return r;
 }

@@ -46,6 +46,7 @@ struct RequestRecord {
   std::optional<double> isl, osl, cached, output_token_count, reasoning_token_count;  ///< tokens
   std::optional<double> schedule_lag_ms;
   std::vector<uint64_t> hash_ids;  ///< dyn.hash_ids or request.replay.input_sequence_hashes
+  uint32_t hash_block_size = 0;    ///< dyn.block_size: tokens per hash id (0 = not recorded)
   /// AIPerf metrics this toolkit does not know, kept as (tag, unit, values) in record order so
   /// an AIPerf run's other aggregates are still reproduced.
   std::vector<std::tuple<std::string, std::string, std::vector<double>>> extra;

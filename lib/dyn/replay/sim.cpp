@@ -157,7 +157,7 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
     }
   }
   std::unordered_set<uint64_t> seen_ids;
-  uint64_t id_blocks = 0, id_hits = 0;
+  uint64_t id_tokens = 0, id_hits = 0;
   for (size_t i = 0; i < n; ++i) {
     Req& r = reqs[i];
     if (!r.kept) continue;
@@ -166,12 +166,16 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
       reqs[static_cast<size_t>(p)].dependents.push_back(static_cast<uint32_t>(i));
       ++r.pending;
     }
-    for (uint64_t h : r.row->hash_ids) {
-      ++id_blocks;
-      if (!seen_ids.insert(h).second) ++id_hits;
+    // Theoretical hit rate at the engines' block size (SPEC 7, as dyn-bench counts it): input
+    // tokens of the rows with hash ids that lie in full engine blocks an earlier row had.
+    if (!r.row->hash_ids.empty()) {
+      id_tokens += r.row->input_length;
+      for (uint64_t h : tokens::sequence_from_ids(r.row->hash_ids, wl.block_size, false, r.row->input_length,
+                                                  ecfg.block_size))
+        if (!seen_ids.insert(h).second) id_hits += ecfg.block_size;
     }
   }
-  sum.theoretical_hit = id_blocks ? static_cast<double>(id_hits) / static_cast<double>(id_blocks) : 0.0;
+  sum.theoretical_hit = id_tokens ? static_cast<double>(id_hits) / static_cast<double>(id_tokens) : 0.0;
   if (!fixed) {
     // Outside the fixed schedule a child session's first turn has no time of its own: it starts
     // after its parent's latest preceding turn (the live plan's rule, replay::build_plan).

@@ -54,7 +54,9 @@ struct SimSummary {
   double simulated_ms = 0;   ///< last response end - first request start
   double wall_ms = 0;
   uint64_t input_tokens = 0, cached_tokens = 0, output_tokens = 0;
-  double theoretical_hit = 0;  ///< share of hash-id blocks seen earlier in the workload (SPEC 7)
+  /// Share of the input tokens (rows with hash ids) in full engine blocks an earlier row had:
+  /// an infinite prefix cache at the engines' block size, in workload order (SPEC 7).
+  double theoretical_hit = 0;
   uint64_t preemptions = 0;
   uint64_t outside_offsets = 0;  ///< rows dropped by the fixed-schedule offsets
   uint64_t over_count = 0;       ///< rows dropped by request_count
