@@ -10,6 +10,7 @@
 #include <fstream>
 
 #include <pthread.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 namespace dyn::http {
@@ -20,12 +21,20 @@ Expected<int> bind_server(httplib::Server& server, const ListenOptions& o) {
   server.set_keep_alive_max_count(o.keep_alive_max_count);
   server.set_keep_alive_timeout(o.keep_alive_timeout_s);
   server.set_tcp_nodelay(true);
+  // cpp-httplib's default sets SO_REUSEPORT, with which a second server on a busy port binds
+  // without error and silently takes part of the traffic (issue 16). SO_REUSEADDR alone still
+  // allows a restart on a port in TIME_WAIT, but a port someone listens on fails to bind.
+  server.set_socket_options([](socket_t sock) {
+    int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+  });
   int port = o.port;
   if (port == 0) {
     port = server.bind_to_any_port(o.host);
     if (port <= 0) return Error{"cannot bind " + o.host + " to a free port", kExitIo};
   } else if (!server.bind_to_port(o.host, port)) {
-    return Error{"cannot bind " + o.host + ":" + std::to_string(port) + " (in use?)", kExitIo};
+    return Error{"cannot bind " + o.host + ":" + std::to_string(port) +
+                     " (port in use, or not allowed)", kExitIo};
   }
   // cpp-httplib 0.11 listens with a backlog of 5: a burst of connects (1,000 sessions starting
   // together) would overflow it and clients would see resets.

@@ -34,6 +34,7 @@ struct ListenOptions {
 
 /// Applies the ListenOptions' thread pool and keep-alive settings, binds, and writes the port
 /// file (temp + rename, so a reader never sees a partial number). Returns the bound port.
+/// A port another process listens on is a bind failure (no SO_REUSEPORT sharing: issue 16).
 /// Errors: bind failure or an unwritable port file -> Error (exit code 4).
 Expected<int> bind_server(httplib::Server& server, const ListenOptions& options);
 
