@@ -42,18 +42,19 @@ echo "mock engine settings: 2 workers, block size $block_size, $kv_blocks KV blo
      "($((block_size * kv_blocks)) tokens; the slice's working set is ~650,000 tokens), speedup ${speedup}x"
 echo "workload: $(wc -l <"$workload") requests in $(jq -r .session_id "$workload" | sort -u | wc -l) sessions ($workload)"
 
+stop() {  # stop PID...: SIGTERM to each, then wait for all
+  local p
+  for p in "$@"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "$@"; do wait "$p" 2>/dev/null || true; done
+}
+
 run() {  # run NAME ROUTER_FLAGS... : one setup on its own two workers and router, in a subshell
   local name="$1"; shift
   local dir="$out/$name"
   mkdir -p "$dir"
   local pids=() urls=() port
   # SIGTERM flushes the router's trace; every process of this run stops when it ends or is stopped
-  stop_run() {
-    for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-    for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-    pids=()
-  }
-  trap stop_run EXIT
+  trap 'stop "${pids[@]}"' EXIT
   trap 'exit 143' TERM INT
   for w in 0 1; do
     "$bin/dyn-mocker" --port 0 --port-file "$dir/worker$w.port" --worker-id "$w" --block-size "$block_size" \
@@ -71,7 +72,8 @@ run() {  # run NAME ROUTER_FLAGS... : one setup on its own two workers and route
   "$bin/dyn-replay" "$workload" --url "http://127.0.0.1:$port" --streaming --speedup "$speedup" \
     --no-progress -o "$dir/rows.jsonl" --summary "$dir/summary.json" 2>"$dir/replay.log" &
   wait $! || { tail -5 "$dir/replay.log" >&2; return 4; }
-  stop_run
+  stop "${pids[@]}"
+  pids=()
   set +e
   "$bin/dyn-bind" check --ttl-secs 300 "$dir"/trace.*.jsonl.gz >"$dir/violations.jsonl" 2>"$dir/bind.log"
   set -e
@@ -81,12 +83,7 @@ run() {  # run NAME ROUTER_FLAGS... : one setup on its own two workers and route
 # The three setups run side by side, each on its own fresh workers (cold caches) and router: the
 # replays follow the workload's clock, so together they take the wall time of one.
 runs=()
-stop_all() {
-  for p in "${runs[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${runs[@]}"; do wait "$p" 2>/dev/null || true; done
-  runs=()
-}
-trap stop_all EXIT
+trap 'stop "${runs[@]}"' EXIT
 trap 'echo "quickstart: interrupted" >&2; exit 130' INT TERM
 (run round-robin --router-mode round-robin) &
 runs+=($!)

@@ -399,6 +399,21 @@ struct Bound {
 
 }  // namespace
 
+// Makes b.key's binding to b.chosen, initializing (SPEC 2: later turns wait for its first
+// request) and leased by this request, which owns it. `parent` names a parent group's parent
+// ("" for a session), listed by GET /v1/bindings. Caller holds the lock.
+static void own_new_binding(Router::Impl& I, Bound& b, const std::string& parent) {
+  Router::Impl::Entry e;
+  e.worker = b.chosen;
+  e.initializing = true;
+  e.leases = 1;
+  e.gen = I.next_gen++;
+  e.parent = parent;
+  b.role = Router::Impl::Role::kOwner;
+  b.gen = e.gen;
+  I.table.emplace(b.key, std::move(e));
+}
+
 // The affinity step (SPEC 2): the session's (or its parent group's) binding is met, waited for
 // while its first request initializes it, kept, rebound (soft) or invalidated (hard), or made.
 // Caller holds `lk`; waiting releases it, so `now` is refreshed. Errors: 503 when no worker is
@@ -473,15 +488,7 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
       I.table.erase(it);
       b.chosen = select(p);
       if (b.chosen == kNoSlot) return Error{"no healthy worker available", 503};
-      Router::Impl::Entry ne;
-      ne.worker = b.chosen;
-      ne.initializing = true;
-      ne.leases = 1;
-      ne.gen = I.next_gen++;
-      ne.parent = req.parent_session_id;  // a rebound parent group stays a group (GET /v1/bindings)
-      b.role = Role::kOwner;
-      b.gen = ne.gen;
-      I.table.emplace(key, std::move(ne));
+      own_new_binding(I, b, req.parent_session_id);  // a rebound parent group stays a group
       b.outcome = BindingOutcome::kRebound;
       break;
     }
@@ -495,15 +502,7 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
     }
     b.chosen = select(p);
     if (b.chosen == kNoSlot) return Error{"no healthy worker available", 503};
-    Router::Impl::Entry ne;
-    ne.worker = b.chosen;
-    ne.initializing = true;
-    ne.leases = 1;
-    ne.gen = I.next_gen++;
-    if (!req.parent_session_id.empty()) ne.parent = req.parent_session_id;
-    b.role = Role::kOwner;
-    b.gen = ne.gen;
-    I.table.emplace(key, std::move(ne));
+    own_new_binding(I, b, req.parent_session_id);
     b.outcome = (req.retry && req.retry->was_bound) ? BindingOutcome::kRebound : absent_outcome;
     break;
   }
