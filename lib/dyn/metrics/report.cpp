@@ -7,7 +7,6 @@
 #include <fstream>
 #include <map>
 #include <set>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -336,19 +335,17 @@ Report build_report(const RequestSet& set, const ReportOptions& options) {
     std::stable_sort(by_start.begin(), by_start.end(), [](const RequestRecord* a, const RequestRecord* b) {
       return a->start_ns.value_or(0) < b->start_ns.value_or(0);
     });
-    std::unordered_set<uint64_t> seen;
+    tokens::InfiniteCache infinite;
     double hits = 0, total = 0;
     for (const RequestRecord* r : by_start) {
       if (sized) {
         const auto isl = static_cast<uint64_t>(std::max(0.0, *r->isl));
-        const std::vector<uint64_t> seq =
-            tokens::sequence_from_ids(r->hash_ids, r->hash_block_size, false, isl, options.kv_block_size);
         total += static_cast<double>(isl);
-        for (uint64_t h : seq) hits += seen.insert(h).second ? 0 : options.kv_block_size;
+        hits += static_cast<double>(infinite.add(r->hash_ids, r->hash_block_size, isl, options.kv_block_size));
       } else {
         for (uint64_t h : r->hash_ids) {
           ++total;
-          hits += seen.insert(h).second ? 0 : 1;
+          hits += infinite.add_id(h) ? 1 : 0;
         }
       }
     }

@@ -6,7 +6,6 @@
 #include <map>
 #include <queue>
 #include <unordered_map>
-#include <unordered_set>
 
 #include <fmt/format.h>
 
@@ -156,7 +155,7 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
       }
     }
   }
-  std::unordered_set<uint64_t> seen_ids;
+  tokens::InfiniteCache infinite;
   uint64_t id_tokens = 0, id_hits = 0;
   for (size_t i = 0; i < n; ++i) {
     Req& r = reqs[i];
@@ -170,9 +169,7 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
     // tokens of the rows with hash ids that lie in full engine blocks an earlier row had.
     if (!r.row->hash_ids.empty()) {
       id_tokens += r.row->input_length;
-      for (uint64_t h : tokens::sequence_from_ids(r.row->hash_ids, wl.block_size, false, r.row->input_length,
-                                                  ecfg.block_size))
-        if (!seen_ids.insert(h).second) id_hits += ecfg.block_size;
+      id_hits += infinite.add(r.row->hash_ids, wl.block_size, r.row->input_length, ecfg.block_size);
     }
   }
   sum.theoretical_hit = id_tokens ? static_cast<double>(id_hits) / static_cast<double>(id_tokens) : 0.0;

@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <span>
 #include <string_view>
+#include <unordered_set>
 #include <vector>
 
 namespace dyn::tokens {
@@ -38,5 +39,26 @@ std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> block_hashes);
 /// exactly when they share the ids under its tokens.
 std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t ids_bs, bool ids_are_sequence,
                                         uint64_t input_length, uint32_t router_bs);
+
+/// The infinite prefix cache behind the theoretical hit rate (SPEC 7): every full block of size
+/// `engine_bs` any earlier request had is cached. Requests are added in order of start; the one
+/// rule used by dyn-bench's report and the simulator's summary, so they agree.
+class InfiniteCache {
+ public:
+  /// Adds one request (per-block ids at `ids_bs`, `input_length` tokens, as sequence_from_ids)
+  /// and returns how many of its input tokens lie in full engine blocks already cached.
+  uint64_t add(std::span<const uint64_t> ids, uint32_t ids_bs, uint64_t input_length, uint32_t engine_bs) {
+    uint64_t hit = 0;
+    for (uint64_t h : sequence_from_ids(ids, ids_bs, false, input_length, engine_bs))
+      if (!seen_.insert(h).second) hit += engine_bs;
+    return hit;
+  }
+  /// The unsized fallback (ids without a block size: Dynamo's input_sequence_hashes): adds one id,
+  /// true when an earlier request had it.
+  bool add_id(uint64_t id) { return !seen_.insert(id).second; }
+
+ private:
+  std::unordered_set<uint64_t> seen_;
+};
 
 }  // namespace dyn::tokens
