@@ -85,6 +85,65 @@ std::string origin_form(const std::string& target) {
   return target.substr(path);
 }
 
+
+/// What the dispatch stage takes from the earlier stages of Frontend::Impl::handle_api, besides
+/// the exchange.
+struct Dispatch {
+  http::ProxyRequest request;             ///< to the worker (build_upstream)
+  bool hide_usage = false;                ///< the frontend asked for the usage chunk: not relayed
+  std::optional<uint64_t> pinned_worker;  ///< x-dynamo-worker-instance-id: wins, never retried
+  std::optional<uint64_t> admitted_worker;  ///< the admission controller's (first attempt only)
+};
+
+/// The latency figures of an exchange (SPEC 7) from the tap's content-chunk stamps: one rule for
+/// the request_end row and the /metrics histograms. Times in ms from the request's arrival.
+struct Latencies {
+  std::optional<double> ttft_ms;     ///< first content chunk
+  std::optional<double> latency_ms;  ///< last content chunk
+  /// usage's count, else the SPEC 4.2 estimate from the content bytes; unset when the response
+  /// said nothing (no usage, no content, no outcome).
+  std::optional<uint64_t> output_tokens;
+  bool output_tokens_estimated = false;
+  /// (latency - TTFT) / (output tokens - 1), for a stream with at least 2 output tokens.
+  std::optional<double> avg_itl_ms;
+};
+
+Latencies latencies_of(const Exchange& ex, const http::ProxyOutcome* out) {
+  Latencies l;
+  const ResponseFacts* f = ex.tap ? &ex.tap->facts() : nullptr;
+  if (!f) return l;
+  if (f->output_tokens) {
+    l.output_tokens = *f->output_tokens;
+  } else if (f->content_bytes > 0 || out) {
+    l.output_tokens = tokens::token_count(f->content_bytes);  // SPEC 4.2 estimate when usage is absent
+    l.output_tokens_estimated = true;
+  }
+  if (f->first_content_ms) {
+    l.ttft_ms = *f->first_content_ms - ex.start_ms;
+    l.latency_ms = *f->last_content_ms - ex.start_ms;
+  }
+  uint64_t n = l.output_tokens.value_or(0);
+  if (ex.stream && l.ttft_ms && n >= 2) l.avg_itl_ms = (*l.latency_ms - *l.ttft_ms) / static_cast<double>(n - 1);
+  return l;
+}
+
+/// The error of a relayed response (type, message; type "" = success): a cut upstream stream, a
+/// client that went away, an HTTP error status (with the upstream's message), an error event
+/// inside a 2xx response (the upstream's own type and message, issue 21.3), or a stream cut
+/// before its API's terminal event with no finish reason (stream_incomplete, issue 21.2).
+std::pair<std::string, std::string> response_error(const Exchange& ex, const http::ProxyOutcome& o) {
+  if (o.kind == http::ProxyOutcome::Kind::kStreamCut) return {"stream_cut", o.message};
+  if (o.kind == http::ProxyOutcome::Kind::kCancelled) return {"cancelled", "client went away"};
+  const ResponseFacts& f = ex.tap->facts();
+  if (o.status >= 400) {
+    std::string msg = "worker returned HTTP " + std::to_string(o.status);
+    if (!f.error_message.empty()) msg += ": " + f.error_message;
+    return {"http", msg};
+  }
+  if (f.error_event) return {f.error_type, f.error_message};
+  if (StreamEnd se = stream_end(ex.api, f); !se.complete) return {"stream_incomplete", se.message};
+  return {};
+}
 }  // namespace
 
 struct Frontend::Impl {
@@ -159,20 +218,92 @@ struct Frontend::Impl {
 
   Impl(FrontendOptions o, const Clock& c) : opt(std::move(o)), clock(c) {}
 
-  // ---- request handling ------------------------------------------------------------------
+  // ---- request handling (SPEC 1, 2, 5) --------------------------------------------------------
+  // handle_api runs one API request through the stages below, in this order. A stage that answers
+  // the request itself (an error) returns false or nullopt; it has then set the response and
+  // ended the exchange (finish: its request_end row is written), and the handler stops.
 
+  /// The whole request: the stages in order.
   void handle_api(Api api, const httplib::Request& req, httplib::Response& res);
-  void finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out, int status,
-              const std::string& err_type, const std::string& err_msg);
-  /// The request_end row of a finished exchange (trace::append_request_end), no newline.
-  std::string request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
-                              const std::string& err_type, const std::string& err_msg);
+  /// Arrival: a new exchange with its request id and arrival times, counted in requests_total.
+  std::shared_ptr<Exchange> open_exchange(Api api);
+  /// Identity (SPEC 1): the session headers normalized into the exchange's agent_context and
+  /// x-request-id, and the client's worker pin into `d`. 400 for conflicting or over-long session
+  /// headers (session::normalize) and for session ids or x-request-id that are not valid UTF-8
+  /// (they end up in trace rows and /v1/bindings, which must stay printable JSON).
+  bool read_identity(const std::shared_ptr<Exchange>& ex, const httplib::Request& req, httplib::Response& res,
+                     Dispatch& d);
+  /// Admission to the server: takes a slot of api_in_flight (the exchange frees it when it ends).
+  /// 503 while draining (Connection: close), 429 over --max-concurrent-requests (Retry-After: 1).
+  bool take_slot(const std::shared_ptr<Exchange>& ex, httplib::Response& res);
+  /// The JSON body: 400 when empty, nested deeper than kMaxJsonDepth, malformed (the byte offset
+  /// only: the parser's message quotes body bytes) or not an object. Notes the request's model
+  /// and whether it streams in the exchange.
+  std::optional<Json> parse_body(const std::shared_ptr<Exchange>& ex, const httplib::Request& req,
+                                 httplib::Response& res);
+  /// The request to the worker, into `d`: the origin-form target (RFC 9112 3.2.2), the client's
+  /// headers and its body; a chat/completions stream that does not ask for usage gets
+  /// stream_options.include_usage added to `body` (for the trace's token counts) and the usage
+  /// chunk hidden from the client.
+  void build_upstream(const Exchange& ex, Json& body, const httplib::Request& req, Dispatch& d);
+  /// Prompt hashing: SPEC 4.2 tokens (or the --tokenizer-url ids) and SPEC 4.1 sequence hashes of
+  /// the rendered request at the trace block size, the trailing partial block included (routing
+  /// uses the complete blocks only).
+  void hash_prompt(Exchange& ex, const Json& body);
+  /// SPEC 9 admission: a paused program's request waits here (no polling) until the scheduler
+  /// tick releases it or the resume timeout forces it in (the wait is dyn.pause_ms); its worker
+  /// goes into `d`. 503 when the router shuts down meanwhile. Without admission or a session:
+  /// nothing to do.
+  bool admit(const std::shared_ptr<Exchange>& ex, httplib::Response& res, Dispatch& d);
+  /// Placement and proxying with one retry: leases a worker, sends the request, and relays the
+  /// response (relay_response), or, when the worker sent no response, marks it down and retries
+  /// once elsewhere (no_response).
+  void dispatch(const std::shared_ptr<Exchange>& ex, const httplib::Request& req, httplib::Response& res,
+                const Dispatch& d);
+  /// The worker of one attempt: the router's placement (shared store or this replica's table;
+  /// the client's pin, else on the first attempt the admission controller's worker, else the
+  /// policy; `retry` avoids the failed worker), held in the exchange as a lease until finish;
+  /// worker 0 in capture mode. Counts the dispatch (requests, in_flight). nullopt = rejected
+  /// with the router's status (503 no healthy worker or a full binding table, 4xx identity).
+  std::optional<size_t> lease_worker(const std::shared_ptr<Exchange>& ex, httplib::Response& res, const Dispatch& d,
+                                     int attempt, const std::optional<route::RetryAdvice>& retry);
+  /// The worker sent no response (unreachable, or no headers within the read timeout): marks it
+  /// down until the health poller sees it again and fails the placement (hard mode invalidates
+  /// the binding). True = retry once on another worker (`retry` set to the router's advice):
+  /// only for a first attempt that did not time out, without a client pin, with another worker.
+  /// Otherwise answers 504 (timed out: the worker may be running the request, so it is never
+  /// resent, SPEC 2.3) or 502 and ends the exchange.
+  bool no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& call, httplib::Response& res,
+                   const Dispatch& d, int attempt, std::optional<route::RetryAdvice>& retry);
+  /// The worker answered: commits the placement on a 2xx (the first token then tells the router
+  /// prefill is done) or fails it (a 5xx invalidates a hard binding, a 4xx leaves it), and relays
+  /// the response as it arrives with x-dyn-worker (serve mode). The exchange ends when the
+  /// response to the client has ended, with the error response_error names (a cut stream also
+  /// marks the worker down).
+  void relay_response(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<http::ProxyCall>& call,
+                      const httplib::Request& req, httplib::Response& res);
+  /// Answers the request with an error of the frontend's own (before or instead of a dispatch)
+  /// and ends the exchange; counted in rejected_total.
   void reject(const std::shared_ptr<Exchange>& ex, httplib::Response& res, int status,
               const std::string& type, const std::string& msg) {
     rejected_total++;
     http::set_error(res, status, type, msg);
     finish(ex, nullptr, status, "http", msg);
   }
+  /// The end of an exchange, once: release, count_end, then its request_end row (with tracing).
+  /// `out` is null for a rejected request; `err_type` "" = success.
+  void finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out, int status,
+              const std::string& err_type, const std::string& err_msg);
+  /// Gives back what the exchange held: the placement's lease, and the admission program's turn
+  /// (SPEC 9 tool boundary: usage sets its working set, a failure keeps the old one,
+  /// session_final releases the program).
+  void release(Exchange& ex, const std::string& err_type);
+  /// The end in the metrics: the worker's counters (in_flight, cancelled, errors, token usage)
+  /// and, for a success, the TTFT, total-time and ITL histograms.
+  void count_end(const Exchange& ex, const http::ProxyOutcome* out, const std::string& err_type);
+  /// The request_end row of a finished exchange (trace::append_request_end), no newline.
+  std::string request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
+                              const std::string& err_type, const std::string& err_msg) const;
   void forward_plain(size_t worker, const httplib::Request& req, httplib::Response& res);
   /// Reads the request body into req.body for a content-reader route. False (the response set)
   /// for bodies a JSON API cannot take: form and multipart content types (415), over
@@ -292,10 +423,7 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
   };
   // Each route also matches the absolute form of its target ("POST http://host/v1/messages",
   // RFC 9112 3.2.2), which clients configured to use the router as an HTTP proxy send.
-  m.server.Post(absolute_or_origin("/v1/chat/completions"), api_route(Api::kChat));
-  m.server.Post(absolute_or_origin("/v1/completions"), api_route(Api::kCompletions));
-  m.server.Post(absolute_or_origin("/v1/responses"), api_route(Api::kResponses));
-  m.server.Post(absolute_or_origin("/v1/messages"), api_route(Api::kMessages));
+  for (const api::ApiInfo& a : api::kApis) m.server.Post(absolute_or_origin(a.path), api_route(a.api));
   if (!m.opt.capture) {
     // Anthropic's token counting (the SDK's messages.count_tokens): no generation, so no routing
     // state; any healthy worker answers it.
@@ -344,7 +472,8 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
   m.server.Get(absolute_or_origin("/"), [&m](const httplib::Request&, httplib::Response& res) {
     Json j = Json::object();
     j["service"] = m.opt.capture ? "dyn-trace capture" : "dyn-route serve";
-    j["apis"] = Json::array({"/v1/chat/completions", "/v1/completions", "/v1/responses", "/v1/messages"});
+    j["apis"] = Json::array();
+    for (const api::ApiInfo& a : api::kApis) j["apis"].push_back(a.path);
     res.set_content(j.dump() + "\n", "application/json");
   });
   // OPTIONS (any target, and "*"): the methods this server takes; no CORS grants.
@@ -520,245 +649,283 @@ void Frontend::stop() {
 // ---- request handling ------------------------------------------------------------------------
 
 void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::Response& res) {
+  std::shared_ptr<Exchange> ex = open_exchange(api);
+  Dispatch d;
+  if (!read_identity(ex, req, res, d) || !take_slot(ex, res)) return;
+  std::optional<Json> body = parse_body(ex, req, res);
+  if (!body) return;
+  build_upstream(*ex, *body, req, d);
+  hash_prompt(*ex, *body);
+  if (!admit(ex, res, d)) return;
+  dispatch(ex, req, res, d);
+}
+
+std::shared_ptr<Exchange> Frontend::Impl::open_exchange(Api api) {
   auto ex = std::make_shared<Exchange>();
   ex->api = api;
   ex->start_ms = clock.now_ms();
   ex->received_unix_ms = clock.unix_ms();
   ex->request_id = fmt::format("{}-{:06}", id_prefix, seq.fetch_add(1) + 1);
   requests_total++;
+  return ex;
+}
 
+bool Frontend::Impl::read_identity(const std::shared_ptr<Exchange>& ex, const httplib::Request& req,
+                                   httplib::Response& res, Dispatch& d) {
   auto ident = session::normalize(http::header_list(req.headers));
-  if (!ident) return reject(ex, res, http_status(ident.error()), "invalid_request_error", ident.error().message);
-  // Header bytes end up in trace rows and /v1/bindings, which must stay printable JSON.
-  if (ident->context && (!valid_utf8(ident->context->session_id) || !valid_utf8(ident->context->parent_session_id)))
-    return reject(ex, res, 400, "invalid_request_error", "session id headers must be valid UTF-8");
-  if (!valid_utf8(ident->x_request_id))
-    return reject(ex, res, 400, "invalid_request_error", "x-request-id must be valid UTF-8");
+  if (!ident) {
+    reject(ex, res, http_status(ident.error()), "invalid_request_error", ident.error().message);
+    return false;
+  }
+  if (ident->context && (!valid_utf8(ident->context->session_id) || !valid_utf8(ident->context->parent_session_id))) {
+    reject(ex, res, 400, "invalid_request_error", "session id headers must be valid UTF-8");
+    return false;
+  }
+  if (!valid_utf8(ident->x_request_id)) {
+    reject(ex, res, 400, "invalid_request_error", "x-request-id must be valid UTF-8");
+    return false;
+  }
   ex->ctx = ident->context;
   ex->x_request_id = ident->x_request_id;
+  d.pinned_worker = ident->worker_instance_id;
+  return true;
+}
 
+bool Frontend::Impl::take_slot(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
   ex->slot = &api_in_flight;
   size_t n = api_in_flight.fetch_add(1) + 1;
   if (draining.load()) {
     res.set_header("Connection", "close");
-    return reject(ex, res, 503, "service_unavailable", "the router is shutting down");
+    reject(ex, res, 503, "service_unavailable", "the router is shutting down");
+    return false;
   }
-  if (opt.max_concurrent_requests) {
-    if (n > opt.max_concurrent_requests) {
-      res.set_header("Retry-After", "1");
-      return reject(ex, res, 429, "rate_limit_error",
-                    fmt::format("too many concurrent requests (limit {}, --max-concurrent-requests)",
-                                opt.max_concurrent_requests));
-    }
+  if (opt.max_concurrent_requests && n > opt.max_concurrent_requests) {
+    res.set_header("Retry-After", "1");
+    reject(ex, res, 429, "rate_limit_error",
+           fmt::format("too many concurrent requests (limit {}, --max-concurrent-requests)", opt.max_concurrent_requests));
+    return false;
   }
+  return true;
+}
 
-  if (req.body.empty()) return reject(ex, res, 400, "invalid_request_error", "empty request body (a JSON object is required)");
+std::optional<Json> Frontend::Impl::parse_body(const std::shared_ptr<Exchange>& ex, const httplib::Request& req,
+                                               httplib::Response& res) {
+  auto bad = [&](const std::string& msg) {
+    reject(ex, res, 400, "invalid_request_error", msg);
+    return std::nullopt;
+  };
+  if (req.body.empty()) return bad("empty request body (a JSON object is required)");
   // Deep nesting would overflow the stack of the recursive code that renders and prints bodies.
-  if (json_too_deep(req.body))
-    return reject(ex, res, 400, "invalid_request_error",
-                  fmt::format("JSON body nested deeper than {} levels", kMaxJsonDepth));
+  if (json_too_deep(req.body)) return bad(fmt::format("JSON body nested deeper than {} levels", kMaxJsonDepth));
   Json body;
   try {
     body = Json::parse(req.body);
   } catch (const Json::parse_error& e) {
     // The position only: the parser's own message quotes body bytes, which must not reach traces.
-    return reject(ex, res, 400, "invalid_request_error",
-                  fmt::format("malformed JSON body (invalid JSON or UTF-8 near byte {})", e.byte));
+    return bad(fmt::format("malformed JSON body (invalid JSON or UTF-8 near byte {})", e.byte));
   }
-  if (!body.is_object()) return reject(ex, res, 400, "invalid_request_error", "request body must be a JSON object");
+  if (!body.is_object()) return bad("request body must be a JSON object");
   if (auto it = body.find("model"); it != body.end() && it->is_string()) ex->model = it->get<std::string>();
   auto st = body.find("stream");
   ex->stream = st != body.end() && st->is_boolean() && st->get<bool>();
+  return body;
+}
 
-  // Usage for the trace: when a chat/completions client streams without asking for usage, ask the
-  // worker for it and hide the extra chunk from the client.
-  bool hide_usage = false;
-  std::string upstream_body;
-  if (ex->stream && (api == Api::kChat || api == Api::kCompletions)) {
+void Frontend::Impl::build_upstream(const Exchange& ex, Json& body, const httplib::Request& req, Dispatch& d) {
+  http::ProxyRequest& p = d.request;
+  p.method = "POST";
+  p.path = origin_form(req.target.empty() ? req.path : req.target);
+  p.headers = req.headers;
+  if (ex.stream && api::has_stream_usage_option(ex.api)) {
     Json& so = body["stream_options"];
     if (!so.is_object()) so = Json::object();
     auto iu = so.find("include_usage");
     if (iu == so.end() || !iu->is_boolean() || !iu->get<bool>()) {
       so["include_usage"] = true;
-      hide_usage = true;
-      upstream_body = body.dump();
+      d.hide_usage = true;
+      p.body = body.dump();
     }
   }
-  if (!hide_usage) upstream_body = req.body;
+  if (!d.hide_usage) p.body = req.body;
+}
 
-  // SPEC 4.2 tokens and SPEC 4.1 hashes of the rendered request: routing uses the complete
-  // blocks, the trace's replay block also the trailing partial one.
-  {
-    std::vector<uint32_t> toks;
-    if (!opt.tokenizer_url.empty()) {
-      auto t = tokenize(api, body, ex->model);
-      if (t) {
-        toks = std::move(*t);
-      } else if (tokenizer_errors++ % 100 == 0) {
-        diag::warning("tokenizer", t.error().message + "; hashing the 4-byte tokens instead (routing is approximate)");
-      }
+void Frontend::Impl::hash_prompt(Exchange& ex, const Json& body) {
+  std::vector<uint32_t> toks;
+  if (!opt.tokenizer_url.empty()) {
+    auto t = tokenize(ex.api, body, ex.model);
+    if (t) {
+      toks = std::move(*t);
+    } else if (tokenizer_errors++ % 100 == 0) {
+      diag::warning("tokenizer", t.error().message + "; hashing the 4-byte tokens instead (routing is approximate)");
     }
-    if (toks.empty()) toks = tokens::text_to_tokens(tokens::render_request(body));
-    ex->input_length = toks.size();
-    auto blocks = tokens::block_hashes(toks, opt.trace_block_size, /*include_partial=*/true);
-    ex->sequence_hashes = tokens::sequence_hashes(blocks);
   }
+  if (toks.empty()) toks = tokens::text_to_tokens(tokens::render_request(body));
+  ex.input_length = toks.size();
+  auto blocks = tokens::block_hashes(toks, opt.trace_block_size, /*include_partial=*/true);
+  ex.sequence_hashes = tokens::sequence_hashes(blocks);
+}
 
-  // SPEC 9 admission: a paused program's request waits here (no polling) until the scheduler tick
-  // releases it or the resume timeout forces it in; it then goes to the controller's worker
-  // unless the client named one.
-  std::optional<uint64_t> admitted_worker;
-  if (admission && ex->ctx) {
-    double waited = 0, t0 = clock.now_ms();
-    route::AdmitDecision d =
-        admission->admit_blocking(ex->ctx->session_id, ex->ctx->parent_session_id, ex->input_length, clock, &waited);
-    ex->pause_ms = d.admitted ? waited : clock.now_ms() - t0;
-    if (!d.admitted) return reject(ex, res, 503, "service_unavailable", "the router is shutting down");
-    ex->admission_program = ex->ctx->session_id;
-    if (d.worker >= 0 && static_cast<size_t>(d.worker) < pools.size() && healthy[d.worker]) admitted_worker = d.worker;
+bool Frontend::Impl::admit(const std::shared_ptr<Exchange>& ex, httplib::Response& res, Dispatch& d) {
+  if (!admission || !ex->ctx) return true;
+  double waited = 0, t0 = clock.now_ms();
+  route::AdmitDecision a =
+      admission->admit_blocking(ex->ctx->session_id, ex->ctx->parent_session_id, ex->input_length, clock, &waited);
+  ex->pause_ms = a.admitted ? waited : clock.now_ms() - t0;
+  if (!a.admitted) {
+    reject(ex, res, 503, "service_unavailable", "the router is shutting down");
+    return false;
   }
+  ex->admission_program = ex->ctx->session_id;
+  // The controller's worker unless it went away meanwhile (the policy chooses then).
+  if (a.worker >= 0 && static_cast<size_t>(a.worker) < pools.size() && healthy[a.worker]) d.admitted_worker = a.worker;
+  return true;
+}
 
-  http::ProxyRequest preq;
-  preq.method = "POST";
-  preq.path = origin_form(req.target.empty() ? req.path : req.target);
-  preq.headers = req.headers;
-  preq.body = std::move(upstream_body);
-
+void Frontend::Impl::dispatch(const std::shared_ptr<Exchange>& ex, const httplib::Request& req,
+                              httplib::Response& res, const Dispatch& d) {
   std::optional<route::RetryAdvice> retry;
   for (int attempt = 0; attempt < 2; ++attempt) {
-    size_t worker = 0;
-    if (router) {
-      route::RouteRequest rr;
-      if (ex->ctx) {
-        rr.session_id = ex->ctx->session_id;
-        rr.parent_session_id = ex->ctx->parent_session_id;
-      }
-      size_t complete = ex->input_length / opt.trace_block_size;
-      rr.sequence_hashes = std::span<const uint64_t>(ex->sequence_hashes.data(), complete);
-      rr.tokens = ex->input_length;
-      rr.worker = ident->worker_instance_id;
-      if (!rr.worker && attempt == 0) rr.worker = admitted_worker;  // the retry lets the router choose
-      rr.retry = retry;
-      auto placed = shared ? shared->place(rr) : router->place(rr);
-      if (!placed) {
-        int status = http_status(placed.error());
-        return reject(ex, res, status, http::error_type_for_status(status), placed.error().message);
-      }
-      ex->placement.emplace(std::move(*placed));
-      worker = ex->placement->worker();
-      ex->binding = route::binding_name(ex->placement->binding());
-    }
-    ex->worker = static_cast<int>(worker);
-    WorkerCounters& wc = *counters[worker];
-    wc.requests++;
-    // In flight from dispatch, not from the response headers: a request waiting for a stalled
-    // worker's headers is that worker's load (placement already counts it; case 32), and the
-    // gauge must show it. Every path below ends it exactly once.
-    wc.in_flight++;
-    ex->tap = std::make_shared<ResponseTap>(api, hide_usage);
-    auto call = http::ProxyCall::start(*pools[worker], preq, ex->tap, clock);
-    if (!call->wait_response()) {
-      // No response at all: the worker is unreachable. Mark it down until the health poller sees
-      // it again; in hard mode the router invalidates the binding and advises one retry.
-      std::string err = call->error();
-      bool timed_out = call->timed_out();
-      call->cancel();
-      wc.in_flight--;
-      wc.errors++;
-      if (router) {
-        set_worker_health(worker, false, (timed_out ? "a request timed out before headers: " : "a request failed: ") + err);
-        route::RetryAdvice advice = ex->placement->fail(false);
-        ex->placement.reset();
-        // A worker that timed out before headers took the request and may still be running it, so
-        // it is never resent: the client gets a clean 504 and hard mode rebinds the next turn
-        // (SPEC 2.3).
-        bool can_retry = !timed_out && attempt == 0 && !ident->worker_instance_id && pools.size() > 1;
-        if (can_retry) {
-          if (advice.retry) retry = advice;
-          retries_total++;
-          continue;
-        }
-      }
-      http::ProxyOutcome o;
-      o.kind = http::ProxyOutcome::Kind::kTransport;
-      o.message = err;
-      o.end_ms = clock.now_ms();
-      if (timed_out) {
-        std::string msg = "worker " + std::to_string(worker) + " timed out: " + err;
-        http::set_error(res, 504, "timeout", msg);
-        res.set_header("x-dyn-worker", std::to_string(worker));
-        return finish(ex, &o, 504, "timeout", msg);
-      }
-      http::set_error(res, 502, "connection", "worker " + std::to_string(worker) + " unreachable: " + err);
-      return finish(ex, &o, 502, "connection", "worker unreachable: " + err);
-    }
-    int status = call->status();
-    if (ex->placement) {
-      if (status >= 200 && status < 300) {
-        ex->placement->commit();
-        auto* pl = &*ex->placement;
-        ex->tap->set_on_first_token([pl] { pl->first_token(); });
-      } else {
-        // The worker answered with an error: a 5xx is a failed dispatch (hard mode invalidates
-        // the binding); a 4xx is about the request, so the binding is left alone.
-        ex->placement->fail(status < 500);
-        ex->placement.reset();
-      }
-    }
-    std::vector<std::pair<std::string, std::string>> extra;
-    if (router) extra.emplace_back("x-dyn-worker", std::to_string(worker));
-    call->relay(req, res, extra, [this, ex](const http::ProxyOutcome& o) {
-      int st = o.status;
-      std::string type, msg;
-      if (o.kind == http::ProxyOutcome::Kind::kStreamCut) {
-        type = "stream_cut";
-        msg = o.message;
-        if (router) set_worker_health(ex->worker, false, "a stream was cut: " + o.message);
-      } else if (o.kind == http::ProxyOutcome::Kind::kCancelled) {
-        type = "cancelled";
-        msg = "client went away";
-      } else if (st >= 400) {
-        type = "http";
-        msg = "worker returned HTTP " + std::to_string(st);
-        if (const auto& f = ex->tap->facts(); !f.error_message.empty()) msg += ": " + f.error_message;
-      } else if (const auto& f = ex->tap->facts(); f.error_event) {
-        // An error inside a 2xx response keeps the upstream's own type and message (issue 21.3).
-        type = f.error_type;
-        msg = f.error_message;
-      } else if (StreamEnd se = stream_end(ex->api, f); !se.complete) {
-        // Cut before its terminal event with no finish reason: never a success (issue 21.2).
-        type = "stream_incomplete";
-        msg = se.message;
-      }
-      finish(ex, &o, st, type, msg);
-    });
-    return;
+    std::optional<size_t> worker = lease_worker(ex, res, d, attempt, retry);
+    if (!worker) return;
+    ex->tap = std::make_shared<ResponseTap>(ex->api, d.hide_usage);
+    auto call = http::ProxyCall::start(*pools[*worker], d.request, ex->tap, clock);
+    if (call->wait_response()) return relay_response(ex, call, req, res);
+    if (!no_response(ex, *call, res, d, attempt, retry)) return;
   }
+}
+
+std::optional<size_t> Frontend::Impl::lease_worker(const std::shared_ptr<Exchange>& ex, httplib::Response& res,
+                                                   const Dispatch& d, int attempt,
+                                                   const std::optional<route::RetryAdvice>& retry) {
+  size_t worker = 0;
+  if (router) {
+    route::RouteRequest rr;
+    if (ex->ctx) {
+      rr.session_id = ex->ctx->session_id;
+      rr.parent_session_id = ex->ctx->parent_session_id;
+    }
+    size_t complete = ex->input_length / opt.trace_block_size;
+    rr.sequence_hashes = std::span<const uint64_t>(ex->sequence_hashes.data(), complete);
+    rr.tokens = ex->input_length;
+    rr.worker = d.pinned_worker;
+    if (!rr.worker && attempt == 0) rr.worker = d.admitted_worker;  // the retry lets the router choose
+    rr.retry = retry;
+    auto placed = shared ? shared->place(rr) : router->place(rr);
+    if (!placed) {
+      int status = http_status(placed.error());
+      reject(ex, res, status, http::error_type_for_status(status), placed.error().message);
+      return std::nullopt;
+    }
+    ex->placement.emplace(std::move(*placed));
+    worker = ex->placement->worker();
+    ex->binding = route::binding_name(ex->placement->binding());
+  }
+  ex->worker = static_cast<int>(worker);
+  WorkerCounters& wc = *counters[worker];
+  wc.requests++;
+  // In flight from dispatch, not from the response headers: a request waiting for a stalled
+  // worker's headers is that worker's load (placement already counts it; case 32), and the
+  // gauge must show it. Every path after this ends it exactly once.
+  wc.in_flight++;
+  return worker;
+}
+
+bool Frontend::Impl::no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& call, httplib::Response& res,
+                                 const Dispatch& d, int attempt, std::optional<route::RetryAdvice>& retry) {
+  const size_t worker = static_cast<size_t>(ex->worker);
+  std::string err = call.error();
+  bool timed_out = call.timed_out();
+  call.cancel();
+  WorkerCounters& wc = *counters[worker];
+  wc.in_flight--;
+  wc.errors++;
+  if (router) {
+    set_worker_health(worker, false, (timed_out ? "a request timed out before headers: " : "a request failed: ") + err);
+    route::RetryAdvice advice = ex->placement->fail(false);
+    ex->placement.reset();
+    // A worker that timed out before headers took the request and may still be running it, so
+    // it is never resent: the client gets a clean 504 and hard mode rebinds the next turn
+    // (SPEC 2.3).
+    bool can_retry = !timed_out && attempt == 0 && !d.pinned_worker && pools.size() > 1;
+    if (can_retry) {
+      if (advice.retry) retry = advice;
+      retries_total++;
+      return true;
+    }
+  }
+  http::ProxyOutcome o;
+  o.kind = http::ProxyOutcome::Kind::kTransport;
+  o.message = err;
+  o.end_ms = clock.now_ms();
+  if (timed_out) {
+    std::string msg = "worker " + std::to_string(worker) + " timed out: " + err;
+    http::set_error(res, 504, "timeout", msg);
+    res.set_header("x-dyn-worker", std::to_string(worker));
+    finish(ex, &o, 504, "timeout", msg);
+    return false;
+  }
+  http::set_error(res, 502, "connection", "worker " + std::to_string(worker) + " unreachable: " + err);
+  finish(ex, &o, 502, "connection", "worker unreachable: " + err);
+  return false;
+}
+
+void Frontend::Impl::relay_response(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<http::ProxyCall>& call,
+                                    const httplib::Request& req, httplib::Response& res) {
+  int status = call->status();
+  if (ex->placement) {
+    if (status >= 200 && status < 300) {
+      ex->placement->commit();
+      auto* pl = &*ex->placement;
+      ex->tap->set_on_first_token([pl] { pl->first_token(); });
+    } else {
+      // The worker answered with an error: a 5xx is a failed dispatch (hard mode invalidates
+      // the binding); a 4xx is about the request, so the binding is left alone.
+      ex->placement->fail(status < 500);
+      ex->placement.reset();
+    }
+  }
+  std::vector<std::pair<std::string, std::string>> extra;
+  if (router) extra.emplace_back("x-dyn-worker", std::to_string(ex->worker));
+  call->relay(req, res, extra, [this, ex](const http::ProxyOutcome& o) {
+    if (o.kind == http::ProxyOutcome::Kind::kStreamCut && router)
+      set_worker_health(ex->worker, false, "a stream was cut: " + o.message);
+    auto [type, msg] = response_error(*ex, o);
+    finish(ex, &o, o.status, type, msg);
+  });
 }
 
 void Frontend::Impl::finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out,
                             int status, const std::string& err_type, const std::string& err_msg) {
-  if (ex->placement) {
-    ex->placement->finish();
-    ex->placement.reset();
+  release(*ex, err_type);
+  count_end(*ex, out, err_type);
+  if (!writer) return;
+  // Invalid UTF-8 in a header or message becomes U+FFFD: a stray byte must never cost the row.
+  writer->write_line(request_end_row(*ex, out, status, err_type, err_msg));
+}
+
+void Frontend::Impl::release(Exchange& ex, const std::string& err_type) {
+  if (ex.placement) {
+    ex.placement->finish();
+    ex.placement.reset();
   }
-  const ResponseFacts* f = ex->tap ? &ex->tap->facts() : nullptr;
-  double end = out ? out->end_ms : clock.now_ms();
-  if (admission && !ex->admission_program.empty()) {
-    // The program's turn ended (SPEC 9 tool boundary): usage sets its working set; a failure
-    // keeps the old one; session_final releases the program.
-    double now = clock.now_ms();
-    if (err_type.empty() && f) {
-      admission->on_response(ex->admission_program, f->input_tokens.value_or(ex->input_length),
-                             f->output_tokens.value_or(0), now);
-    } else {
-      admission->on_request_failed(ex->admission_program, now);
-    }
-    if (ex->ctx && ex->ctx->session_final.value_or(false)) admission->release_program(ex->admission_program, now);
-    ex->admission_program.clear();
+  if (!admission || ex.admission_program.empty()) return;
+  const ResponseFacts* f = ex.tap ? &ex.tap->facts() : nullptr;
+  double now = clock.now_ms();
+  if (err_type.empty() && f) {
+    admission->on_response(ex.admission_program, f->input_tokens.value_or(ex.input_length),
+                           f->output_tokens.value_or(0), now);
+  } else {
+    admission->on_request_failed(ex.admission_program, now);
   }
-  if (ex->worker >= 0 && out) {
-    WorkerCounters& wc = *counters[ex->worker];
+  if (ex.ctx && ex.ctx->session_final.value_or(false)) admission->release_program(ex.admission_program, now);
+  ex.admission_program.clear();
+}
+
+void Frontend::Impl::count_end(const Exchange& ex, const http::ProxyOutcome* out, const std::string& err_type) {
+  const ResponseFacts* f = ex.tap ? &ex.tap->facts() : nullptr;
+  if (ex.worker >= 0 && out) {
+    WorkerCounters& wc = *counters[ex.worker];
+    // A transport failure ended its in_flight and counted its error where it happened (no_response).
     if (out->kind != http::ProxyOutcome::Kind::kTransport) wc.in_flight--;
     if (out->kind == http::ProxyOutcome::Kind::kCancelled) {
       wc.cancelled++;
@@ -771,19 +938,20 @@ void Frontend::Impl::finish(const std::shared_ptr<Exchange>& ex, const http::Pro
       wc.cached_tokens += f->cached_tokens.value_or(0);
     }
   }
+  Latencies lat = latencies_of(ex, out);
   if (err_type.empty()) {
-    total_hist.observe(end - ex->start_ms);
-    if (f && f->first_content_ms) ttft_hist.observe(*f->first_content_ms - ex->start_ms);
+    total_hist.observe((out ? out->end_ms : clock.now_ms()) - ex.start_ms);
+    if (lat.ttft_ms) ttft_hist.observe(*lat.ttft_ms);
   }
-  if (!writer) return;
-  // Invalid UTF-8 in a header or message becomes U+FFFD: a stray byte must never cost the row.
-  writer->write_line(request_end_row(*ex, out, status, err_type, err_msg));
+  // Observed with tracing on only, as when the row builder did it.
+  if (writer && lat.avg_itl_ms) itl_hist.observe(*lat.avg_itl_ms);
 }
 
 std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
-                                            const std::string& err_type, const std::string& err_msg) {
+                                            const std::string& err_type, const std::string& err_msg) const {
   const ResponseFacts* f = ex.tap ? &ex.tap->facts() : nullptr;
   double end = out ? out->end_ms : clock.now_ms();
+  const Latencies lat = latencies_of(ex, out);
   trace::RequestEnd r;
   r.event_time_unix_ms = ex.received_unix_ms + static_cast<uint64_t>(std::max(0.0, end - ex.start_ms));
   r.event_source = "router";
@@ -792,36 +960,22 @@ std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::Prox
   if (!ex.x_request_id.empty()) r.x_request_id = ex.x_request_id;
   const std::string& model = f && !f->model.empty() ? f->model : ex.model;
   if (!model.empty()) r.model = model;
-  uint64_t in = ex.input_length, outt = 0;
+  uint64_t in = ex.input_length;
   if (f && f->input_tokens) {
     in = *f->input_tokens;
   } else {
     r.input_tokens_estimated = true;
   }
   r.input_tokens = in;
-  if (f && (f->output_tokens || f->content_bytes > 0 || out)) {
-    if (f->output_tokens) {
-      outt = *f->output_tokens;
-    } else {
-      outt = tokens::token_count(f->content_bytes);  // SPEC 4.2 estimate when usage is absent
-      r.output_tokens_estimated = true;
-    }
-    r.output_tokens = outt;
+  if (lat.output_tokens) {
+    r.output_tokens = *lat.output_tokens;
+    if (lat.output_tokens_estimated) r.output_tokens_estimated = true;
   }
   if (f && f->cached_tokens) r.cached_tokens = *f->cached_tokens;
   r.request_received_ms = ex.received_unix_ms;
-  std::optional<double> ttft, latency;
-  if (f && f->first_content_ms) {
-    ttft = *f->first_content_ms - ex.start_ms;
-    latency = *f->last_content_ms - ex.start_ms;
-    if (ex.stream) r.ttft_ms = *ttft;
-  }
+  if (ex.stream && lat.ttft_ms) r.ttft_ms = *lat.ttft_ms;
   r.total_time_ms = end - ex.start_ms;
-  if (ex.stream && ttft && outt >= 2) {
-    double itl = (*latency - *ttft) / static_cast<double>(outt - 1);
-    r.avg_itl_ms = itl;
-    itl_hist.observe(itl);
-  }
+  if (lat.avg_itl_ms) r.avg_itl_ms = *lat.avg_itl_ms;
   if (f && f->cached_tokens && in > 0) r.kv_hit_rate = static_cast<double>(*f->cached_tokens) / static_cast<double>(in);
   if (ex.worker >= 0 && router) r.worker = ex.worker;
   r.replay = trace::RequestEnd::Replay{static_cast<uint64_t>(opt.trace_block_size), ex.input_length, ex.sequence_hashes};
@@ -850,7 +1004,7 @@ std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::Prox
   if (ex.stream && f && !f->inter_chunk_ms.empty()) r.inter_chunk_ms = f->inter_chunk_ms;
   // Per-chunk token counts when the worker sent per-chunk usage (issue 21.4), as dyn-replay does.
   if (ex.stream && f && f->content_chunks > 0 && f->chunk_tokens.size() == f->content_chunks) r.chunk_tokens = f->chunk_tokens;
-  if (latency) r.request_latency_ms = *latency;
+  if (lat.latency_ms) r.request_latency_ms = *lat.latency_ms;
   if (!ex.binding.empty()) r.binding = ex.binding;
   r.pause_ms = ex.pause_ms;
   std::string line;
