@@ -572,6 +572,24 @@ TEST_CASE("serve: x-dyn-worker, bindings, identity errors, 404, unreachable work
   std::remove(trace.c_str());
 }
 
+TEST_CASE("serve: the latency histograms count a streamed request with tracing off too") {
+  // The ITL histogram was fed by the request_end row's builder, so without --trace it stayed 0.
+  ScriptedUpstream a;
+  FrontendOptions o = base_options(temp_prefix("untraced.jsonl"));
+  o.trace = false;
+  o.workers = {a.url()};
+  RunningFrontend fe(o);
+  httplib::Client cli("127.0.0.1", fe.port);
+  auto r = cli.Post("/v1/chat/completions", kChatStream, "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  auto m = cli.Get("/metrics");
+  REQUIRE(m);
+  CHECK(m->body.find("dyn_request_ttft_seconds_count 1\n") != std::string::npos);
+  CHECK(m->body.find("dyn_request_duration_seconds_count 1\n") != std::string::npos);
+  CHECK(m->body.find("dyn_request_itl_seconds_count 1\n") != std::string::npos);
+}
+
 TEST_CASE("serve: a worker is marked down after --health-failure-threshold failed polls in a row, not one") {
   ScriptedUpstream a, b;
   FrontendOptions o = base_options(temp_prefix("health.jsonl"));

@@ -298,8 +298,9 @@ struct Frontend::Impl {
   /// (SPEC 9 tool boundary: usage sets its working set, a failure keeps the old one,
   /// session_final releases the program).
   void release(Exchange& ex, const std::string& err_type);
-  /// The end in the metrics: the worker's counters (in_flight, cancelled, errors, token usage)
-  /// and, for a success, the TTFT, total-time and ITL histograms.
+  /// The end in the metrics: the worker's counters (in_flight, cancelled, errors, token usage),
+  /// for a success the TTFT and total-time histograms, and the ITL histogram for every stream
+  /// with an ITL (two output tokens or more, as the row's dyn.avg_itl_ms), traced or not.
   void count_end(const Exchange& ex, const http::ProxyOutcome* out, const std::string& err_type);
   /// The request_end row of a finished exchange (trace::append_request_end), no newline.
   std::string request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
@@ -943,8 +944,7 @@ void Frontend::Impl::count_end(const Exchange& ex, const http::ProxyOutcome* out
     total_hist.observe((out ? out->end_ms : clock.now_ms()) - ex.start_ms);
     if (lat.ttft_ms) ttft_hist.observe(*lat.ttft_ms);
   }
-  // Observed with tracing on only, as when the row builder did it.
-  if (writer && lat.avg_itl_ms) itl_hist.observe(*lat.avg_itl_ms);
+  if (lat.avg_itl_ms) itl_hist.observe(*lat.avg_itl_ms);
 }
 
 std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
