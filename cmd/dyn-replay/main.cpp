@@ -4,7 +4,6 @@
 
 #include <algorithm>
 #include <csignal>
-#include <cmath>
 #include <filesystem>
 #include <memory>
 
@@ -17,6 +16,8 @@
 #include "dyn/metrics/report.h"
 #include "dyn/http/server.h"
 #include "dyn/replay/live.h"
+#include "dyn/replay/load.h"
+#include "dyn/replay/summary.h"
 #include "sim_cmd.h"
 
 namespace {
@@ -78,24 +79,13 @@ void write_artifacts(const Opts& o, const dyn::Json& config, const dyn::Json& su
 
 int run_live(Opts& o, CLI::App& app, dyn::Json& summary);
 
-/// Load flags that cannot hold together, for the live replay and --sim alike (usage errors).
-void refuse_schedule_with_rate(const Opts& o) {
-  if (o.fixed_schedule && o.request_rate > 0)
-    throw dyn::Fatal(dyn::kExitUsage, "--request-rate cannot be used with --fixed-schedule: choose the schedule or a rate");
-}
-/// The fixed-schedule offsets outside a fixed schedule: a usage error naming the first one given
-/// and `why` the schedule is not fixed; nothing when none was given.
-void refuse_offsets(const Opts& o, const std::string& why) {
-  const char* name = o.start_offset ? "--fixed-schedule-start-offset"
-                     : o.end_offset ? "--fixed-schedule-end-offset"
-                     : o.auto_offset ? "--fixed-schedule-auto-offset"
-                                     : nullptr;
-  if (name)
-    throw dyn::Fatal(dyn::kExitUsage, std::string(name) + " applies to the fixed schedule; it cannot be used with " + why);
-}
-
-/// The schedule flags into `s` (everything but the mode), for the live replay and --sim alike.
-void set_schedule_flags(const Opts& o, dyn::replay::ScheduleOptions& s) {
+/// The load flags (mode flags and schedule) as given, for the live replay and --sim alike; the
+/// mode is replay::choose_load's.
+dyn::replay::LoadFlags load_flags(const Opts& o) {
+  dyn::replay::LoadFlags f;
+  f.fixed_schedule = o.fixed_schedule;
+  f.concurrency = o.concurrency;
+  dyn::replay::ScheduleOptions& s = f.schedule;
   s.speedup = o.speedup;
   s.start_offset_ms = o.start_offset;
   s.end_offset_ms = o.end_offset;
@@ -105,6 +95,7 @@ void set_schedule_flags(const Opts& o, dyn::replay::ScheduleOptions& s) {
   s.gamma_shape = o.gamma_shape;
   s.seed = o.seed;
   s.request_count = o.request_count;
+  return f;
 }
 
 /// --sim: the load controls mean what they mean live (the mode chosen the same way: fixed
@@ -128,19 +119,17 @@ void set_sim_load(Opts& o, const CLI::App& app) {
   if (o.warmup)
     throw Fatal(kExitUsage, "--warmup-request-count cannot be used with --sim: the simulator sends no warmup requests");
   const bool rate = o.request_rate > 0;
-  refuse_schedule_with_rate(o);
+  const replay::LoadFlags lf = load_flags(o);
+  replay::refuse_schedule_with_rate(lf);
   if (!rate && app.count("--request-rate-mode"))
     throw Fatal(kExitUsage, "--request-rate-mode needs --request-rate");
   if (app.count("--request-rate-gamma-shape") && (!rate || o.rate_mode != "gamma"))
     throw Fatal(kExitUsage, "--request-rate-gamma-shape needs --request-rate with --request-rate-mode gamma");
-  auto& s = o.sim.schedule;
-  s.mode = o.fixed_schedule || (!rate && !o.concurrency) ? replay::LoadMode::kFixedSchedule
-           : rate                                        ? replay::LoadMode::kRequestRate
-                                                         : replay::LoadMode::kConcurrency;
-  if (s.mode != replay::LoadMode::kFixedSchedule)
-    refuse_offsets(o, rate ? "--request-rate" : "--concurrency without --fixed-schedule");
-  set_schedule_flags(o, s);
-  o.sim.concurrency = o.concurrency;
+  // The fixed schedule by default: the simulator reads the workload requiring timestamps then.
+  const replay::Load load = replay::choose_load(lf, /*workload_has_timestamps=*/true);
+  o.sim.schedule = lf.schedule;
+  o.sim.schedule.mode = load.mode;
+  o.sim.concurrency = load.concurrency;
   o.sim.duration_s = o.duration_s;
 }
 
@@ -201,7 +190,6 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   lo.streaming = o.streaming;
   lo.header_style = *replay::parse_header_style(o.session_headers);
   lo.history = o.history == "delta" ? replay::History::kDelta : replay::History::kCumulative;
-  lo.concurrency = o.concurrency;
   lo.warmup_count = o.warmup;
   lo.duration_s = o.duration_s;
   lo.prompt_seed = o.seed;
@@ -219,34 +207,22 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
     v.erase(0, v.find_first_not_of(" \t"));
     lo.extra_headers.emplace_back(h.substr(0, c), v);
   }
-  auto& s = lo.schedule;
-  set_schedule_flags(o, s);
-
-  // Mode: explicit flags win; otherwise a fixed schedule exactly when the first row has a
-  // timestamp, else one request at a time in file order (AIPerf).
+  // What the live replay cannot honour is a usage error, as in --sim, before the workload is read.
+  const replay::LoadFlags lf = load_flags(o);
+  replay::refuse_schedule_with_rate(lf);
+  replay::refuse_offsets_off_schedule(lf);
   trace::WorkloadOptions wo;
   wo.block_size = o.block_size;
   wo.strict_hash_ids = !o.lenient;
-  const bool rate = o.request_rate > 0;
-  // What the live replay cannot honour is a usage error, as in --sim (it used to be a warning, or
-  // --fixed-schedule silently won over --request-rate).
-  refuse_schedule_with_rate(o);
-  if (!o.fixed_schedule && (rate || o.concurrency))
-    refuse_offsets(o, rate ? "--request-rate" : "--concurrency without --fixed-schedule");
-  if (o.fixed_schedule) wo.require_timestamps = true;
-  else if (!rate && !o.concurrency) wo.require_timestamps_if_first_has = true;
+  replay::require_timestamps(lf, wo);
   trace::Workload w = trace::load_workload(o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs, wo);
   if (!w.ok())
     throw Fatal(kExitBadData, std::to_string(w.errors.size()) + " workload error(s); nothing was sent");
   if (w.rows.empty()) throw Fatal(kExitBadData, trace::no_workload_rows_message(o.inputs));
-  if (o.fixed_schedule || (!rate && !o.concurrency && w.has_timestamps)) s.mode = replay::LoadMode::kFixedSchedule;
-  else if (rate) s.mode = replay::LoadMode::kRequestRate;
-  else {
-    s.mode = replay::LoadMode::kConcurrency;
-    if (!lo.concurrency) lo.concurrency = 1;
-  }
-  if (s.mode != replay::LoadMode::kFixedSchedule)
-    refuse_offsets(o, "a workload without timestamps (its first row has none; add --fixed-schedule to require them)");
+  const replay::Load load = replay::choose_load(lf, w.has_timestamps);
+  lo.schedule = lf.schedule;
+  lo.schedule.mode = load.mode;
+  lo.concurrency = load.concurrency;
   lo.model = o.model.empty() ? pick_model(lo.client) : o.model;
   lo.progress = o.progress.value_or(isatty(STDERR_FILENO) != 0);
 
@@ -267,58 +243,12 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   }
   out->close();
 
-  // Summary on stderr: every planned request accounted for.
-  std::string msg = std::to_string(st.planned) + " requests planned: " + std::to_string(st.sent) + " sent (" +
-                    std::to_string(st.ok) + " ok, " + std::to_string(st.errors) + " errors" +
-                    (st.interrupted ? ", " + std::to_string(st.cancelled) + " cancelled" : std::string()) + "), " +
-                    std::to_string(st.not_sent) + " not sent";
-  if (st.warmup) msg += "; " + std::to_string(st.warmup) + " warmup";
-  if (!st.lag_ms.empty()) {
-    auto lag = st.lag_ms;
-    std::sort(lag.begin(), lag.end());
-    auto q = [&](double p) {
-      double pos = (static_cast<double>(lag.size()) - 1) * p;
-      size_t lo_i = static_cast<size_t>(std::floor(pos));
-      size_t hi_i = std::min(lag.size() - 1, lo_i + 1);
-      return lag[lo_i] + (lag[hi_i] - lag[lo_i]) * (pos - static_cast<double>(lo_i));
-    };
-    char buf[160];
-    std::snprintf(buf, sizeof buf, "; schedule lag p50 %.3f ms, p99 %.3f ms, max %.3f ms; %.1f req/s", q(0.5), q(0.99),
-                  lag.back(), st.duration_ms > 0 ? 1000.0 * static_cast<double>(st.sent) / st.duration_ms : 0.0);
-    msg += buf;
-  }
-  diag::note(msg);
+  diag::note(replay::live_summary_line(st));
   for (const auto& [k, n] : st.errors_by_type) diag::note("  errors " + k + ": " + std::to_string(n));
-  summary = Json{{"mode", "live"},
-                 {"url", o.url},
-                 {"requests_planned", st.planned},
-                 {"sent", st.sent},
-                 {"ok", st.ok},
-                 {"errors", st.errors},
-                 {"cancelled", st.cancelled},
-                 {"not_sent", st.not_sent},
-                 {"warmup", st.warmup},
-                 {"interrupted", st.interrupted},
-                 {"duration_s", st.duration_ms / 1000.0},
-                 {"errors_by_type", st.errors_by_type}};
-  if (!st.lag_ms.empty()) {
-    auto lag = st.lag_ms;
-    std::sort(lag.begin(), lag.end());
-    summary["schedule_lag_ms"] = Json{{"p50", lag[lag.size() / 2]}, {"max", lag.back()}};
-    summary["request_rate"] = st.duration_ms > 0 ? 1000.0 * static_cast<double>(st.sent) / st.duration_ms : 0.0;
-  }
-  if (st.interrupted) return kExitInterrupted;
-  if (st.all_transport_errors) {
-    diag::error("", "no request got a response from " + o.url);
-    return kExitIo;
-  }
-  if (st.sent > 0 && st.ok == 0) {
-    // Every request failed (HTTP errors, cut or incomplete streams): the run measured nothing,
-    // which must not look like success to a script (issue 21.9).
-    diag::error("", "every request failed (" + std::to_string(st.errors) + " errors); nothing was measured");
-    return kExitIo;
-  }
-  return kExitOk;
+  summary = replay::live_summary_json(st, o.url);
+  replay::LiveVerdict v = replay::live_verdict(st, o.url);
+  if (!v.error.empty()) diag::error("", v.error);
+  return v.exit_code;
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// dyn-replay --sim: flags, workload loading, the simulated run and its summary.
+// dyn-replay --sim: flags, workload loading and the simulated run (its summary: replay/summary.h).
 #include "sim_cmd.h"
 
 #include <fmt/format.h>
@@ -6,6 +6,7 @@
 #include "dyn/base/diag.h"
 #include "dyn/cli/run_tool.h"
 #include "dyn/replay/sim.h"
+#include "dyn/replay/summary.h"
 #include "dyn/trace/workload.h"
 #include "engine_flags.h"
 
@@ -50,32 +51,10 @@ int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_
   auto owned = cli::open_output(oo, &out);
   auto s = replay::run_sim(wl, so, *out);
   out->close();
-  const double hit = s.input_tokens ? 100.0 * static_cast<double>(s.cached_tokens) / static_cast<double>(s.input_tokens) : 0.0;
-  diag::note(fmt::format(
-      "simulated {} requests ({} errors) on {} workers: {:.1f} s simulated in {:.3f} s wall ({:.0f} requests/s, {:.0f}x real time); "
-      "prompt-cache hit {:.2f} % (theoretical {:.2f} %), {} preemptions",
-      s.requests, s.errors, f.workers, s.simulated_ms / 1000.0, s.wall_ms / 1000.0,
-      s.wall_ms > 0 ? static_cast<double>(s.requests) / (s.wall_ms / 1000.0) : 0.0,
-      s.wall_ms > 0 ? s.simulated_ms / s.wall_ms : 0.0, hit, 100.0 * s.theoretical_hit, s.preemptions));
-  // Rows the load controls left out: said only when there are some, so a plain run reads as before.
-  if (s.outside_offsets || s.over_count || s.not_sent)
-    diag::note(fmt::format("not simulated: {} rows outside the fixed-schedule offsets, {} over --request-count, "
-                           "{} not sent within --benchmark-duration",
-                           s.outside_offsets, s.over_count, s.not_sent));
-  if (summary)
-    *summary = Json{{"mode", "sim"},
-                    {"requests", s.requests},
-                    {"errors", s.errors},
-                    {"workers", f.workers},
-                    {"simulated_s", s.simulated_ms / 1000.0},
-                    {"wall_s", s.wall_ms / 1000.0},
-                    {"prompt_cache_hit_pct", hit},
-                    {"theoretical_hit_pct", 100.0 * s.theoretical_hit},
-                    {"preemptions", s.preemptions},
-                    {"outside_offsets", s.outside_offsets},
-                    {"over_count", s.over_count},
-                    {"not_sent", s.not_sent}};
-  return s.errors ? kExitOk : kExitOk;
+  diag::note(replay::sim_summary_line(s, f.workers));
+  if (std::string skipped = replay::sim_skipped_line(s); !skipped.empty()) diag::note(skipped);
+  if (summary) *summary = replay::sim_summary_json(s, f.workers);
+  return kExitOk;
 }
 
 }  // namespace dyn::cmd
