@@ -116,6 +116,7 @@ TEST_CASE("live summary: every planned request accounted for; lag percentiles in
   CHECK(j["requests_planned"] == 10);
   CHECK(j["not_sent"] == 2);
   CHECK(j["duration_s"] == 2.0);
+  CHECK(j["schedule_lag_ms"]["p50"] == 2.5);  // the line's p50, not the upper middle value (3)
   CHECK(j["schedule_lag_ms"]["max"] == 4.0);
   CHECK(j["request_rate"] == 4.0);
   st.lag_ms.clear();

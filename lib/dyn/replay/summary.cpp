@@ -45,7 +45,8 @@ Json live_summary_json(const LiveStats& st, const std::string& url) {
   if (!st.lag_ms.empty()) {
     auto lag = st.lag_ms;
     std::sort(lag.begin(), lag.end());
-    j["schedule_lag_ms"] = Json{{"p50", lag[lag.size() / 2]}, {"max", lag.back()}};
+    // The same interpolated p50 as the summary line.
+    j["schedule_lag_ms"] = Json{{"p50", trace::percentile_sorted(lag, 50)}, {"max", lag.back()}};
     j["request_rate"] = live_request_rate(st);
   }
   return j;

@@ -22,7 +22,8 @@ std::string live_summary_line(const LiveStats& st);
 
 /// The live replay's summary JSON: {mode "live", url, requests_planned, sent, ok, errors,
 /// cancelled, not_sent, warmup, interrupted, duration_s, errors_by_type} and, when any request
-/// was measured, schedule_lag_ms {p50, max} (ms) and request_rate (req/s).
+/// was measured, schedule_lag_ms {p50, max} (ms; p50 as in live_summary_line) and request_rate
+/// (req/s).
 Json live_summary_json(const LiveStats& st, const std::string& url);
 
 /// How a live replay ends: its exit status and, for a failure, the error to say on stderr.
