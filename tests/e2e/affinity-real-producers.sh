@@ -14,15 +14,15 @@ done >workload.jsonl
 echo "== dyn-route decide | dyn-bind check"
 dyn-route decide --workers 2 --router-mode round-robin --router-session-affinity-ttl-secs 300 workload.jsonl 2>/dev/null >hard.jsonl
 dyn-route decide --workers 2 --router-mode round-robin workload.jsonl 2>/dev/null >rr.jsonl
-dyn-bind check --ttl-secs 300 hard.jsonl 2>/dev/null; echo "hard affinity: exit $?"
+expect_status 0 dyn-bind check --ttl-secs 300 hard.jsonl 2>/dev/null
 dyn-bind check --ttl-secs 300 rr.jsonl 2>/dev/null | wc -l | sed 's/^/round-robin violations: /'
-dyn-bind check --ttl-secs 300 rr.jsonl >/dev/null 2>&1; echo "round-robin: exit $?"
+expect_status 1 dyn-bind check --ttl-secs 300 rr.jsonl >/dev/null 2>&1
 dyn-bind show --format table rr.jsonl
 echo "== dyn-replay --sim | dyn-bench compare"
 dyn-replay --sim --workers 2 --router-mode round-robin workload.jsonl 2>/dev/null >sim-off.jsonl
 dyn-replay --sim --workers 2 --router-mode round-robin --router-session-affinity-ttl-secs 300 workload.jsonl 2>/dev/null >sim-on.jsonl
-dyn-bind check --ttl-secs 300 sim-on.jsonl 2>/dev/null; echo "simulated, affinity on: exit $?"
-dyn-bind check --ttl-secs 300 sim-off.jsonl >/dev/null 2>&1; echo "simulated, affinity off: exit $?"
+expect_status 0 dyn-bind check --ttl-secs 300 sim-on.jsonl 2>/dev/null
+expect_status 1 dyn-bind check --ttl-secs 300 sim-off.jsonl >/dev/null 2>&1
 dyn-bench compare sim-off.jsonl sim-on.jsonl --format json |
   jq -r '.metrics[] | select((.tag == "time_to_first_token" and .stat == "avg") or .tag == "prompt_cache_hit_rate" or .tag == "theoretical_cache_hit_rate")
          | "\(.header) \(.stat): off \(.a * 100 | round / 100) on \(.b * 100 | round / 100) better \(.better)"'

@@ -13,5 +13,5 @@ echo "== aiperf export of request_end rows reads back the same"
 dyn-bench report hard.jsonl --aiperf-export out >/dev/null 2>&1
 dyn-bench report out/profile_export.jsonl --format csv | head -4 | tr -d '\r'
 echo "== errors"
-dyn-bench report hard.jsonl --goodput 'nonsense:1' 2>&1; echo "exit $?"
-echo '{"event_type":"route_decision"}' | dyn-bench report 2>&1; echo "exit $?"
+expect_status 2 dyn-bench report hard.jsonl --goodput 'nonsense:1' 2>&1
+echo '{"event_type":"route_decision"}' | expect_status 3 dyn-bench report 2>&1

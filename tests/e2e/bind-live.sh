@@ -21,8 +21,8 @@ s.serve_forever()' "$1" >"$1.port" &
 command -v python3 >/dev/null || { echo "python3 is needed for the test server" >&2; exit 77; }
 serve a; serve b
 trap 'kill $(cat a.pid) $(cat b.pid) 2>/dev/null' EXIT
-dyn-bind live --url "http://127.0.0.1:$(cat a.port)"; echo "exit $?"
-dyn-bind live --url "http://127.0.0.1:$(cat b.port)/" --format table; echo "exit $?"
+expect_status 0 dyn-bind live --url "http://127.0.0.1:$(cat a.port)"
+expect_status 0 dyn-bind live --url "http://127.0.0.1:$(cat b.port)/" --format table
 dyn-bind live --url "127.0.0.1:$(cat b.port)/v1/bindings" | wc -l
 kill "$(cat a.pid)"; wait "$(cat a.pid)" 2>/dev/null
-dyn-bind live --url "http://127.0.0.1:$(cat a.port)" --timeout-secs 2 2>&1 | sed 's/:[0-9]*\/v1/:PORT\/v1/'; echo "exit ${PIPESTATUS[0]}"
+expect_status 4 dyn-bind live --url "http://127.0.0.1:$(cat a.port)" --timeout-secs 2 2>&1 | sed 's/:[0-9]*\/v1/:PORT\/v1/'

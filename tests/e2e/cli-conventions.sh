@@ -8,12 +8,12 @@
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 head -12 "$DYN_ROOT/data/quickstart/conversation-slice.jsonl" >w.jsonl
 echo "== unknown flags"
-dyn-replay w.jsonl --num-request 3 2>&1; echo "exit $?"
-dyn-route serve --router-mod kv 2>&1; echo "exit $?"
-dyn-bench report --formt json w.jsonl 2>&1; echo "exit $?"
-dyn-trace filter --completely-unknown x 2>&1; echo "exit $?"
+expect_status 2 dyn-replay w.jsonl --num-request 3 2>&1
+expect_status 2 dyn-route serve --router-mod kv 2>&1
+expect_status 2 dyn-bench report --formt json w.jsonl 2>&1
+expect_status 2 dyn-trace filter --completely-unknown x 2>&1
 echo "== environment variables: a bad value names the variable; a good one is said and recorded"
-DYN_ROUTER_MODE=round-rob dyn-replay w.jsonl --sim 2>&1 >/dev/null; echo "exit $?"
+DYN_ROUTER_MODE=round-rob expect_status 2 dyn-replay w.jsonl --sim 2>&1 >/dev/null
 DYN_ROUTER_MODE=kv dyn-replay w.jsonl --sim --summary s.json 2>&1 >env.jsonl | grep -o 'settings from the environment: .*'
 jq -c '{mode: .config.options["--router-mode"], from: .config.sources["--router-mode"], env: .config.environment,
         workers: .config.options["--workers"], seed: .config.options["--seed"], tool: .config.tool,
@@ -26,7 +26,7 @@ dyn-replay --input-file w.jsonl --custom-dataset-type mooncake_trace --sim --ran
 cmp a.jsonl art/requests.jsonl && echo "artifact rows identical"
 ls art
 jq -c '{tool: .input_config.tool, seed: .input_config.options["--seed"], count: .request_count.avg}' art/profile_export_aiperf.json
-dyn-replay --custom-dataset-type multi_turn w.jsonl --sim 2>&1 >/dev/null | sed 's/ in {.*}/ in {...}/'; echo "exit ${PIPESTATUS[0]}"
+expect_status 2 dyn-replay --custom-dataset-type multi_turn w.jsonl --sim 2>&1 >/dev/null | sed 's/ in {.*}/ in {...}/'
 echo "== AIPerf spelling --num-requests (live)"
 start_mocker m --speedup-ratio 100
 dyn-replay w.jsonl --url "$m_url" --num-requests 3 --speedup 100 --no-progress 2>/dev/null | wc -l
@@ -36,7 +36,7 @@ dyn-bench report a.jsonl | jq -r 'has("time_to_first_token")'
 script -qec "dyn-bench report a.jsonl" /dev/null | grep -c 'Time to First Token'
 script -qec "dyn-bench compare a.jsonl env.jsonl" /dev/null | grep -c 'B/A'
 dyn-bench compare a.jsonl env.jsonl | jq -r 'type'
-script -qec "dyn-bench plot a.jsonl" /dev/null | tr -d '\r'; echo "exit ${PIPESTATUS[0]}"
+expect_status 2 script -qec "dyn-bench plot a.jsonl" /dev/null | tr -d '\r'
 dyn-bench plot a.jsonl | grep -c '<svg'
 echo "== servers: one start-up line"
 start_router r --worker "$m_url" --router-mode kv --router-session-affinity-ttl-secs 60

@@ -7,11 +7,11 @@ dyn-trace convert --from dynamo "$c" 2>/dev/null | jq -c '.hash_ids | unique | l
 echo "--- documented examples"
 dyn-trace convert --from dynamo "$DYN_DATA/dynamo-docs/request_trace_examples.envelope.jsonl" 2>/dev/null
 echo "--- explicit block size that differs"
-dyn-trace convert --from dynamo --block-size 16 "$c" >/dev/null 2>&1; echo "exit $?"
+expect_status 3 dyn-trace convert --from dynamo --block-size 16 "$c" >/dev/null 2>&1
 echo "--- mixed block sizes"
 sed 's/"trace_block_size":64/"trace_block_size":32/' "$c" >b32.jsonl
 cat "$c" b32.jsonl | dyn-trace convert --from dynamo 2>&1 >/dev/null | sed 's/<stdin>:[0-9]*/<stdin>:N/' | head -2; 
-cat "$c" b32.jsonl | dyn-trace convert --from dynamo >/dev/null 2>&1; echo "exit $?"
+cat "$c" b32.jsonl | expect_status 3 dyn-trace convert --from dynamo >/dev/null 2>&1
 echo "--- mooncake sessions -> agentic"
 printf '%s\n' '{"timestamp":0,"session_id":"a","input_length":1000,"output_length":10,"hash_ids":[0,1]}' \
   '{"timestamp":10,"input_length":10,"output_length":10,"hash_ids":[7]}' \
@@ -24,7 +24,7 @@ printf 'TIMESTAMP,ContextTokens,GeneratedTokens\r\n2023-11-16 18:17:03.9799600,1
 dyn-trace convert --from azure-csv az.csv
 dyn-trace convert --from azure-csv --block-size 256 az.csv | jq -c .hash_ids
 a="$DYN_DATA/azure-llm-2023/AzureLLMInferenceTrace_code.csv.gz"
-dyn-trace convert --from azure-csv "$a" >code.jsonl; echo "exit $?"
+expect_status 0 dyn-trace convert --from azure-csv "$a" >code.jsonl
 wc -l <code.jsonl
 tail -1 code.jsonl | jq -c '{timestamp, input_length, output_length, n: (.hash_ids|length), last: .hash_ids[-1]}'
 jq -s '[.[].hash_ids[]] | (length == (unique|length))' code.jsonl

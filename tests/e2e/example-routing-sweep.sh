@@ -6,8 +6,7 @@
 bash "$DYN_ROOT/examples/routing-sweep.sh"
 echo "== raw Mooncake rows (no session ids), one load level"
 { gzip -dc "$DYN_DATA/mooncake-fast25/conversation_trace.jsonl.gz" 2>/dev/null || true; } | head -1000 >raw.jsonl
-bash "$DYN_ROOT/examples/routing-sweep.sh" raw.jsonl 4 1 2>err.txt >table.txt
-echo "exit $?"
+expect_status 0 bash "$DYN_ROOT/examples/routing-sweep.sh" raw.jsonl 4 1 2>err.txt >table.txt
 grep -o 'raw.jsonl has no session ids; sessionizing it with dyn-trace sessionize' err.txt
 awk 'NR > 1 {print $1, $2, $4, $5, $6, $7}' table.txt >rows.txt
 awk '{row[$1" "$2] = $3" "$4" "$5" "$6} END {for (m in row) if (m ~ / off$/) { sub(/ off$/, "", m);

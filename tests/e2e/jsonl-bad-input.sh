@@ -21,14 +21,16 @@ bad workload.jsonl '{"timestamp":0,"session_id":"s1","input_length":100,"output_
 mapfile -t rows < <(head -2 "$DYN_ROOT/tests/fixtures/bench/affinity-hard.jsonl")
 bad trace.jsonl "${rows[0]}" "${rows[1]}"
 : >empty.jsonl
-for cmd in "dyn-trace cat trace.jsonl" "dyn-route decide --workers 2 workload.jsonl" \
-           "dyn-replay --sim --workers 2 workload.jsonl" "dyn-bench report --format json trace.jsonl" \
-           "dyn-bind show trace.jsonl"; do
+# Each entry: the status wanted for the empty file, then the command.
+for entry in "0 dyn-trace cat trace.jsonl" "0 dyn-route decide --workers 2 workload.jsonl" \
+             "0 dyn-replay --sim --workers 2 workload.jsonl" "3 dyn-bench report --format json trace.jsonl" \
+             "3 dyn-bind show trace.jsonl"; do
+  empty_status=${entry%% *} cmd=${entry#* }
   echo "== $cmd"
-  $cmd >out.txt 2>err.txt
-  echo "exit $?, output lines $(wc -l <out.txt)"
+  expect_status 0 $cmd >out.txt 2>err.txt
+  echo "output lines $(wc -l <out.txt)"
   grep -o '[a-z]*.jsonl:[0-9]*: .*' err.txt
   grep -o '[0-9]* malformed rows skipped' err.txt
-  ${cmd% *} empty.jsonl >out.txt 2>err.txt
-  echo "empty file: exit $?, output lines $(wc -l <out.txt) $(grep -o 'error: .*' err.txt)"
+  expect_status "$empty_status" ${cmd% *} empty.jsonl >out.txt 2>err.txt
+  echo "empty file: output lines $(wc -l <out.txt) $(grep -o 'error: .*' err.txt)"
 done

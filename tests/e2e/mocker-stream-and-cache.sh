@@ -30,5 +30,4 @@ curl -s "$url/health" | jq -c .
 curl -s "$url/v1/models" | jq -c '[.data[].id]'
 curl -s "$url/metrics" | grep -E '^dyn_mocker_(requests_total|cached_tokens_total|request_errors_total|generation_tokens_total)'
 kill -TERM $pid
-wait $pid
-echo "exit $?"
+expect_status 0 wait $pid

@@ -24,7 +24,7 @@ EOF
 dyn-mocker --port 0 --port-file port --replies replies.jsonl 2>mocker.err &
 pid=$!
 for _ in $(seq 100); do [[ -s port ]] && break; sleep 0.05; done
-python3 - "$(cat port)" <<'EOF'
+expect_status 0 python3 - "$(cat port)" <<'EOF'
 import http.client, json, sys, time
 
 port = int(sys.argv[1])
@@ -113,7 +113,5 @@ for api in ("chat", "messages", "responses"):
         fails += not ok
 sys.exit(1 if fails else 0)
 EOF
-echo "checks exit $?"
 kill -TERM $pid
-wait $pid
-echo "mocker exit $?"
+expect_status 0 wait $pid

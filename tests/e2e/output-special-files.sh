@@ -7,21 +7,21 @@
 c="$DYN_ROOT/tests/fixtures/cases/42-jsonl-utf8-bom/workload-plain.jsonl"
 kind() { stat -c %F "$1"; }
 mknod cdev c 1 3 2>/dev/null || ln -s /dev/null cdev  # /dev/null's numbers; a link to it when not root
-dyn-trace cat -o cdev "$c"; echo "char device: exit $?, still $(kind "$(readlink -f cdev)")"
+expect_status 0 dyn-trace cat -o cdev "$c"; echo "char device: still $(kind "$(readlink -f cdev)")"
 mkfifo fifo
 (cat fifo >from-fifo.txt) &
-dyn-trace cat -o fifo "$c"; echo "fifo: exit $?, still $(kind fifo)"
+expect_status 0 dyn-trace cat -o fifo "$c"; echo "fifo: still $(kind fifo)"
 wait
 echo "fifo reader got $(wc -l <from-fifo.txt) rows"
-dyn-trace cat -o >(wc -l >from-procsub.txt) "$c"; echo "process substitution: exit $?"
+expect_status 0 dyn-trace cat -o >(wc -l >from-procsub.txt) "$c"
 for i in $(seq 1 50); do [[ -s from-procsub.txt ]] && break; sleep 0.05; done
 echo "process substitution got $(cat from-procsub.txt) rows"
 mkdir real
 echo old >real/target.jsonl
 ln -s real/target.jsonl link.jsonl
-dyn-trace cat -o link.jsonl "$c"; echo "symlink: exit $?, link.jsonl is still a $(kind link.jsonl), target has $(wc -l <real/target.jsonl) rows"
+expect_status 0 dyn-trace cat -o link.jsonl "$c"; echo "symlink: link.jsonl is still a $(kind link.jsonl), target has $(wc -l <real/target.jsonl) rows"
 ls real
-dyn-trace cat -o plain.jsonl "$c"; echo "regular file: exit $?, $(kind plain.jsonl), $(wc -l <plain.jsonl) rows"
+expect_status 0 dyn-trace cat -o plain.jsonl "$c"; echo "regular file: $(kind plain.jsonl), $(wc -l <plain.jsonl) rows"
 echo "temporary files left: $(ls -A | grep -c '\.tmp\.')"
 # SIGINT mid-write. A background job starts with SIGINT ignored; the wrapper restores the default
 # as a terminal's Ctrl-C would find it.
@@ -33,7 +33,7 @@ python3 -c "$sigint_default" dyn-trace cat --line-buffered -o out.jsonl slow 2>/
 pid=$!
 for i in $(seq 1 100); do ls out.jsonl.tmp.* >/dev/null 2>&1 && break; sleep 0.05; done
 echo "while cat runs: temporary files $(ls out.jsonl.tmp.* 2>/dev/null | wc -l)"
-kill -INT "$pid"; wait "$pid"; echo "cat after SIGINT: exit $?, temporary files $(ls -A | grep -c '\.tmp\.'), out.jsonl exists: $([[ -e out.jsonl ]] && echo yes || echo no)"
+kill -INT "$pid"; expect_status 130 wait "$pid"; echo "cat after SIGINT: temporary files $(ls -A | grep -c '\.tmp\.'), out.jsonl exists: $([[ -e out.jsonl ]] && echo yes || echo no)"
 kill "$writer" 2>/dev/null; wait "$writer" 2>/dev/null
 # dyn-replay --sim over a workload that takes a while to simulate.
 python3 - <<'PY' >big.jsonl
@@ -46,5 +46,5 @@ python3 -c "$sigint_default" dyn-replay --sim --workers 4 -o sim.jsonl big.jsonl
 pid=$!
 for i in $(seq 1 200); do ls sim.jsonl.tmp.* >/dev/null 2>&1 && break; sleep 0.02; done
 sleep 0.3
-kill -INT "$pid"; wait "$pid"; rc=$?
-echo "dyn-replay --sim after SIGINT: exit $rc, temporary files $(ls -A | grep -c '\.tmp\.')"
+kill -INT "$pid"; expect_status 130 wait "$pid"
+echo "dyn-replay --sim after SIGINT: temporary files $(ls -A | grep -c '\.tmp\.')"

@@ -4,11 +4,11 @@
 # its bytes and no temporary file is left beside it. A real run reproduces the bundled file.
 slice="$DYN_ROOT/data/quickstart/conversation-slice.jsonl"
 before=$(sha256sum <"$slice")
-bash "$DYN_ROOT/scripts/make-quickstart-slice.sh" "$PWD/no-build" 2>&1 | sed "s|$PWD|DIR|"; echo "exit ${PIPESTATUS[0]}"
+expect_status 4 bash "$DYN_ROOT/scripts/make-quickstart-slice.sh" "$PWD/no-build" 2>&1 | sed "s|$PWD|DIR|"
 mkdir -p broken/bin
 printf '#!/bin/sh\necho "{\\"session_id\\":\\"s1\\",\\"timestamp\\":5}"\nexit 3\n' >broken/bin/dyn-trace
 chmod +x broken/bin/dyn-trace
-bash "$DYN_ROOT/scripts/make-quickstart-slice.sh" "$PWD/broken" >/dev/null 2>&1; echo "exit $?"
+expect_status 3 bash "$DYN_ROOT/scripts/make-quickstart-slice.sh" "$PWD/broken" >/dev/null 2>&1
 [[ "$(sha256sum <"$slice")" == "$before" ]] && echo "slice unchanged"
 ls "$DYN_ROOT/data/quickstart/" | grep -c 'conversation-slice.jsonl\.' || true
 bash "$DYN_ROOT/scripts/make-quickstart-slice.sh" "$DYN_BUILD" 2>/dev/null | sed "s|$DYN_ROOT/||"

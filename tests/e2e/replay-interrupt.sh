@@ -13,7 +13,7 @@ metric() { curl -sS "$w_url/metrics" | awk -v m="dyn_mocker_$1" 'index($1, m "{"
 # interrupt SIGNAL OUT: replays w.jsonl 4 at a time into OUT ("-" = through a pipe into rows.jsonl)
 # and sends SIGNAL once 6 requests have reached the worker; prints what the summary and the rows say.
 interrupt() {
-  local sig=$1 out=$2 before pid rc
+  local sig=$1 out=$2 before pid
   before=$(metric requests_total)
   if [[ $out == - ]]; then
     (set -o pipefail; dyn-replay w.jsonl --url "$w_url" --concurrency 4 --no-progress 2>err.txt | cat >rows.jsonl) &
@@ -23,9 +23,8 @@ interrupt() {
   pid=$!
   for _ in $(seq 600); do (($(metric requests_total) - before >= 6)) && break; sleep 0.05; done
   if [[ $out == - ]]; then pkill "-$sig" -f "dyn-replay w.jsonl --url $w_url" ; else kill "-$sig" "$pid"; fi
-  wait "$pid"; rc=$?
+  expect_status 130 wait "$pid"
   local f=$out; [[ $out == - ]] && f=rows.jsonl
-  echo "exit status: $rc"
   local sent not_sent
   sent=$(sed -n 's/.* requests planned: \([0-9]*\) sent.*/\1/p' err.txt)
   not_sent=$(sed -n 's/.*, \([0-9]*\) not sent.*/\1/p' err.txt)

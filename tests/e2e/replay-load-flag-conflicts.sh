@@ -9,6 +9,6 @@ jq -c 'del(.timestamp)' w.jsonl >nots.jsonl
 for args in "w.jsonl --fixed-schedule --request-rate 5" "w.jsonl --request-rate 5 --fixed-schedule-start-offset 0" \
             "w.jsonl --concurrency 2 --fixed-schedule-auto-offset" "nots.jsonl --fixed-schedule-end-offset 5"; do
   # shellcheck disable=SC2086
-  dyn-replay $args --url http://127.0.0.1:9 --model m >/dev/null 2>err
-  echo "$? $(sed 's/^dyn-replay: //' err | head -1)"
+  expect_status 2 dyn-replay $args --url http://127.0.0.1:9 --model m >/dev/null 2>err
+  sed 's/^dyn-replay: //' err | head -1
 done

@@ -8,8 +8,7 @@ dyn-mocker --port 0 --port-file port --speedup-ratio 50 2>mocker.err &
 pid=$!
 trap 'kill -TERM $pid 2>/dev/null; wait $pid 2>/dev/null' EXIT
 for _ in $(seq 200); do [[ -s port ]] && break; sleep 0.05; done
-dyn-replay w.jsonl --url "http://127.0.0.1:$(cat port)" --speedup 50 --no-progress >rows.jsonl 2>err.txt
-echo "exit $?"
+expect_status 0 dyn-replay w.jsonl --url "http://127.0.0.1:$(cat port)" --speedup 50 --no-progress >rows.jsonl 2>err.txt
 sed -n 's/^dyn-replay: \([0-9]* requests planned: [0-9]* sent ([0-9]* ok, [0-9]* errors), [0-9]* not sent\).*/\1/p' err.txt
 echo "workload rows: $(wc -l <w.jsonl)  sessions: $(jq -r .session_id w.jsonl | sort -u | wc -l)  later turns: $(jq -c 'select(.delay != null)' w.jsonl | wc -l)"
 echo "rows: $(wc -l <rows.jsonl)  ok: $(jq -c 'select(.dyn.status == "ok")' rows.jsonl | wc -l)  source: $(jq -r .event_source rows.jsonl | sort -u)"
@@ -37,8 +36,8 @@ jq -s -r '[ group_by(.dyn.hash_ids[0:2])[] | select(length > 1) |
   "prefix groups: \(length), groups whose shared prefix hashes differ: \(map(select(. > 1)) | length)"' rows.jsonl
 # The rows are a Dynamo trace: replayed again directly (SPEC 6.2), every request comes back once,
 # with the same sessions and prompt lengths.
-dyn-replay rows.jsonl --url "http://127.0.0.1:$(cat port)" --speedup 50 --no-progress >rows2.jsonl 2>err2.txt
-echo "replay of the rows: exit $?, $(jq -c 'select(.dyn.status == "ok")' rows2.jsonl | wc -l) ok"
+expect_status 0 dyn-replay rows.jsonl --url "http://127.0.0.1:$(cat port)" --speedup 50 --no-progress >rows2.jsonl 2>err2.txt
+echo "replay of the rows: $(jq -c 'select(.dyn.status == "ok")' rows2.jsonl | wc -l) ok"
 # Any row that is not ok goes to stderr (shown when the test fails), with what the replayer said.
 jq -c 'select(.dyn.status != "ok") | {request_id: .request.request_id, total_time_ms: .request.total_time_ms, dyn}' rows.jsonl rows2.jsonl >&2
 grep -v '^dyn-replay: [0-9]* requests planned' err.txt err2.txt >&2

@@ -11,8 +11,7 @@ jq -nc 'range(200) as $i |
    input_length: (if $i % 3 == 0 then 6000 else 8 end), output_length: 2,
    hash_ids: (if $i % 3 == 0 then [range(12)] else [0] end)}' >w.jsonl
 start_mocker w --speedup-ratio 100
-dyn-replay w.jsonl --url "$w_url" --speedup 50 --max-connections 32 --no-progress >rows.jsonl 2>err.txt
-echo "exit $?"
+expect_status 0 dyn-replay w.jsonl --url "$w_url" --speedup 50 --max-connections 32 --no-progress >rows.jsonl 2>err.txt
 echo "rows: $(wc -l <rows.jsonl)  ok: $(jq -c 'select(.dyn.status == "ok")' rows.jsonl | wc -l)"
 jq -s -r 'group_by(.dyn.scheduled_ms) | map("\(.[0].dyn.scheduled_ms) ms: \(length)") | "due: " + join(", ")' rows.jsonl
 # In (scheduled time, file row) order, count each row sent before the row ahead of it.

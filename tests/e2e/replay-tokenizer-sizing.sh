@@ -26,8 +26,7 @@ run() {
   start_router "r$name" --worker "$w0_url" --health-timeout-ms 10000 --tokenizer-url "$tok" \
     --request-trace --request-trace-file-path "$PWD/tr$name"
   local url="r${name}_url" pid="r${name}_pid"
-  dyn-replay w.jsonl --url "${!url}" --block-size 64 --no-progress "$@" >"rows$name.jsonl" 2>"err$name.txt"
-  echo "exit $?"
+  expect_status 0 dyn-replay w.jsonl --url "${!url}" --block-size 64 --no-progress "$@" >"rows$name.jsonl" 2>"err$name.txt"
   stop "${!pid}"
   # The router's count of each forwarded request vs the workload row (request ids are row order).
   paste <(jq -r .input_length w.jsonl) \
@@ -47,11 +46,10 @@ echo "== chat without --tokenizer-url (4 bytes per token)"
 run plain
 echo "== the tokenizer is unreachable"
 stop "$tok_pid"
-dyn-replay w.jsonl --url "$w0_url" --block-size 64 --no-progress --tokenizer-url "$tok" >rows-down.jsonl 2>err-down.txt
-echo "exit $? rows $(wc -l <rows-down.jsonl)"
+expect_status 4 dyn-replay w.jsonl --url "$w0_url" --block-size 64 --no-progress --tokenizer-url "$tok" >rows-down.jsonl 2>err-down.txt
+echo "rows $(wc -l <rows-down.jsonl)"
 grep -c "error: --tokenizer-url: POST $tok/tokenize failed.*nothing was sent" err-down.txt
 echo "== with --sim"
-dyn-replay w.jsonl --block-size 64 --sim --tokenizer-url "$tok" >/dev/null 2>err-sim.txt
-echo "exit $?"
+expect_status 2 dyn-replay w.jsonl --block-size 64 --sim --tokenizer-url "$tok" >/dev/null 2>err-sim.txt
 grep -c "cannot be used with --sim" err-sim.txt
 cat err*.txt >&2

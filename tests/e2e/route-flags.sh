@@ -11,9 +11,9 @@ echo "flag beats env: $(DYN_ROUTER_MODE=kv dyn-route decide --workers 2 --router
 for args in "--router-session-affinity-ttl-secs 0" "--router-session-affinity-ttl-secs 31536001" \
             "--router-session-affinity-mode sticky" "--router-mode kv-aware" "--router-temperature -1" \
             "--active-decode-blocks-threshold 1.5"; do
-  dyn-route decide --workers 2 $args w.jsonl >/dev/null 2>err.txt
-  echo "$args: exit $? $(grep -c . err.txt) message line(s)"
+  expect_status 2 dyn-route decide --workers 2 $args w.jsonl >/dev/null 2>err.txt
+  echo "$args: $(grep -c . err.txt) message line(s)"
 done
-DYN_ROUTER_SESSION_AFFINITY_TTL_SECS=0 dyn-route decide --workers 2 w.jsonl >/dev/null 2>&1; echo "env ttl 0: exit $?"
-DYN_ROUTER_SESSION_AFFINITY_MODE=sticky dyn-route decide --workers 2 w.jsonl >/dev/null 2>&1; echo "env mode sticky: exit $?"
-dyn-route decide --workers 2 --router-session-affinity-ttl-secs 31536000 w.jsonl >/dev/null; echo "ttl 31536000: exit $?"
+DYN_ROUTER_SESSION_AFFINITY_TTL_SECS=0 expect_status 2 dyn-route decide --workers 2 w.jsonl >/dev/null 2>&1
+DYN_ROUTER_SESSION_AFFINITY_MODE=sticky expect_status 2 dyn-route decide --workers 2 w.jsonl >/dev/null 2>&1
+expect_status 0 dyn-route decide --workers 2 --router-session-affinity-ttl-secs 31536000 w.jsonl >/dev/null

@@ -20,6 +20,5 @@ echo "== errors"
 printf '%s\n' '{"headers":{"x-session-id":"a","X-Session-Id":"b"}}' \
   "{\"headers\":{\"x-session-id\":\"$(printf 'x%.0s' $(seq 257))\"}}" \
   '{"headers":[["x-dynamo-worker-instance-id","w1"]]}' '{"headers":"nope"}' '{"headers":{"X-Session-ID":" ok "}}' |
-  dyn-route normalize 2>err.txt
-echo "exit $?"
+  expect_status 3 dyn-route normalize 2>err.txt
 cat err.txt

@@ -7,8 +7,7 @@ source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 head -40 "$DYN_ROOT/data/quickstart/conversation-slice.jsonl" >w.jsonl
 sha=$(sha256sum w.jsonl | cut -d' ' -f1)
 echo "== dyn-route decide --summary"
-DYN_ROUTER_MODE=kv dyn-route decide w.jsonl --workers 2 --seed 7 --summary d.json >rows.jsonl
-echo "exit $?"
+DYN_ROUTER_MODE=kv expect_status 0 dyn-route decide w.jsonl --workers 2 --seed 7 --summary d.json >rows.jsonl
 jq -c '{tool: .config.tool, sub: .config.subcommand, mode: .config.options["--router-mode"],
         from: .config.sources["--router-mode"], env: .config.environment, workers: .config.options["--workers"],
         seed: .config.options["--seed"], sha256_ok: (.config.inputs[0].sha256 == $sha),
@@ -23,7 +22,7 @@ jq -c '{routed: .summary.routed, per_worker: .summary.routed_per_worker, input: 
 jq -r '.summary | (.prompt_cache_hit_pct - 100 * .cached_tokens / .input_tokens | fabs < 1e-9)' d.json
 # Rejected and malformed rows are counted and the exit status recorded.
 { head -3 w.jsonl; echo 'not json'; echo '{"timestamp": 99999999, "input_length": 10, "output_length": 2, "hash_ids": "x"}'; } >bad.jsonl
-dyn-route decide bad.jsonl --workers 2 --summary bad.json >/dev/null 2>&1; echo "exit $?"
+expect_status 3 dyn-route decide bad.jsonl --workers 2 --summary bad.json >/dev/null 2>&1
 jq -c '.summary | {requests, routed, rejected, malformed_lines, exit_status}' bad.json
 echo "== dyn-route serve: GET /v1/run-config and PREFIX.run-config.json"
 start_mocker m --speedup-ratio 100

@@ -7,6 +7,8 @@
 # shell glob that some stderr line must match; optional). Exit 77 = skipped. Scripts run in a fresh temporary
 # directory with DYN_BIN first on PATH; they read $DYN_ROOT, $DYN_BUILD,
 # $DYN_DATA (the public data in data/) and $DYN_CASES (tests/fixtures/cases: one case per folder).
+# A script checks a command's exit status with `expect_status WANT COMMAND...` (helpers/status.sh,
+# exported to it): a status other than WANT fails the test, naming the command.
 set -u
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 update=0
@@ -32,13 +34,16 @@ DYN_CASES="$DYN_ROOT/tests/fixtures/cases"
 export DYN_ROOT DYN_BUILD DYN_BIN DYN_DATA DYN_CASES
 export PATH="$DYN_BIN:$PATH"
 export NO_COLOR=1
+# shellcheck source=helpers/status.sh
+source "$here/helpers/status.sh"
+export -f expect_status
 failed=0
 for script in "${scripts[@]}"; do
   script="$(cd "$(dirname "$script")" && pwd)/$(basename "$script")"
   base="${script%.sh}"
   name="$(basename "$base")"
   work="$(mktemp -d "${TMPDIR:-/tmp}/dyn-e2e-$name.XXXXXX")"
-  ( cd "$work" && bash "$script" >"$work/.stdout" 2>"$work/.stderr" )
+  ( cd "$work" && DYN_EXPECT_LOG="$work/.expect" bash "$script" >"$work/.stdout" 2>"$work/.stderr" )
   status=$?
   if [[ $status == 77 ]]; then
     # A script that cannot run here (a missing optional program) says why on stderr and exits 77;
@@ -46,6 +51,13 @@ for script in "${scripts[@]}"; do
     echo "SKIP $name: $(tail -1 "$work/.stderr")"
     rm -rf "$work"
     [[ ${#scripts[@]} == 1 ]] && exit 77
+    continue
+  fi
+  if [[ $update == 1 && -s "$work/.expect" ]]; then
+    # The script's own expectation failed: no golden update can make it pass.
+    echo "FAIL $name: not updated, a checked exit status differs:"; cat "$work/.expect"
+    failed=1
+    rm -rf "$work"
     continue
   fi
   if [[ $update == 1 ]]; then
@@ -60,6 +72,9 @@ for script in "${scripts[@]}"; do
   [[ -f "$base.exit" ]] && want_status="$(cat "$base.exit")"
   if [[ "$status" != "$want_status" ]]; then
     echo "FAIL $name: exit $status, want $want_status"; ok=0
+  fi
+  if [[ -s "$work/.expect" ]]; then
+    echo "FAIL $name: a checked exit status differs:"; cat "$work/.expect"; ok=0
   fi
   if [[ -f "$base.stdout" ]]; then
     if ! diff -u "$base.stdout" "$work/.stdout" >"$work/.diff"; then

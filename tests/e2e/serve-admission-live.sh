@@ -51,8 +51,7 @@ for i in $(seq 1 100); do
 done
 curl -sS "$r_url/v1/programs" | jq -c '.programs[] | select(.program_id == "agent-d") | {state, worker, waiting_requests}'
 kill "$r_pid"
-wait "$r_pid"
-echo "router exit on SIGTERM: $?"
+expect_status 0 wait "$r_pid"
 wait "$d_pid"
 echo "agent-d: HTTP $(cat d.status) $(jq -c '.error.type' d.body)"
 dyn-trace cat trace.*.jsonl.gz >rows.jsonl

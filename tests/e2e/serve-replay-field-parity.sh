@@ -26,8 +26,8 @@ for w in m s; do
   url="${w}_url"
   rm -f tr.jsonl
   start_router r --worker "${!url}" --request-trace --request-trace-file-path "$PWD/tr.jsonl" --request-trace-file-format jsonl
-  dyn-replay --url "$r_url" --model mock-model wl.jsonl >client.jsonl 2>replay.err
-  echo "== worker $w: dyn-replay exit $?, client rows $(wc -l <client.jsonl)"
+  expect_status 0 dyn-replay --url "$r_url" --model mock-model wl.jsonl >client.jsonl 2>replay.err
+  echo "== worker $w: client rows $(wc -l <client.jsonl)"
   stop "$r_pid"
   jq -c '{id: .request.x_request_id, keys: [paths(type != "object") | map(select(type == "string")) | join(".")] | unique}' client.jsonl >ck.jsonl
   jq -c '{id: .request.x_request_id, keys: [paths(type != "object") | map(select(type == "string")) | join(".")] | unique}' tr.jsonl >rk.jsonl

@@ -64,11 +64,11 @@ rows() {
   # A served turn is one with dyn.status ok; anything else would be left out of the check.
   jq -r 'select(.dyn.status != "ok") | "not ok: \(.agent_context.session_id) \(.dyn.status) \(.dyn.error // {} | tostring)"' rows.jsonl >&2
 }
-# check PREFIX FILES...: dyn-bind check over the rows of sessions PREFIX-* in FILES.
+# check PREFIX FILES...: dyn-bind check over the rows of sessions PREFIX-* in FILES passes.
 check() {
   rows "$@"
-  dyn-bind check --ttl-secs $TTL rows.jsonl >viol.jsonl 2>check.err
-  echo "dyn-bind check exit $?: $(sed 's/^dyn-bind: //' check.err)"
+  expect_status 0 dyn-bind check --ttl-secs $TTL rows.jsonl >viol.jsonl 2>check.err
+  echo "dyn-bind check: $(sed 's/^dyn-bind: //' check.err)"
 }
 metric() { curl -s "$1/metrics" | awk -v n="$2" '$1 == n {print $2}'; }
 
@@ -81,8 +81,8 @@ batch a
 stop_replicas
 failed a
 rows a local-r*.jsonl
-dyn-bind check --ttl-secs $TTL rows.jsonl >viol.jsonl 2>/dev/null
-echo "dyn-bind check exit $?, violations > 0: $([[ $(wc -l <viol.jsonl) -gt 0 ]] && echo yes || echo no)"
+expect_status 1 dyn-bind check --ttl-secs $TTL rows.jsonl >viol.jsonl 2>/dev/null
+echo "dyn-bind check: violations > 0: $([[ $(wc -l <viol.jsonl) -gt 0 ]] && echo yes || echo no)"
 
 echo "== 2. three replicas sharing bindings in Redis"
 start_redis rd

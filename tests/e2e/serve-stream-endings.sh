@@ -34,8 +34,10 @@ for front in r cap; do
   dyn-bench report --format json $front.jsonl 2>/dev/null | jq -c '{requests: .request_count.avg, errors: .error_request_count.avg}'
 done
 echo "== dyn-replay (chat)"
-for m in chat-complete chat-no-done chat-cut chat-error-chunk; do
+# Each entry: the script, then the exit status dyn-replay must give (4: no request succeeded).
+for entry in chat-complete:0 chat-no-done:0 chat-cut:4 chat-error-chunk:4; do
+  m=${entry%:*}
   printf '{"timestamp":0,"input_length":8,"output_length":2,"text_input":"%s"}\n' "$m" >wl.jsonl
-  dyn-replay --url "$w_url" --model m wl.jsonl 2>/dev/null >row.jsonl
-  echo "$m: exit $?, $(jq -r '[.dyn.status, (.dyn.error.type // "-"), (.dyn.error.message // "-"), (.dyn.warning // "-")] | @tsv' row.jsonl)"
+  expect_status "${entry#*:}" dyn-replay --url "$w_url" --model m wl.jsonl 2>/dev/null >row.jsonl
+  echo "$m: $(jq -r '[.dyn.status, (.dyn.error.type // "-"), (.dyn.error.message // "-"), (.dyn.warning // "-")] | @tsv' row.jsonl)"
 done

@@ -5,10 +5,10 @@
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 start_mocker w
 port=$(cat w.port)
-try() {  # try NAME COMMAND...: start on the busy port, print its exit status and error line
+try() {  # try NAME COMMAND...: start on the busy port: exit 4 (not timeout's 124), print the error line
   local name=$1; shift
-  timeout 10 "$@" --port "$port" >"$name.out" 2>"$name.err"
-  echo "$name: exit $?"
+  expect_status 4 timeout 10 "$@" --port "$port" >"$name.out" 2>"$name.err"
+  echo "== $name"
   grep -o "cannot bind 127.0.0.1:[0-9]* (port in use, or not allowed)" "$name.err" | sed "s/:$port /:PORT /"
 }
 try mocker dyn-mocker

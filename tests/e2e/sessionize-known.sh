@@ -8,4 +8,4 @@ echo "--- the result loads as a session workload"
 dyn-trace sessionize --block-size 4 "$DYN_ROOT/tests/fixtures/sessionize-known.jsonl" 2>/dev/null |
   dyn-trace convert --from mooncake --to agentic --block-size 4 | jq -c '{request_id, wait_for, tool_wait_ms}'
 echo "--- missing timestamps are an error"
-printf '%s\n' '{"input_length":4,"output_length":1,"hash_ids":[1]}' | dyn-trace sessionize >/dev/null 2>&1; echo "exit $?"
+printf '%s\n' '{"input_length":4,"output_length":1,"hash_ids":[1]}' | expect_status 3 dyn-trace sessionize >/dev/null 2>&1

@@ -21,5 +21,5 @@ echo "sessions that moved: $(jq -s 'group_by(.agent_context.session_id)
   | map(select(map(.request.worker.decode_worker_id) | unique | length > 1)) | length' a.jsonl)"
 sim --admission none > n.jsonl
 jq -s 'map(select(.dyn | has("pause_ms"))) | length' n.jsonl
-sim --admission thunderagent --pause-target 0.99; echo "exit $?"
-DYN_THUNDERAGENT_PAUSE_THRESHOLD=2 dyn-replay --sim w.jsonl --admission thunderagent >/dev/null 2>&1; echo "env exit $?"
+expect_status 2 sim --admission thunderagent --pause-target 0.99
+DYN_THUNDERAGENT_PAUSE_THRESHOLD=2 expect_status 2 dyn-replay --sim w.jsonl --admission thunderagent >/dev/null 2>&1

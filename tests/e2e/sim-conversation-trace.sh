@@ -3,8 +3,7 @@
 # prompt-cache hits, and repeats byte for byte.
 set -u
 trace="$DYN_DATA/mooncake-fast25/conversation_trace.jsonl.gz"
-dyn-replay "$trace" --sim --workers 8 --router-mode kv > a.jsonl 2>a.err
-echo "exit $?"
+expect_status 0 dyn-replay "$trace" --sim --workers 8 --router-mode kv > a.jsonl 2>a.err
 wc -l < a.jsonl
 jq -s '{rows: length, sources: (map(.event_source) | unique), ok: (map(select(.dyn.status == "ok")) | length),
         workers: (map(.request.worker.decode_worker_id) | unique),

@@ -64,7 +64,7 @@ echo "== rows without timestamps run under --concurrency or --request-rate (and 
 jq -c 'del(.timestamp)' w.jsonl > nots.jsonl
 sim nots.jsonl --concurrency 2 | jq -s length
 sim nots.jsonl --request-rate 5 | jq -s length
-sim nots.jsonl >/dev/null; echo "exit $?"
+expect_status 3 sim nots.jsonl >/dev/null
 echo "== --benchmark-duration 0.45 with --request-rate 10: starts at 0..400 ms are sent"
 sim w.jsonl --request-rate 10 --benchmark-duration 0.45 | starts
 grep -o 'not simulated: .*' err
@@ -74,8 +74,8 @@ for args in "--url http://127.0.0.1:9" "--no-streaming" "--warmup-request-count 
             "--fixed-schedule --request-rate 5" "--request-rate-mode poisson" \
             "--request-rate 5 --request-rate-gamma-shape 2"; do
   # shellcheck disable=SC2086
-  dyn-replay --sim w.jsonl $args >/dev/null 2>err
-  echo "$? $(sed 's/^dyn-replay: //' err | head -1)"
+  expect_status 2 dyn-replay --sim w.jsonl $args >/dev/null 2>err
+  sed 's/^dyn-replay: //' err | head -1
 done
 echo "== no load flag: the recorded schedule, as before"
 sim w.jsonl | starts
