@@ -83,6 +83,16 @@ struct Router::Impl {
     uint64_t gen = 0;
     uint64_t seen_version = 0;
     std::vector<uint64_t> seq;
+    // Back to a free slot, keeping the key's and seq's buffers: slots are reused by the next
+    // placements, so a freed slot allocates nothing (issue 17: malloc was a top cost offline).
+    void reset() {
+      used = committed = prefill_done = false;
+      role = Role::kNone;
+      w = 0;
+      blocks = prefill_tokens = gen = seen_version = 0;
+      key.clear();
+      seq.clear();
+    }
   };
 
   explicit Impl(const RouterConfig& c)
@@ -634,8 +644,7 @@ void Router::commit(Placement& p) {
   a.committed = true;
   double now = clock_.now_ms();
   if (!cfg_.kv_events && !a.seq.empty() && I.workers[a.w].present) I.index.insert(a.w, a.seq, now);
-  a.seq.clear();
-  a.seq.shrink_to_fit();
+  a.seq.clear();  // keeps its buffer for the slot's next placement
   if (a.key.empty()) return;
   auto it = I.table.find(a.key);
   if (it == I.table.end() || it->second.gen != a.gen) return;
@@ -704,7 +713,7 @@ RetryAdvice Router::fail(Placement& p, bool cancelled) {
     }
   }
   release_load(I, a);
-  a = Impl::Active{};
+  a.reset();
   I.free_slots.push_back(p.slot_);
   p.router_ = nullptr;
   return adv;
@@ -724,7 +733,7 @@ void Router::finish(Placement& p) {
     }
   }
   release_load(I, a);
-  a = Impl::Active{};
+  a.reset();
   I.free_slots.push_back(p.slot_);
   p.router_ = nullptr;
 }
