@@ -1,9 +1,11 @@
-// Unit tests for lib/dyn/kv: prefix overlaps, TTL, LRU budget pruning, KV events, the flat map.
+// Unit tests for lib/dyn/kv: prefix overlaps, TTL, LRU budget pruning, KV events, the flat map and set.
 #include <doctest/doctest.h>
 
 #include <random>
 #include <unordered_map>
+#include <unordered_set>
 
+#include "dyn/kv/flat_map.h"
 #include "dyn/kv/prefix_index.h"
 
 using namespace dyn::kv;
@@ -24,6 +26,19 @@ TEST_CASE("flat map matches std::unordered_map under random insert/erase") {
   }
   CHECK(m.size() == ref.size());
   for (uint64_t k = 0; k < 5000; ++k) CHECK(m.find(k) == (ref.count(k) ? ref[k] : FlatMap::kEmpty));
+}
+
+TEST_CASE("flat set matches std::unordered_set, key 0 and growth included") {
+  FlatSet s;
+  std::unordered_set<uint64_t> ref;
+  std::mt19937_64 g(11);
+  for (int i = 0; i < 100000; ++i) {
+    // Mostly a small key space (repeats), some full-width keys, and 0 (kept outside the table).
+    uint64_t k = i % 97 == 0 ? 0 : (g() % 4 == 0 ? g() : g() % 20000);
+    CHECK(s.insert(k) == ref.insert(k).second);
+  }
+  CHECK(s.size() == ref.size());
+  for (uint64_t k : ref) CHECK_FALSE(s.insert(k));
 }
 
 TEST_CASE("overlap counts leading blocks per worker, stopping at the first miss") {

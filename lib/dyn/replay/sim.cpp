@@ -155,8 +155,6 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
       }
     }
   }
-  tokens::InfiniteCache infinite;
-  uint64_t id_tokens = 0, id_hits = 0;
   for (size_t i = 0; i < n; ++i) {
     Req& r = reqs[i];
     if (!r.kept) continue;
@@ -165,14 +163,22 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
       reqs[static_cast<size_t>(p)].dependents.push_back(static_cast<uint32_t>(i));
       ++r.pending;
     }
-    // Theoretical hit rate at the engines' block size (SPEC 7, as dyn-bench counts it): input
-    // tokens of the rows with hash ids that lie in full engine blocks an earlier row had.
-    if (!r.row->hash_ids.empty()) {
-      id_tokens += r.row->input_length;
-      id_hits += infinite.add(r.row->hash_ids, wl.block_size, r.row->input_length, ecfg.block_size);
-    }
   }
-  sum.theoretical_hit = id_tokens ? static_cast<double>(id_hits) / static_cast<double>(id_tokens) : 0.0;
+  // Theoretical hit rate at the engines' block size (SPEC 7, as dyn-bench counts it): input
+  // tokens of the kept rows with hash ids that lie in full engine blocks an earlier row had.
+  // Counted as rows are dispatched, on the hashes routing computes anyway (kept rows never
+  // dispatched are added after the run): the total does not depend on the order rows are added
+  // in, since each distinct block misses exactly once and every other occurrence hits.
+  tokens::InfiniteCache infinite;
+  uint64_t id_tokens = 0, id_hits = 0;
+  std::vector<bool> counted(n, false);
+  auto count_theoretical = [&](uint32_t i, std::span<const uint64_t> seq) {
+    const auto& row = *reqs[i].row;
+    if (row.hash_ids.empty() || counted[i]) return;
+    counted[i] = true;
+    id_tokens += row.input_length;
+    id_hits += infinite.add_sequence(seq, ecfg.block_size);
+  };
   if (!fixed) {
     // Outside the fixed schedule a child session's first turn has no time of its own: it starts
     // after its parent's latest preceding turn (the live plan's rule, replay::build_plan).
@@ -362,6 +368,7 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
       hashes = tokens::sequence_hashes(tokens::block_hashes(toks, bs));
     } else {
       hashes = tokens::sequence_from_ids(row.hash_ids, wl.block_size, false, row.input_length, bs);
+      count_theoretical(i, hashes);
     }
     route::RouteRequest rr;
     rr.session_id = row.session_id;
@@ -382,7 +389,7 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
     engine::RequestSpec spec;
     spec.id = i;
     spec.prompt_tokens = row.input_length;
-    spec.block_hashes = hashes;
+    spec.block_hashes = std::move(hashes);  // the router keeps its own copy; the span is no longer read
     spec.max_output_tokens = std::max<uint64_t>(1, row.output_length.value_or(1));
     auto added = workers[r.worker].engine->add(std::move(spec));
     if (!added) {
@@ -497,6 +504,13 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
       kick(ev.arg, ev.t);
     }
   }
+  for (size_t i = 0; i < n; ++i) {
+    if (!reqs[i].kept || counted[i] || reqs[i].row->hash_ids.empty()) continue;
+    const auto& row = *reqs[i].row;
+    count_theoretical(static_cast<uint32_t>(i),
+                      tokens::sequence_from_ids(row.hash_ids, wl.block_size, false, row.input_length, bs));
+  }
+  sum.theoretical_hit = id_tokens ? static_cast<double>(id_hits) / static_cast<double>(id_tokens) : 0.0;
   for (const Req& r : reqs) {
     if (!r.kept || r.end >= 0) continue;
     if (stopped) ++sum.not_sent;  // its start came after duration_s, or it waited for one that did
