@@ -10,7 +10,7 @@
 
 using namespace dyn::kv;
 
-TEST_CASE("flat map matches std::unordered_map under random insert/erase") {
+TEST_CASE("flat map matches std::unordered_map under random insert/find_or_insert/erase") {
   FlatMap m;
   std::unordered_map<uint64_t, uint32_t> ref;
   std::mt19937_64 g(7);
@@ -19,6 +19,12 @@ TEST_CASE("flat map matches std::unordered_map under random insert/erase") {
     if (g() % 3 == 0) {
       m.erase(k);
       ref.erase(k);
+    } else if (g() % 2 == 0) {
+      // find_or_insert: the present value, or kEmpty after inserting.
+      auto it = ref.find(k);
+      const uint32_t was = m.find_or_insert(k, static_cast<uint32_t>(i));
+      CHECK(was == (it == ref.end() ? FlatMap::kEmpty : it->second));
+      if (it == ref.end()) ref[k] = static_cast<uint32_t>(i);
     } else if (!ref.count(k)) {
       m.insert(k, static_cast<uint32_t>(i));
       ref[k] = static_cast<uint32_t>(i);

@@ -36,6 +36,18 @@ class FlatMap {
     ++size_;
   }
 
+  /// find() and, when absent, insert(key, value) with one probe sequence (value != kEmpty).
+  /// Returns the value already present, or kEmpty when it inserted.
+  uint32_t find_or_insert(uint64_t key, uint32_t value) {
+    if ((size_ + 1) * 2 > cells_.size()) rehash(cells_.size() * 2);
+    size_t i = slot(key);
+    for (; cells_[i].value != kEmpty; i = (i + 1) & mask_)
+      if (cells_[i].key == key) return cells_[i].value;
+    cells_[i] = Cell{key, value};
+    ++size_;
+    return kEmpty;
+  }
+
   /// Removes key if present.
   void erase(uint64_t key) {
     size_t i = slot(key);

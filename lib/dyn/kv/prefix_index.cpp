@@ -34,17 +34,17 @@ void PrefixIndex::lru_push_front(uint32_t e) {
 }
 
 uint32_t PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
-  uint32_t n = map_.find(hash);
+  // The node a new block would take; one probe finds the block or files it under that node.
+  const uint32_t fresh_node = free_nodes_.empty() ? static_cast<uint32_t>(nodes_.size()) : free_nodes_.back();
+  uint32_t n = map_.find_or_insert(hash, fresh_node);
   if (n == FlatMap::kEmpty) {
+    n = fresh_node;
     if (!free_nodes_.empty()) {
-      n = free_nodes_.back();
       free_nodes_.pop_back();
       nodes_[n] = Node{hash, kNil};
     } else {
-      n = static_cast<uint32_t>(nodes_.size());
       nodes_.push_back(Node{hash, kNil});
     }
-    map_.insert(hash, n);
   } else {
     for (uint32_t e = nodes_[n].first; e != kNil; e = entries_[e].node_next) {
       if (entries_[e].worker == w) {
