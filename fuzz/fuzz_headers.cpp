@@ -1,12 +1,15 @@
 // Fuzz target: request-header normalization (session::normalize, SPEC 1.1) and headers_from_json.
 // Input: HTTP-style header lines "name:value" separated by '\n' (a line without ':' is a name
-// with an empty value; values keep every byte, CR and NUL included); when the whole input is JSON,
+// with an empty value; values keep every byte, CR and NUL included). A name "#" plus one byte b is
+// the identity header session::identity_header_names()[b % size] (lower case), so the fuzzer
+// reaches every spelling of the family table without a dictionary of them; when the whole input is JSON,
 // it also goes through headers_from_json (object or [[name, value], ...]). Properties checked: an
 // identity has a non-empty session id of at most 256 bytes, trimmed, different from its parent,
 // never mistakable for a subagent group key; agent_context survives to_json/from_json; header
 // names are case-insensitive (upper-casing every name changes nothing); errors are HTTP 400.
 #include <string>
 
+#include "dyn/session/families.h"
 #include "dyn/session/normalize.h"
 #include "fuzz_util.h"
 
@@ -64,8 +67,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t nl = in.find('\n', pos);
     std::string_view line = in.substr(pos, nl == std::string_view::npos ? std::string_view::npos : nl - pos);
     size_t colon = line.find(':');
-    if (colon == std::string_view::npos) headers.emplace_back(std::string(line), "");
-    else headers.emplace_back(std::string(line.substr(0, colon)), std::string(line.substr(colon + 1)));
+    std::string name(line.substr(0, colon));
+    if (name.size() == 2 && name[0] == '#') {
+      const auto& names = dyn::session::identity_header_names();
+      name = names[static_cast<unsigned char>(name[1]) % names.size()];
+    }
+    headers.emplace_back(std::move(name), colon == std::string_view::npos ? "" : std::string(line.substr(colon + 1)));
     if (nl == std::string_view::npos) break;
     pos = nl + 1;
   }

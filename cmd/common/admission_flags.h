@@ -7,10 +7,15 @@
 
 #include <CLI/CLI.hpp>
 
+#include "dyn/base/defaults.h"
 #include "dyn/base/error.h"
+#include "dyn/cli/choices.h"
 #include "dyn/route/admission.h"
 
 namespace dyn::cmd {
+
+using cli::choice_names;
+using cli::choices_help;
 
 /// Parsed admission flags. `kv_blocks` 0 means "from the engine settings" (the simulator) or
 /// SPEC 8's 16,384 (serve).
@@ -27,11 +32,9 @@ struct AdmissionFlags {
 inline void add_admission_flags(CLI::App& app, AdmissionFlags& f, bool with_kv_blocks) {
   const std::string g = "Admission (SPEC 9)";
   auto& c = f.config;
-  app.add_option("--admission", f.mode,
-                 "Program-aware admission: none, or thunderagent (pause whole agent sessions at tool "
-                 "boundaries under KV pressure, resume by best-fit packing)")
+  app.add_option("--admission", f.mode, "Program-aware admission: " + choices_help(route::kAdmissionModes, ", "))
       ->envname("DYN_ROUTER_ADMISSION")
-      ->check(CLI::IsMember({"none", "thunderagent"}))
+      ->check(CLI::IsMember(choice_names(route::kAdmissionModes)))
       ->default_str("none")
       ->group(g);
   app.add_option("--pause-threshold", c.pause_threshold,
@@ -68,7 +71,8 @@ inline void add_admission_flags(CLI::App& app, AdmissionFlags& f, bool with_kv_b
       ->envname("DYN_THUNDERAGENT_BUFFER_TOKENS")->default_str("100")->group(g);
   if (with_kv_blocks)
     app.add_option("--admission-kv-blocks", f.kv_blocks,
-                   "KV blocks per worker for admission capacity (x --kv-cache-block-size); default 16384")
+                   "KV blocks per worker for admission capacity (x --kv-cache-block-size); default " +
+                       std::to_string(kDefaultKvBlocks))
         ->envname("DYN_THUNDERAGENT_KV_BLOCKS")->group(g);
 }
 

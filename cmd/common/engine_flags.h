@@ -1,7 +1,6 @@
 // The engine flags of dyn-mocker (docs/cli.md, SPEC 8 defaults), shared with `dyn-replay --sim`.
 #pragma once
 
-#include <cstdlib>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -14,15 +13,10 @@ namespace dyn::cmd {
 /// defaults shown). `with_block_size` adds --block-size (dyn-mocker); dyn-replay --sim takes the
 /// engine block size from the router's --kv-cache-block-size instead, so the two cannot
 /// disagree (and dyn-replay's own --block-size is the workload's hash-id block size).
-/// --speedup-ratio defaults to $DYN_MOCKER_SPEEDUP_RATIO when set (flag > environment > default).
+/// --speedup-ratio defaults to $DYN_MOCKER_SPEEDUP_RATIO when set (CLI11 envname: flag > environment >
+/// default; a bad value is a usage error naming the variable).
 inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, bool with_block_size = true,
                              const std::string& group = "Engine") {
-  if (const char* env = std::getenv("DYN_MOCKER_SPEEDUP_RATIO")) {
-    try {
-      cfg.speedup_ratio = std::stod(env);
-    } catch (...) {
-    }
-  }
   if (with_block_size)
     app.add_option("--block-size", cfg.block_size, "Tokens per KV block")
         ->capture_default_str()->check(CLI::PositiveNumber)->group(group);
@@ -33,8 +27,8 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, bool with
   app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens,
                  "Token budget per engine step (prefill chunks + decodes)")
       ->capture_default_str()->check(CLI::PositiveNumber)->group(group);
-  app.add_option("--speedup-ratio", cfg.speedup_ratio,
-                 "Divide every step time by this (env DYN_MOCKER_SPEEDUP_RATIO)")
+  app.add_option("--speedup-ratio", cfg.speedup_ratio, "Divide every step time by this")
+      ->envname("DYN_MOCKER_SPEEDUP_RATIO")
       ->capture_default_str()->check(CLI::PositiveNumber)->group(group);
   app.add_flag("!--no-prefix-caching", cfg.enable_prefix_caching,
                "Do not reuse cached KV blocks across requests")->group(group);

@@ -1,9 +1,10 @@
 // Flags shared by the live frontends (dyn-route serve, dyn-trace capture): listening address,
-// upstream timeouts and request tracing (SPEC 5.2), with flag > environment > default.
+// upstream timeouts and request tracing (SPEC 5.2), with flag > environment > default (CLI11 envname).
 #pragma once
 
 #include <csignal>
 #include <cstdlib>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -23,12 +24,7 @@ struct FrontendFlags {
   dyn::serve::FrontendOptions opt;
   bool trace_flag = false;
   std::string format;
-  CLI::Option* path_opt = nullptr;
-  CLI::Option* flush_opt = nullptr;
-  CLI::Option* buffer_opt = nullptr;
-  CLI::Option* roll_bytes_opt = nullptr;
-  CLI::Option* roll_lines_opt = nullptr;
-  dyn::io::SegmentWriterOptions file;  // flag values land here
+  dyn::io::SegmentWriterOptions file;  // flag and environment values land here
 
   void add(CLI::App& sub, bool trace_always_on) {
     sub.add_option("--host", opt.listen.host, "Address to listen on (admin endpoints included)")
@@ -67,55 +63,53 @@ struct FrontendFlags {
     sub.add_option("--upstream-read-timeout-secs", opt.upstream.read_s,
                    "Longest silence while reading a worker's response")
         ->capture_default_str();
-    if (!trace_always_on) {
-      sub.add_flag("--request-trace", trace_flag,
-                   "Write one request_end row per request (also DYN_REQUEST_TRACE=1)");
-    }
-    path_opt = sub.add_option("--request-trace-file-path", file.prefix,
-                              "Trace path prefix (DYN_REQUEST_TRACE_FILE_PATH; default /tmp/dynamo-request-trace)")
-                   ->type_name("PREFIX");
+    // SPEC 5.2's environment names, read by CLI11 (envname) like every other option: a flag wins
+    // over its variable, a bad value is a usage error naming it, and the run record says which
+    // variable set what.
+    if (!trace_always_on)
+      sub.add_flag("--request-trace", trace_flag, "Write one request_end row per request")->envname("DYN_REQUEST_TRACE");
+    sub.add_option("--request-trace-file-path", file.prefix, "Trace path prefix")
+        ->envname("DYN_REQUEST_TRACE_FILE_PATH")
+        ->capture_default_str()
+        ->type_name("PREFIX");
     sub.add_option("--request-trace-file-format", format,
-                   "gzip segments PREFIX.NNNNNN.jsonl.gz, or jsonl = plain PREFIX (DYN_REQUEST_TRACE_FILE_FORMAT)")
-        ->check(CLI::IsMember({"gzip", "jsonl"}))
+                   "gzip segments PREFIX.NNNNNN.jsonl.gz (also jsonl.gz, gz), or jsonl = plain PREFIX")
+        ->envname("DYN_REQUEST_TRACE_FILE_FORMAT")
+        ->transform(CLI::CheckedTransformer(
+            std::map<std::string, std::string>{{"gzip", "gzip"}, {"jsonl.gz", "gzip"}, {"gz", "gzip"}, {"jsonl", "jsonl"}}))
         ->type_name("gzip|jsonl");
-    flush_opt = sub.add_option("--request-trace-file-flush-interval-ms", file.flush_interval_ms,
-                               "Flush (one gzip member) this often (DYN_REQUEST_TRACE_FILE_FLUSH_INTERVAL_MS; default 1000)");
-    buffer_opt = sub.add_option("--request-trace-file-buffer-bytes", file.buffer_bytes,
-                                "Flush when the buffer passes this size (DYN_REQUEST_TRACE_FILE_BUFFER_BYTES; default 1 MiB)");
-    roll_bytes_opt = sub.add_option("--request-trace-file-roll-bytes", file.roll_bytes,
-                                    "Start a new segment after this many uncompressed bytes (DYN_REQUEST_TRACE_FILE_ROLL_BYTES)");
-    roll_lines_opt = sub.add_option("--request-trace-file-roll-lines", file.roll_lines,
-                                    "Start a new segment after this many rows (DYN_REQUEST_TRACE_FILE_ROLL_LINES)");
+    sub.add_option("--request-trace-file-flush-interval-ms", file.flush_interval_ms,
+                   "Flush (one gzip member) this often")
+        ->envname("DYN_REQUEST_TRACE_FILE_FLUSH_INTERVAL_MS")
+        ->capture_default_str();
+    sub.add_option("--request-trace-file-buffer-bytes", file.buffer_bytes, "Flush when the buffer passes this size")
+        ->envname("DYN_REQUEST_TRACE_FILE_BUFFER_BYTES")
+        ->capture_default_str();
+    sub.add_option("--request-trace-file-roll-bytes", file.roll_bytes,
+                   "Start a new segment after this many uncompressed bytes")
+        ->envname("DYN_REQUEST_TRACE_FILE_ROLL_BYTES")
+        ->capture_default_str();
+    sub.add_option("--request-trace-file-roll-lines", file.roll_lines, "Start a new segment after this many rows (0 = no limit)")
+        ->envname("DYN_REQUEST_TRACE_FILE_ROLL_LINES")
+        ->capture_default_str();
   }
 
-  /// Environment first, then flags given on the command line.
+  /// Call after parsing: the trace settings (flags and their variables) into opt.
   void apply(bool trace_always_on) {
-    io::SegmentWriterOptions o = io::SegmentWriterOptions::from_env();
-    if (path_opt->count()) o.prefix = file.prefix;
-    if (!format.empty()) o.gzip = format == "gzip";
-    if (flush_opt->count()) o.flush_interval_ms = file.flush_interval_ms;
-    if (buffer_opt->count()) o.buffer_bytes = file.buffer_bytes;
-    if (roll_bytes_opt->count()) o.roll_bytes = file.roll_bytes;
-    if (roll_lines_opt->count()) o.roll_lines = file.roll_lines;
-    opt.trace_file = o;
-    const char* env = std::getenv("DYN_REQUEST_TRACE");
-    bool env_on = env && (std::string(env) == "1" || std::string(env) == "true");
-    opt.trace = trace_always_on || trace_flag || env_on;
+    opt.trace_file = file;
+    if (!format.empty()) opt.trace_file.gzip = format == "gzip";
+    opt.trace = trace_always_on || trace_flag;
   }
 };
 
 /// The run record of a live frontend (FrontendOptions::run_config): cli::run_config of the parsed
 /// command `root` (the tool's app, its subcommand parsed), plus "trace": the effective trace
-/// settings (enabled, prefix, gzip, flush and roll limits), which apply() merges from flags and
-/// the DYN_REQUEST_TRACE* variables; the variables that were set are added to "environment".
+/// settings (enabled, prefix, gzip, flush and roll limits), from flags and the DYN_REQUEST_TRACE*
+/// variables (run_config lists the variables that set an option under "environment").
 /// A server reads no input files, so "inputs" is empty (not run_config's stdin entry).
 inline dyn::Json frontend_run_config(const CLI::App& root, const dyn::serve::FrontendOptions& opt) {
   dyn::Json c = dyn::cli::run_config(root, {});
   c["inputs"] = dyn::Json::array();
-  for (const char* var : {"DYN_REQUEST_TRACE", "DYN_REQUEST_TRACE_FILE_PATH", "DYN_REQUEST_TRACE_FILE_FORMAT",
-                          "DYN_REQUEST_TRACE_FILE_FLUSH_INTERVAL_MS", "DYN_REQUEST_TRACE_FILE_BUFFER_BYTES",
-                          "DYN_REQUEST_TRACE_FILE_ROLL_BYTES", "DYN_REQUEST_TRACE_FILE_ROLL_LINES"})
-    if (const char* v = std::getenv(var)) c["environment"][var] = v;
   const auto& t = opt.trace_file;
   c["trace"] = {{"enabled", opt.trace},          {"prefix", t.prefix},
                 {"gzip", t.gzip},                {"flush_interval_ms", t.flush_interval_ms},

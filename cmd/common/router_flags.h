@@ -7,9 +7,13 @@
 #include <string>
 #include <vector>
 
+#include "dyn/cli/choices.h"
 #include "dyn/route/config.h"
 
 namespace dyn::cmd {
+
+using cli::choice_names;
+using cli::choices_help;
 
 /// Values of the router flags (SPEC 2.1, 3.1-3.3; docs/cli.md "Router flags"). Every flag falls back to
 /// an environment variable DYN_ROUTER_* (CLI11 envname: a flag wins over the environment, the
@@ -41,26 +45,6 @@ struct RouterFlags {
   }
 };
 
-/// The names of an enum's table (route::kModes, ...) as CLI11 choices.
-template <class E, size_t N>
-std::vector<std::string> choice_names(const route::Named<E> (&table)[N]) {
-  std::vector<std::string> v;
-  for (const auto& e : table) v.emplace_back(e.name);
-  return v;
-}
-
-/// Help text listing an enum's values from its table: "a, b (gloss)" with sep ", ", or
-/// "a: gloss; b: gloss" with sep "; " and gloss_sep ": ".
-template <class E, size_t N>
-std::string choices_help(const route::Named<E> (&table)[N], const char* sep, const char* gloss_sep = nullptr) {
-  std::string s;
-  for (const auto& e : table) {
-    if (!s.empty()) s += sep;
-    s += e.name;
-    if (*e.gloss) s += gloss_sep ? std::string(gloss_sep) + e.gloss : std::string(" (") + e.gloss + ")";
-  }
-  return s;
-}
 
 /// Registers every router flag on `app` (a tool or a subcommand), in the "Router" group.
 inline void add_router_flags(CLI::App& app, RouterFlags& f) {
@@ -71,8 +55,8 @@ inline void add_router_flags(CLI::App& app, RouterFlags& f) {
       ->capture_default_str()
       ->group(g);
   app.add_option("--router-session-affinity-ttl-secs", f.cfg.affinity_ttl_secs,
-                 "Bind each session to one worker; the binding expires after this many idle seconds "
-                 "(1..31536000); unset = affinity off")
+                 "Bind each session to one worker; the binding expires after this many idle seconds (1.." +
+                     std::to_string(route::kMaxAffinityTtlSecs) + "); unset = affinity off")
       ->envname("DYN_ROUTER_SESSION_AFFINITY_TTL_SECS")
       ->check(CLI::Range(1u, route::kMaxAffinityTtlSecs))
       ->type_name("SECS")

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "dyn/base/defaults.h"
 #include "dyn/base/error.h"
 #include "dyn/metrics/compare.h"
 
@@ -14,7 +15,7 @@ void setup_compare(CLI::App& app, cli::Dispatch& dispatch) {
     std::string label_a, label_b;
     std::string format = "auto";
     std::string goodput;
-    uint32_t kv_block_size = 64;
+    uint32_t kv_block_size = dyn::kDefaultKvBlockSize;
     cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
@@ -33,7 +34,7 @@ void setup_compare(CLI::App& app, cli::Dispatch& dispatch) {
       ->check(CLI::Range(1u, 1u << 20))
       ->capture_default_str();
   cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o] {
+  dispatch.add_filter(sub, nullptr, &o->out, [o](cli::Sink& sink) {
     metrics::ReportOptions ro;
     ro.goodput = goodput_or_fail(o->goodput);
     ro.kv_block_size = o->kv_block_size;
@@ -42,12 +43,11 @@ void setup_compare(CLI::App& app, cli::Dispatch& dispatch) {
     const metrics::Report ra = metrics::build_report(a, ro), rb = metrics::build_report(b, ro);
     const std::string la = o->label_a.empty() ? std::filesystem::path(o->a).filename().string() : o->label_a;
     const std::string lb = o->label_b.empty() ? std::filesystem::path(o->b).filename().string() : o->label_b;
-    io::Output* out = nullptr;
-    auto file = cli::open_output(o->out, &out);
+    io::Output* out = &sink.get();
     const bool json = o->format == "json" || (o->format == "auto" && !out->is_terminal());
     if (json) out->line(metrics::compare_json(ra, rb, la, lb).dump(2));
     else out->write(metrics::compare_table(ra, rb, la, lb));
-    out->close();
+    sink.close();
     return static_cast<int>(kExitOk);
   });
 }

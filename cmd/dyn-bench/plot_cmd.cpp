@@ -61,16 +61,11 @@ void setup_plot(CLI::App& app, cli::Dispatch& dispatch) {
                   "charts plot hit rate, TTFT and throughput against it")
       ->type_name("NAME=V1,V2,...");
   cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o, sub] {
-    if (cli::stdin_is_interactive(o->inputs)) {
-      std::fputs(sub->help().c_str(), stderr);
-      return static_cast<int>(kExitUsage);
-    }
+  dispatch.add_filter(sub, &o->inputs, &o->out, [o](cli::Sink& sink) {
     if (!o->labels.empty() && o->labels.size() != std::max<size_t>(1, o->inputs.size()))
       throw Fatal(kExitUsage, "--label given " + std::to_string(o->labels.size()) + " times for " +
                                   std::to_string(o->inputs.size()) + " input runs");
-    io::Output* out = nullptr;
-    auto file = cli::open_output(o->out, &out);
+    io::Output* out = &sink.get();
     if (out->is_terminal())  // HTML is for a file or a browser, never a terminal
       throw Fatal(kExitUsage, "plot writes HTML: give -o FILE.html or redirect standard output");
     if (o->inputs.size() <= 1) {
@@ -104,7 +99,7 @@ void setup_plot(CLI::App& app, cli::Dispatch& dispatch) {
       }
       out->write(metrics::render_runs_html(runs, sweep.first, o->plot));
     }
-    out->close();
+    sink.close();
     return static_cast<int>(kExitOk);
   });
 }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "dyn/base/defaults.h"
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
 #include "dyn/cli/run_config.h"
@@ -45,7 +46,7 @@ void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
     std::string goodput;
     std::string export_dir;
     bool per_session = false;
-    uint32_t kv_block_size = 64;
+    uint32_t kv_block_size = dyn::kDefaultKvBlockSize;
     cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
@@ -72,24 +73,19 @@ void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
       ->capture_default_str();
   sub->add_flag("--per-session", o->per_session, "Add the per-session breakdown to the table (always in JSON)");
   cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o, sub] {
-    if (cli::stdin_is_interactive(o->inputs)) {
-      std::fputs(sub->help().c_str(), stderr);
-      return static_cast<int>(kExitUsage);
-    }
+  dispatch.add_filter(sub, &o->inputs, &o->out, [o, sub](cli::Sink& sink) {
     metrics::ReportOptions ro;
     ro.goodput = goodput_or_fail(o->goodput);
     ro.kv_block_size = o->kv_block_size;
     metrics::RequestSet set = load_or_fail(o->inputs);
     metrics::Report rep = metrics::build_report(set, ro);
-    io::Output* out = nullptr;
-    auto file = cli::open_output(o->out, &out);
+    io::Output* out = &sink.get();
     std::string format = o->format;
     if (format == "auto") format = out->is_terminal() ? "table" : "json";
     if (format == "json") out->line(metrics::report_json(rep).dump(2));
     else if (format == "csv") out->write(metrics::report_csv(rep));
     else out->write(metrics::report_table(rep, o->per_session));
-    out->close();
+    sink.close();
     if (!o->export_dir.empty())
       metrics::write_aiperf_export(set, rep, o->export_dir, cli::run_config(*sub->get_parent(), o->inputs));
     return static_cast<int>(kExitOk);

@@ -29,7 +29,7 @@ void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
       ->capture_default_str();
   sub->add_option("--timeout-secs", o->timeout_secs, "Connect and read timeout")->check(CLI::PositiveNumber)->capture_default_str();
   cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o] {
+  dispatch.add_filter(sub, nullptr, &o->out, [o](cli::Sink& sink) {
     std::string base = o->url;
     if (base.find("://") == std::string::npos) base = "http://" + base;
     const auto slash = base.find('/', base.find("://") + 3);
@@ -62,13 +62,12 @@ void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
     }
     auto entries = metrics::parse_bindings(body);
     if (!entries) throw Fatal(kExitBadData, fmt::format("{}{}: {}", base, path, entries.error().message));
-    io::Output* out = nullptr;
-    auto file = cli::open_output(o->out, &out);
+    io::Output* out = &sink.get();
     const bool table = o->format == "table" || (o->format == "auto" && out->is_terminal());
     if (table) out->write(metrics::bindings_table(*entries));
     else
       for (const Json& e : *entries) out->line(e.dump());
-    out->close();
+    sink.close();
     return static_cast<int>(kExitOk);
   });
 }

@@ -9,6 +9,7 @@
 #include "dyn/base/error.h"
 #include "dyn/metrics/affinity.h"
 #include "dyn/metrics/report.h"
+#include "dyn/route/config.h"
 
 using namespace dyn;
 
@@ -40,15 +41,10 @@ void setup_show(CLI::App& app, cli::Dispatch& dispatch) {
       ->check(CLI::IsMember({"auto", "table", "jsonl"}))
       ->capture_default_str();
   cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o, sub] {
-    if (cli::stdin_is_interactive(o->inputs)) {
-      std::fputs(sub->help().c_str(), stderr);
-      return static_cast<int>(kExitUsage);
-    }
+  dispatch.add_filter(sub, &o->inputs, &o->out, [o](cli::Sink& sink) {
     metrics::TurnSet set = load_or_fail(o->inputs);
     const auto summaries = metrics::summarize_bindings(set.turns);
-    io::Output* out = nullptr;
-    auto file = cli::open_output(o->out, &out);
+    io::Output* out = &sink.get();
     const bool table = o->format == "table" || (o->format == "auto" && out->is_terminal());
     if (table) {
       std::vector<std::vector<std::string>> rows{
@@ -64,7 +60,7 @@ void setup_show(CLI::App& app, cli::Dispatch& dispatch) {
     } else {
       for (const auto& s : summaries) out->line(metrics::binding_summary_json(s).dump());
     }
-    out->close();
+    sink.close();
     if (set.no_session) diag::note(fmt::format("{} rows without a session id not shown", set.no_session));
     return static_cast<int>(kExitOk);
   });
@@ -81,31 +77,22 @@ void setup_check(CLI::App& app, cli::Dispatch& dispatch) {
       "check", "Exit 1 and list violations (JSONL) if a session or subagent group moved between workers within the TTL");
   sub->add_option("files", o->inputs, "request_end rows or route_decision rows; - or none = stdin")->type_name("FILE");
   sub->add_option("--ttl-secs", o->ttl_secs,
-                  "Affinity TTL in seconds (1..31536000); default $DYN_ROUTER_SESSION_AFFINITY_TTL_SECS")
+                  fmt::format("Affinity TTL in seconds (1..{}), as the router was given it", dyn::route::kMaxAffinityTtlSecs))
+      ->envname("DYN_ROUTER_SESSION_AFFINITY_TTL_SECS")
       ->type_name("S");
   cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o, sub] {
-    if (cli::stdin_is_interactive(o->inputs)) {
-      std::fputs(sub->help().c_str(), stderr);
-      return static_cast<int>(kExitUsage);
-    }
-    double ttl = o->ttl_secs;
-    if (sub->count("--ttl-secs") == 0) {
-      const char* env = std::getenv("DYN_ROUTER_SESSION_AFFINITY_TTL_SECS");
-      if (!env || !*env)
-        throw Fatal(kExitUsage, "no TTL: pass --ttl-secs or set DYN_ROUTER_SESSION_AFFINITY_TTL_SECS");
-      char* end = nullptr;
-      ttl = std::strtod(env, &end);
-      if (*end != '\0') throw Fatal(kExitUsage, fmt::format("DYN_ROUTER_SESSION_AFFINITY_TTL_SECS: '{}' is not a number", env));
-    }
-    if (!(ttl >= 1 && ttl <= 31536000))
-      throw Fatal(kExitUsage, fmt::format("TTL {} s is out of range 1..31536000 (SPEC 2.1)", ttl));
+  dispatch.add_filter(sub, &o->inputs, &o->out, [o, sub](cli::Sink& sink) {
+    const double ttl = o->ttl_secs;
+    if (sub->count("--ttl-secs") == 0)
+      throw Fatal(kExitUsage, "no TTL: pass --ttl-secs or set DYN_ROUTER_SESSION_AFFINITY_TTL_SECS");
+    if (!(ttl >= 1 && ttl <= dyn::route::kMaxAffinityTtlSecs))
+      throw Fatal(kExitUsage,
+                  fmt::format("TTL {} s is out of range 1..{} (SPEC 2.1)", ttl, dyn::route::kMaxAffinityTtlSecs));
     metrics::TurnSet set = load_or_fail(o->inputs);
     const auto res = metrics::check_affinity(set.turns, ttl);
-    io::Output* out = nullptr;
-    auto file = cli::open_output(o->out, &out);
+    io::Output* out = &sink.get();
     for (const auto& v : res.violations) out->line(metrics::violation_json(v, ttl).dump());
-    out->close();
+    sink.close();
     diag::note(fmt::format("{} affinity keys, {} served turns checked, {} violations{}", res.keys, res.turns_checked,
                            res.violations.size(),
                            res.excused ? fmt::format(", {} rebinds after a failed turn", res.excused) : ""));

@@ -18,6 +18,7 @@
 #include "dyn/replay/live.h"
 #include "dyn/replay/load.h"
 #include "dyn/replay/summary.h"
+#include "dyn/session/families.h"
 #include "sim_cmd.h"
 
 namespace {
@@ -188,7 +189,7 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   lo.endpoint_type = o.endpoint_type == "completions" ? replay::EndpointType::kCompletions : replay::EndpointType::kChat;
   lo.endpoint_path = o.endpoint;
   lo.streaming = o.streaming;
-  lo.header_style = *replay::parse_header_style(o.session_headers);
+  lo.header_style = dyn::session::find_client_style(o.session_headers);
   lo.history = o.history == "delta" ? replay::History::kDelta : replay::History::kCumulative;
   lo.warmup_count = o.warmup;
   lo.duration_s = o.duration_s;
@@ -278,8 +279,8 @@ int main(int argc, char** argv) {
   app.add_option("--endpoint", o.endpoint, "Request path instead of the endpoint type's default (/v1/chat/completions)");
   app.add_flag("--streaming,!--no-streaming", o.streaming, "Stream responses (SSE; default on: TTFT and ITL need it)");
   app.add_option("--model,-m", o.model, "Model name sent in every request (default: the first of GET /v1/models)");
-  app.add_option("--session-headers", o.session_headers, "How session identity is sent (SPEC 1.1)")
-      ->check(CLI::IsMember({"dynamo", "claude", "codex", "opencode", "none"}))
+  app.add_option("--session-headers", o.session_headers, "How session identity is sent, as the named client does (SPEC 1.1, 6.3): " + dyn::session::describe_client_styles())
+      ->check(CLI::IsMember(dyn::session::client_style_names()))
       ->capture_default_str();
   app.add_option("--history", o.history,
                  "cumulative: a row is the whole prompt; delta: rows are new input, earlier turns and live replies are threaded in")

@@ -49,21 +49,16 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       ->type_name("FILE");
   dyn::cmd::add_router_flags(*sub, o->router);
   dyn::cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o, sub] {
-    if (dyn::cli::stdin_is_interactive(o->decide.inputs)) {
-      std::fputs(sub->help().c_str(), stderr);
-      return static_cast<int>(dyn::kExitUsage);
-    }
+  dispatch.add_filter(sub, &o->decide.inputs, &o->out, [o, sub](dyn::cli::Sink& sink) {
     o->decide.router = o->router.config(o->seed);
     o->decide.router_block_size_given = o->router.block_size_given();
     // Recorded before routing: the inputs' checksums are of the files as they were read.
     dyn::Json config;
     if (!o->summary_path.empty()) config = dyn::cli::run_config(*sub->get_parent(), o->decide.inputs);
-    dyn::io::Output* out = nullptr;
-    auto file = dyn::cli::open_output(o->out, &out);
+    dyn::io::Output* out = &sink.get();
     dyn::offline::DecideStats st;
     int rc = dyn::offline::decide(o->decide, *out, &st);
-    out->close();
+    sink.close();
     if (!o->summary_path.empty()) {
       dyn::Json workers = dyn::Json::array();
       for (uint64_t n : st.per_worker) workers.push_back(n);

@@ -3,6 +3,7 @@
 
 #include "commands.h"
 #include "dyn/offline/offline.h"
+#include "dyn/session/families.h"
 
 void setup_normalize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   struct Opts {
@@ -12,18 +13,16 @@ void setup_normalize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand(
       "normalize", "Turn rows of request headers into agent_context rows (SPEC 1), or error rows with the line number");
+  // The families come from the normalizer's own table, so help and man page list what it reads.
+  sub->footer("Header families (SPEC 1.1), in precedence order; the first with a session header present wins:\n" +
+              dyn::session::describe_families());
   sub->add_option("files", o->norm.inputs, "Input JSONL files of {\"headers\": ...} rows; - or none = stdin")
       ->type_name("FILE");
   dyn::cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o, sub] {
-    if (dyn::cli::stdin_is_interactive(o->norm.inputs)) {
-      std::fputs(sub->help().c_str(), stderr);
-      return static_cast<int>(dyn::kExitUsage);
-    }
-    dyn::io::Output* out = nullptr;
-    auto file = dyn::cli::open_output(o->out, &out);
+  dispatch.add_filter(sub, &o->norm.inputs, &o->out, [o](dyn::cli::Sink& sink) {
+    dyn::io::Output* out = &sink.get();
     int rc = dyn::offline::normalize_rows(o->norm, *out);
-    out->close();
+    sink.close();
     return rc;
   });
 }

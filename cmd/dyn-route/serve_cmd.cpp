@@ -3,6 +3,8 @@
 #include <memory>
 #include <optional>
 
+#include "dyn/base/defaults.h"
+
 #include "admission_flags.h"
 #include "commands.h"
 #include "frontend_flags.h"
@@ -103,8 +105,8 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     opt.health_failure_threshold = o->health_failure_threshold;
     opt.tool_name = "dyn-route";
     opt.admission = dyn::cmd::admission_config(o->admission);
-    // SPEC 9 capacity: the workers' KV blocks (SPEC 8 default 16,384) x the router block size.
-    opt.admission_capacity_tokens = (o->admission.kv_blocks ? o->admission.kv_blocks : 16384) *
+    // SPEC 9 capacity: the workers' KV blocks (SPEC 8 default, dyn::kDefaultKvBlocks) x the router block size.
+    opt.admission_capacity_tokens = (o->admission.kv_blocks ? o->admission.kv_blocks : dyn::kDefaultKvBlocks) *
                                     static_cast<uint64_t>(opt.router.block_size);
     return dyn::cmd::run_frontend(opt);
   });

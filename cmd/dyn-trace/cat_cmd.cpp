@@ -16,15 +16,10 @@ void setup_cat(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   sub->add_flag("--sort", o->cat.sort, "Stable sort by event_time_unix_ms");
   sub->add_flag("--strict", o->cat.strict, "Exit 3 when a gzip stream is truncated or a row is malformed");
   dyn::cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o, sub] {
-    if (dyn::cli::stdin_is_interactive(o->cat.inputs)) {
-      std::fputs(sub->help().c_str(), stderr);
-      return static_cast<int>(dyn::kExitUsage);
-    }
-    dyn::io::Output* out = nullptr;
-    auto file = dyn::cli::open_output(o->out, &out);
+  dispatch.add_filter(sub, &o->cat.inputs, &o->out, [o](dyn::cli::Sink& sink) {
+    dyn::io::Output* out = &sink.get();
     int rc = dyn::trace::cat_traces(o->cat, *out);
-    out->close();
+    sink.close();
     return rc;
   });
 }

@@ -45,11 +45,7 @@ void setup_filter(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   sub->add_flag("--no-header", o->no_header, "TSV/CSV: omit the header line");
   sub->add_flag("--strict", o->f.strict, "Exit 3 when a gzip stream is truncated or a row is malformed");
   dyn::cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o, sub, session, parent, worker, since, until] {
-    if (dyn::cli::stdin_is_interactive(o->f.inputs)) {
-      std::fputs(sub->help().c_str(), stderr);
-      return static_cast<int>(dyn::kExitUsage);
-    }
+  dispatch.add_filter(sub, &o->f.inputs, &o->out, [o, session, parent, worker, since, until](dyn::cli::Sink& sink) {
     auto& f = o->f;
     if (*session) f.session = o->session;
     if (*parent) f.parent = o->parent;
@@ -70,10 +66,9 @@ void setup_filter(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                : o->format == "csv" ? dyn::trace::FilterFormat::kCsv
                                     : dyn::trace::FilterFormat::kJsonl;
     f.header = !o->no_header;
-    dyn::io::Output* out = nullptr;
-    auto file = dyn::cli::open_output(o->out, &out);
+    dyn::io::Output* out = &sink.get();
     int rc = dyn::trace::filter_traces(f, *out);
-    out->close();
+    sink.close();
     return rc;
   });
 }

@@ -44,13 +44,12 @@ void setup_generate(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   sub->add_flag("--summary", o->summary,
                 "Print sessions, rows, tokens and the aggregate working set on stderr");
   dyn::cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o] {
+  dispatch.add_filter(sub, nullptr, &o->out, [o](dyn::cli::Sink& sink) {
     dyn::trace::AgentWorkloadSummary s;
     auto rows = dyn::trace::generate_agent_workload(o->g, &s);
-    dyn::io::Output* out = nullptr;
-    auto file = dyn::cli::open_output(o->out, &out);
+    dyn::io::Output* out = &sink.get();
     for (auto& r : rows) out->line(dyn::trace::workload_row_to_json(r).dump());
-    out->close();
+    sink.close();
     if (o->summary)
       std::fprintf(stderr,
                    "sessions %llu subagents %llu rows %llu input_tokens %llu output_tokens %llu "

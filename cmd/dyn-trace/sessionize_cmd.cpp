@@ -29,11 +29,7 @@ void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       ->default_val("s")
       ->type_name("PREFIX");
   dyn::cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o, sub] {
-    if (dyn::cli::stdin_is_interactive(o->inputs)) {
-      std::fputs(sub->help().c_str(), stderr);
-      return static_cast<int>(dyn::kExitUsage);
-    }
+  dispatch.add_filter(sub, &o->inputs, &o->out, [o](dyn::cli::Sink& sink) {
     dyn::trace::WorkloadOptions wo;
     wo.block_size = o->s.block_size;
     wo.require_timestamps = true;
@@ -45,10 +41,9 @@ void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       return static_cast<int>(dyn::kExitBadData);
     }
     auto st = dyn::trace::sessionize(w.rows, o->s);
-    dyn::io::Output* out = nullptr;
-    auto file = dyn::cli::open_output(o->out, &out);
+    dyn::io::Output* out = &sink.get();
     for (const auto& r : w.rows) out->line(dyn::trace::workload_row_to_json(r).dump());
-    out->close();
+    sink.close();
     dyn::diag::note("sessionize: " + std::to_string(st.rows) + " rows -> " + std::to_string(st.sessions) +
                     " sessions (" + std::to_string(st.multi_turn_sessions) + " with 2+ turns holding " +
                     std::to_string(st.multi_turn_rows) + " rows; " + std::to_string(st.continued) +

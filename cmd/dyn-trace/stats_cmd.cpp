@@ -19,16 +19,11 @@ void setup_stats(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       ->capture_default_str();
   sub->add_flag("--strict", o->s.strict, "Exit 3 when a gzip stream is truncated or a row is malformed");
   dyn::cli::add_output_options(*sub, o->out);
-  dispatch.add(sub, [o, sub] {
-    if (dyn::cli::stdin_is_interactive(o->s.inputs)) {
-      std::fputs(sub->help().c_str(), stderr);
-      return static_cast<int>(dyn::kExitUsage);
-    }
-    dyn::io::Output* out = nullptr;
-    auto file = dyn::cli::open_output(o->out, &out);
+  dispatch.add_filter(sub, &o->s.inputs, &o->out, [o](dyn::cli::Sink& sink) {
+    dyn::io::Output* out = &sink.get();
     o->s.table = o->format == "auto" ? out->is_terminal() : o->format == "table";
     int rc = dyn::trace::trace_stats(o->s, *out);
-    out->close();
+    sink.close();
     return rc;
   });
 }

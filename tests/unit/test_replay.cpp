@@ -27,7 +27,7 @@ namespace {
 
 std::string repo(const std::string& rel) { return std::string(DYN_SOURCE_DIR) + "/" + rel; }
 
-std::string header(const HeaderList& h, const std::string& name) {
+std::string header(const dyn::http::HeaderList& h, const std::string& name) {
   for (const auto& [k, v] : h)
     if (k == name) return v;
   return "<absent>";
@@ -119,47 +119,6 @@ const Json* by_id(const std::vector<Json>& rows, const std::string& id) {
 }
 
 }  // namespace
-
-TEST_CASE("identity headers: each client style as the captured CLIs send it") {
-  Identity root{"R", "", "R", false};
-  Identity child{"C", "R", "R", false};
-  Identity grandchild{"G", "C", "R", true};
-  // dynamo
-  auto d = identity_headers(HeaderStyle::kDynamo, grandchild);
-  CHECK(header(d, "X-Dynamo-Session-ID") == "G");
-  CHECK(header(d, "X-Dynamo-Parent-Session-ID") == "C");
-  CHECK(header(d, "X-Dynamo-Session-Final") == "true");
-  CHECK(header(identity_headers(HeaderStyle::kDynamo, root), "X-Dynamo-Parent-Session-ID") == "<absent>");
-  // claude: session header = root always; agent id on subagents; parent-agent only for nested.
-  auto cr = identity_headers(HeaderStyle::kClaude, root);
-  CHECK(cr.size() == 1);
-  CHECK(header(cr, "X-Claude-Code-Session-Id") == "R");
-  auto cc = identity_headers(HeaderStyle::kClaude, child);
-  CHECK(header(cc, "X-Claude-Code-Session-Id") == "R");
-  CHECK(header(cc, "x-claude-code-agent-id") == "C");
-  CHECK(header(cc, "x-claude-code-parent-agent-id") == "<absent>");
-  auto cg = identity_headers(HeaderStyle::kClaude, grandchild);
-  CHECK(header(cg, "x-claude-code-agent-id") == "G");
-  CHECK(header(cg, "x-claude-code-parent-agent-id") == "C");
-  // codex: session-id root, thread-id own, parent thread for children, x-client-request-id = thread.
-  auto xr = identity_headers(HeaderStyle::kCodex, root);
-  CHECK(header(xr, "session-id") == "R");
-  CHECK(header(xr, "thread-id") == "R");
-  CHECK(header(xr, "x-codex-parent-thread-id") == "<absent>");
-  auto xg = identity_headers(HeaderStyle::kCodex, grandchild);
-  CHECK(header(xg, "session-id") == "R");
-  CHECK(header(xg, "thread-id") == "G");
-  CHECK(header(xg, "x-client-request-id") == "G");
-  CHECK(header(xg, "x-codex-parent-thread-id") == "C");
-  CHECK(header(xg, "x-openai-subagent") == "collab_spawn");
-  // opencode (third-party provider): lower-case x-session-id + affinity, immediate parent.
-  auto og = identity_headers(HeaderStyle::kOpenCode, grandchild);
-  CHECK(header(og, "x-session-id") == "G");
-  CHECK(header(og, "x-session-affinity") == "G");
-  CHECK(header(og, "x-parent-session-id") == "C");
-  CHECK(identity_headers(HeaderStyle::kNone, grandchild).empty());
-  CHECK(identity_headers(HeaderStyle::kDynamo, Identity{}).empty());
-}
 
 TEST_CASE("sessions: turns, roots through parent chains, request ids") {
   auto w = workload_of(
@@ -354,7 +313,7 @@ TEST_CASE("live: records, errors, closed-loop sessions with delay, session heade
       "{\"timestamp\":2,\"text_input\":\"fail-503 please\",\"output_length\":3}\n");
   REQUIRE(w.ok());
   auto o = opts_for(srv);
-  o.header_style = HeaderStyle::kCodex;
+  o.header_style = dyn::session::find_client_style("codex");
   LiveStats st;
   auto rows = run_rows(w, o, &st);
   REQUIRE(rows.size() == 4);

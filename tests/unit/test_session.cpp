@@ -1,5 +1,5 @@
-// Unit tests for lib/dyn/session: SPEC 1 header normalization, cases 14, 16, 21 and the captured
-// Claude Code / Codex / OpenCode requests.
+// Unit tests for lib/dyn/session: SPEC 1 header normalization, cases 14, 16, 21, the captured
+// Claude Code / Codex / OpenCode requests, and the family table's writers (round trip).
 #include <doctest/doctest.h>
 
 #include <fstream>
@@ -7,6 +7,7 @@
 #include <set>
 #include <sstream>
 
+#include "dyn/session/families.h"
 #include "dyn/session/normalize.h"
 
 using namespace dyn;
@@ -32,6 +33,17 @@ Identity norm(const HeaderList& h) {
 }
 std::string sid(const Identity& i) { return i.context ? i.context->session_id : "<none>"; }
 std::string pid(const Identity& i) { return i.context ? i.context->parent_session_id : "<none>"; }
+
+HeaderList write(std::string_view style, const Lineage& id) {
+  const ClientStyle* s = find_client_style(style);
+  REQUIRE(s != nullptr);
+  return write_headers(*s, id);
+}
+std::string header(const HeaderList& h, const std::string& name) {
+  for (const auto& [k, v] : h)
+    if (k == name) return v;
+  return "<absent>";
+}
 }  // namespace
 
 TEST_CASE("case 14: Codex header spellings, precedence over Codex by Claude and Dynamo") {
@@ -233,4 +245,117 @@ TEST_CASE("append_agent_context writes to_json().dump(), the one agent_context w
   append_agent_context(s, c);
   CHECK(s == c.to_json().dump());
   CHECK(s == R"({"session_id":"s\t1","parent_session_id":"p","session_final":false,"compaction":{"request_kind":"compaction","n":1.0}})");
+}
+
+TEST_CASE("identity headers: each client style as the captured CLIs send it") {
+  Lineage root{"R", "", "R", false};
+  Lineage child{"C", "R", "R", false};
+  Lineage grandchild{"G", "C", "R", true};
+  // dynamo
+  auto d = write("dynamo", grandchild);
+  CHECK(header(d, "X-Dynamo-Session-ID") == "G");
+  CHECK(header(d, "X-Dynamo-Parent-Session-ID") == "C");
+  CHECK(header(d, "X-Dynamo-Session-Final") == "true");
+  CHECK(header(write("dynamo", root), "X-Dynamo-Parent-Session-ID") == "<absent>");
+  // claude: session header = root always; agent id on subagents; parent-agent only for nested.
+  auto cr = write("claude", root);
+  CHECK(cr.size() == 1);
+  CHECK(header(cr, "X-Claude-Code-Session-Id") == "R");
+  auto cc = write("claude", child);
+  CHECK(header(cc, "X-Claude-Code-Session-Id") == "R");
+  CHECK(header(cc, "x-claude-code-agent-id") == "C");
+  CHECK(header(cc, "x-claude-code-parent-agent-id") == "<absent>");
+  auto cg = write("claude", grandchild);
+  CHECK(header(cg, "x-claude-code-agent-id") == "G");
+  CHECK(header(cg, "x-claude-code-parent-agent-id") == "C");
+  // codex: session-id root, thread-id own, parent thread for children, x-client-request-id = thread.
+  auto xr = write("codex", root);
+  CHECK(header(xr, "session-id") == "R");
+  CHECK(header(xr, "thread-id") == "R");
+  CHECK(header(xr, "x-codex-parent-thread-id") == "<absent>");
+  auto xg = write("codex", grandchild);
+  CHECK(header(xg, "session-id") == "R");
+  CHECK(header(xg, "thread-id") == "G");
+  CHECK(header(xg, "x-client-request-id") == "G");
+  CHECK(header(xg, "x-codex-parent-thread-id") == "C");
+  CHECK(header(xg, "x-openai-subagent") == "collab_spawn");
+  // opencode (third-party provider): lower-case x-session-id + affinity, immediate parent.
+  auto og = write("opencode", grandchild);
+  CHECK(header(og, "x-session-id") == "G");
+  CHECK(header(og, "x-session-affinity") == "G");
+  CHECK(header(og, "x-parent-session-id") == "C");
+  CHECK(write("none", grandchild).empty());
+  CHECK(write("dynamo", Lineage{}).empty());
+}
+
+TEST_CASE("round trip: normalize(write(lineage)) gives the lineage back, for every client style and family") {
+  const std::vector<Lineage> lineages = {
+      {"R", "", "R", false},     // a root turn
+      {"R", "", "R", true},      // its last turn
+      {"C", "R", "R", false},    // a top-level subagent
+      {"G", "C", "R", true},     // a nested subagent's last turn
+      {"S", "", "", false},      // a root whose plan left the root empty
+  };
+  std::set<Source> produced;
+  for (const ClientStyle& style : client_styles()) {
+    CAPTURE(style.name);
+    const bool has_final = [&] {
+      for (const Family& f : families())
+        if (f.source == style.produces) return !f.final_flag.empty();
+      return false;
+    }();
+    for (const Lineage& id : lineages) {
+      CAPTURE(id.session);
+      Identity got = norm(write_headers(style, id));
+      if (style.produces == Source::kNone) {
+        CHECK_FALSE(got.context);
+        continue;
+      }
+      produced.insert(style.produces);
+      REQUIRE(got.context);
+      CHECK(got.source == style.produces);
+      CHECK(got.context->session_id == id.session);
+      CHECK(got.context->parent_session_id == id.parent);
+      CHECK(got.context->session_final == (has_final && id.final_turn ? std::optional<bool>(true) : std::nullopt));
+    }
+  }
+  // Every family has a client style that writes it, so the round trip covers every row.
+  for (const Family& f : families()) {
+    CAPTURE(source_name(f.source));
+    CHECK(produced.count(f.source) == 1);
+  }
+  CHECK(find_client_style("nope") == nullptr);
+  CHECK(client_style_names().back() == "none");
+}
+
+TEST_CASE("the family table is what normalize reads: every spelling yields its family") {
+  for (const Family& f : families()) {
+    CAPTURE(source_name(f.source));
+    for (auto n : f.session) {
+      CAPTURE(n);
+      Identity got = norm({{std::string(n), "s1"}});
+      CHECK(got.source == f.source);
+      CHECK(sid(got) == "s1");
+      CHECK(pid(got) == "");
+      for (auto p : f.parent) {
+        if (!f.subagent.empty()) break;  // a root turn of a subagent family has no parent
+        CHECK(pid(norm({{std::string(n), "s1"}, {std::string(p), "p1"}})) == "p1");
+      }
+    }
+    for (auto n : f.subagent) {
+      CAPTURE(n);
+      Identity got = norm({{std::string(n), "a1"}, {std::string(f.session.at(0)), "root"}});
+      CHECK(got.source == f.source);
+      CHECK(sid(got) == "a1");
+      CHECK(pid(got) == "root");
+    }
+  }
+  // Each spelling is an identity header: a conflicting duplicate is rejected.
+  for (auto n : identity_header_names()) {
+    if (n == "x-request-id" || n == "x-session-affinity") continue;
+    CAPTURE(n);
+    auto r = normalize({{std::string(n), "1"}, {std::string(n), "2"}});
+    CHECK_FALSE(r.ok());
+  }
+  CHECK(describe_families().find("1 dynamo: session x-dynamo-session-id") == 0);
 }

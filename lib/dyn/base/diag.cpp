@@ -1,11 +1,8 @@
-// stderr diagnostics with optional colour (terminal only, never with NO_COLOR).
+// stderr diagnostics with optional colour (set by the CLI layer: a terminal, never with NO_COLOR).
 #include "dyn/base/diag.h"
-
-#include <unistd.h>
 
 #include <atomic>
 #include <cstdio>
-#include <cstdlib>
 #include <mutex>
 
 namespace dyn::diag {
@@ -15,11 +12,9 @@ std::function<void()> g_flush;
 std::mutex g_mu;
 std::atomic<uint64_t> g_warnings{0};
 bool g_quiet = false;
+std::atomic<bool> g_colour{false};
 
-bool use_colour() {
-  static const bool colour = isatty(2) && std::getenv("NO_COLOR") == nullptr;
-  return colour;
-}
+bool use_colour() { return g_colour.load(std::memory_order_relaxed); }
 
 void emit(const char* level, const char* colour, std::string_view where, std::string_view what) {
   std::lock_guard<std::mutex> lock(g_mu);
@@ -41,6 +36,8 @@ void emit(const char* level, const char* colour, std::string_view where, std::st
   fflush(stderr);
 }
 }  // namespace
+
+void set_colour(bool on) { g_colour = on; }
 
 void set_program(std::string name) { g_program = std::move(name); }
 const std::string& program() { return g_program; }

@@ -10,6 +10,9 @@ namespace dyn::diag {
 
 /// Sets the program name printed before each message (run_tool sets it from argv[0]).
 void set_program(std::string name);
+/// Colours the level word (error, warning, note) of every later line. Off by default; the CLI
+/// layer turns it on for a terminal stderr without NO_COLOR (cli::run_tool).
+void set_colour(bool on);
 const std::string& program();
 
 /// Called before any message is printed so stdout data appears before the diagnostic

@@ -76,6 +76,10 @@ std::string generate_man(const CLI::App& app, const std::string& template_text) 
   std::ostringstream subs;
   for (const CLI::App* sub : app.get_subcommands({})) {
     subs << ".SS " << sub->get_name() << "\n" << roff_escape(sub->get_description()) << "\n";
+    // The footer (a table the tool prints under --help) keeps its lines in the man page.
+    std::istringstream footer(sub->get_footer());
+    for (std::string line; std::getline(footer, line);)
+      if (!line.empty()) subs << ".br\n" << roff_escape(line) << "\n";
     std::ostringstream so;
     man_options(*sub, so);
     if (!so.str().empty()) subs << so.str();

@@ -144,6 +144,8 @@ int run_tool(int argc, char** argv, CLI::App& app, const std::function<int()>& b
   signal(SIGPIPE, SIG_IGN);
   set_command_line(argc, argv);
   diag::set_program(app.get_name());
+  // https://no-color.org: colour only on a terminal and never when NO_COLOR is set.
+  diag::set_colour(isatty(2) && std::getenv("NO_COLOR") == nullptr);
   diag::set_flush_hook([] {
     try {
       io::stdout_output().flush();
@@ -236,6 +238,20 @@ int run_tool(int argc, char** argv, CLI::App& app, const std::function<int()>& b
 }  // namespace dyn::cli
 
 namespace dyn::cli {
+
+void Dispatch::add_filter(CLI::App* sub, const std::vector<std::string>* inputs, const OutputOptions* out,
+                          std::function<int(Sink&)> action) {
+  add(sub, [sub, inputs, out, action = std::move(action)] {
+    if (inputs && stdin_is_interactive(*inputs)) {
+      std::fputs(sub->help().c_str(), stderr);
+      return static_cast<int>(kExitUsage);
+    }
+    Sink sink(*out);
+    const int rc = action(sink);
+    sink.close();
+    return rc;
+  });
+}
 
 int Dispatch::run() const {
   for (const auto& [sub, action] : list_)

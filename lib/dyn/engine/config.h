@@ -4,12 +4,14 @@
 #include <cstdint>
 #include <string>
 
+#include "dyn/base/defaults.h"
+
 namespace dyn::engine {
 
 /// Settings of one simulated inference worker. Defaults follow SPEC 8 (Dynamo's mocker).
 struct EngineConfig {
-  uint32_t block_size = 64;               ///< tokens per KV block
-  uint64_t num_blocks = 16384;            ///< KV blocks in the pool (--num-gpu-blocks-override)
+  uint32_t block_size = kDefaultKvBlockSize;               ///< tokens per KV block
+  uint64_t num_blocks = kDefaultKvBlocks;            ///< KV blocks in the pool (--num-gpu-blocks-override)
   uint32_t max_num_seqs = 256;            ///< cap on running sequences
   uint32_t max_num_batched_tokens = 8192; ///< per-step token budget (prefill chunks + decodes)
   bool enable_prefix_caching = true;      ///< reuse full blocks by sequence hash

@@ -15,35 +15,6 @@
 
 namespace dyn::io {
 
-namespace {
-uint64_t env_u64(const char* name, uint64_t def) {
-  const char* v = std::getenv(name);
-  if (!v || !*v) return def;
-  char* end = nullptr;
-  errno = 0;
-  unsigned long long x = std::strtoull(v, &end, 10);
-  if (errno || *end || v[0] == '-')
-    throw Fatal(kExitUsage, std::string(name) + ": expected a non-negative integer, got '" + v + "'");
-  return x;
-}
-}  // namespace
-
-SegmentWriterOptions SegmentWriterOptions::from_env() {
-  SegmentWriterOptions o;
-  if (const char* p = std::getenv("DYN_REQUEST_TRACE_FILE_PATH"); p && *p) o.prefix = p;
-  if (const char* f = std::getenv("DYN_REQUEST_TRACE_FILE_FORMAT"); f && *f) {
-    std::string s = f;
-    if (s == "jsonl") o.gzip = false;
-    else if (s == "gzip" || s == "jsonl.gz" || s == "gz") o.gzip = true;
-    else throw Fatal(kExitUsage, "DYN_REQUEST_TRACE_FILE_FORMAT: expected gzip or jsonl, got '" + s + "'");
-  }
-  o.flush_interval_ms = env_u64("DYN_REQUEST_TRACE_FILE_FLUSH_INTERVAL_MS", o.flush_interval_ms);
-  o.buffer_bytes = env_u64("DYN_REQUEST_TRACE_FILE_BUFFER_BYTES", o.buffer_bytes);
-  o.roll_bytes = env_u64("DYN_REQUEST_TRACE_FILE_ROLL_BYTES", o.roll_bytes);
-  o.roll_lines = env_u64("DYN_REQUEST_TRACE_FILE_ROLL_LINES", o.roll_lines);
-  return o;
-}
-
 std::string gzip_member(const std::string& data, int level) {
   z_stream z{};
   if (deflateInit2(&z, level, Z_DEFLATED, 15 + 16, 8, Z_DEFAULT_STRATEGY) != Z_OK)

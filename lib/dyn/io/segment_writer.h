@@ -10,6 +10,8 @@
 
 namespace dyn::io {
 
+/// Defaults of SPEC 5.2; the tools set them from flags and the DYN_REQUEST_TRACE_FILE_* variables
+/// named beside each field (cmd/common/frontend_flags.h).
 struct SegmentWriterOptions {
   std::string prefix = "/tmp/dynamo-request-trace";  ///< DYN_REQUEST_TRACE_FILE_PATH
   bool gzip = true;                        ///< DYN_REQUEST_TRACE_FILE_FORMAT: gzip (default) | jsonl
@@ -20,10 +22,6 @@ struct SegmentWriterOptions {
   /// Live servers: a failed write (disk full, I/O error) drops the buffered rows instead of
   /// throwing, so the server keeps serving; the outage and the rows lost are reported on stderr.
   bool drop_on_error = false;
-
-  /// Reads the DYN_REQUEST_TRACE_FILE_* environment variables over the defaults. Errors: a
-  /// non-numeric value or unknown format throws Fatal(kExitUsage) naming the variable.
-  static SegmentWriterOptions from_env();
 };
 
 /// Appends lines to trace files. Each flush writes the buffered lines as one complete gzip

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dyn/base/defaults.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
 #include "dyn/metrics/request.h"
@@ -64,7 +65,7 @@ struct ReportOptions {
   std::vector<Slo> goodput;  ///< empty = no goodput
   /// Tokens per engine KV block for the theoretical hit rate (SPEC 7): the engines cache whole
   /// blocks of this size (dyn-mocker and --sim default 64, `dyn-bench --kv-block-size`).
-  uint32_t kv_block_size = 64;
+  uint32_t kv_block_size = kDefaultKvBlockSize;
 };
 
 struct Report {

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dyn/base/defaults.h"
 #include "dyn/io/output.h"
 #include "dyn/route/config.h"
 
@@ -28,8 +29,8 @@ int normalize_rows(const NormalizeOptions& options, io::Output& out);
 /// prefill time for the uncached tokens in chunks of max_batched_tokens, plus output tokens ×
 /// the decode step time at the worker's KV utilisation when the request arrives.
 struct EndModel {
-  uint64_t kv_blocks = 16384;          ///< per worker
-  uint32_t block_size = 64;            ///< engine block size (capacity = kv_blocks × block_size tokens)
+  uint64_t kv_blocks = kDefaultKvBlocks;          ///< per worker
+  uint32_t block_size = kDefaultKvBlockSize;            ///< engine block size (capacity = kv_blocks × block_size tokens)
   uint64_t max_batched_tokens = 8192;  ///< prefill chunk
   double speedup_ratio = 1.0;          ///< divides all times
   /// Duration estimate: uncached prompt tokens, output tokens, utilisation at arrival.

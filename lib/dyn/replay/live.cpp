@@ -428,7 +428,7 @@ class Runner {
     req.headers.emplace_back("X-Request-ID", it.request_id);
     if (!it.identity.session.empty()) req.headers.emplace_back("X-Correlation-ID", it.identity.session);
     if (!warmup_)
-      for (auto& h : identity_headers(o_.header_style, it.identity)) req.headers.push_back(std::move(h));
+      for (auto& h : session::write_headers(*o_.header_style, it.identity)) req.headers.push_back(std::move(h));
     for (const auto& h : o_.extra_headers) req.headers.push_back(h);
     if (o_.streaming) req.headers.emplace_back("Accept", "text/event-stream");
     req.body = body.dump();

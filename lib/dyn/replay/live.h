@@ -28,7 +28,8 @@ struct LiveOptions {
   std::string endpoint_path;  ///< override of the request path ("" = /v1/chat/completions or /v1/completions)
   bool streaming = true;
   std::string model;          ///< must be set (the tool asks /v1/models when the user gave none)
-  HeaderStyle header_style = HeaderStyle::kDynamo;
+  /// How session identity is sent (--session-headers; never null).
+  const session::ClientStyle* header_style = session::find_client_style("dynamo");
   History history = History::kCumulative;
   ScheduleOptions schedule;
   uint64_t concurrency = 0;   ///< cap on requests in flight (0 = none, except the pool size)

@@ -1,4 +1,4 @@
-// Session grouping and identity headers per client style.
+// Session grouping: turns, roots, parents' latest turns.
 #include "dyn/replay/session.h"
 
 #include <map>
@@ -6,63 +6,6 @@
 #include <unordered_map>
 
 namespace dyn::replay {
-
-std::optional<HeaderStyle> parse_header_style(std::string_view n) {
-  if (n == "dynamo") return HeaderStyle::kDynamo;
-  if (n == "claude") return HeaderStyle::kClaude;
-  if (n == "codex") return HeaderStyle::kCodex;
-  if (n == "opencode") return HeaderStyle::kOpenCode;
-  if (n == "none") return HeaderStyle::kNone;
-  return std::nullopt;
-}
-
-const char* header_style_name(HeaderStyle s) {
-  switch (s) {
-    case HeaderStyle::kDynamo: return "dynamo";
-    case HeaderStyle::kClaude: return "claude";
-    case HeaderStyle::kCodex: return "codex";
-    case HeaderStyle::kOpenCode: return "opencode";
-    case HeaderStyle::kNone: return "none";
-  }
-  return "none";
-}
-
-HeaderList identity_headers(HeaderStyle style, const Identity& id) {
-  HeaderList h;
-  if (id.session.empty()) return h;
-  const std::string& root = id.root.empty() ? id.session : id.root;
-  const bool child = !id.parent.empty() && id.parent != id.session;
-  switch (style) {
-    case HeaderStyle::kDynamo:
-      h.emplace_back("X-Dynamo-Session-ID", id.session);
-      if (child) h.emplace_back("X-Dynamo-Parent-Session-ID", id.parent);
-      if (id.final_turn) h.emplace_back("X-Dynamo-Session-Final", "true");
-      break;
-    case HeaderStyle::kClaude:
-      h.emplace_back("X-Claude-Code-Session-Id", root);
-      if (id.session != root) {
-        h.emplace_back("x-claude-code-agent-id", id.session);
-        if (child && id.parent != root) h.emplace_back("x-claude-code-parent-agent-id", id.parent);
-      }
-      break;
-    case HeaderStyle::kCodex:
-      if (child) {
-        h.emplace_back("x-codex-parent-thread-id", id.parent);
-        h.emplace_back("x-openai-subagent", "collab_spawn");
-      }
-      h.emplace_back("x-client-request-id", id.session);
-      h.emplace_back("session-id", root);
-      h.emplace_back("thread-id", id.session);
-      break;
-    case HeaderStyle::kOpenCode:
-      if (child) h.emplace_back("x-parent-session-id", id.parent);
-      h.emplace_back("x-session-affinity", id.session);
-      h.emplace_back("x-session-id", id.session);
-      break;
-    case HeaderStyle::kNone: break;
-  }
-  return h;
-}
 
 SessionPlan plan_sessions(const std::vector<trace::WorkloadRow>& rows) {
   const size_t n = rows.size();

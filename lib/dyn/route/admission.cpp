@@ -12,7 +12,7 @@
 
 namespace dyn::route {
 
-const char* to_string(AdmissionMode m) { return m == AdmissionMode::kNone ? "none" : "thunderagent"; }
+const char* to_string(AdmissionMode m) { return name_in(kAdmissionModes, m); }
 const char* to_string(ProgramStatus s) { return s == ProgramStatus::kReasoning ? "reasoning" : "acting"; }
 const char* to_string(ProgramLifecycle l) {
   switch (l) {
@@ -22,11 +22,7 @@ const char* to_string(ProgramLifecycle l) {
   }
 }
 
-std::optional<AdmissionMode> parse_admission_mode(const std::string& s) {
-  if (s == "none") return AdmissionMode::kNone;
-  if (s == "thunderagent") return AdmissionMode::kThunderAgent;
-  return std::nullopt;
-}
+std::optional<AdmissionMode> parse_admission_mode(const std::string& s) { return parse_in(kAdmissionModes, s); }
 
 std::string AdmissionConfig::validate() const {
   auto frac = [](double v) { return std::isfinite(v) && v >= 0.0 && v <= 1.0; };

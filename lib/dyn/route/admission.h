@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "dyn/base/named.h"
 #include "dyn/base/clock.h"
 #include "dyn/base/json.h"
 
@@ -19,6 +20,12 @@ namespace dyn::route {
 
 /// `--admission none|thunderagent`.
 enum class AdmissionMode { kNone, kThunderAgent };
+/// Every admission mode: the list parse_admission_mode, to_string and the CLI's choices use.
+inline constexpr Named<AdmissionMode> kAdmissionModes[] = {
+    {AdmissionMode::kNone, "none", ""},
+    {AdmissionMode::kThunderAgent, "thunderagent",
+     "pause whole agent sessions at tool boundaries under KV pressure, resume by best-fit packing"},
+};
 /// What a program is doing (SPEC 9): REASONING = a request in flight (or waiting to be admitted),
 /// ACTING = between turns (a tool runs; its context still occupies KV cache).
 enum class ProgramStatus { kReasoning, kActing };

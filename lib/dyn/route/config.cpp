@@ -5,24 +5,6 @@
 
 namespace dyn::route {
 
-namespace {
-
-template <class E, size_t N>
-const char* name_in(const Named<E> (&table)[N], E v) {
-  for (const auto& e : table)
-    if (e.value == v) return e.name;
-  return table[0].name;
-}
-
-template <class E, size_t N>
-std::optional<E> parse_in(const Named<E> (&table)[N], std::string_view n) {
-  for (const auto& e : table)
-    if (n == e.name) return e.value;
-  return std::nullopt;
-}
-
-}  // namespace
-
 const char* mode_name(Mode m) { return name_in(kModes, m); }
 std::optional<Mode> parse_mode(std::string_view n) { return parse_in(kModes, n); }
 const char* affinity_mode_name(AffinityMode m) { return name_in(kAffinityModes, m); }
@@ -32,7 +14,7 @@ std::optional<Error> RouterConfig::validate() const {
   auto usage = [](std::string m) { return Error{std::move(m), kExitUsage}; };
   if (affinity_ttl_secs > kMaxAffinityTtlSecs)
     return usage("--router-session-affinity-ttl-secs " + std::to_string(affinity_ttl_secs) +
-                 " is out of range 1..31536000");
+                 " is out of range 1.." + std::to_string(kMaxAffinityTtlSecs));
   if (block_size == 0) return usage("--kv-cache-block-size must be at least 1");
   if (!(overlap_score_weight >= 0)) return usage("--kv-overlap-score-weight must be >= 0");
   if (!(temperature >= 0)) return usage("--router-temperature must be >= 0");

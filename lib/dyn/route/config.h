@@ -5,21 +5,14 @@
 #include <optional>
 #include <string_view>
 
+#include "dyn/base/defaults.h"
 #include "dyn/base/error.h"
+#include "dyn/base/named.h"
 
 namespace dyn::route {
 
 /// SPEC 3.1 routing modes (`--router-mode`).
 enum class Mode { kRoundRobin, kRandom, kPowerOfTwo, kLeastLoaded, kKv, kDirect };
-
-/// A value of an enumerated setting: its enum, its name on the command line and in records, and
-/// a short gloss for --help ("" = none).
-template <class E>
-struct Named {
-  E value;
-  const char* name;
-  const char* gloss;
-};
 
 /// Every routing mode, in help order: the one list that parse_mode, mode_name, the CLI's choices,
 /// --help, man pages and completions draw from. A new mode is an entry here and its policy in
@@ -53,7 +46,7 @@ struct RouterConfig {
   uint32_t affinity_ttl_secs = 0;
   AffinityMode affinity_mode = AffinityMode::kHard;
   /// Router KV block size in tokens (`--kv-cache-block-size`). Must equal the workers' size.
-  uint32_t block_size = 64;
+  uint32_t block_size = kDefaultKvBlockSize;
   /// cost = overlap_score_weight × prefill_blocks + decode_blocks (SPEC 3.2). >= 0.
   double overlap_score_weight = 1.0;
   /// Selection temperature (SPEC 3.2); 0 = lowest cost. >= 0.
@@ -68,7 +61,7 @@ struct RouterConfig {
   double prune_target_ratio = 0.8;
   /// KV capacity of each worker in router blocks: the base of the decode-blocks threshold
   /// (SPEC 8 default 16,384).
-  uint64_t worker_kv_blocks = 16384;
+  uint64_t worker_kv_blocks = kDefaultKvBlocks;
   /// Busy when active decode blocks > threshold × worker_kv_blocks (fraction 0–1). Unset = never.
   std::optional<double> active_decode_blocks_threshold;
   /// Busy when prefill tokens in flight > threshold. Unset = never.

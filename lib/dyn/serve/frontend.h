@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dyn/base/defaults.h"
 #include "dyn/base/clock.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
@@ -33,7 +34,7 @@ struct FrontendOptions {
   bool capture = false;
   route::RouterConfig router;        ///< serve mode only
   /// Block size of the trace's replay block (serve: the router's block size).
-  uint32_t trace_block_size = 64;
+  uint32_t trace_block_size = kDefaultKvBlockSize;
   bool trace = false;                ///< write request_end rows (SPEC 5.2)
   io::SegmentWriterOptions trace_file;
   double health_interval_ms = 1000;  ///< GET /health polling period per worker (serve mode)

@@ -2,7 +2,6 @@
 #include "dyn/session/normalize.h"
 
 #include <algorithm>
-#include <array>
 #include <charconv>
 #include <cstdio>
 #include <string>
@@ -29,17 +28,6 @@ std::string_view trim(std::string_view v) {
 
 Error http400(std::string msg) { return Error{std::move(msg), 400}; }
 
-// Every header whose value is part of the identity: a conflicting duplicate of one of these is
-// rejected (SPEC 1.1). Lower-case.
-constexpr std::array<std::string_view, 24> kIdentityHeaders = {
-    "x-dynamo-session-id", "x-dynamo-parent-session-id", "x-dynamo-session-final",
-    "x-claude-code-session-id", "x-claude-code-agent-id", "x-claude-code-parent-agent-id",
-    "thread-id", "thread_id", "session-id", "session_id", "x-codex-parent-thread-id",
-    "x-codex-turn-metadata", "x-deepseek-harness-session-id", "x-deepseek-harness-parent-session-id",
-    "x-opencode-session-id", "x-opencode-session", "x-opencode-parent-session-id", "x-session-id",
-    "x-parent-session-id", "x-dynamo-worker-instance-id", "x-worker-instance-id",
-    "x-dynamo-request-priority", "x-request-id", "x-session-affinity"};
-
 // Lookup table of trimmed, non-blank values by lower-case name (first value; duplicates checked).
 struct Table {
   std::vector<std::pair<std::string, std::string>> entries;  // lower name, trimmed value
@@ -52,6 +40,12 @@ struct Table {
     auto* v = get(name);
     return v ? *v : std::string();
   }
+  /// The value of the first spelling present, in the list's (precedence) order.
+  const std::string* first(const std::vector<std::string_view>& names) const {
+    for (auto n : names)
+      if (auto* v = get(n)) return v;
+    return nullptr;
+  }
 };
 
 std::optional<bool> parse_bool(std::string_view v) {
@@ -62,19 +56,6 @@ std::optional<bool> parse_bool(std::string_view v) {
 }
 
 }  // namespace
-
-const char* source_name(Source s) {
-  switch (s) {
-    case Source::kNone: return "none";
-    case Source::kDynamo: return "dynamo";
-    case Source::kClaudeCode: return "claude-code";
-    case Source::kCodex: return "codex";
-    case Source::kDeepSeek: return "deepseek-harness";
-    case Source::kOpenCode: return "opencode";
-    case Source::kGeneric: return "generic";
-  }
-  return "none";
-}
 
 Json AgentContext::to_json() const {
   Json j = Json::object();
@@ -119,7 +100,8 @@ Expected<Identity> normalize(const HeaderList& headers) {
   Table t;
   for (auto& [name, raw] : headers) {
     std::string n = lower(trim(name));
-    if (std::find(kIdentityHeaders.begin(), kIdentityHeaders.end(), n) == kIdentityHeaders.end()) continue;
+    const auto& names = identity_header_names();
+    if (std::find(names.begin(), names.end(), n) == names.end()) continue;
     std::string_view v = trim(raw);
     if (v.empty()) continue;  // blank counts as absent
     // RFC 9110 5.5: a field value holds no control character but HTAB. One here would let a
@@ -165,36 +147,29 @@ Expected<Identity> normalize(const HeaderList& headers) {
 
   AgentContext c;
   Source src = Source::kNone;
-  if (auto* s = t.get("x-dynamo-session-id")) {
-    src = Source::kDynamo;
-    c.session_id = *s;
-    c.parent_session_id = t.value("x-dynamo-parent-session-id");
-    if (auto* f = t.get("x-dynamo-session-final")) {
-      auto b = parse_bool(*f);
-      if (!b) return http400("x-dynamo-session-final must be true/false/1/0/yes/no, got '" + *f + "'");
+  for (const Family& f : families()) {
+    const std::string* session = t.first(f.session);
+    const std::string* subagent = t.first(f.subagent);
+    if (!session && !subagent) continue;
+    src = f.source;
+    const std::string* parent = t.first(f.parent);
+    if (subagent) {
+      // A subagent without a parent header was spawned by the main thread: its parent is the
+      // root session (Dynamo's behaviour before nested agents existed, kept for them).
+      c.session_id = *subagent;
+      c.parent_session_id = parent ? *parent : session ? *session : std::string();
+    } else {
+      c.session_id = *session;
+      // A family with subagent ids marks a root turn by their absence: a stray parent header on
+      // it is not a parent.
+      if (f.subagent.empty() && parent) c.parent_session_id = *parent;
+    }
+    if (const std::string* v = f.final_flag.empty() ? nullptr : t.get(f.final_flag)) {
+      auto b = parse_bool(*v);
+      if (!b) return http400(std::string(f.final_flag) + " must be true/false/1/0/yes/no, got '" + *v + "'");
       c.session_final = b;
     }
-  } else if (t.get("x-claude-code-agent-id") || t.get("x-claude-code-session-id")) {
-    src = Source::kClaudeCode;
-    std::string root = t.value("x-claude-code-session-id");
-    if (auto* agent = t.get("x-claude-code-agent-id")) {
-      c.session_id = *agent;
-      // A subagent without a parent-agent header was spawned by the main thread: its parent is
-      // the root session (Dynamo's behaviour before nested agents existed, kept for them).
-      std::string p = t.value("x-claude-code-parent-agent-id");
-      c.parent_session_id = p.empty() ? root : p;
-    } else {
-      c.session_id = root;  // a root turn never has a parent, even with a stray parent header
-    }
-  } else if (t.get("thread-id") || t.get("thread_id") || t.get("session-id") || t.get("session_id")) {
-    src = Source::kCodex;
-    for (const char* h : {"thread-id", "thread_id", "session-id", "session_id"})
-      if (auto* v = t.get(h)) {
-        c.session_id = *v;
-        break;
-      }
-    c.parent_session_id = t.value("x-codex-parent-thread-id");
-    if (auto* meta = t.get("x-codex-turn-metadata")) {
+    if (const std::string* meta = f.turn_metadata.empty() ? nullptr : t.get(f.turn_metadata)) {
       Json m = Json::parse(*meta, nullptr, false);
       if (m.is_object()) {
         auto k = m.find("request_kind");
@@ -204,19 +179,7 @@ Expected<Identity> normalize(const HeaderList& headers) {
         }
       }
     }
-  } else if (auto* s = t.get("x-deepseek-harness-session-id")) {
-    src = Source::kDeepSeek;
-    c.session_id = *s;
-    c.parent_session_id = t.value("x-deepseek-harness-parent-session-id");
-  } else if (t.get("x-opencode-session-id") || t.get("x-opencode-session")) {
-    src = Source::kOpenCode;
-    c.session_id = t.get("x-opencode-session-id") ? t.value("x-opencode-session-id") : t.value("x-opencode-session");
-    c.parent_session_id = t.get("x-opencode-parent-session-id") ? t.value("x-opencode-parent-session-id")
-                                                                : t.value("x-parent-session-id");
-  } else if (auto* s = t.get("x-session-id")) {
-    src = Source::kGeneric;
-    c.session_id = *s;
-    c.parent_session_id = t.value("x-parent-session-id");
+    break;
   }
   if (src == Source::kNone) return id;
   if (c.parent_session_id == c.session_id) c.parent_session_id.clear();

@@ -10,6 +10,7 @@
 
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
+#include "dyn/session/families.h"
 
 namespace dyn::session {
 
@@ -46,10 +47,6 @@ inline void append_agent_context(std::string& out, const AgentContext& c) {
   append_agent_context(out, c.session_id, c.parent_session_id, c.session_final, c.compaction ? &*c.compaction : nullptr);
 }
 
-/// Which header family (SPEC 1.1 table row) produced the session.
-enum class Source { kNone, kDynamo, kClaudeCode, kCodex, kDeepSeek, kOpenCode, kGeneric };
-const char* source_name(Source s);
-
 /// Everything the router reads from request headers (SPEC 1.1).
 struct Identity {
   std::optional<AgentContext> context;          ///< absent: the request has no identity
@@ -60,25 +57,17 @@ struct Identity {
   std::string affinity_hint;                    ///< x-session-affinity (a hint, never an identity)
 };
 
-/// Normalizes request headers per SPEC 1.1 (rows in precedence order; the first row that yields a
-/// session wins):
-///  1 Dynamo: x-dynamo-session-id, parent x-dynamo-parent-session-id, x-dynamo-session-final;
-///  2 Claude Code: session = x-claude-code-agent-id if present else x-claude-code-session-id;
-///    parent = x-claude-code-parent-agent-id when an agent id is present, else the root session
-///    (top-level subagent); a root turn (no agent id) never has a parent;
-///  3 Codex: thread-id, then thread_id, then (no thread id sent) session-id, session_id; parent
-///    x-codex-parent-thread-id; x-codex-turn-metadata request_kind "compaction" sets compaction;
-///  4 DeepSeek harness: x-deepseek-harness-session-id / -parent-session-id;
-///  5 OpenCode: x-opencode-session-id or x-opencode-session; parent x-opencode-parent-session-id,
-///    else x-parent-session-id (OpenCode 1.18.33 sends the generic parent header with its own
-///    session header, see data/agent-headers/captured/README.md);
-///  6 generic: x-session-id, parent x-parent-session-id.
+/// Normalizes request headers per SPEC 1.1: the first family of families() (families.h, the one
+/// table of spellings) with a session or subagent header present yields the session; its parent
+/// is that family's first parent spelling present (Claude Code: see Family::subagent); Dynamo's
+/// final flag sets session_final; Codex's turn metadata with request_kind "compaction" sets
+/// compaction.
 /// Names are case-insensitive; values are trimmed (space, tab); blank = absent. A parent equal to
 /// the session is dropped. Never looks at request content.
 /// Errors (Error::exit_code = 400, the HTTP status the router answers with): a session or parent
 /// id over 256 bytes; conflicting duplicate values of one identity header; a worker instance id
 /// or priority that is not an integer; a control character (other than tab) inside the trimmed
-/// value of any header listed above or x-request-id / x-session-affinity (RFC 9110 5.5).
+/// value of any identity_header_names() header (RFC 9110 5.5).
 /// Pure function, thread-safe.
 Expected<Identity> normalize(const HeaderList& headers);
 

@@ -7,6 +7,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dyn/base/named.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
 #include "dyn/io/output.h"
@@ -15,7 +16,18 @@
 namespace dyn::trace {
 
 enum class ConvertFrom { kDynamo, kMooncake, kAzureCsv };
+/// `dyn-trace convert --from` names.
+inline constexpr Named<ConvertFrom> kConvertFrom[] = {
+    {ConvertFrom::kDynamo, "dynamo", "Dynamo request_end traces"},
+    {ConvertFrom::kMooncake, "mooncake", "Mooncake JSONL workloads"},
+    {ConvertFrom::kAzureCsv, "azure-csv", "Azure LLM inference trace CSV"},
+};
 enum class ConvertTo { kMooncake, kAgentic };
+/// `dyn-trace convert --to` names.
+inline constexpr Named<ConvertTo> kConvertTo[] = {
+    {ConvertTo::kMooncake, "mooncake", "Mooncake JSONL"},
+    {ConvertTo::kAgentic, "agentic", "Dynamo's agentic form, wait_for chains"},
+};
 
 struct ConvertOptions {
   std::vector<std::string> inputs;  ///< files in order; empty or "-" = stdin (gzip by magic)
