@@ -82,10 +82,12 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary);
 
 /// The load flags (mode flags and schedule) as given, for the live replay and --sim alike; the
 /// mode is replay::choose_load's.
-dyn::replay::LoadFlags load_flags(const Opts& o) {
+dyn::replay::LoadFlags load_flags(const Opts& o, const CLI::App& app) {
   dyn::replay::LoadFlags f;
   f.fixed_schedule = o.fixed_schedule;
   f.concurrency = o.concurrency;
+  f.rate_mode_given = app.count("--request-rate-mode") > 0;
+  f.gamma_shape_given = app.count("--request-rate-gamma-shape") > 0;
   dyn::replay::ScheduleOptions& s = f.schedule;
   s.speedup = o.speedup;
   s.start_offset_ms = o.start_offset;
@@ -119,13 +121,9 @@ void set_sim_load(Opts& o, const CLI::App& app) {
   }
   if (o.warmup)
     throw Fatal(kExitUsage, "--warmup-request-count cannot be used with --sim: the simulator sends no warmup requests");
-  const bool rate = o.request_rate > 0;
-  const replay::LoadFlags lf = load_flags(o);
+  const replay::LoadFlags lf = load_flags(o, app);
   replay::refuse_schedule_with_rate(lf);
-  if (!rate && app.count("--request-rate-mode"))
-    throw Fatal(kExitUsage, "--request-rate-mode needs --request-rate");
-  if (app.count("--request-rate-gamma-shape") && (!rate || o.rate_mode != "gamma"))
-    throw Fatal(kExitUsage, "--request-rate-gamma-shape needs --request-rate with --request-rate-mode gamma");
+  replay::refuse_rate_shape_without_rate(lf);
   // The fixed schedule by default: the simulator reads the workload requiring timestamps then.
   const replay::Load load = replay::choose_load(lf, /*workload_has_timestamps=*/true);
   o.sim.schedule = lf.schedule;
@@ -177,7 +175,6 @@ int run(Opts& o, CLI::App& app) {
 
 int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   using namespace dyn;
-  (void)app;
   if (o.url.empty()) throw Fatal(kExitUsage, "--url is required (or --sim)");
   replay::LiveOptions lo;
   auto ep = http::Endpoint::parse(o.url);
@@ -209,8 +206,9 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
     lo.extra_headers.emplace_back(h.substr(0, c), v);
   }
   // What the live replay cannot honour is a usage error, as in --sim, before the workload is read.
-  const replay::LoadFlags lf = load_flags(o);
+  const replay::LoadFlags lf = load_flags(o, app);
   replay::refuse_schedule_with_rate(lf);
+  replay::refuse_rate_shape_without_rate(lf);
   replay::refuse_offsets_off_schedule(lf);
   trace::WorkloadOptions wo;
   wo.block_size = o.block_size;

@@ -31,6 +31,13 @@ void refuse_schedule_with_rate(const LoadFlags& f) {
     throw Fatal(kExitUsage, "--request-rate cannot be used with --fixed-schedule: choose the schedule or a rate");
 }
 
+void refuse_rate_shape_without_rate(const LoadFlags& f) {
+  const bool rate = f.schedule.request_rate > 0;
+  if (!rate && f.rate_mode_given) throw Fatal(kExitUsage, "--request-rate-mode needs --request-rate");
+  if (f.gamma_shape_given && (!rate || f.schedule.rate_mode != RateMode::kGamma))
+    throw Fatal(kExitUsage, "--request-rate-gamma-shape needs --request-rate with --request-rate-mode gamma");
+}
+
 void refuse_offsets_off_schedule(const LoadFlags& f) {
   const bool rate = f.schedule.request_rate > 0;
   if (!f.fixed_schedule && (rate || f.concurrency))

@@ -15,6 +15,8 @@ namespace dyn::replay {
 struct LoadFlags {
   bool fixed_schedule = false;
   uint64_t concurrency = 0;  ///< 0 = not given
+  bool rate_mode_given = false;    ///< --request-rate-mode was given
+  bool gamma_shape_given = false;  ///< --request-rate-gamma-shape was given
   ScheduleOptions schedule;
 };
 
@@ -27,6 +29,10 @@ struct Load {
 /// --request-rate with --fixed-schedule: Fatal(kExitUsage) (choose the schedule or a rate; the
 /// schedule used to win silently).
 void refuse_schedule_with_rate(const LoadFlags& f);
+
+/// --request-rate-mode without --request-rate, or --request-rate-gamma-shape without a gamma
+/// rate: Fatal(kExitUsage) naming the flag (neither would change anything).
+void refuse_rate_shape_without_rate(const LoadFlags& f);
 
 /// The fixed-schedule offsets (--fixed-schedule-start-offset, -end-offset, -auto-offset) when the
 /// flags alone say the schedule is not fixed (--request-rate, or --concurrency without
