@@ -82,14 +82,14 @@ int main(int argc, char** argv) {
     rates.push_back(static_cast<double>(rows.size()) / s);
   }
   std::sort(rates.begin(), rates.end());
-  const double median = rates.size() % 2 ? rates[rates.size() / 2]
-                                         : (rates[rates.size() / 2 - 1] + rates[rates.size() / 2]) / 2;
+  const double median =
+      rates.size() % 2 ? rates[rates.size() / 2] : (rates[rates.size() / 2 - 1] + rates[rates.size() / 2]) / 2;
   std::printf("rows %zu, mean blocks/row %.1f, workers %u, passes %d\n", rows.size(),
               static_cast<double>(blocks) / static_cast<double>(rows.size()), workers, passes);
   std::printf("predicted cached tokens %llu; rows with a session %llu, of which affinity hits %llu\n",
               static_cast<unsigned long long>(hits), static_cast<unsigned long long>(sessions),
               static_cast<unsigned long long>(bound));
-  std::printf("decisions/s %.0f (median of %d passes; slowest %.0f, fastest %.0f; goal >= 500000)\n", median,
-              passes, rates.front(), rates.back());
+  std::printf("decisions/s %.0f (median of %d passes; slowest %.0f, fastest %.0f; goal >= 500000)\n", median, passes,
+              rates.front(), rates.back());
   return 0;
 }

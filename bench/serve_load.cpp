@@ -31,7 +31,8 @@ double pct(std::vector<double>& v, double q) {
 
 int main(int argc, char** argv) {
   if (argc < 4) {
-    std::fprintf(stderr, "usage: serve_load URL CONCURRENCY SECONDS [--sessions] [--max-tokens N] [--unique-sessions N]\n");
+    std::fprintf(stderr,
+                 "usage: serve_load URL CONCURRENCY SECONDS [--sessions] [--max-tokens N] [--unique-sessions N]\n");
     return 2;
   }
   std::string url = argv[1];
@@ -63,7 +64,8 @@ int main(int argc, char** argv) {
       cli.set_read_timeout(std::chrono::seconds(60));
       cli.set_connection_timeout(std::chrono::seconds(10));
       dyn::Json messages = dyn::Json::array();
-      messages.push_back({{"role", "system"}, {"content", "You are a benchmark assistant. Be brief and exact in every answer you give."}});
+      messages.push_back({{"role", "system"},
+                          {"content", "You are a benchmark assistant. Be brief and exact in every answer you give."}});
       int turn = 0;
       std::vector<double> my_ttft, my_total;
       while (Clock::now() < deadline) {
@@ -73,9 +75,11 @@ int main(int argc, char** argv) {
           if (uk >= unique) break;
         }
         ++turn;
-        messages.push_back({{"role", "user"}, {"content", "client " + std::to_string(c) + " turn " + std::to_string(turn) +
-                                                          " asks a question about caching and routing"}});
-        dyn::Json body = {{"model", "mock-model"}, {"stream", true}, {"max_tokens", max_tokens}, {"messages", messages}};
+        messages.push_back({{"role", "user"},
+                            {"content", "client " + std::to_string(c) + " turn " + std::to_string(turn) +
+                                            " asks a question about caching and routing"}});
+        dyn::Json body = {
+            {"model", "mock-model"}, {"stream", true}, {"max_tokens", max_tokens}, {"messages", messages}};
         httplib::Request req;
         req.method = "POST";
         req.path = "/v1/chat/completions";
@@ -93,7 +97,8 @@ int main(int argc, char** argv) {
         req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
           std::string_view s(d, n);
           if (ttft < 0 && s.find("\"content\":\"") != std::string_view::npos) ttft = ms_since(t0);
-          for (size_t p = s.find("\"content\":\""); p != std::string_view::npos; p = s.find("\"content\":\"", p + 1)) ++chunks;
+          for (size_t p = s.find("\"content\":\""); p != std::string_view::npos; p = s.find("\"content\":\"", p + 1))
+            ++chunks;
           tail.assign(s.substr(s.size() > 32 ? s.size() - 32 : 0));
           return true;
         };
@@ -115,7 +120,8 @@ int main(int argc, char** argv) {
         }
         if (!sent || res.status != 200 || tail.find("[DONE]") == std::string::npos || ttft < 0) {
           errors++;
-          if (errors.load() <= 3) std::fprintf(stderr, "error: %s status %d\n", httplib::to_string(err).c_str(), res.status);
+          if (errors.load() <= 3)
+            std::fprintf(stderr, "error: %s status %d\n", httplib::to_string(err).c_str(), res.status);
           messages.erase(messages.end() - 1);
           continue;
         }
@@ -124,7 +130,8 @@ int main(int argc, char** argv) {
         my_ttft.push_back(ttft);
         my_total.push_back(total);
         if (sessions) {
-          messages.push_back({{"role", "assistant"}, {"content", "an answer of about sixteen tokens for turn " + std::to_string(turn)}});
+          messages.push_back({{"role", "assistant"},
+                              {"content", "an answer of about sixteen tokens for turn " + std::to_string(turn)}});
           if (messages.size() > 41) messages.erase(messages.begin() + 1, messages.begin() + 3);  // bounded history
         } else {
           messages.erase(messages.end() - 1);

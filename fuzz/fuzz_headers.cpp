@@ -42,8 +42,7 @@ bool same(const dyn::Expected<Identity>& a, const dyn::Expected<Identity>& b) {
   if (!a.ok()) return a.error().exit_code == b.error().exit_code;
   const Identity &x = *a, &y = *b;
   return x.context == y.context && x.source == y.source && x.x_request_id == y.x_request_id &&
-         x.worker_instance_id == y.worker_instance_id && x.priority == y.priority &&
-         x.affinity_hint == y.affinity_hint;
+         x.worker_instance_id == y.worker_instance_id && x.priority == y.priority && x.affinity_hint == y.affinity_hint;
 }
 
 void run(const HeaderList& headers) {

@@ -38,8 +38,7 @@ Parsed parse(std::string_view in, NextSize next_size) {
   }
   FUZZ_CHECK(p.bytes() == in.size());
   r.clean = p.finish(r.events);
-  for (size_t i = 1; i < r.events.size(); ++i)
-    FUZZ_CHECK(r.events[i - 1].first_byte_ms <= r.events[i].first_byte_ms);
+  for (size_t i = 1; i < r.events.size(); ++i) FUZZ_CHECK(r.events[i - 1].first_byte_ms <= r.events[i].first_byte_ms);
   return r;
 }
 
@@ -57,8 +56,7 @@ void check_summary(OpenAiStream& s, bool keep_text) {
   if (keep_text) FUZZ_CHECK(sum.text.size() == sum.text_bytes);
   else FUZZ_CHECK(sum.text.empty() && sum.content.empty());
   FUZZ_CHECK(sum.content.size() <= sum.text.size());
-  for (size_t i = 1; i < sum.token_chunk_ms.size(); ++i)
-    FUZZ_CHECK(sum.token_chunk_ms[i - 1] <= sum.token_chunk_ms[i]);
+  for (size_t i = 1; i < sum.token_chunk_ms.size(); ++i) FUZZ_CHECK(sum.token_chunk_ms[i - 1] <= sum.token_chunk_ms[i]);
   FUZZ_CHECK(sum.parse_errors <= sum.events + 1);
 }
 

@@ -18,12 +18,12 @@ namespace dyn::fuzz {
 inline const int kReportFd = ::dup(2);
 
 /// Aborts with the failed condition: the fuzzer saves the input as a crash.
-#define FUZZ_CHECK(cond)                                                                          \
-  do {                                                                                            \
-    if (!(cond)) {                                                                                \
+#define FUZZ_CHECK(cond)                                                                               \
+  do {                                                                                                 \
+    if (!(cond)) {                                                                                     \
       ::dprintf(::dyn::fuzz::kReportFd, "fuzz check failed: %s (%s:%d)\n", #cond, __FILE__, __LINE__); \
-      std::abort();                                                                               \
-    }                                                                                             \
+      std::abort();                                                                                    \
+    }                                                                                                  \
   } while (0)
 
 /// An anonymous in-memory file (memfd) holding `bytes`, opened by path "/proc/self/fd/N" so the

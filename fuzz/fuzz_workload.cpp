@@ -19,9 +19,9 @@ namespace {
 bool same_row(const WorkloadRow& a, const WorkloadRow& b) {
   return a.timestamp_ms == b.timestamp_ms && a.delay_ms == b.delay_ms && a.input_length == b.input_length &&
          a.output_length == b.output_length && a.hash_ids == b.hash_ids && a.session_id == b.session_id &&
-         a.parent_session_id == b.parent_session_id && a.request_id == b.request_id &&
-         a.text_input == b.text_input && a.wait_for == b.wait_for && a.tool_wait_ms == b.tool_wait_ms &&
-         a.priority == b.priority && a.hash_ids_consistent == b.hash_ids_consistent;
+         a.parent_session_id == b.parent_session_id && a.request_id == b.request_id && a.text_input == b.text_input &&
+         a.wait_for == b.wait_for && a.tool_wait_ms == b.tool_wait_ms && a.priority == b.priority &&
+         a.hash_ids_consistent == b.hash_ids_consistent;
 }
 
 }  // namespace

@@ -19,21 +19,32 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, bool with
                              const std::string& group = "Engine") {
   if (with_block_size)
     app.add_option("--block-size", cfg.block_size, "Tokens per KV block")
-        ->capture_default_str()->check(CLI::PositiveNumber)->group(group);
+        ->capture_default_str()
+        ->check(CLI::PositiveNumber)
+        ->group(group);
   app.add_option("--num-gpu-blocks-override", cfg.num_blocks, "KV blocks in each engine's pool")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(group);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(group);
   app.add_option("--max-num-seqs", cfg.max_num_seqs, "Most sequences running at once")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(group);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(group);
   app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens,
                  "Token budget per engine step (prefill chunks + decodes)")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(group);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(group);
   app.add_option("--speedup-ratio", cfg.speedup_ratio, "Divide every step time by this")
       ->envname("DYN_MOCKER_SPEEDUP_RATIO")
-      ->capture_default_str()->check(CLI::PositiveNumber)->group(group);
-  app.add_flag("!--no-prefix-caching", cfg.enable_prefix_caching,
-               "Do not reuse cached KV blocks across requests")->group(group);
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  app.add_flag("!--no-prefix-caching", cfg.enable_prefix_caching, "Do not reuse cached KV blocks across requests")
+      ->group(group);
   app.add_flag("!--no-chunked-prefill", cfg.enable_chunked_prefill,
-               "Prefill each prompt in one step instead of budget-sized chunks")->group(group);
+               "Prefill each prompt in one step instead of budget-sized chunks")
+      ->group(group);
 }
 
 }  // namespace dyn::cmd

@@ -27,8 +27,7 @@ struct FrontendFlags {
   dyn::io::SegmentWriterOptions file;  // flag and environment values land here
 
   void add(CLI::App& sub, bool trace_always_on) {
-    sub.add_option("--host", opt.listen.host, "Address to listen on (admin endpoints included)")
-        ->capture_default_str();
+    sub.add_option("--host", opt.listen.host, "Address to listen on (admin endpoints included)")->capture_default_str();
     sub.add_option("--port", opt.listen.port, "Port to listen on; 0 picks a free port")->capture_default_str();
     sub.add_option("--port-file", opt.listen.port_file, "Write the bound port to FILE once listening")
         ->type_name("FILE");
@@ -47,8 +46,7 @@ struct FrontendFlags {
                    "On SIGTERM, wait this long for requests in flight to finish (new ones get 503)")
         ->capture_default_str()
         ->check(CLI::Range(0.0, 86400.0));
-    sub.add_option("--admin-host", opt.admin_listen.host,
-                   "Address of the separate admin listener (--admin-port)")
+    sub.add_option("--admin-host", opt.admin_listen.host, "Address of the separate admin listener (--admin-port)")
         ->capture_default_str();
     sub.add_option("--admin-port", opt.admin_listen.port,
                    "Serve /v1/bindings, /v1/programs, /metrics and detailed /health on this separate port "
@@ -67,7 +65,8 @@ struct FrontendFlags {
     // over its variable, a bad value is a usage error naming it, and the run record says which
     // variable set what.
     if (!trace_always_on)
-      sub.add_flag("--request-trace", trace_flag, "Write one request_end row per request")->envname("DYN_REQUEST_TRACE");
+      sub.add_flag("--request-trace", trace_flag, "Write one request_end row per request")
+          ->envname("DYN_REQUEST_TRACE");
     sub.add_option("--request-trace-file-path", file.prefix, "Trace path prefix")
         ->envname("DYN_REQUEST_TRACE_FILE_PATH")
         ->capture_default_str()
@@ -75,8 +74,8 @@ struct FrontendFlags {
     sub.add_option("--request-trace-file-format", format,
                    "gzip segments PREFIX.NNNNNN.jsonl.gz (also jsonl.gz, gz), or jsonl = plain PREFIX")
         ->envname("DYN_REQUEST_TRACE_FILE_FORMAT")
-        ->transform(CLI::CheckedTransformer(
-            std::map<std::string, std::string>{{"gzip", "gzip"}, {"jsonl.gz", "gzip"}, {"gz", "gzip"}, {"jsonl", "jsonl"}}))
+        ->transform(CLI::CheckedTransformer(std::map<std::string, std::string>{
+            {"gzip", "gzip"}, {"jsonl.gz", "gzip"}, {"gz", "gzip"}, {"jsonl", "jsonl"}}))
         ->type_name("gzip|jsonl");
     sub.add_option("--request-trace-file-flush-interval-ms", file.flush_interval_ms,
                    "Flush (one gzip member) this often")
@@ -89,7 +88,8 @@ struct FrontendFlags {
                    "Start a new segment after this many uncompressed bytes")
         ->envname("DYN_REQUEST_TRACE_FILE_ROLL_BYTES")
         ->capture_default_str();
-    sub.add_option("--request-trace-file-roll-lines", file.roll_lines, "Start a new segment after this many rows (0 = no limit)")
+    sub.add_option("--request-trace-file-roll-lines", file.roll_lines,
+                   "Start a new segment after this many rows (0 = no limit)")
         ->envname("DYN_REQUEST_TRACE_FILE_ROLL_LINES")
         ->capture_default_str();
   }
@@ -111,9 +111,12 @@ inline dyn::Json frontend_run_config(const CLI::App& root, const dyn::serve::Fro
   dyn::Json c = dyn::cli::run_config(root, {});
   c["inputs"] = dyn::Json::array();
   const auto& t = opt.trace_file;
-  c["trace"] = {{"enabled", opt.trace},          {"prefix", t.prefix},
-                {"gzip", t.gzip},                {"flush_interval_ms", t.flush_interval_ms},
-                {"buffer_bytes", t.buffer_bytes}, {"roll_bytes", t.roll_bytes},
+  c["trace"] = {{"enabled", opt.trace},
+                {"prefix", t.prefix},
+                {"gzip", t.gzip},
+                {"flush_interval_ms", t.flush_interval_ms},
+                {"buffer_bytes", t.buffer_bytes},
+                {"roll_bytes", t.roll_bytes},
                 {"roll_lines", t.roll_lines}};
   return c;
 }
@@ -130,10 +133,10 @@ inline std::string startup_line(const dyn::serve::FrontendOptions& opt, int port
     if (opt.router.affinity_enabled())
       s += ", session affinity " + std::string(dyn::route::affinity_mode_name(opt.router.affinity_mode)) + " TTL " +
            std::to_string(opt.router.affinity_ttl_secs) + " s";
-    else
-      s += ", no session affinity";
+    else s += ", no session affinity";
   }
-  s += "; trace " + (opt.trace ? opt.trace_file.prefix + ".*.jsonl" + (opt.trace_file.gzip ? ".gz" : "") : std::string("off"));
+  s += "; trace " +
+       (opt.trace ? opt.trace_file.prefix + ".*.jsonl" + (opt.trace_file.gzip ? ".gz" : "") : std::string("off"));
   if (opt.admin_listen.port >= 0) s += "; admin on " + opt.admin_listen.host;
   return s;
 }

@@ -25,7 +25,7 @@ struct RouterFlags {
   route::RouterConfig cfg;
   std::string mode = route::mode_name(route::RouterConfig{}.mode);
   std::string affinity_mode = route::affinity_mode_name(route::RouterConfig{}.affinity_mode);
-  double active_decode_blocks_threshold = -1;   // < 0 = unset
+  double active_decode_blocks_threshold = -1;    // < 0 = unset
   int64_t active_prefill_tokens_threshold = -1;  // < 0 = unset
   CLI::Option* block_size_opt = nullptr;
 
@@ -44,7 +44,6 @@ struct RouterFlags {
     return c;
   }
 };
-
 
 /// Registers every router flag on `app` (a tool or a subcommand), in the "Router" group.
 inline void add_router_flags(CLI::App& app, RouterFlags& f) {

@@ -20,7 +20,9 @@ void setup_compare(CLI::App& app, cli::Dispatch& dispatch) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand("compare", "The same metrics for two runs side by side, with B-A and B/A");
-  sub->add_option("a", o->a, "Baseline run: request_end rows or AIPerf profile_export.jsonl")->required()->type_name("A");
+  sub->add_option("a", o->a, "Baseline run: request_end rows or AIPerf profile_export.jsonl")
+      ->required()
+      ->type_name("A");
   sub->add_option("b", o->b, "Run compared with the baseline")->required()->type_name("B");
   sub->add_option("--label-a", o->label_a, "Name of run A in the output (default: its file name)")->type_name("TEXT");
   sub->add_option("--label-b", o->label_b, "Name of run B in the output (default: its file name)")->type_name("TEXT");

@@ -31,7 +31,8 @@ std::pair<std::string, std::vector<double>> parse_sweep(const std::string& text,
     pos = c + 1;
   }
   if (v.size() != runs)
-    throw Fatal(kExitUsage, "--sweep gives " + std::to_string(v.size()) + " values for " + std::to_string(runs) + " input runs");
+    throw Fatal(kExitUsage,
+                "--sweep gives " + std::to_string(v.size()) + " values for " + std::to_string(runs) + " input runs");
   return {text.substr(0, eq), v};
 }
 
@@ -46,7 +47,8 @@ void setup_plot(CLI::App& app, cli::Dispatch& dispatch) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand(
-      "plot", "One self-contained HTML file with SVG charts (no network needed to view it); several files are compared as runs");
+      "plot",
+      "One self-contained HTML file with SVG charts (no network needed to view it); several files are compared as runs");
   sub->add_option("files", o->inputs,
                   "request_end rows or AIPerf profile_export.jsonl, one file per run; - or none = stdin")
       ->type_name("FILE");

@@ -52,15 +52,17 @@ void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand(
       "report", "Metrics of SPEC 7 (AIPerf definitions) from request_end rows or AIPerf's profile_export.jsonl");
-  sub->add_option("files", o->inputs, "request_end rows (plain, gzip, envelopes) or AIPerf profile_export.jsonl; - or none = stdin")
+  sub->add_option("files", o->inputs,
+                  "request_end rows (plain, gzip, envelopes) or AIPerf profile_export.jsonl; - or none = stdin")
       ->type_name("FILE");
   sub->add_option("--format", o->format,
                   "table (console), json (profile_export_aiperf.json shape), csv (its CSV), or auto: table on a "
                   "terminal, else json")
       ->check(CLI::IsMember({"auto", "table", "json", "csv"}))
       ->capture_default_str();
-  sub->add_option("--goodput", o->goodput,
-                  "SLOs as 'metric:value ...' in ms or tokens/sec/user, e.g. 'time_to_first_token:200 inter_token_latency:20'")
+  sub->add_option(
+         "--goodput", o->goodput,
+         "SLOs as 'metric:value ...' in ms or tokens/sec/user, e.g. 'time_to_first_token:200 inter_token_latency:20'")
       ->type_name("SLOS");
   sub->add_option("--aiperf-export,--artifact-dir", o->export_dir,
                   "Also write profile_export.jsonl, profile_export_aiperf.json (with this run's input_config) and "

@@ -27,7 +27,9 @@ void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
   sub->add_option("--format", o->format, "table, jsonl, or auto (table on a terminal, else JSONL)")
       ->check(CLI::IsMember({"auto", "table", "jsonl"}))
       ->capture_default_str();
-  sub->add_option("--timeout-secs", o->timeout_secs, "Connect and read timeout")->check(CLI::PositiveNumber)->capture_default_str();
+  sub->add_option("--timeout-secs", o->timeout_secs, "Connect and read timeout")
+      ->check(CLI::PositiveNumber)
+      ->capture_default_str();
   cli::add_output_options(*sub, o->out);
   dispatch.add_filter(sub, nullptr, &o->out, [o](cli::Sink& sink) {
     std::string base = o->url;
@@ -47,11 +49,13 @@ void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
       // The wording every tool uses (issue 21.9), with the system's reason ("Connection refused"),
       // which cpp-httplib does not keep: it says only "Connection".
       std::string why;
-      if (auto ep = http::Endpoint::parse(base)) why = http::connect_failure_reason(ep->host, ep->port, o->timeout_secs);
+      if (auto ep = http::Endpoint::parse(base))
+        why = http::connect_failure_reason(ep->host, ep->port, o->timeout_secs);
       throw Fatal(kExitIo, fmt::format("cannot connect to {}{}: {}", base, path,
                                        why.empty() ? httplib::to_string(res.error()) : why));
     }
-    if (!res) throw Fatal(kExitIo, fmt::format("{}{}: request failed: {}", base, path, httplib::to_string(res.error())));
+    if (!res)
+      throw Fatal(kExitIo, fmt::format("{}{}: request failed: {}", base, path, httplib::to_string(res.error())));
     if (res->status != 200)
       throw Fatal(kExitIo, fmt::format("{}{}: HTTP {}: {}", base, path, res->status, res->body.substr(0, 200)));
     Json body;

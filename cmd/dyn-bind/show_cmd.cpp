@@ -20,7 +20,8 @@ std::string ms_cell(const std::optional<double>& v) { return v ? fmt::format("{:
 metrics::TurnSet load_or_fail(const std::vector<std::string>& inputs) {
   metrics::TurnSet set = metrics::load_turns(inputs);
   if (set.turns.empty())
-    throw Fatal(kExitBadData, fmt::format("no request_end or route_decision rows found ({} other rows)", set.skipped_rows));
+    throw Fatal(kExitBadData,
+                fmt::format("no request_end or route_decision rows found ({} other rows)", set.skipped_rows));
   return set;
 }
 
@@ -35,7 +36,8 @@ void setup_show(CLI::App& app, cli::Dispatch& dispatch) {
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand(
       "show", "Per session and subagent group: turns, workers used, first/last time, rebinds, cached ratio");
-  sub->add_option("files", o->inputs, "request_end rows (router traces, client rows) or route_decision rows; - or none = stdin")
+  sub->add_option("files", o->inputs,
+                  "request_end rows (router traces, client rows) or route_decision rows; - or none = stdin")
       ->type_name("FILE");
   sub->add_option("--format", o->format, "table, jsonl, or auto (table on a terminal, else JSONL)")
       ->check(CLI::IsMember({"auto", "table", "jsonl"}))
@@ -74,10 +76,12 @@ void setup_check(CLI::App& app, cli::Dispatch& dispatch) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand(
-      "check", "Exit 1 and list violations (JSONL) if a session or subagent group moved between workers within the TTL");
+      "check",
+      "Exit 1 and list violations (JSONL) if a session or subagent group moved between workers within the TTL");
   sub->add_option("files", o->inputs, "request_end rows or route_decision rows; - or none = stdin")->type_name("FILE");
-  sub->add_option("--ttl-secs", o->ttl_secs,
-                  fmt::format("Affinity TTL in seconds (1..{}), as the router was given it", dyn::route::kMaxAffinityTtlSecs))
+  sub->add_option(
+         "--ttl-secs", o->ttl_secs,
+         fmt::format("Affinity TTL in seconds (1..{}), as the router was given it", dyn::route::kMaxAffinityTtlSecs))
       ->envname("DYN_ROUTER_SESSION_AFFINITY_TTL_SECS")
       ->type_name("S");
   cli::add_output_options(*sub, o->out);

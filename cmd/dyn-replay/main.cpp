@@ -44,7 +44,8 @@ struct Opts {
 /// "KEY:VALUE" -> (key, JSON value or string).
 std::pair<std::string, dyn::Json> parse_extra(const std::string& kv) {
   auto c = kv.find(':');
-  if (c == std::string::npos || c == 0) throw dyn::Fatal(dyn::kExitUsage, "--extra-inputs " + kv + ": expected KEY:VALUE");
+  if (c == std::string::npos || c == 0)
+    throw dyn::Fatal(dyn::kExitUsage, "--extra-inputs " + kv + ": expected KEY:VALUE");
   std::string v = kv.substr(c + 1);
   dyn::Json j = dyn::Json::parse(v, nullptr, false);
   return {kv.substr(0, c), j.is_discarded() ? dyn::Json(v) : j};
@@ -109,7 +110,8 @@ void set_sim_load(Opts& o, const CLI::App& app) {
   using namespace dyn;
   // The simulated engines count 4-byte tokens (SPEC 4.2) by construction: an engine tokenizer
   // has nothing to size there.
-  if (!o.tokenizer_url.empty()) throw Fatal(kExitUsage, "--tokenizer-url sizes prompts for a live endpoint; it cannot be used with --sim");
+  if (!o.tokenizer_url.empty())
+    throw Fatal(kExitUsage, "--tokenizer-url sizes prompts for a live endpoint; it cannot be used with --sim");
   for (const char* name : {"--url", "--endpoint-type", "--endpoint", "--streaming", "--session-headers", "--history",
                            "--header", "--extra-inputs", "--ignore-eos", "--request-timeout-seconds",
                            "--connect-timeout-seconds", "--max-connections", "--progress"}) {
@@ -183,7 +185,8 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   lo.client.connect_timeout_s = o.connect_timeout_s;
   lo.client.read_timeout_s = o.request_timeout_s;
   lo.client.request_timeout_s = o.request_timeout_s;
-  lo.endpoint_type = o.endpoint_type == "completions" ? replay::EndpointType::kCompletions : replay::EndpointType::kChat;
+  lo.endpoint_type =
+      o.endpoint_type == "completions" ? replay::EndpointType::kCompletions : replay::EndpointType::kChat;
   lo.endpoint_path = o.endpoint;
   lo.streaming = o.streaming;
   lo.header_style = dyn::session::find_client_style(o.session_headers);
@@ -215,8 +218,7 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   wo.strict_hash_ids = !o.lenient;
   replay::require_timestamps(lf, wo);
   trace::Workload w = trace::load_workload(o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs, wo);
-  if (!w.ok())
-    throw Fatal(kExitBadData, std::to_string(w.errors.size()) + " workload error(s); nothing was sent");
+  if (!w.ok()) throw Fatal(kExitBadData, std::to_string(w.errors.size()) + " workload error(s); nothing was sent");
   if (w.rows.empty()) throw Fatal(kExitBadData, trace::no_workload_rows_message(o.inputs));
   const replay::Load load = replay::choose_load(lf, w.has_timestamps);
   lo.schedule = lf.schedule;
@@ -267,44 +269,55 @@ int main(int argc, char** argv) {
                  "Also write the run summary as JSON to FILE: the configuration (version, flags and the environment "
                  "variables that set them, inputs with SHA-256) and the counts and timing printed on stderr")
       ->type_name("FILE");
-  app.add_option("--artifact-dir", o.artifact_dir,
-                 "Write requests.jsonl (unless -o), summary.json and AIPerf's profile_export files into DIR (AIPerf's spelling)")
+  app.add_option(
+         "--artifact-dir", o.artifact_dir,
+         "Write requests.jsonl (unless -o), summary.json and AIPerf's profile_export files into DIR (AIPerf's spelling)")
       ->type_name("DIR");
   app.add_option("--url,-u", o.url, "Endpoint base URL, e.g. http://127.0.0.1:8000 (required unless --sim)");
   app.add_option("--endpoint-type", o.endpoint_type, "API of the endpoint")
       ->check(CLI::IsMember({"chat", "completions"}))
       ->capture_default_str();
-  app.add_option("--endpoint", o.endpoint, "Request path instead of the endpoint type's default (/v1/chat/completions)");
+  app.add_option("--endpoint", o.endpoint,
+                 "Request path instead of the endpoint type's default (/v1/chat/completions)");
   app.add_flag("--streaming,!--no-streaming", o.streaming, "Stream responses (SSE; default on: TTFT and ITL need it)");
   app.add_option("--model,-m", o.model, "Model name sent in every request (default: the first of GET /v1/models)");
-  app.add_option("--session-headers", o.session_headers, "How session identity is sent, as the named client does (SPEC 1.1, 6.3): " + dyn::session::describe_client_styles())
+  app.add_option("--session-headers", o.session_headers,
+                 "How session identity is sent, as the named client does (SPEC 1.1, 6.3): " +
+                     dyn::session::describe_client_styles())
       ->check(CLI::IsMember(dyn::session::client_style_names()))
       ->capture_default_str();
-  app.add_option("--history", o.history,
-                 "cumulative: a row is the whole prompt; delta: rows are new input, earlier turns and live replies are threaded in")
+  app.add_option(
+         "--history", o.history,
+         "cumulative: a row is the whole prompt; delta: rows are new input, earlier turns and live replies are threaded in")
       ->check(CLI::IsMember({"cumulative", "delta"}))
       ->capture_default_str();
   app.add_flag("--fixed-schedule", o.fixed_schedule,
                "Send each request at its timestamp (default when the first row has a timestamp)");
-  app.add_flag("--fixed-schedule-auto-offset", o.auto_offset, "Shift the schedule so the first kept timestamp is time 0");
-  app.add_option("--fixed-schedule-start-offset", o.start_offset, "Skip rows before this timestamp (ms, inclusive); it becomes time 0")
+  app.add_flag("--fixed-schedule-auto-offset", o.auto_offset,
+               "Shift the schedule so the first kept timestamp is time 0");
+  app.add_option("--fixed-schedule-start-offset", o.start_offset,
+                 "Skip rows before this timestamp (ms, inclusive); it becomes time 0")
       ->type_name("MS");
-  app.add_option("--fixed-schedule-end-offset", o.end_offset, "Skip rows after this timestamp (ms, inclusive)")->type_name("MS");
+  app.add_option("--fixed-schedule-end-offset", o.end_offset, "Skip rows after this timestamp (ms, inclusive)")
+      ->type_name("MS");
   app.add_option("--speedup", o.speedup, "Divide every timestamp gap and delay by this factor")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
-  app.add_option("--request-rate", o.request_rate, "Start sessions / requests at this rate (req/s) instead of the schedule")
+  app.add_option("--request-rate", o.request_rate,
+                 "Start sessions / requests at this rate (req/s) instead of the schedule")
       ->check(CLI::PositiveNumber);
   app.add_option("--request-rate-mode", o.rate_mode, "Arrival process of --request-rate")
       ->check(CLI::IsMember({"constant", "poisson", "gamma"}))
       ->capture_default_str();
-  app.add_option("--request-rate-gamma-shape", o.gamma_shape, "Shape of gamma arrivals (1 = Poisson, larger = smoother)")
+  app.add_option("--request-rate-gamma-shape", o.gamma_shape,
+                 "Shape of gamma arrivals (1 = Poisson, larger = smoother)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--concurrency", o.concurrency,
                  "Requests in flight at most; alone, it selects closed-loop concurrency mode")
       ->check(CLI::PositiveNumber);
-  app.add_option("--request-count,--num-requests", o.request_count, "Send only the first N requests of the plan")->check(CLI::PositiveNumber);
+  app.add_option("--request-count,--num-requests", o.request_count, "Send only the first N requests of the plan")
+      ->check(CLI::PositiveNumber);
   app.add_option("--benchmark-duration", o.duration_s, "Stop sending new requests after this many seconds")
       ->type_name("S")
       ->check(CLI::PositiveNumber);
@@ -314,13 +327,17 @@ int main(int argc, char** argv) {
                  "(OpenAI-compatible POST URL/tokenize, as vLLM and SGLang serve) instead of 4 bytes per token")
       ->type_name("URL");
   app.add_option("--block-size", o.block_size, "Block size of hash_ids (default 512; Dynamo traces carry their own)");
-  app.add_flag("--lenient", o.lenient, "Warn about hash_ids that do not fit input_length instead of rejecting the workload");
-  app.add_option("--seed,--random-seed", o.seed, "Seed for synthetic prompts and random arrivals")->capture_default_str();
-  app.add_flag("--ignore-eos", o.ignore_eos, "Ask the server for exactly output_length tokens (ignore_eos, min_tokens)");
+  app.add_flag("--lenient", o.lenient,
+               "Warn about hash_ids that do not fit input_length instead of rejecting the workload");
+  app.add_option("--seed,--random-seed", o.seed, "Seed for synthetic prompts and random arrivals")
+      ->capture_default_str();
+  app.add_flag("--ignore-eos", o.ignore_eos,
+               "Ask the server for exactly output_length tokens (ignore_eos, min_tokens)");
   app.add_option("--extra-inputs", o.extra_inputs, "Extra body field KEY:VALUE (VALUE parsed as JSON when it is)")
       ->type_name("KEY:VALUE");
   app.add_option("--header,-H", o.headers, "Extra request header 'Name: value'")->type_name("HEADER");
-  app.add_option("--request-timeout-seconds", o.request_timeout_s, "Fail a request after this long (also the idle read limit)")
+  app.add_option("--request-timeout-seconds", o.request_timeout_s,
+                 "Fail a request after this long (also the idle read limit)")
       ->check(CLI::PositiveNumber)
       ->capture_default_str();
   app.add_option("--connect-timeout-seconds", o.connect_timeout_s, "Fail a connection attempt after this long")

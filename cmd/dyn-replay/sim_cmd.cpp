@@ -14,10 +14,17 @@ namespace dyn::cmd {
 
 void add_sim_flags(CLI::App& app, SimFlags& f, bool add_seed, bool add_model) {
   const char* g = "Simulation";
-  app.add_flag("--sim", f.sim, "Replay through the simulated cluster on a virtual clock instead of an endpoint (the load flags apply as they do live; endpoint-only flags are usage errors)")->group(g);
-  app.add_option("--workers", f.workers, "Simulated engines (--sim)")->capture_default_str()->check(CLI::Range(1u, 4096u))->group(g);
+  app.add_flag(
+         "--sim", f.sim,
+         "Replay through the simulated cluster on a virtual clock instead of an endpoint (the load flags apply as they do live; endpoint-only flags are usage errors)")
+      ->group(g);
+  app.add_option("--workers", f.workers, "Simulated engines (--sim)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 4096u))
+      ->group(g);
   app.add_option("--sim-epoch-unix-ms", f.epoch_unix_ms, "Unix ms of virtual time 0 in the records (--sim)")
-      ->capture_default_str()->group(g);
+      ->capture_default_str()
+      ->group(g);
   if (add_seed) app.add_option("--seed", f.seed, "Seed of every random choice")->capture_default_str()->group(g);
   if (add_model) app.add_option("--model", f.model, "Model name in the records")->capture_default_str()->group(g);
   add_engine_flags(app, f.engine, /*with_block_size=*/false, "Engine (--sim)");
@@ -32,7 +39,8 @@ int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_
   wo.block_size = workload_block_size;
   wo.require_timestamps = f.schedule.mode == replay::LoadMode::kFixedSchedule;
   auto wl = trace::load_workload(inputs.empty() ? std::vector<std::string>{"-"} : inputs, wo);
-  if (!wl.ok()) throw Fatal(kExitBadData, fmt::format("workload rejected ({} errors); nothing simulated", wl.errors.size()));
+  if (!wl.ok())
+    throw Fatal(kExitBadData, fmt::format("workload rejected ({} errors); nothing simulated", wl.errors.size()));
   // Zero usable rows out of a non-empty input is the wrong format, not an empty run (issue 21.8).
   if (wl.rows.empty() && wl.skipped_rows > 0) throw Fatal(kExitBadData, trace::no_workload_rows_message(inputs));
   replay::SimOptions so;

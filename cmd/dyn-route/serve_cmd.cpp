@@ -46,7 +46,8 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   sub->add_option("--health-interval-ms", o->health_interval_ms, "Poll each worker's GET /health this often")
       ->capture_default_str()
       ->check(CLI::Range(10.0, 3.6e6));
-  sub->add_option("--health-timeout-ms", o->health_timeout_ms, "A /health poll slower than this counts as a failed poll")
+  sub->add_option("--health-timeout-ms", o->health_timeout_ms,
+                  "A /health poll slower than this counts as a failed poll")
       ->capture_default_str()
       ->check(CLI::Range(1.0, 3.6e6));
   sub->add_option("--health-failure-threshold", o->health_failure_threshold,
@@ -79,7 +80,8 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       std::string url = spec.substr(0, eq), rest = spec.substr(eq + 1);
       auto w = std::find(o->workers.begin(), o->workers.end(), url);
       if (w == o->workers.end())
-        throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events " + spec + ": " + url + " is not one of the --worker URLs");
+        throw dyn::Fatal(dyn::kExitUsage,
+                         "--worker-kv-events " + spec + ": " + url + " is not one of the --worker URLs");
       size_t i = static_cast<size_t>(w - o->workers.begin());
       if (src[i]) throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events given twice for " + url);
       auto comma = rest.find(',');
@@ -93,8 +95,9 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     if (!o->worker_kv_events.empty() || opt.router.kv_events) {
       for (size_t i = 0; i < src.size(); ++i) {
         if (!src[i])
-          throw dyn::Fatal(dyn::kExitUsage, "--router-kv-events: worker " + o->workers[i] +
-                                                " has no --worker-kv-events URL=ZMQ_ADDR (every worker needs its event endpoint)");
+          throw dyn::Fatal(dyn::kExitUsage,
+                           "--router-kv-events: worker " + o->workers[i] +
+                               " has no --worker-kv-events URL=ZMQ_ADDR (every worker needs its event endpoint)");
         opt.kv_events.push_back(*src[i]);
       }
     }

@@ -18,7 +18,7 @@ void setup_capture(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   f->add(*sub, /*trace_always_on=*/true);
   dispatch.add(sub, [f, upstream, block, sub] {
     f->apply(true);
-    
+
     f->opt.capture = true;
     f->opt.workers = {*upstream};
     f->opt.trace_block_size = *block;

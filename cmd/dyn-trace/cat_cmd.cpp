@@ -10,7 +10,8 @@ void setup_cat(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     dyn::cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* sub = app.add_subcommand("cat", "Concatenate trace segments and JSONL files in order, unwrapping envelopes");
+  CLI::App* sub =
+      app.add_subcommand("cat", "Concatenate trace segments and JSONL files in order, unwrapping envelopes");
   sub->add_option("files", o->cat.inputs, "Input files (gzip detected by magic bytes); - or none = stdin")
       ->type_name("FILE");
   sub->add_flag("--sort", o->cat.sort, "Stable sort by event_time_unix_ms");

@@ -21,14 +21,15 @@ void setup_filter(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   sub->add_option("--event", o->f.events, "Keep rows whose event_type is TYPE (repeat: any of them)")
       ->allow_extra_args(false)
       ->type_name("TYPE");
-  auto* session = sub->add_option("--session", o->session,
-                                  "Keep rows of session ID (agent_context.session_id; trajectory_id in the older schema)")
-                      ->type_name("ID");
+  auto* session =
+      sub->add_option("--session", o->session,
+                      "Keep rows of session ID (agent_context.session_id; trajectory_id in the older schema)")
+          ->type_name("ID");
   sub->add_flag("--with-subagents", o->f.with_subagents,
                 "With --session: also rows of sessions whose parent chain leads to ID")
       ->needs(session);
-  auto* parent = sub->add_option("--parent", o->parent, "Keep rows whose agent_context.parent_session_id is ID")
-                     ->type_name("ID");
+  auto* parent =
+      sub->add_option("--parent", o->parent, "Keep rows whose agent_context.parent_session_id is ID")->type_name("ID");
   auto* worker =
       sub->add_option("--worker", o->worker, "Keep rows whose request.worker.decode_worker_id is ID")->type_name("ID");
   auto* since = sub->add_option("--since", o->since, "Keep rows with event_time_unix_ms >= MS")->type_name("MS");

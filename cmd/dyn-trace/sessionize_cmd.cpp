@@ -12,8 +12,8 @@ void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     dyn::cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
-  CLI::App* sub = app.add_subcommand(
-      "sessionize", "Infer session_id and delay in Mooncake rows from hash-id prefix chains");
+  CLI::App* sub =
+      app.add_subcommand("sessionize", "Infer session_id and delay in Mooncake rows from hash-id prefix chains");
   sub->add_option("files", o->inputs, "Mooncake JSONL files (gzip detected by magic bytes); - or none = stdin")
       ->type_name("FILE");
   sub->add_option("--block-size", o->s.block_size, "Tokens per hash id")

@@ -14,9 +14,25 @@
 
 TEST_CASE("append_json_number(double) writes what Json::dump writes") {
   std::mt19937_64 rng(7);
-  std::vector<double> values = {0.0, -0.0, 1.0, -1.0, 0.5, 1e-5, 1e-4, 123456789012345.0, 1234567890123456.0,
-                                1e15, 1e16, 1e17, 1e21, 1e300, 5e-324, 0.1 + 0.2, 138.38011373264,
-                                std::numeric_limits<double>::max(), std::numeric_limits<double>::quiet_NaN(),
+  std::vector<double> values = {0.0,
+                                -0.0,
+                                1.0,
+                                -1.0,
+                                0.5,
+                                1e-5,
+                                1e-4,
+                                123456789012345.0,
+                                1234567890123456.0,
+                                1e15,
+                                1e16,
+                                1e17,
+                                1e21,
+                                1e300,
+                                5e-324,
+                                0.1 + 0.2,
+                                138.38011373264,
+                                std::numeric_limits<double>::max(),
+                                std::numeric_limits<double>::quiet_NaN(),
                                 std::numeric_limits<double>::infinity()};
   std::uniform_real_distribution<double> unit(0, 1);
   for (int i = 0; i < 20000; ++i) {

@@ -206,8 +206,11 @@ TEST_CASE("engine: speedup ratio divides step time") {
 }
 
 TEST_CASE("mock api: parse limits, tokens and hashes; errors for bad bodies") {
-  Json body = {{"model", "m"}, {"messages", {{{"role", "user"}, {"content", std::string(1000, 'a')}}}},
-               {"max_tokens", 7}, {"max_completion_tokens", 5}, {"stream", true}};
+  Json body = {{"model", "m"},
+               {"messages", {{{"role", "user"}, {"content", std::string(1000, 'a')}}}},
+               {"max_tokens", 7},
+               {"max_completion_tokens", 5},
+               {"stream", true}};
   auto r = parse_mock_request(Api::kChat, body, 64, 100);
   REQUIRE(r);
   CHECK(r->max_tokens == 5);
@@ -218,16 +221,20 @@ TEST_CASE("mock api: parse limits, tokens and hashes; errors for bad bodies") {
   CHECK_FALSE(parse_mock_request(Api::kChat, Json::array(), 64, 1));
   CHECK_FALSE(parse_mock_request(Api::kChat, Json{{"messages", Json::array()}}, 64, 1));
   CHECK_FALSE(parse_mock_request(Api::kCompletions, Json{{"prompt", "x"}, {"max_tokens", -1}}, 64, 1));
-  CHECK_FALSE(parse_mock_request(Api::kCompletions, Json{{"prompt", "x"}, {"max_tokens", 2}, {"min_tokens", 3}}, 64, 1));
+  CHECK_FALSE(
+      parse_mock_request(Api::kCompletions, Json{{"prompt", "x"}, {"max_tokens", 2}, {"min_tokens", 3}}, 64, 1));
 }
 
 TEST_CASE("mock api: scripted replies by order and by match; plan lengths") {
   std::string path = "test_engine_replies.jsonl";
   {
     std::ofstream f(path);
-    f << R"({"match": "SUB", "text": "sub done"})" << "\n"
-      << R"({"tool_call": {"name": "task", "arguments": {"prompt": "SUB: go"}}})" << "\n"
-      << R"({"text": "all done"})" << "\n";
+    f << R"({"match": "SUB", "text": "sub done"})"
+      << "\n"
+      << R"({"tool_call": {"name": "task", "arguments": {"prompt": "SUB: go"}}})"
+      << "\n"
+      << R"({"text": "all done"})"
+      << "\n";
   }
   auto s = ReplyScript::load(path);
   std::remove(path.c_str());
@@ -279,7 +286,10 @@ TEST_CASE("mock api: chat stream ends with finish, a usage chunk with empty choi
   CHECK(s.find(R"("delta":{"role":"assistant","content":""})") != std::string::npos);
   // The unscripted filler runs to max_tokens: the limit cut it (vLLM says "length").
   CHECK(s.find(R"("finish_reason":"length")") != std::string::npos);
-  CHECK(s.find(R"("choices":[],"usage":{"prompt_tokens":100,"completion_tokens":2,"total_tokens":102,"prompt_tokens_details":{"cached_tokens":64}})") != std::string::npos);
+  CHECK(
+      s.find(
+          R"("choices":[],"usage":{"prompt_tokens":100,"completion_tokens":2,"total_tokens":102,"prompt_tokens_details":{"cached_tokens":64}})") !=
+      std::string::npos);
   CHECK(s.size() > 14);
   CHECK(s.substr(s.size() - 14) == "data: [DONE]\n\n");
   q.api = Api::kMessages;
@@ -349,7 +359,8 @@ TEST_CASE("mock api: a streamed tool call's name comes with its first token, not
     CHECK(head.find("content_block_start") == std::string::npos);
     CHECK(head.find("output_item.added") == std::string::npos);
     const std::string first = w.stream_tokens(0, 1);
-    CHECK((first.rfind("event: content_block_start", 0) == 0 || first.rfind("event: response.output_item.added", 0) == 0));
+    CHECK((first.rfind("event: content_block_start", 0) == 0 ||
+           first.rfind("event: response.output_item.added", 0) == 0));
   }
 }
 
@@ -415,17 +426,22 @@ TEST_CASE("mock api: finish reasons under a max_tokens cut, streamed and not, on
 TEST_CASE("mock api: conversation facts for --replies conditions (chat, messages, responses)") {
   // OpenCode over Chat Completions: root first turn offers `task`; after the tool result the
   // request ends with a role "tool" message answering the assistant's tool_calls[].id.
-  Json tools = Json::array({Json{{"type", "function"}, {"function", {{"name", "task"}, {"parameters", Json::object()}}}}});
-  Json first = {{"messages", {{{"role", "system"}, {"content", "sys"}}, {{"role", "user"}, {"content", "spawn please"}}}},
-                {"tools", tools}};
+  Json tools =
+      Json::array({Json{{"type", "function"}, {"function", {{"name", "task"}, {"parameters", Json::object()}}}}});
+  Json first = {
+      {"messages", {{{"role", "system"}, {"content", "sys"}}, {{"role", "user"}, {"content", "spawn please"}}}},
+      {"tools", tools}};
   auto a = parse_mock_request(Api::kChat, first, 64, 10);
   REQUIRE(a);
   CHECK(a->first_turn);
   CHECK(a->after_tool.empty());
   CHECK(a->tool_names == std::vector<std::string>{"task"});
   Json after = first;
-  after["messages"].push_back({{"role", "assistant"}, {"content", nullptr},
-                               {"tool_calls", {{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "task"}, {"arguments", "{}"}}}}}}});
+  after["messages"].push_back(
+      {{"role", "assistant"},
+       {"content", nullptr},
+       {"tool_calls",
+        {{{"id", "call_1"}, {"type", "function"}, {"function", {{"name", "task"}, {"arguments", "{}"}}}}}}});
   after["messages"].push_back({{"role", "tool"}, {"tool_call_id", "call_1"}, {"content", "subagent said DONE"}});
   auto b = parse_mock_request(Api::kChat, after, 64, 10);
   REQUIRE(b);
@@ -435,10 +451,13 @@ TEST_CASE("mock api: conversation facts for --replies conditions (chat, messages
   CHECK(b->last_user_text == "subagent said DONE");  // the last tool output counts for "match"
 
   // Anthropic: tool_result blocks in the final user message answer a tool_use id.
-  Json msgs = {{"messages", {{{"role", "user"}, {"content", "go"}},
-                             {{"role", "assistant"}, {"content", {{{"type", "tool_use"}, {"id", "toolu_1"}, {"name", "Agent"}, {"input", Json::object()}}}}},
-                             {{"role", "user"}, {"content", {{{"type", "tool_result"}, {"tool_use_id", "toolu_1"}, {"content", "ok"}}}}}}},
-               {"tools", {{{"name", "Agent"}, {"input_schema", Json::object()}}}}};
+  Json msgs = {
+      {"messages",
+       {{{"role", "user"}, {"content", "go"}},
+        {{"role", "assistant"},
+         {"content", {{{"type", "tool_use"}, {"id", "toolu_1"}, {"name", "Agent"}, {"input", Json::object()}}}}},
+        {{"role", "user"}, {"content", {{{"type", "tool_result"}, {"tool_use_id", "toolu_1"}, {"content", "ok"}}}}}}},
+      {"tools", {{{"name", "Agent"}, {"input_schema", Json::object()}}}}};
   auto c = parse_mock_request(Api::kMessages, msgs, 64, 10);
   REQUIRE(c);
   CHECK_FALSE(c->first_turn);
@@ -447,13 +466,20 @@ TEST_CASE("mock api: conversation facts for --replies conditions (chat, messages
 
   // Codex over Responses: namespace tools are flattened; a final function_call_output answers
   // a function_call's call_id.
-  Json ns = Json::array({Json{{"type", "namespace"}, {"name", "multi_agent_v1"},
+  Json ns = Json::array({Json{{"type", "namespace"},
+                              {"name", "multi_agent_v1"},
                               {"tools", {{{"name", "spawn_agent"}}, {{"name", "wait_agent"}}}}},
                          Json{{"type", "function"}, {"name", "shell"}}});
-  Json resp = {{"input", {{{"type", "message"}, {"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "spawn"}}}}},
-                          {{"type", "function_call"}, {"name", "spawn_agent"}, {"namespace", "multi_agent_v1"}, {"call_id", "c9"}, {"arguments", "{}"}},
-                          {{"type", "function_call_output"}, {"call_id", "c9"}, {"output", R"({"agent_id":"a-42","nickname":"P"})"}}}},
-               {"tools", ns}};
+  Json resp = {
+      {"input",
+       {{{"type", "message"}, {"role", "user"}, {"content", {{{"type", "input_text"}, {"text", "spawn"}}}}},
+        {{"type", "function_call"},
+         {"name", "spawn_agent"},
+         {"namespace", "multi_agent_v1"},
+         {"call_id", "c9"},
+         {"arguments", "{}"}},
+        {{"type", "function_call_output"}, {"call_id", "c9"}, {"output", R"({"agent_id":"a-42","nickname":"P"})"}}}},
+      {"tools", ns}};
   auto d = parse_mock_request(Api::kResponses, resp, 64, 10);
   REQUIRE(d);
   CHECK(d->tool_names == std::vector<std::string>{"multi_agent_v1", "spawn_agent", "wait_agent", "shell"});
@@ -468,9 +494,12 @@ TEST_CASE("mock api: --replies conditions script a subagent flow; ${result.PATH}
   std::string path = "test_engine_replies_cond.jsonl";
   {
     std::ofstream f(path);
-    f << R"({"offered": "spawn_agent", "first_turn": true, "tool_call": {"name": "spawn_agent", "arguments": {"message": "SUB: hi"}}})" << "\n"
-      << R"({"after_tool": "spawn_agent", "tool_call": {"name": "wait_agent", "arguments": {"targets": ["${result.agent_id}"], "timeout_ms": 60000, "x": "${result.missing}"}}})" << "\n"
-      << R"({"text": "DONE"})" << "\n";
+    f << R"({"offered": "spawn_agent", "first_turn": true, "tool_call": {"name": "spawn_agent", "arguments": {"message": "SUB: hi"}}})"
+      << "\n"
+      << R"({"after_tool": "spawn_agent", "tool_call": {"name": "wait_agent", "arguments": {"targets": ["${result.agent_id}"], "timeout_ms": 60000, "x": "${result.missing}"}}})"
+      << "\n"
+      << R"({"text": "DONE"})"
+      << "\n";
   }
   auto s = ReplyScript::load(path);
   std::remove(path.c_str());
@@ -486,7 +515,7 @@ TEST_CASE("mock api: --replies conditions script a subagent flow; ${result.PATH}
   REQUIRE(spawn);
   CHECK(spawn->name == "spawn_agent");
   CHECK_FALSE(s->choose(root)->tool_call);  // a conditioned row is used once
-  MockRequest child;  // the subagent is not offered the spawn tool
+  MockRequest child;                        // the subagent is not offered the spawn tool
   CHECK(s->choose(child)->text == "DONE");
   later.after_tool = "spawn_agent";
   later.last_tool_output = R"({"agent_id":"a-42"})";

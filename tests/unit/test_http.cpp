@@ -105,7 +105,9 @@ TEST_CASE("case 01: events split mid-JSON and mid-UTF-8 across three reads") {
   CHECK(s.parse_errors == 0);
   CHECK(s.events == 5);
   CHECK(s.done);
-  CHECK(s.content == "Gr\xc3\xbc\xc3\x9f" "e \xe6\x97\xa5\xe6\x9c\xac");
+  CHECK(s.content ==
+        "Gr\xc3\xbc\xc3\x9f"
+        "e \xe6\x97\xa5\xe6\x9c\xac");
   CHECK(s.content.find("\xef\xbf\xbd") == std::string::npos);
   CHECK(s.finish_reason == "stop");
   // Stamps: event 2 began in read 1 (t=10) though it completed in read 2; event 3 began in read 2.
@@ -333,7 +335,8 @@ TEST_CASE("client: cancel() from another thread ends a stream in flight as cance
   CHECK(requests == 1);
 }
 
-TEST_CASE("client: drop mid-stream is stream_cut; missing [DONE] with finish is success; neither is stream_incomplete") {
+TEST_CASE(
+    "client: drop mid-stream is stream_cut; missing [DONE] with finish is success; neither is stream_incomplete") {
   TestServer srv;
   srv.server.Post("/v1/chat/completions", [&](const httplib::Request& req, httplib::Response& res) {
     bool drop = req.body.find("drop") != std::string::npos;
@@ -382,8 +385,9 @@ TEST_CASE("client: slow headers time out; non-streaming JSON body") {
     res.set_content("{}", "application/json");
   });
   srv.server.Post("/v1/completions", [&](const httplib::Request&, httplib::Response& res) {
-    res.set_content(R"({"choices":[{"index":0,"text":"hello","finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2}})",
-                    "application/json");
+    res.set_content(
+        R"({"choices":[{"index":0,"text":"hello","finish_reason":"stop"}],"usage":{"prompt_tokens":5,"completion_tokens":2}})",
+        "application/json");
   });
   srv.start();
   Connection c(opts_for(srv, 0.2));
@@ -410,7 +414,8 @@ TEST_CASE("pool: 300 concurrent streams, workers reused") {
   srv.server.Post("/v1/chat/completions", [&](const httplib::Request&, httplib::Response& res) {
     int now = ++in_flight;
     int p = peak.load();
-    while (now > p && !peak.compare_exchange_weak(p, now)) {}
+    while (now > p && !peak.compare_exchange_weak(p, now)) {
+    }
     // Hold each stream until 250 are in flight together (or 3 s passed): on a loaded machine the
     // pool's 300 connections may start over more than a fixed sleep, which is not what is tested.
     auto until = std::chrono::steady_clock::now() + std::chrono::seconds(3);
@@ -428,7 +433,9 @@ TEST_CASE("pool: 300 concurrent streams, workers reused") {
       ConnectionPool::Job job{[&](Transport& c) {
                                 auto r = c.post(chat_req());
                                 if (!r.error) ++ok;
-                                else MESSAGE(r.error->type << ": " << r.error->message << " after " << (r.end_ms - r.start_ms) << " ms, status " << r.status);
+                                else
+                                  MESSAGE(r.error->type << ": " << r.error->message << " after "
+                                                        << (r.end_ms - r.start_ms) << " ms, status " << r.status);
                               },
                               [&] { ++done; }};
       while (!pool.submit(job)) std::this_thread::sleep_for(std::chrono::milliseconds(1));

@@ -53,7 +53,12 @@ TEST_CASE("case 23: truncated gzip yields the 3 complete rows; complete file yie
   CHECK(n == 5);
   CHECK(c.truncated_files() == 0);
   LineReader strict({repo("tests/fixtures/cases/23-gzip-truncated-tail/trace.jsonl.gz")}, LineReaderOptions{true});
-  CHECK_THROWS_AS([&] { while (strict.next(l)) {} }(), dyn::Fatal);
+  CHECK_THROWS_AS(
+      [&] {
+        while (strict.next(l)) {
+        }
+      }(),
+      dyn::Fatal);
 }
 
 TEST_CASE("CRLF, no final newline, several files in order, line numbers per file") {
@@ -164,7 +169,9 @@ TEST_CASE("a line over max_line_bytes is skipped in constant memory, counted, an
   std::string path = "/tmp/dyn_test_io_long_lines_" + std::to_string(::getpid()) + ".jsonl";
   {
     std::ofstream f(path);
-    f << "{\"a\":1}\n" << std::string(5000, 'x') << "\n{\"a\":2}\n" << std::string(3000, '[') << "]\n{\"a\":3}\n"
+    f << "{\"a\":1}\n"
+      << std::string(5000, 'x') << "\n{\"a\":2}\n"
+      << std::string(3000, '[') << "]\n{\"a\":3}\n"
       << std::string(6000, 'y');  // an over-long last line without a newline
   }
   JsonlOptions o;
@@ -179,7 +186,7 @@ TEST_CASE("a line over max_line_bytes is skipped in constant memory, counted, an
     where.push_back(w);
   }
   CHECK(got == std::vector<int>{1, 2, 3});
-  CHECK(where.back() == path + ":5");  // line numbers still count the skipped lines
+  CHECK(where.back() == path + ":5");   // line numbers still count the skipped lines
   CHECK(r.reader().long_lines() == 3);  // 5000 x, 3000 '[' (over the limit too), 6000 y
   CHECK(r.malformed() == 3);
   std::remove(path.c_str());

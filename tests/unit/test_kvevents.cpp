@@ -29,7 +29,8 @@ std::string hex(const std::string& s) {
 }
 std::string unhex(std::string_view h) {
   std::string o;
-  for (size_t i = 0; i + 1 < h.size(); i += 2) o += static_cast<char>(std::stoi(std::string(h.substr(i, 2)), nullptr, 16));
+  for (size_t i = 0; i + 1 < h.size(); i += 2)
+    o += static_cast<char>(std::stoi(std::string(h.substr(i, 2)), nullptr, 16));
   return o;
 }
 std::string ascii_hex(std::string_view s) { return hex(std::string(s)); }
@@ -43,9 +44,22 @@ TEST_CASE("encode_batch writes msgspec's array_like tagged layout byte for byte"
   b.events.push_back(AllBlocksCleared{});
   // Hand-assembled from the msgpack spec: fixarray(2), float64 1.5, fixarray(3), then each event as
   // [tag, fields...] with ints in their smallest form (300 -> uint16) and None as nil.
-  std::string want = "92" "cb3ff8000000000000" "93" "97ab" + ascii_hex("BlockStored") + "9101" "c0" "920102" "02" "c0" "a3" +
-                     ascii_hex("GPU") + "93ac" + ascii_hex("BlockRemoved") + "91cd012c" "c0" + "91b0" +
-                     ascii_hex("AllBlocksCleared");
+  std::string want =
+      "92"
+      "cb3ff8000000000000"
+      "93"
+      "97ab" +
+      ascii_hex("BlockStored") +
+      "9101"
+      "c0"
+      "920102"
+      "02"
+      "c0"
+      "a3" +
+      ascii_hex("GPU") + "93ac" + ascii_hex("BlockRemoved") +
+      "91cd012c"
+      "c0" +
+      "91b0" + ascii_hex("AllBlocksCleared");
   CHECK(hex(encode_batch(b)) == want);
   b.data_parallel_rank = 1;
   CHECK(hex(encode_batch(b)).substr(0, 2) == "93");
@@ -68,16 +82,35 @@ TEST_CASE("decode_batch round-trips and takes newer and map-encoded forms") {
 
   // Newer vLLM: bytes block hashes, extra trailing fields (lora_name, extra_keys, group_idx).
   // [ts, [["BlockStored", [bin8 of 9 bytes], nil, [5], 1, nil, "GPU", "lora", nil, 0]], 0]
-  std::string newer = unhex("93cb3ff0000000000000" "91" "9a" "ab") + "BlockStored" +
-                      unhex("91c409ff0102030405060708" "c0" "9105" "01" "c0" "a3") + "GPU" + unhex("a4") + "lora" +
-                      unhex("c0" "00" "00");
+  std::string newer = unhex(
+                          "93cb3ff0000000000000"
+                          "91"
+                          "9a"
+                          "ab") +
+                      "BlockStored" +
+                      unhex(
+                          "91c409ff0102030405060708"
+                          "c0"
+                          "9105"
+                          "01"
+                          "c0"
+                          "a3") +
+                      "GPU" + unhex("a4") + "lora" +
+                      unhex(
+                          "c0"
+                          "00"
+                          "00");
   auto n = decode_batch(newer);
   REQUIRE_MESSAGE(n.ok(), (n.ok() ? std::string() : n.error().message));
   CHECK(std::get<BlockStored>(n->events.at(0)).block_hashes.at(0) == 0x0102030405060708ULL);  // last 8 bytes
   CHECK(n->data_parallel_rank == 0);
 
   // Older vLLM: BlockRemoved without medium; map-encoded structs.
-  std::string older = unhex("92cb3ff0000000000000" "91" "92ac") + "BlockRemoved" + unhex("9105");
+  std::string older = unhex(
+                          "92cb3ff0000000000000"
+                          "91"
+                          "92ac") +
+                      "BlockRemoved" + unhex("9105");
   auto o = decode_batch(older);
   REQUIRE(o);
   CHECK(std::get<BlockRemoved>(o->events.at(0)).block_hashes == std::vector<uint64_t>{5});
@@ -91,9 +124,17 @@ TEST_CASE("decode_batch round-trips and takes newer and map-encoded forms") {
 TEST_CASE("decode_batch rejects bad payloads with a message naming the problem") {
   CHECK(decode_batch("").error().message.find("not valid msgpack") != std::string::npos);
   CHECK(decode_batch(unhex("c0")).error().message.find("[ts, events") != std::string::npos);
-  std::string unknown = unhex("92cb3ff0000000000000" "91" "91a4") + "Nope";
+  std::string unknown = unhex(
+                            "92cb3ff0000000000000"
+                            "91"
+                            "91a4") +
+                        "Nope";
   CHECK(decode_batch(unknown).error().message == "KV event 0: unknown event tag \"Nope\"");
-  std::string neg_token = unhex("92cb3ff0000000000000" "91" "97ab") + "BlockStored" + unhex("9101c091ff01c0c0");
+  std::string neg_token = unhex(
+                              "92cb3ff0000000000000"
+                              "91"
+                              "97ab") +
+                          "BlockStored" + unhex("9101c091ff01c0c0");
   CHECK(decode_batch(neg_token).error().message.find("token_ids[0]") != std::string::npos);
   CHECK(decode_batch(unhex("9201") + unhex("90") + unhex("00")).error().message.find("trailing") != std::string::npos);
   // An array header claiming 2^32-1 elements is refused without allocating them.
@@ -140,7 +181,8 @@ TEST_CASE("translator cuts router blocks from engine blocks of another size") {
   for (uint64_t b = 0; b < 4; ++b) {  // engine blocks of 16, one per event
     std::optional<uint64_t> parent;
     if (b > 0) parent = b - 1;
-    REQUIRE(!t.translate(BlockStored{{b}, parent, {toks.begin() + b * 16, toks.begin() + (b + 1) * 16}, 16, {}, {}}, out));
+    REQUIRE(
+        !t.translate(BlockStored{{b}, parent, {toks.begin() + b * 16, toks.begin() + (b + 1) * 16}, 16, {}, {}}, out));
   }
   REQUIRE(out.size() == 2);
   CHECK(out[0].sequence_hashes == std::vector<uint64_t>{want[0]});
@@ -188,7 +230,7 @@ TEST_CASE("publisher and subscriber: ordered delivery, join replay, gap replay")
   std::lock_guard lk(mu);
   REQUIRE(got.size() >= 5);
   for (size_t i = 0; i < got.size(); ++i) {
-    CHECK(got[i].first == i);   // every batch from 0, in order, none twice
+    CHECK(got[i].first == i);  // every batch from 0, in order, none twice
     CHECK(got[i].second == i);
   }
   CHECK(resets == 0);

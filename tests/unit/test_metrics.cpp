@@ -177,13 +177,16 @@ TEST_CASE("issue 21.4: per-token ITL excludes the first chunk's tokens; AIPerf's
   CHECK(*r.ttft == 100);
   CHECK(*r.itl_per_token == doctest::Approx(66));  // 330 / 5
   CHECK_FALSE(r.itl_per_token_estimated);
-  CHECK(*r.itl == doctest::Approx(55));            // AIPerf: 330 / 6
+  CHECK(*r.itl == doctest::Approx(55));                             // AIPerf: 330 / 6
   CHECK(compute_stats(r.inter_chunk).avg == doctest::Approx(110));  // per-chunk gaps: neither
   // The same request as a request_end row: exact with dyn.chunk_tokens, estimated without.
   Json row = {{"event_type", "request_end"},
               {"request", {{"request_id", "r"}, {"ttft_ms", 100}, {"output_tokens", 7}, {"total_time_ms", 431}}},
-              {"dyn", {{"status", "ok"}, {"request_latency_ms", 430}, {"inter_chunk_ms", {150, 150, 30}},
-                       {"chunk_tokens", {2, 1, 3, 1}}}}};
+              {"dyn",
+               {{"status", "ok"},
+                {"request_latency_ms", 430},
+                {"inter_chunk_ms", {150, 150, 30}},
+                {"chunk_tokens", {2, 1, 3, 1}}}}};
   auto exact = parse_request_end(row, "x:1");
   REQUIRE(exact);
   CHECK(*exact->itl_per_token == doctest::Approx(66));
@@ -205,8 +208,8 @@ TEST_CASE("issue 21.4: per-token ITL excludes the first chunk's tokens; AIPerf's
 }
 
 TEST_CASE("request_end rows: warmup excluded, errors only in the error summary, ITL recomputed") {
-  auto row = [](const std::string& id, const std::string& session, int worker, double start, double ttft,
-                double total, int osl, int isl, int cached) {
+  auto row = [](const std::string& id, const std::string& session, int worker, double start, double ttft, double total,
+                int osl, int isl, int cached) {
     return Json{{"schema", "dynamo.request.trace.v1"},
                 {"event_type", "request_end"},
                 {"event_time_unix_ms", static_cast<uint64_t>(start + total)},
@@ -243,7 +246,7 @@ TEST_CASE("request_end rows: warmup excluded, errors only in the error summary, 
   CHECK(rep.find_scalar("error_request_count")->value == 1);
   CHECK(rep.find_series("time_to_first_token")->stats.count == 3);
   CHECK(rep.find_scalar("benchmark_duration")->value == doctest::Approx(2.55));  // 1000 .. 3550 ms
-  CHECK(rep.find_scalar("good_request_count")->value == 2);                     // a and b
+  CHECK(rep.find_scalar("good_request_count")->value == 2);                      // a and b
   CHECK(rep.find_scalar("goodput")->value == doctest::Approx(2 / 2.55));
   CHECK(rep.find_scalar("prompt_cache_hit_rate")->value == doctest::Approx(100.0 * 1000 / 3500));
   REQUIRE(rep.errors.size() == 1);
@@ -270,21 +273,24 @@ TEST_CASE("request_end times and codes out of int64 range are unknown, not undef
   CHECK(!r->start_ns);
   // The largest representable event time still converts exactly.
   auto ok = parse_request_end(Json::parse(R"({"event_type":"request_end","event_time_unix_ms":9223372036854,
-      "request":{"total_time_ms":1000}})"), "t:2");
+      "request":{"total_time_ms":1000}})"),
+                              "t:2");
   REQUIRE(ok);
   CHECK(ok->end_ns == 9223372036854000000);
   CHECK(ok->start_ns == 9223372035854000000);
   // Float times, totals and error codes beyond int64: unknown instead of a wrapped value.
   auto f = parse_request_end(Json::parse(R"({"event_type":"request_end","event_time_unix_ms":1e300,
       "request":{"request_received_ms":-1e300,"total_time_ms":1e300},
-      "dyn":{"status":"error","error":{"code":1e30}}})"), "t:3");
+      "dyn":{"status":"error","error":{"code":1e30}}})"),
+                             "t:3");
   REQUIRE(f);
   CHECK(!f->start_ns);
   CHECK(!f->end_ns);
   CHECK(f->error->code == 0);
   // AIPerf records: the same for ns timestamps and error codes.
   RequestRecord a = parse_aiperf_record(Json::parse(R"({"metadata":{"request_start_ns":18446744073709551615,
-      "request_end_ns":1e40},"metrics":{},"error":{"code":-1e300,"type":"x"}})"), "t:4");
+      "request_end_ns":1e40},"metrics":{},"error":{"code":-1e300,"type":"x"}})"),
+                                        "t:4");
   CHECK(!a.start_ns);
   CHECK(!a.end_ns);
   CHECK(a.error->code == 0);
@@ -296,7 +302,9 @@ TEST_CASE("theoretical hit rate counts blocks seen earlier in the workload") {
     RequestRecord r;
     r.start_ns = i * 1'000'000;
     r.end_ns = r.start_ns.value() + 1;
-    r.hash_ids = i == 0 ? std::vector<uint64_t>{0, 1, 2} : i == 1 ? std::vector<uint64_t>{0, 3, 4, 5} : std::vector<uint64_t>{1, 4, 6};
+    r.hash_ids = i == 0   ? std::vector<uint64_t>{0, 1, 2}
+                 : i == 1 ? std::vector<uint64_t>{0, 3, 4, 5}
+                          : std::vector<uint64_t>{1, 4, 6};
     set.requests.push_back(r);
   }
   // custom_trace.jsonl's hash ids: 10 blocks, 0 (second row) and 1, 4 (third row) seen before.
@@ -373,7 +381,7 @@ TEST_CASE("affinity check: subagents bind under their parent group, the parent u
   std::vector<Turn> ts{turn("p", "", "0", 0, 100), turn("a", "p", "1", 10, 50), turn("b", "p", "1", 20, 60),
                        turn("p", "", "0", 200, 300)};
   CHECK(check_affinity(ts, 60).violations.empty());  // parent on 0, group on 1: both kept
-  ts.push_back(turn("c", "p", "0", 30, 70));          // a sibling elsewhere: the group moved
+  ts.push_back(turn("c", "p", "0", 30, 70));         // a sibling elsewhere: the group moved
   auto r = check_affinity(ts, 60);
   REQUIRE(r.violations.size() == 1);  // b (worker 1) -> c (worker 0); a -> b stayed
   CHECK(r.violations[0].key == "parent:p");
@@ -390,10 +398,15 @@ TEST_CASE("affinity check: a move after the bound worker failed is a rebind (SPE
 
 TEST_CASE("route_decision rows use event times; show summarizes sessions and groups") {
   auto decision = [](const std::string& s, int worker, uint64_t t) {
-    return Json{{"schema", "dynamo.request.trace.v1"}, {"event_type", "route_decision"}, {"event_time_unix_ms", t},
+    return Json{{"schema", "dynamo.request.trace.v1"},
+                {"event_type", "route_decision"},
+                {"event_time_unix_ms", t},
                 {"agent_context", {{"session_id", s}}},
-                {"request", {{"request_id", s + std::to_string(t)}, {"input_tokens", 100}, {"cached_tokens", 50},
-                             {"worker", {{"decode_worker_id", worker}}}}},
+                {"request",
+                 {{"request_id", s + std::to_string(t)},
+                  {"input_tokens", 100},
+                  {"cached_tokens", 50},
+                  {"worker", {{"decode_worker_id", worker}}}}},
                 {"dyn", {{"binding", "new"}}}};
   };
   std::vector<Turn> ts;

@@ -260,7 +260,8 @@ TEST_CASE("case 08: a missing timestamp stops the run before any request; concur
   Seen seen;
   serve_chat(srv, seen);
   srv.start();
-  auto loose = trace::load_workload({repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace.jsonl")}, trace::WorkloadOptions{});
+  auto loose = trace::load_workload({repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace.jsonl")},
+                                    trace::WorkloadOptions{});
   REQUIRE(loose.ok());
   auto o = opts_for(srv);
   o.schedule.mode = LoadMode::kConcurrency;
@@ -270,7 +271,8 @@ TEST_CASE("case 08: a missing timestamp stops the run before any request; concur
   CHECK(seen.bodies.size() == 3);
 
   // Non-monotonic timestamps: sorted stably, sent in order rows 1, 3, 2 (by hash id 1, 3, 2).
-  auto nm = trace::load_workload({repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace-nonmonotonic.jsonl")}, auto_mode);
+  auto nm = trace::load_workload({repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace-nonmonotonic.jsonl")},
+                                 auto_mode);
   REQUIRE(nm.ok());
   CHECK(nm.reordered);
   Seen seen2;
@@ -345,7 +347,8 @@ TEST_CASE("live: records, errors, closed-loop sessions with delay, session heade
   CHECK((*t0)["dyn"]["status"] == "ok");
   CHECK((*t0)["request"]["replay"]["input_sequence_hashes"].size() == 2);
   // Prefix sharing: the second turn's first two sequence hashes equal the first turn's.
-  CHECK((*t1)["request"]["replay"]["input_sequence_hashes"][1] == (*t0)["request"]["replay"]["input_sequence_hashes"][1]);
+  CHECK((*t1)["request"]["replay"]["input_sequence_hashes"][1] ==
+        (*t0)["request"]["replay"]["input_sequence_hashes"][1]);
   // Closed loop: turn 1 starts >= 40 ms after turn 0 ends.
   double end0 = (*t0)["event_time_unix_ms"].get<double>();
   double start1 = (*t1)["request"]["request_received_ms"].get<double>();
@@ -406,7 +409,8 @@ TEST_CASE("live: warmup rows are flagged; duration stops new sends; unreachable 
   // five even when a loaded machine delays the scheduler by a few hundred ms (rows due past the
   // duration are never sent; AIPerf's benchmark duration).
   for (int i = 0; i < 20; ++i)
-    jsonl += "{\"timestamp\":" + std::to_string(i < 5 ? i * 10 : 1000 + i * 100) + ",\"input_length\":4,\"hash_ids\":[1]}\n";
+    jsonl +=
+        "{\"timestamp\":" + std::to_string(i < 5 ? i * 10 : 1000 + i * 100) + ",\"input_length\":4,\"hash_ids\":[1]}\n";
   auto w = workload_of(jsonl);
   auto o = opts_for(srv);
   o.warmup_count = 2;
@@ -523,7 +527,8 @@ TEST_CASE("issue 21.6: 200 requests at the same instant are handed over in file 
   // Each row's send offset (scheduled + lag) is its stamp: non-decreasing in file order too.
   std::map<std::string, double> sent_at;
   for (const auto& r : rows)
-    sent_at[r["request"]["request_id"]] = r["dyn"]["scheduled_ms"].get<double>() + r["dyn"]["schedule_lag_ms"].get<double>();
+    sent_at[r["request"]["request_id"]] =
+        r["dyn"]["scheduled_ms"].get<double>() + r["dyn"]["schedule_lag_ms"].get<double>();
   size_t out_of_order = 0;
   for (size_t i = 1; i < 200; ++i)
     if (sent_at["row-" + std::to_string(i - 1)] > sent_at["row-" + std::to_string(i)]) ++out_of_order;

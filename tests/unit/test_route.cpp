@@ -563,7 +563,8 @@ TEST_CASE("case 12: zero-block prompts still count as load") {
 }
 
 TEST_CASE("KV events parse") {
-  auto e = kv_event_from_json(Json::parse(R"({"type":"stored","block_hashes":[18446744073709551615,1],"parent_hash":5})"));
+  auto e =
+      kv_event_from_json(Json::parse(R"({"type":"stored","block_hashes":[18446744073709551615,1],"parent_hash":5})"));
   REQUIRE(e.ok());
   CHECK(e->block_hashes[0] == 18446744073709551615ull);
   CHECK(e->parent_hash == 5u);

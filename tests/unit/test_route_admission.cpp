@@ -89,7 +89,7 @@ TEST_CASE("new programs go to the least-used worker with room; active ones stay 
 TEST_CASE("a new program without room waits and is released by a tick once room appears") {
   AdmissionController a(ta(), {{0, 10000}});
   REQUIRE(a.admit("big", "", 8000, 0).admitted);  // 8,100 <= 8,500
-  auto w = a.admit("late", "", 1000, 10);          // 9,200 > 8,500: no room
+  auto w = a.admit("late", "", 1000, 10);         // 9,200 > 8,500: no room
   CHECK(!w.admitted);
   CHECK(w.reason == "no_room");
   CHECK(w.ticket != 0);
@@ -219,7 +219,7 @@ TEST_CASE("resume priority: waiting REASONING (step > 1) before new before pause
   CHECK(r.marked == std::vector<std::string>{"hog"});
   CHECK(!a.admit("old", "", 4000, 6000).admitted);   // REASONING, step 2
   CHECK(!a.admit("fresh", "", 100, 6000).admitted);  // new, behind paused
-  a.on_response("hog", 8000, 0, 7000);  // tool boundary: the marked hog pauses
+  a.on_response("hog", 8000, 0, 7000);               // tool boundary: the marked hog pauses
   CHECK(find(a.programs(7000), "hog")->lifecycle == ProgramLifecycle::kPaused);
   a.release_program("hog", 7000);  // session_final
   auto r2 = a.tick(10000);

@@ -54,7 +54,7 @@ TEST_CASE("case 01: an event split mid-JSON and mid-UTF-8 across reads is kept w
   ResponseTap split(Api::kChat, false), whole(Api::kChat, false);
   std::string out = feed(split, {slurp(dir + "read-1.bin"), slurp(dir + "read-2.bin"), slurp(dir + "read-3.bin")});
   std::string out2 = feed(whole, {full});
-  CHECK(out == full);   // relayed byte for byte
+  CHECK(out == full);  // relayed byte for byte
   CHECK(out2 == full);
   CHECK(split.facts().events == 5);
   CHECK(split.facts().finish_reason == std::optional<std::string>("stop"));
@@ -117,18 +117,22 @@ TEST_CASE("case 03: usage from the final empty-choices chunk or the last content
 
 TEST_CASE("tool calls, Anthropic and Responses streams") {
   ResponseTap chat(Api::kChat, false);
-  feed(chat, {"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"spawn_agent\",\"arguments\":\"\"}}]}}]}\n\n"
-              "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"});
+  feed(
+      chat,
+      {"data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"id\":\"call_1\",\"type\":\"function\",\"function\":{\"name\":\"spawn_agent\",\"arguments\":\"\"}}]}}]}\n\n"
+       "data: {\"choices\":[{\"index\":0,\"delta\":{\"tool_calls\":[{\"index\":0,\"function\":{\"arguments\":\"{}\"}}]},\"finish_reason\":\"tool_calls\"}]}\n\ndata: [DONE]\n\n"});
   REQUIRE(chat.facts().tool_calls.size() == 1);
   CHECK(chat.facts().tool_calls[0].id == "call_1");
   CHECK(chat.facts().tool_calls[0].name == "spawn_agent");
   CHECK(chat.facts().finish_reason == std::optional<std::string>("tool_calls"));
 
   ResponseTap msg(Api::kMessages, false);
-  feed(msg, {"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude\",\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":90,\"output_tokens\":1}}}\n\n"
-             "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Agent\",\"input\":{}}}\n\n"
-             "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n"
-             "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":7}}\n\n"});
+  feed(
+      msg,
+      {"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"model\":\"claude\",\"usage\":{\"input_tokens\":10,\"cache_read_input_tokens\":90,\"output_tokens\":1}}}\n\n"
+       "event: content_block_start\ndata: {\"type\":\"content_block_start\",\"index\":0,\"content_block\":{\"type\":\"tool_use\",\"id\":\"toolu_1\",\"name\":\"Agent\",\"input\":{}}}\n\n"
+       "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"input_json_delta\",\"partial_json\":\"{}\"}}\n\n"
+       "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"tool_use\"},\"usage\":{\"output_tokens\":7}}\n\n"});
   CHECK(msg.facts().input_tokens == std::optional<uint64_t>(100));
   CHECK(msg.facts().cached_tokens == std::optional<uint64_t>(90));
   CHECK(msg.facts().output_tokens == std::optional<uint64_t>(7));
@@ -138,9 +142,11 @@ TEST_CASE("tool calls, Anthropic and Responses streams") {
   CHECK(msg.facts().model == "claude");
 
   ResponseTap resp(Api::kResponses, false);
-  feed(resp, {"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"call_id\":\"call_9\",\"name\":\"spawn_agent\",\"arguments\":\"\"}}\n\n"
-              "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"delta\":\"{}\"}\n\n"
-              "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"model\":\"m\",\"usage\":{\"input_tokens\":50,\"output_tokens\":5,\"input_tokens_details\":{\"cached_tokens\":32}}}}\n\n"});
+  feed(
+      resp,
+      {"event: response.output_item.added\ndata: {\"type\":\"response.output_item.added\",\"output_index\":0,\"item\":{\"type\":\"function_call\",\"call_id\":\"call_9\",\"name\":\"spawn_agent\",\"arguments\":\"\"}}\n\n"
+       "event: response.function_call_arguments.delta\ndata: {\"type\":\"response.function_call_arguments.delta\",\"delta\":\"{}\"}\n\n"
+       "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\",\"model\":\"m\",\"usage\":{\"input_tokens\":50,\"output_tokens\":5,\"input_tokens_details\":{\"cached_tokens\":32}}}}\n\n"});
   CHECK(resp.facts().input_tokens == std::optional<uint64_t>(50));
   CHECK(resp.facts().cached_tokens == std::optional<uint64_t>(32));
   CHECK(resp.facts().finish_reason == std::optional<std::string>("tool_calls"));
@@ -157,7 +163,7 @@ TEST_CASE("case 27: a final message_delta with input_tokens 0 or none keeps mess
     REQUIRE_FALSE(in.empty());
     std::vector<std::string> reads;
     for (size_t i = 0; i < in.size(); i += 7) reads.push_back(in.substr(i, 7));  // split anywhere
-    CHECK(feed(tap, reads) == in);  // byte for byte
+    CHECK(feed(tap, reads) == in);                                               // byte for byte
     CHECK(tap.facts().input_tokens == std::optional<uint64_t>(25));
     CHECK(tap.facts().output_tokens == std::optional<uint64_t>(12));  // cumulative, not 1 + 12
     CHECK(tap.facts().terminal_event);
@@ -166,8 +172,10 @@ TEST_CASE("case 27: a final message_delta with input_tokens 0 or none keeps mess
   }
   // The same rule for the other APIs: a later, smaller count never replaces a larger one.
   ResponseTap chat(Api::kChat, false);
-  feed(chat, {"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":1}}\n\n"
-              "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n"});
+  feed(
+      chat,
+      {"data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"a\"}}],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":1}}\n\n"
+       "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":0,\"completion_tokens\":5}}\n\ndata: [DONE]\n\n"});
   CHECK(chat.facts().input_tokens == std::optional<uint64_t>(40));
   CHECK(chat.facts().output_tokens == std::optional<uint64_t>(5));
 }
@@ -183,12 +191,17 @@ TEST_CASE("issue 21.2: a stream is complete only with its API's terminal event")
   const std::string chat_fin = "data: {\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
   const std::string cmp_tok = "data: {\"choices\":[{\"index\":0,\"text\":\"a\"}]}\n\n";
   const std::string cmp_fin = "data: {\"choices\":[{\"index\":0,\"text\":\"\",\"finish_reason\":\"length\"}]}\n\n";
-  const std::string msg_start = "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n";
-  const std::string msg_tok = "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}\n\n";
-  const std::string msg_delta = "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n";
+  const std::string msg_start =
+      "event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n";
+  const std::string msg_tok =
+      "event: content_block_delta\ndata: {\"type\":\"content_block_delta\",\"index\":0,\"delta\":{\"type\":\"text_delta\",\"text\":\"a\"}}\n\n";
+  const std::string msg_delta =
+      "event: message_delta\ndata: {\"type\":\"message_delta\",\"delta\":{\"stop_reason\":\"end_turn\"},\"usage\":{\"output_tokens\":2}}\n\n";
   const std::string msg_stop = "event: message_stop\ndata: {\"type\":\"message_stop\"}\n\n";
-  const std::string rsp_tok = "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"a\"}\n\n";
-  const std::string rsp_done = "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\"}}\n\n";
+  const std::string rsp_tok =
+      "event: response.output_text.delta\ndata: {\"type\":\"response.output_text.delta\",\"delta\":\"a\"}\n\n";
+  const std::string rsp_done =
+      "event: response.completed\ndata: {\"type\":\"response.completed\",\"response\":{\"status\":\"completed\"}}\n\n";
   std::vector<Case> cases = {
       {Api::kChat, chat_tok + chat_fin + "data: [DONE]\n\n", true, false},
       {Api::kChat, chat_tok + chat_fin, true, true},  // finished, no [DONE]: ok with a warning
@@ -220,8 +233,10 @@ TEST_CASE("issue 21.2: a stream is complete only with its API's terminal event")
 
 TEST_CASE("issue 21.3: an error inside a stream keeps the upstream's type and message") {
   ResponseTap msg(Api::kMessages, false);
-  feed(msg, {"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n"
-             "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"});
+  feed(
+      msg,
+      {"event: message_start\ndata: {\"type\":\"message_start\",\"message\":{\"usage\":{\"input_tokens\":3,\"output_tokens\":1}}}\n\n"
+       "event: error\ndata: {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\",\"message\":\"Overloaded\"}}\n\n"});
   CHECK(msg.facts().error_event);
   CHECK(msg.facts().error_type == "overloaded_error");
   CHECK(msg.facts().error_message == "Overloaded");
@@ -239,7 +254,9 @@ TEST_CASE("issue 21.3: an error inside a stream keeps the upstream's type and me
   CHECK(resp.facts().error_message == "boom");
 
   ResponseTap failed(Api::kResponses, false);
-  feed(failed, {"event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"rate_limit_exceeded\",\"message\":\"slow down\"}}}\n\n"});
+  feed(
+      failed,
+      {"event: response.failed\ndata: {\"type\":\"response.failed\",\"response\":{\"status\":\"failed\",\"error\":{\"code\":\"rate_limit_exceeded\",\"message\":\"slow down\"}}}\n\n"});
   CHECK(failed.facts().error_type == "rate_limit_exceeded");
   CHECK(failed.facts().error_message == "slow down");
   CHECK(failed.facts().terminal_event);
@@ -311,17 +328,21 @@ struct ScriptedUpstream {
       bool usage = body.contains("stream_options") && body["stream_options"].value("include_usage", false);
       if (mode == "error") {
         res.status = 503;
-        res.set_content(R"({"error":{"message":"overloaded","type":"service_unavailable","code":503}})", "application/json");
-        return;
-      }
-      if (!body.value("stream", false)) {
-        res.set_content(R"({"id":"x","model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"Hello world"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}})",
+        res.set_content(R"({"error":{"message":"overloaded","type":"service_unavailable","code":503}})",
                         "application/json");
         return;
       }
-      res.set_chunked_content_provider("text/event-stream", [this, mode, usage, i = 0](size_t, httplib::DataSink& sink) mutable {
+      if (!body.value("stream", false)) {
+        res.set_content(
+            R"({"id":"x","model":"up","choices":[{"index":0,"message":{"role":"assistant","content":"Hello world"},"finish_reason":"stop"}],"usage":{"prompt_tokens":12,"completion_tokens":2,"prompt_tokens_details":{"cached_tokens":8}}})",
+            "application/json");
+        return;
+      }
+      res.set_chunked_content_provider("text/event-stream", [this, mode, usage, i = 0](
+                                                                size_t, httplib::DataSink& sink) mutable {
         auto chunk = [](const std::string& text) {
-          return "data: {\"model\":\"up\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + text + "\"},\"finish_reason\":null}]}\n\n";
+          return "data: {\"model\":\"up\",\"choices\":[{\"index\":0,\"delta\":{\"content\":\"" + text +
+                 "\"},\"finish_reason\":null}]}\n\n";
         };
         if (mode == "slow") {
           std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -346,7 +367,9 @@ struct ScriptedUpstream {
           std::this_thread::sleep_for(std::chrono::milliseconds(10));
         }
         all = "data: {\"model\":\"up\",\"choices\":[{\"index\":0,\"delta\":{},\"finish_reason\":\"stop\"}]}\n\n";
-        if (usage) all += "data: {\"model\":\"up\",\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":32}}}\n\n";
+        if (usage)
+          all +=
+              "data: {\"model\":\"up\",\"choices\":[],\"usage\":{\"prompt_tokens\":40,\"completion_tokens\":3,\"prompt_tokens_details\":{\"cached_tokens\":32}}}\n\n";
         all += "data: [DONE]\n\n";
         sink.write(all.data(), all.size());
         sink.done();
@@ -384,9 +407,7 @@ struct RunningFrontend {
   ~RunningFrontend() { stop(); }
 };
 
-std::string temp_prefix(const char* name) {
-  return "/tmp/dyn-unit-serve-" + std::to_string(::getpid()) + "-" + name;
-}
+std::string temp_prefix(const char* name) { return "/tmp/dyn-unit-serve-" + std::to_string(::getpid()) + "-" + name; }
 
 std::vector<Json> read_rows(const std::string& path) {
   std::vector<Json> rows;
@@ -407,7 +428,8 @@ FrontendOptions base_options(const std::string& trace_path) {
   return o;
 }
 
-const char* kChatStream = R"({"model":"m","stream":true,"messages":[{"role":"user","content":"hello there, this is a prompt"}]})";
+const char* kChatStream =
+    R"({"model":"m","stream":true,"messages":[{"role":"user","content":"hello there, this is a prompt"}]})";
 
 }  // namespace
 
@@ -470,7 +492,8 @@ TEST_CASE("capture: streams relayed as they arrive, usage hidden, errors keep st
   CHECK(Json::parse(bad->body)["error"]["type"] == "invalid_request_error");
 
   // Non-streaming: a plain JSON body with a Content-Length.
-  auto plain = cli.Post("/v1/chat/completions", R"({"model":"m","messages":[{"role":"user","content":"hi"}]})", "application/json");
+  auto plain = cli.Post("/v1/chat/completions", R"({"model":"m","messages":[{"role":"user","content":"hi"}]})",
+                        "application/json");
   REQUIRE(plain);
   CHECK(plain->status == 200);
   CHECK(Json::parse(plain->body)["choices"][0]["message"]["content"] == "Hello world");
@@ -479,7 +502,10 @@ TEST_CASE("capture: streams relayed as they arrive, usage hidden, errors keep st
   std::string cut_body;
   httplib::Request rc = r;
   rc.headers.emplace("x-test-mode", "cut");
-  rc.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) { cut_body.append(d, n); return true; };
+  rc.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
+    cut_body.append(d, n);
+    return true;
+  };
   httplib::Response cres;
   cli.send(rc, cres, err);
   CHECK(cut_body.find("partial") != std::string::npos);
@@ -517,9 +543,9 @@ TEST_CASE("capture: streams relayed as they arrive, usage hidden, errors keep st
   CHECK(first["dyn"]["status"] == "ok");
   std::string all;
   for (const auto& row : rows) all += row.dump();
-  CHECK(all.find("sk-secret") == std::string::npos);       // never credentials
-  CHECK(all.find("hello there") == std::string::npos);     // never prompts
-  CHECK(all.find("Hello world") == std::string::npos);     // never responses
+  CHECK(all.find("sk-secret") == std::string::npos);    // never credentials
+  CHECK(all.find("hello there") == std::string::npos);  // never prompts
+  CHECK(all.find("Hello world") == std::string::npos);  // never responses
   CHECK(rows[1]["dyn"]["error"]["code"] == 503);
   CHECK(rows[2]["dyn"]["error"]["code"] == 400);
   CHECK(rows[3]["request"]["output_tokens"] == 2);
@@ -553,7 +579,8 @@ TEST_CASE("serve: x-dyn-worker, bindings, identity errors, 404, unreachable work
   CHECK(std::to_string(bindings["bindings"][0]["worker"].get<uint64_t>()) == worker);
   CHECK(bindings["bindings"][0]["active_leases"] == 0);
 
-  auto longid = cli.Post("/v1/chat/completions", {{"x-session-id", std::string(257, 'a')}}, kChatStream, "application/json");
+  auto longid =
+      cli.Post("/v1/chat/completions", {{"x-session-id", std::string(257, 'a')}}, kChatStream, "application/json");
   REQUIRE(longid);
   CHECK(longid->status == 400);
   auto nf = cli.Post("/v1/nope", "{}", "application/json");

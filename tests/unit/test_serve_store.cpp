@@ -26,8 +26,10 @@ class FakeStore final : public BindingStore {
  public:
   explicit FakeStore(Hub& hub);
   ~FakeStore() override;
-  Expected<std::optional<std::string>> get_touch(const std::string& id, const std::string& parent, uint64_t ttl) override;
-  Expected<std::string> claim(const std::string& id, const std::string& parent, const std::string& url, uint64_t ttl) override;
+  Expected<std::optional<std::string>> get_touch(const std::string& id, const std::string& parent,
+                                                 uint64_t ttl) override;
+  Expected<std::string> claim(const std::string& id, const std::string& parent, const std::string& url,
+                              uint64_t ttl) override;
   Expected<std::string> replace(const std::string& id, const std::string& parent, const std::string& expected,
                                 const std::string& url, uint64_t ttl) override;
   void touch_async(const std::string& id, const std::string& parent, uint64_t ttl) override;
@@ -74,7 +76,8 @@ Expected<std::optional<std::string>> FakeStore::get_touch(const std::string& id,
   hub.touches[it->first]++;
   return std::optional<std::string>{it->second};
 }
-Expected<std::string> FakeStore::claim(const std::string& id, const std::string& parent, const std::string& url, uint64_t) {
+Expected<std::string> FakeStore::claim(const std::string& id, const std::string& parent, const std::string& url,
+                                       uint64_t) {
   if (hub.down) return hub.outage();
   auto [it, inserted] = hub.kv.emplace(Hub::k(id, parent), url);
   return it->second;

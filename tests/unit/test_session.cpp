@@ -49,13 +49,12 @@ std::string header(const HeaderList& h, const std::string& name) {
 TEST_CASE("case 14: Codex header spellings, precedence over Codex by Claude and Dynamo") {
   std::ifstream f(repo("tests/fixtures/cases/14-codex-header-spellings/headers.json"));
   Json sets = Json::parse(f);
-  std::map<std::string, std::string> want = {
-      {"a-hyphen", "019e0000-0000-7000-8000-0000000000a1"},
-      {"b-underscore", "019e0000-0000-7000-8000-0000000000a1"},
-      {"c-capitalised", "019e0000-0000-7000-8000-0000000000a1"},
-      {"d-session-only", "019e0000-0000-7000-8000-0000000000a1"},
-      {"e-with-claude", "5b0c7a7e-0000-4000-8000-000000000001"},
-      {"f-with-dynamo", "custom-run-1"}};
+  std::map<std::string, std::string> want = {{"a-hyphen", "019e0000-0000-7000-8000-0000000000a1"},
+                                             {"b-underscore", "019e0000-0000-7000-8000-0000000000a1"},
+                                             {"c-capitalised", "019e0000-0000-7000-8000-0000000000a1"},
+                                             {"d-session-only", "019e0000-0000-7000-8000-0000000000a1"},
+                                             {"e-with-claude", "5b0c7a7e-0000-4000-8000-000000000001"},
+                                             {"f-with-dynamo", "custom-run-1"}};
   REQUIRE(sets.size() == want.size());
   for (auto it = sets.begin(); it != sets.end(); ++it) {
     CAPTURE(it.key());
@@ -153,8 +152,8 @@ TEST_CASE("captured Claude Code, Codex and OpenCode requests") {
 TEST_CASE("SPEC 1.1 rules: trimming, blank, case, parent equal, limit, duplicates") {
   CHECK(sid(norm({{"X-Session-ID", "  abc \t"}})) == "abc");
   CHECK(sid(norm({{"x-dynamo-session-id", "   "}, {"x-session-id", "g"}})) == "g");  // blank = absent
-  CHECK(pid(norm({{"x-session-id", "a"}, {"x-parent-session-id", "a"}})) == "");      // parent == session dropped
-  CHECK(!norm({{"x-session-affinity", "ses_1"}}).context);  // a hint, not an identity
+  CHECK(pid(norm({{"x-session-id", "a"}, {"x-parent-session-id", "a"}})) == "");     // parent == session dropped
+  CHECK(!norm({{"x-session-affinity", "ses_1"}}).context);                           // a hint, not an identity
   CHECK(norm({{"x-session-affinity", "ses_1"}}).affinity_hint == "ses_1");
   CHECK(!norm({{"x-dynamo-parent-session-id", "p"}}).context);  // parent alone: no identity
   CHECK(!norm({{"x-claude-code-parent-agent-id", "p"}}).context);
@@ -237,14 +236,20 @@ TEST_CASE("headers_from_json shapes and parent group keys") {
 TEST_CASE("append_agent_context writes to_json().dump(), the one agent_context writer of rows") {
   AgentContext c;
   c.session_id = "s\t1";
-  CHECK([&] { std::string s; append_agent_context(s, c); return s; }() == c.to_json().dump());
+  CHECK([&] {
+    std::string s;
+    append_agent_context(s, c);
+    return s;
+  }() == c.to_json().dump());
   c.parent_session_id = "p";
   c.session_final = false;
   c.compaction = Json{{"request_kind", "compaction"}, {"n", 1.0}};
   std::string s;
   append_agent_context(s, c);
   CHECK(s == c.to_json().dump());
-  CHECK(s == R"({"session_id":"s\t1","parent_session_id":"p","session_final":false,"compaction":{"request_kind":"compaction","n":1.0}})");
+  CHECK(
+      s ==
+      R"({"session_id":"s\t1","parent_session_id":"p","session_final":false,"compaction":{"request_kind":"compaction","n":1.0}})");
 }
 
 TEST_CASE("identity headers: each client style as the captured CLIs send it") {
@@ -290,11 +295,11 @@ TEST_CASE("identity headers: each client style as the captured CLIs send it") {
 
 TEST_CASE("round trip: normalize(write(lineage)) gives the lineage back, for every client style and family") {
   const std::vector<Lineage> lineages = {
-      {"R", "", "R", false},     // a root turn
-      {"R", "", "R", true},      // its last turn
-      {"C", "R", "R", false},    // a top-level subagent
-      {"G", "C", "R", true},     // a nested subagent's last turn
-      {"S", "", "", false},      // a root whose plan left the root empty
+      {"R", "", "R", false},   // a root turn
+      {"R", "", "R", true},    // its last turn
+      {"C", "R", "R", false},  // a top-level subagent
+      {"G", "C", "R", true},   // a nested subagent's last turn
+      {"S", "", "", false},    // a root whose plan left the root empty
   };
   std::set<Source> produced;
   for (const ClientStyle& style : client_styles()) {

@@ -49,7 +49,8 @@ TEST_CASE("4-byte tokens: last token zero-padded") {
 }
 
 TEST_CASE("render: chat messages extend as a prefix") {
-  dyn::Json a = dyn::Json::parse(R"({"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]})");
+  dyn::Json a =
+      dyn::Json::parse(R"({"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]})");
   dyn::Json b = a;
   b["messages"].push_back(dyn::Json::parse(R"({"role":"assistant","content":[{"type":"text","text":"hello"}]})"));
   std::string ra = render_request(a), rb = render_request(b);

@@ -82,7 +82,8 @@ TEST_CASE("AIPerf fixtures: sessions, text_input and delay load") {
 }
 
 TEST_CASE("find_path and accessors") {
-  auto r = dyn::Json::parse(R"({"agent_context":{"session_id":"s","parent_session_id":"p"},"request":{"worker":{"decode_worker_id":3}}})");
+  auto r = dyn::Json::parse(
+      R"({"agent_context":{"session_id":"s","parent_session_id":"p"},"request":{"worker":{"decode_worker_id":3}}})");
   CHECK(session_of(r) == "s");
   CHECK(parent_of(r) == "p");
   CHECK(worker_of(r) == "3");
@@ -139,7 +140,7 @@ TEST_CASE("compare_where: u64 exact, strings, substring, missing, mismatched typ
   CHECK(compare_where(W("x<abd"), std::string_view("\"abc\"")));
   CHECK(compare_where(W("x~research"), std::string_view("\"research-run-42:planner\"")));
   CHECK_FALSE(compare_where(W("x~zzz"), std::string_view("\"research-run-42\"")));
-  CHECK(compare_where(W("x=42"), std::string_view("\"42\"")));  // string field: text compare
+  CHECK(compare_where(W("x=42"), std::string_view("\"42\"")));        // string field: text compare
   CHECK_FALSE(compare_where(W("x=\"42\""), std::string_view("42")));  // quoted: string only
   CHECK_FALSE(compare_where(W("x<5"), std::nullopt));
   CHECK(compare_where(W("x!=5"), std::nullopt));
@@ -201,7 +202,7 @@ TEST_CASE("sessionize: rows sharing only a popular prefix stay apart; fan-out th
     r.hash_ids = std::move(ids);
     rows.push_back(r);
   };
-  add(0, 8, {0, 1});     // full blocks [0, 1]
+  add(0, 8, {0, 1});      // full blocks [0, 1]
   add(1, 12, {0, 1, 2});  // continues row 0
   add(2, 12, {0, 3, 4});
   add(3, 12, {0, 5, 6});
@@ -303,27 +304,30 @@ TEST_CASE("parse_workload_line_fast: same row as simdjson + parse_workload_objec
   };
   const Case cases[] = {
       {R"({"timestamp": 0, "input_length": 6758, "output_length": 500, "hash_ids": [0, 1, 2, 3]})", true},
-      {R"({"timestamp":3000,"session_id":"s20","parent_session_id":"s2","input_length":26353,"output_length":370,"hash_ids":[0,560]})", true},
+      {R"({"timestamp":3000,"session_id":"s20","parent_session_id":"s2","input_length":26353,"output_length":370,"hash_ids":[0,560]})",
+       true},
       {R"(  {"timestamp": 12.5, "delay": 1e3, "tool_wait_ms": 0.25, "input_length": 512.0, "hash_ids": []}  )", true},
-      {R"({"input_length": 1024, "hash_ids": [18446744073709551615], "request_id": 42, "priority": 7})", false},  // 20 digits
-      {R"({"input_length": 1024, "hash_ids": [9999999999999999999, 1], "request_id": 42, "priority": 9223372036854775808})", true},
+      {R"({"input_length": 1024, "hash_ids": [18446744073709551615], "request_id": 42, "priority": 7})",
+       false},  // 20 digits
+      {R"({"input_length": 1024, "hash_ids": [9999999999999999999, 1], "request_id": 42, "priority": 9223372036854775808})",
+       true},
       {R"({"text_input": "hello world", "session_id": null, "extra": true, "other": "x", "n": 3.5})", true},
       {R"({"input_length": 10, "hash_ids": null, "output_length": null, "timestamp": null})", true},
-      {R"({})", false},                                               // no input_length: slow path errors
-      {R"({"input_length": 10, "input_length": 20})", false},        // duplicate: last wins (slow path)
-      {R"({"input_length": 01})", false},                             // leading zero: malformed
-      {R"({"input_length": -1})", false},                             // negative: error
-      {R"({"input_length": 10, "hash_ids": [1.5]})", false},          // fractional id: error
+      {R"({})", false},                                        // no input_length: slow path errors
+      {R"({"input_length": 10, "input_length": 20})", false},  // duplicate: last wins (slow path)
+      {R"({"input_length": 01})", false},                      // leading zero: malformed
+      {R"({"input_length": -1})", false},                      // negative: error
+      {R"({"input_length": 10, "hash_ids": [1.5]})", false},   // fractional id: error
       {R"({"input_length": 10, "hash_ids": [-1]})", false},
       {R"({"input_length": 10, "delay": -5})", false},
-      {R"({"input_length": 10, "session_id": "a\"b"})", false},       // escapes
-      {R"({"input_length": 10, "session_id": "é"})", false},          // non-ASCII
-      {R"({"input_length": 10, "x": {"y": 1}})", false},              // nested unknown value
+      {R"({"input_length": 10, "session_id": "a\"b"})", false},  // escapes
+      {R"({"input_length": 10, "session_id": "é"})", false},     // non-ASCII
+      {R"({"input_length": 10, "x": {"y": 1}})", false},         // nested unknown value
       {R"({"input_length": 10, "x": [1]})", false},
-      {R"({"input_length": 10} x)", false},                           // trailing garbage
+      {R"({"input_length": 10} x)", false},  // trailing garbage
       {R"({"input_length": 10,})", false},
-      {R"({"input_length": 1e400})", false},                          // out of range
-      {R"({"input_length": 10, "timestamp": "5"})", false},           // wrong type: error
+      {R"({"input_length": 1e400})", false},                 // out of range
+      {R"({"input_length": 10, "timestamp": "5"})", false},  // wrong type: error
       {R"({"event_type": "request_end", "input_length": 10})", false},
       {R"({"timestamp": 1, "event": {"input_length": 10}})", false},  // envelope
       {R"({"input_length": 10, "wait_for": ["a"]})", false},

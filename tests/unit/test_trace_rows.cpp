@@ -72,19 +72,20 @@ TEST_CASE("request_end: every field, in the fixed key order of docs/records.md")
   r.output_tokens_estimated = true;
   r.prompt_sizing = RequestEnd::PromptSizing{100, 101};
   const std::string s = row(r);
-  CHECK(s ==
-        R"({"schema":"dynamo.request.trace.v1","event_type":"request_end","event_time_unix_ms":1700000000123,)"
-        R"("event_source":"client","agent_context":{"session_id":"s\"1","parent_session_id":"p","session_final":true,)"
-        R"("compaction":{"request_kind":"compaction"}},"request":{"request_id":"s1:0","x_request_id":"x\n","model":"m",)"
-        R"("input_tokens":100,"output_tokens":3,"cached_tokens":64,"request_received_ms":1700000000000,"ttft_ms":12.25,)"
-        R"("total_time_ms":123.0,"avg_itl_ms":0.1,"kv_hit_rate":0.64,"worker":{"decode_worker_id":2},)"
-        R"("replay":{"trace_block_size":64,"input_length":100,"input_sequence_hashes":[7,18446744073709551615]},)"
-        R"("finish_reason_metadata":{"finish_reason":"tool_calls","tool_calls":[{"choice_index":0,"tool_call_index":0,)"
-        R"("id":"call_1","name":"grep"},{"choice_index":0,"tool_call_index":1}]}},"dyn":{"status":"ok","warning":"w",)"
-        R"("ttst_ms":1.5,"inter_chunk_ms":[1.5,2.0],"chunk_tokens":[3,4,5],"request_latency_ms":120.5,)"
-        R"("schedule_lag_ms":0.0,"scheduled_ms":10.0,"hash_ids":[11,12],"block_size":64,"turn":0,"binding":"new",)"
-        R"("pause_ms":0.0,"queue_ms":2.5,"warmup":true,"input_tokens_estimated":true,"output_tokens_estimated":true,)"
-        R"("prompt_sizing":{"input_length":100,"tokenizer_tokens":101}}})");
+  CHECK(
+      s ==
+      R"({"schema":"dynamo.request.trace.v1","event_type":"request_end","event_time_unix_ms":1700000000123,)"
+      R"("event_source":"client","agent_context":{"session_id":"s\"1","parent_session_id":"p","session_final":true,)"
+      R"("compaction":{"request_kind":"compaction"}},"request":{"request_id":"s1:0","x_request_id":"x\n","model":"m",)"
+      R"("input_tokens":100,"output_tokens":3,"cached_tokens":64,"request_received_ms":1700000000000,"ttft_ms":12.25,)"
+      R"("total_time_ms":123.0,"avg_itl_ms":0.1,"kv_hit_rate":0.64,"worker":{"decode_worker_id":2},)"
+      R"("replay":{"trace_block_size":64,"input_length":100,"input_sequence_hashes":[7,18446744073709551615]},)"
+      R"("finish_reason_metadata":{"finish_reason":"tool_calls","tool_calls":[{"choice_index":0,"tool_call_index":0,)"
+      R"("id":"call_1","name":"grep"},{"choice_index":0,"tool_call_index":1}]}},"dyn":{"status":"ok","warning":"w",)"
+      R"("ttst_ms":1.5,"inter_chunk_ms":[1.5,2.0],"chunk_tokens":[3,4,5],"request_latency_ms":120.5,)"
+      R"("schedule_lag_ms":0.0,"scheduled_ms":10.0,"hash_ids":[11,12],"block_size":64,"turn":0,"binding":"new",)"
+      R"("pause_ms":0.0,"queue_ms":2.5,"warmup":true,"input_tokens_estimated":true,"output_tokens_estimated":true,)"
+      R"("prompt_sizing":{"input_length":100,"tokenizer_tokens":101}}})");
   check_is_dump(s);
 }
 
@@ -131,7 +132,9 @@ TEST_CASE("request_end: invalid UTF-8 in header-borne text becomes U+FFFD, as du
   const std::string s = row(r);
   const std::string x = Json(std::string("a\xc3(b")).dump(-1, ' ', false, Json::error_handler_t::replace);
   CHECK(x == "\"a\xef\xbf\xbd(b\"");
-  CHECK(s.find(R"("session_id":"s)" "\xef\xbf\xbd" R"(")") != std::string::npos);
+  CHECK(s.find(R"("session_id":"s)"
+               "\xef\xbf\xbd"
+               R"(")") != std::string::npos);
   CHECK(s.find(R"("x_request_id":)" + x) != std::string::npos);
   CHECK(s.find(R"("message":"bad )") != std::string::npos);
   check_is_dump(s);  // what came out is valid UTF-8
@@ -154,13 +157,14 @@ TEST_CASE("route_decision: placed with --explain, and refused") {
   d.explain = true;
   d.candidates = ws;
   std::string s = row(d);
-  CHECK(s == R"({"schema":"dynamo.request.trace.v1","event_type":"route_decision","event_time_unix_ms":1000,)"
-             R"("event_source":"router","agent_context":{"session_id":"s"},"request":{"request_id":"s:0",)"
-             R"("x_request_id":"x","input_tokens":40,"output_tokens":8,"cached_tokens":0,"kv_hit_rate":0.0,)"
-             R"("worker":{"decode_worker_id":0}},"dyn":{"binding":"new","request_blocks":3,"explain":{"request_blocks":3,)"
-             R"("workers":[{"worker":0,"overlap_blocks":2,"prefill_blocks":1.0,"decode_blocks":0.0,"cost":1.5,)"
-             R"("eligible":true},{"worker":1,"overlap_blocks":0,"prefill_blocks":3.0,"decode_blocks":2.0,"cost":5.0,)"
-             R"("eligible":false}]}}})");
+  CHECK(s ==
+        R"({"schema":"dynamo.request.trace.v1","event_type":"route_decision","event_time_unix_ms":1000,)"
+        R"("event_source":"router","agent_context":{"session_id":"s"},"request":{"request_id":"s:0",)"
+        R"("x_request_id":"x","input_tokens":40,"output_tokens":8,"cached_tokens":0,"kv_hit_rate":0.0,)"
+        R"("worker":{"decode_worker_id":0}},"dyn":{"binding":"new","request_blocks":3,"explain":{"request_blocks":3,)"
+        R"("workers":[{"worker":0,"overlap_blocks":2,"prefill_blocks":1.0,"decode_blocks":0.0,"cost":1.5,)"
+        R"("eligible":true},{"worker":1,"overlap_blocks":0,"prefill_blocks":3.0,"decode_blocks":2.0,"cost":5.0,)"
+        R"("eligible":false}]}}})");
   check_is_dump(s);
 
   RouteDecision e;

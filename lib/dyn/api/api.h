@@ -18,8 +18,8 @@ enum class Api { kChat, kCompletions, kResponses, kMessages };
 /// One row of the API table.
 struct ApiInfo {
   Api api;
-  const char* name;      ///< short name in records and logs: chat, completions, responses, messages
-  const char* path;      ///< the POST path: /v1/chat/completions, /v1/completions, ...
+  const char* name;  ///< short name in records and logs: chat, completions, responses, messages
+  const char* path;  ///< the POST path: /v1/chat/completions, /v1/completions, ...
   /// The stream's terminal event: OpenAI's `data: [DONE]` sentinel, Anthropic's `message_stop`,
   /// Responses' `response.completed` (a cut response says `response.incomplete` instead).
   const char* terminal_event;

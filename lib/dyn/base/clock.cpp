@@ -12,8 +12,7 @@ double RealClock::now_ms() const {
 
 uint64_t RealClock::unix_ms() const {
   using namespace std::chrono;
-  return static_cast<uint64_t>(
-      duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count());
+  return static_cast<uint64_t>(duration_cast<milliseconds>(system_clock::now().time_since_epoch()).count());
 }
 
 RealClock& RealClock::instance() {

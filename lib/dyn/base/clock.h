@@ -27,8 +27,7 @@ class RealClock final : public Clock {
 /// A virtual clock that only moves when told. `unix_ms()` = unix_epoch_ms + now.
 class FakeClock final : public Clock {
  public:
-  explicit FakeClock(double start_ms = 0, uint64_t unix_epoch_ms = 0)
-      : now_(start_ms), epoch_(unix_epoch_ms) {}
+  explicit FakeClock(double start_ms = 0, uint64_t unix_epoch_ms = 0) : now_(start_ms), epoch_(unix_epoch_ms) {}
   double now_ms() const override { return now_.load(std::memory_order_relaxed); }
   uint64_t unix_ms() const override { return epoch_ + static_cast<uint64_t>(now_ms()); }
   void set(double ms) { now_.store(ms, std::memory_order_relaxed); }

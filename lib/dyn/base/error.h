@@ -10,12 +10,12 @@ namespace dyn {
 
 /// Exit status shared by every dyn tool (docs/design.md "Command-line conventions").
 enum ExitCode : int {
-  kExitOk = 0,           ///< success
-  kExitCheckFailed = 1,  ///< a check failed (dyn-bind check violation, bench threshold missed)
-  kExitUsage = 2,        ///< bad command line (CLI11's own codes are remapped to this)
-  kExitBadData = 3,      ///< bad input data
-  kExitIo = 4,           ///< I/O or network failure
-  kExitInterrupted = 130 ///< SIGINT / SIGTERM
+  kExitOk = 0,            ///< success
+  kExitCheckFailed = 1,   ///< a check failed (dyn-bind check violation, bench threshold missed)
+  kExitUsage = 2,         ///< bad command line (CLI11's own codes are remapped to this)
+  kExitBadData = 3,       ///< bad input data
+  kExitIo = 4,            ///< I/O or network failure
+  kExitInterrupted = 130  ///< SIGINT / SIGTERM
 };
 
 /// An expected failure: a message (lower-case, no final period) and the exit code it maps to
@@ -30,8 +30,7 @@ struct Error {
 /// startup configuration errors), and Expected<T> for per-row failures that the run survives.
 class Fatal : public std::runtime_error {
  public:
-  Fatal(int exit_code, const std::string& message)
-      : std::runtime_error(message), exit_code_(exit_code) {}
+  Fatal(int exit_code, const std::string& message) : std::runtime_error(message), exit_code_(exit_code) {}
   int exit_code() const { return exit_code_; }
 
  private:
@@ -42,8 +41,8 @@ class Fatal : public std::runtime_error {
 template <class T>
 class Expected {
  public:
-  Expected(T value) : v_(std::move(value)) {}          // NOLINT: implicit by design
-  Expected(Error error) : v_(std::move(error)) {}      // NOLINT
+  Expected(T value) : v_(std::move(value)) {}      // NOLINT: implicit by design
+  Expected(Error error) : v_(std::move(error)) {}  // NOLINT
   bool ok() const { return v_.index() == 0; }
   explicit operator bool() const { return ok(); }
   T& value() { return std::get<0>(v_); }

@@ -27,7 +27,7 @@ std::string roff_escape(const std::string& s) {
 std::vector<const CLI::Option*> visible_options(const CLI::App& app) {
   std::vector<const CLI::Option*> out;
   for (const CLI::Option* o : app.get_options()) {
-    if (o->get_group().empty()) continue;  // hidden
+    if (o->get_group().empty()) continue;                              // hidden
     if (o->get_lnames().empty() && o->get_snames().empty()) continue;  // positional
     out.push_back(o);
   }
@@ -86,9 +86,8 @@ std::string generate_man(const CLI::App& app, const std::string& template_text) 
   }
   std::string text = template_text;
   if (text.empty()) {
-    text = ".TH " + app.get_name() + " 1 \"\" \"dyn @VERSION@\" \"dyn manual\"\n.SH NAME\n" +
-           app.get_name() + " \\- " + roff_escape(app.get_description()) +
-           "\n.SH OPTIONS\n@OPTIONS@\n@SUBCOMMANDS@\n";
+    text = ".TH " + app.get_name() + " 1 \"\" \"dyn @VERSION@\" \"dyn manual\"\n.SH NAME\n" + app.get_name() + " \\- " +
+           roff_escape(app.get_description()) + "\n.SH OPTIONS\n@OPTIONS@\n@SUBCOMMANDS@\n";
   }
   auto replace = [&](const std::string& key, const std::string& val) {
     for (size_t p = text.find(key); p != std::string::npos; p = text.find(key, p + val.size()))
@@ -191,11 +190,10 @@ std::string generate_bash(const CLI::App& app) {
       auto ch = option_choices(o);
       os << "    " << join(pats, "|") << ") ";
       if (!ch.empty())
-        os << "compopt +o default 2>/dev/null; COMPREPLY=( $(compgen -W \"" << join(ch, " ") << "\" -- \"$cur\") ); return;;\n";
-      else if (value_is_path(o))
-        os << "COMPREPLY=( $(compgen -f -- \"$cur\") ); return;;\n";
-      else
-        os << "compopt +o default 2>/dev/null; COMPREPLY=(); return;;\n";
+        os << "compopt +o default 2>/dev/null; COMPREPLY=( $(compgen -W \"" << join(ch, " ")
+           << "\" -- \"$cur\") ); return;;\n";
+      else if (value_is_path(o)) os << "COMPREPLY=( $(compgen -f -- \"$cur\") ); return;;\n";
+      else os << "compopt +o default 2>/dev/null; COMPREPLY=(); return;;\n";
     }
   }
   os << "  esac\n  local words\n  case \"$sub\" in\n";
@@ -263,8 +261,8 @@ std::string generate_zsh(const CLI::App& app) {
       os << "        '" << sub->get_name() << ":" << esc(sub->get_description()) << "'\n";
     os << "      )\n      _describe 'command' subs ;;\n    args)\n      case $line[1] in\n";
     for (const CLI::App* sub : subs)
-      os << "        " << sub->get_name() << ")\n          _arguments -s \\\n" << specs(*sub)
-         << "            '*:file:_files' ;;\n";
+      os << "        " << sub->get_name() << ")\n          _arguments -s \\\n"
+         << specs(*sub) << "            '*:file:_files' ;;\n";
     os << "      esac ;;\n  esac\n}\n";
   }
   os << fn << " \"$@\"\n";

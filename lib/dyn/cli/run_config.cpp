@@ -41,7 +41,7 @@ std::string primary_name(const CLI::Option* o) {
 
 void add_options(const CLI::App& app, Json& options, Json& sources, Json& env) {
   for (const CLI::Option* o : app.get_options()) {
-    if (o->get_group().empty()) continue;  // hidden (--generate)
+    if (o->get_group().empty()) continue;                              // hidden (--generate)
     if (o->get_lnames().empty() && o->get_snames().empty()) continue;  // positional: see inputs
     std::string name = primary_name(o);
     if (name == "--help" || name == "--version") continue;

@@ -47,7 +47,6 @@ bool stdin_is_interactive(const std::vector<std::string>& inputs) {
   return uses_stdin && isatty(0);
 }
 
-
 namespace {
 
 /// Levenshtein distance (insert, delete, substitute each cost 1) for "did you mean".

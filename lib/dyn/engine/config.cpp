@@ -20,8 +20,6 @@ double prefill_time_ms(uint64_t new_tokens) {
   return 4.209989e-07 * t * t + 1.518344e-02 * t + 16.50142;
 }
 
-double decode_time_ms(double u) {
-  return std::max(1.0, -25.74 * u * u + 54.01 * u + 5.74);
-}
+double decode_time_ms(double u) { return std::max(1.0, -25.74 * u * u + 54.01 * u + 5.74); }
 
 }  // namespace dyn::engine

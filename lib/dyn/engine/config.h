@@ -10,14 +10,14 @@ namespace dyn::engine {
 
 /// Settings of one simulated inference worker. Defaults follow SPEC 8 (Dynamo's mocker).
 struct EngineConfig {
-  uint32_t block_size = kDefaultKvBlockSize;               ///< tokens per KV block
-  uint64_t num_blocks = kDefaultKvBlocks;            ///< KV blocks in the pool (--num-gpu-blocks-override)
-  uint32_t max_num_seqs = 256;            ///< cap on running sequences
-  uint32_t max_num_batched_tokens = 8192; ///< per-step token budget (prefill chunks + decodes)
-  bool enable_prefix_caching = true;      ///< reuse full blocks by sequence hash
-  bool enable_chunked_prefill = true;     ///< split long prompts across steps
-  double speedup_ratio = 1.0;             ///< divides every step time (> 0)
-  bool kv_events = false;                 ///< record stored/removed events for a router (SPEC 3.3)
+  uint32_t block_size = kDefaultKvBlockSize;  ///< tokens per KV block
+  uint64_t num_blocks = kDefaultKvBlocks;     ///< KV blocks in the pool (--num-gpu-blocks-override)
+  uint32_t max_num_seqs = 256;                ///< cap on running sequences
+  uint32_t max_num_batched_tokens = 8192;     ///< per-step token budget (prefill chunks + decodes)
+  bool enable_prefix_caching = true;          ///< reuse full blocks by sequence hash
+  bool enable_chunked_prefill = true;         ///< split long prompts across steps
+  double speedup_ratio = 1.0;                 ///< divides every step time (> 0)
+  bool kv_events = false;                     ///< record stored/removed events for a router (SPEC 3.3)
 
   /// "" when valid, else a message naming the bad setting (zero sizes, speedup <= 0).
   std::string validate() const;

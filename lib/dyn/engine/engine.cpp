@@ -31,8 +31,8 @@ Expected<bool> Engine::add(RequestSpec spec) {
   const uint64_t bs = cfg_.block_size;
   const uint64_t need = (spec.prompt_tokens + spec.max_output_tokens + bs - 1) / bs;
   if (need > cfg_.num_blocks)
-    return Error{fmt::format("request needs {} KV blocks ({} prompt + {} output tokens), the pool has {}",
-                             need, spec.prompt_tokens, spec.max_output_tokens, cfg_.num_blocks),
+    return Error{fmt::format("request needs {} KV blocks ({} prompt + {} output tokens), the pool has {}", need,
+                             spec.prompt_tokens, spec.max_output_tokens, cfg_.num_blocks),
                  kExitBadData};
   // Only full prompt blocks can be hashed; ignore extra hashes a caller may pass.
   if (spec.block_hashes.size() > spec.prompt_tokens / bs) spec.block_hashes.resize(spec.prompt_tokens / bs);
@@ -165,7 +165,10 @@ void Engine::step(StepResult& out) {
     const bool decode = hit >= s->target;  // fully cached prompt: first token from a decode step
     uint64_t take = decode ? 1 : s->target - hit;
     if (!decode && take > budget) {
-      if (!cfg_.enable_chunked_prefill && !plan_.empty()) { s->computed = 0; break; }
+      if (!cfg_.enable_chunked_prefill && !plan_.empty()) {
+        s->computed = 0;
+        break;
+      }
       take = cfg_.enable_chunked_prefill ? budget : take;
     }
     if (!ensure_blocks(*s, s->computed + take)) {
@@ -217,8 +220,7 @@ void Engine::step(StepResult& out) {
     }
   }
   if (any_done) {
-    running_.erase(std::remove_if(running_.begin(), running_.end(), [](Seq* s) { return s->done; }),
-                   running_.end());
+    running_.erase(std::remove_if(running_.begin(), running_.end(), [](Seq* s) { return s->done; }), running_.end());
     for (const TokenOutput& o : out.outputs)
       if (o.finished) seqs_.erase(o.id);
   }

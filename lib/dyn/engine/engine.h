@@ -19,11 +19,11 @@ namespace dyn::engine {
 
 /// A request as the engine sees it.
 struct RequestSpec {
-  uint64_t id = 0;                    ///< unique among the engine's live requests
-  uint64_t prompt_tokens = 0;         ///< ISL (> 0)
-  std::vector<uint64_t> block_hashes; ///< sequence hashes of the full prompt blocks at the
-                                      ///< engine block size: floor(prompt_tokens / block_size)
-  uint64_t max_output_tokens = 1;     ///< tokens to generate (>= 1)
+  uint64_t id = 0;                     ///< unique among the engine's live requests
+  uint64_t prompt_tokens = 0;          ///< ISL (> 0)
+  std::vector<uint64_t> block_hashes;  ///< sequence hashes of the full prompt blocks at the
+                                       ///< engine block size: floor(prompt_tokens / block_size)
+  uint64_t max_output_tokens = 1;      ///< tokens to generate (>= 1)
 };
 
 /// Tokens produced by one step for one request.
@@ -44,15 +44,20 @@ struct StepResult {
   uint64_t decode_tokens = 0;   ///< sequences that decoded one token
   uint32_t preempted = 0;       ///< sequences preempted (recompute) in this step
   std::vector<TokenOutput> outputs;
-  void clear() { duration_ms = 0; prefill_tokens = decode_tokens = 0; preempted = 0; outputs.clear(); }
+  void clear() {
+    duration_ms = 0;
+    prefill_tokens = decode_tokens = 0;
+    preempted = 0;
+    outputs.clear();
+  }
 };
 
 /// Counters and gauges for /metrics and for a router's load view.
 struct EngineStats {
   uint64_t running = 0, waiting = 0;
   uint64_t total_blocks = 0, active_blocks = 0, cached_blocks = 0;  ///< cached = inactive reusable
-  double kv_usage = 0;                     ///< active / total
-  uint64_t pending_prefill_tokens = 0;     ///< prompt tokens still to compute (running + waiting)
+  double kv_usage = 0;                                              ///< active / total
+  uint64_t pending_prefill_tokens = 0;  ///< prompt tokens still to compute (running + waiting)
   uint64_t requests_added = 0, requests_finished = 0, requests_cancelled = 0;
   uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;  ///< totals
   uint64_t preemptions = 0, evictions = 0, steps = 0;

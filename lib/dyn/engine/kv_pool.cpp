@@ -5,8 +5,7 @@
 
 namespace dyn::engine {
 
-KvPool::KvPool(uint64_t capacity, bool record_events)
-    : capacity_(capacity), record_events_(record_events) {
+KvPool::KvPool(uint64_t capacity, bool record_events) : capacity_(capacity), record_events_(record_events) {
   // The slab grows on demand (a pool of millions of blocks should not cost memory up front).
   size_t buckets = 16;
   while (buckets < 2 * capacity) buckets <<= 1;

@@ -82,8 +82,8 @@ void LiveEngine::run() {
     std::vector<KvEvent> events;
     if (kv_listener_) events = engine_.take_kv_events();
     KvListener listener = kv_listener_;
-    const auto end = start + std::chrono::duration_cast<clock::duration>(
-                                 std::chrono::duration<double, std::milli>(res.duration_ms));
+    const auto end =
+        start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double, std::milli>(res.duration_ms));
     next_start = end;
     // Sleep the step's duration; submissions during the sleep wait for the next step.
     cv_.wait_until(lk, end, [&] { return stop_; });

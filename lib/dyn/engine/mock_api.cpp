@@ -196,8 +196,7 @@ std::vector<std::string> filler_pieces(uint64_t tokens, uint64_t offset) {
   return out;
 }
 
-Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t block_size,
-                                         uint64_t default_max_tokens) {
+Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t block_size, uint64_t default_max_tokens) {
   auto bad = [](std::string m) { return Error{std::move(m), kExitBadData}; };
   if (!body.is_object()) return bad("request body must be a JSON object");
   MockRequest r;
@@ -223,13 +222,15 @@ Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t blo
     }
     case Api::kCompletions: {
       auto p = body.find("prompt");
-      if (p == body.end() || !(p->is_string() || p->is_array())) return bad("'prompt' must be a string or an array of strings");
+      if (p == body.end() || !(p->is_string() || p->is_array()))
+        return bad("'prompt' must be a string or an array of strings");
       r.last_user_text = content_text(*p);
       break;
     }
     case Api::kResponses: {
       auto in = body.find("input");
-      if (in == body.end() || !(in->is_string() || in->is_array())) return bad("'input' must be a string or an array of items");
+      if (in == body.end() || !(in->is_string() || in->is_array()))
+        return bad("'input' must be a string or an array of items");
       r.last_user_text = last_user(*in);
       conversation_facts(api, *in, &r);
       break;
@@ -268,11 +269,13 @@ Expected<Reply> ReplyScript::parse_row(const Json& row) {
     r.match = m->get<std::string>();
   }
   if (auto o = row.find("offered"); o != row.end()) {
-    if (!o->is_string() || o->get<std::string>().empty()) return Error{"'offered' must be a non-empty string", kExitBadData};
+    if (!o->is_string() || o->get<std::string>().empty())
+      return Error{"'offered' must be a non-empty string", kExitBadData};
     r.offered = o->get<std::string>();
   }
   if (auto a = row.find("after_tool"); a != row.end()) {
-    if (!a->is_string() || a->get<std::string>().empty()) return Error{"'after_tool' must be a non-empty string", kExitBadData};
+    if (!a->is_string() || a->get<std::string>().empty())
+      return Error{"'after_tool' must be a non-empty string", kExitBadData};
     r.after_tool = a->get<std::string>();
   }
   if (auto f = row.find("first_turn"); f != row.end()) {
@@ -483,7 +486,8 @@ std::string ResponseWriter::event(const char* name, const Json& data) {
 
 Json ResponseWriter::chat_chunk(Json delta, const Json& finish) const {
   Json c = {{"id", id_}, {"object", "chat.completion.chunk"}, {"created", created_}, {"model", req_.model}};
-  c["choices"] = Json::array({Json{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", finish}}});
+  c["choices"] =
+      Json::array({Json{{"index", 0}, {"delta", std::move(delta)}, {"logprobs", nullptr}, {"finish_reason", finish}}});
   return c;
 }
 
@@ -494,15 +498,23 @@ std::string ResponseWriter::stream_start() {
     case Api::kMessages: {
       Json u = usage_json(0);
       u["output_tokens"] = 0;
-      Json msg = {{"id", id_}, {"type", "message"}, {"role", "assistant"}, {"model", req_.model},
-                  {"content", Json::array()}, {"stop_reason", nullptr}, {"stop_sequence", nullptr}, {"usage", u}};
+      Json msg = {{"id", id_},
+                  {"type", "message"},
+                  {"role", "assistant"},
+                  {"model", req_.model},
+                  {"content", Json::array()},
+                  {"stop_reason", nullptr},
+                  {"stop_sequence", nullptr},
+                  {"usage", u}};
       return event("message_start", {{"type", "message_start"}, {"message", msg}});
     }
     case Api::kResponses: {
-      Json base = {{"id", id_}, {"object", "response"}, {"created_at", created_}, {"model", req_.model},
-                   {"status", "in_progress"}, {"output", Json::array()}};
-      std::string s = event("response.created", {{"type", "response.created"}, {"sequence_number", seq_++}, {"response", base}});
-      s += event("response.in_progress", {{"type", "response.in_progress"}, {"sequence_number", seq_++}, {"response", base}});
+      Json base = {{"id", id_},           {"object", "response"},    {"created_at", created_},
+                   {"model", req_.model}, {"status", "in_progress"}, {"output", Json::array()}};
+      std::string s =
+          event("response.created", {{"type", "response.created"}, {"sequence_number", seq_++}, {"response", base}});
+      s += event("response.in_progress",
+                 {{"type", "response.in_progress"}, {"sequence_number", seq_++}, {"response", base}});
       return s;
     }
   }
@@ -515,7 +527,9 @@ std::string ResponseWriter::open_item() {
   switch (req_.api) {
     case Api::kChat: {
       if (!plan_.tool_call) return {};
-      Json tc = {{"index", 0}, {"id", call_id_}, {"type", "function"},
+      Json tc = {{"index", 0},
+                 {"id", call_id_},
+                 {"type", "function"},
                  {"function", {{"name", plan_.name}, {"arguments", ""}}}};
       return event(nullptr, chat_chunk({{"tool_calls", Json::array({tc})}}, nullptr));
     }
@@ -529,17 +543,27 @@ std::string ResponseWriter::open_item() {
     case Api::kResponses: {
       Json item;
       if (plan_.tool_call) {
-        item = {{"type", "function_call"}, {"id", item_id_}, {"call_id", call_id_}, {"name", plan_.name},
-                {"arguments", ""}, {"status", "in_progress"}};
+        item = {{"type", "function_call"}, {"id", item_id_},  {"call_id", call_id_},
+                {"name", plan_.name},      {"arguments", ""}, {"status", "in_progress"}};
         if (auto ns = namespace_of(plan_.name); !ns.empty()) item["namespace"] = ns;
       } else {
-        item = {{"type", "message"}, {"id", item_id_}, {"role", "assistant"}, {"status", "in_progress"}, {"content", Json::array()}};
+        item = {{"type", "message"},
+                {"id", item_id_},
+                {"role", "assistant"},
+                {"status", "in_progress"},
+                {"content", Json::array()}};
       }
-      std::string s = event("response.output_item.added", {{"type", "response.output_item.added"}, {"sequence_number", seq_++}, {"output_index", 0}, {"item", item}});
+      std::string s = event(
+          "response.output_item.added",
+          {{"type", "response.output_item.added"}, {"sequence_number", seq_++}, {"output_index", 0}, {"item", item}});
       if (!plan_.tool_call)
-        s += event("response.content_part.added", {{"type", "response.content_part.added"}, {"sequence_number", seq_++}, {"output_index", 0},
-                                                   {"item_id", item_id_}, {"content_index", 0},
-                                                   {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}}}});
+        s += event("response.content_part.added",
+                   {{"type", "response.content_part.added"},
+                    {"sequence_number", seq_++},
+                    {"output_index", 0},
+                    {"item_id", item_id_},
+                    {"content_index", 0},
+                    {"part", {{"type", "output_text"}, {"text", ""}, {"annotations", Json::array()}}}});
       return s;
     }
   }
@@ -555,13 +579,20 @@ std::string ResponseWriter::stream_tokens(uint64_t from, uint64_t to) {
     switch (req_.api) {
       case Api::kChat:
         if (plan_.tool_call)
-          s += event(nullptr, chat_chunk({{"tool_calls", Json::array({Json{{"index", 0}, {"function", {{"arguments", piece}}}}})}}, nullptr));
-        else
-          s += event(nullptr, chat_chunk({{"content", piece}}, nullptr));
+          s += event(
+              nullptr,
+              chat_chunk({{"tool_calls", Json::array({Json{{"index", 0}, {"function", {{"arguments", piece}}}}})}},
+                         nullptr));
+        else s += event(nullptr, chat_chunk({{"content", piece}}, nullptr));
         break;
       case Api::kCompletions: {
-        Json c = {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", req_.model},
-                  {"choices", Json::array({Json{{"index", 0}, {"text", piece}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})}};
+        Json c = {
+            {"id", id_},
+            {"object", "text_completion"},
+            {"created", created_},
+            {"model", req_.model},
+            {"choices",
+             Json::array({Json{{"index", 0}, {"text", piece}, {"logprobs", nullptr}, {"finish_reason", nullptr}}})}};
         s += event(nullptr, c);
         break;
       }
@@ -573,11 +604,18 @@ std::string ResponseWriter::stream_tokens(uint64_t from, uint64_t to) {
       }
       case Api::kResponses:
         if (plan_.tool_call)
-          s += event("response.function_call_arguments.delta", {{"type", "response.function_call_arguments.delta"}, {"sequence_number", seq_++},
-                                                                {"output_index", 0}, {"item_id", item_id_}, {"delta", piece}});
+          s += event("response.function_call_arguments.delta", {{"type", "response.function_call_arguments.delta"},
+                                                                {"sequence_number", seq_++},
+                                                                {"output_index", 0},
+                                                                {"item_id", item_id_},
+                                                                {"delta", piece}});
         else
-          s += event("response.output_text.delta", {{"type", "response.output_text.delta"}, {"sequence_number", seq_++}, {"output_index", 0},
-                                                    {"item_id", item_id_}, {"content_index", 0}, {"delta", piece}});
+          s += event("response.output_text.delta", {{"type", "response.output_text.delta"},
+                                                    {"sequence_number", seq_++},
+                                                    {"output_index", 0},
+                                                    {"item_id", item_id_},
+                                                    {"content_index", 0},
+                                                    {"delta", piece}});
         break;
     }
   }
@@ -592,11 +630,22 @@ std::string ResponseWriter::stream_end(uint64_t cached) {
     case Api::kCompletions: {
       if (req_.api == Api::kChat) s += event(nullptr, chat_chunk(Json::object(), plan_.finish_reason));
       else
-        s += event(nullptr, {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", req_.model},
-                             {"choices", Json::array({Json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", plan_.finish_reason}}})}});
+        s += event(
+            nullptr,
+            {{"id", id_},
+             {"object", "text_completion"},
+             {"created", created_},
+             {"model", req_.model},
+             {"choices",
+              Json::array(
+                  {Json{{"index", 0}, {"text", ""}, {"logprobs", nullptr}, {"finish_reason", plan_.finish_reason}}})}});
       if (req_.include_usage) {
-        Json c = {{"id", id_}, {"object", req_.api == Api::kChat ? "chat.completion.chunk" : "text_completion"},
-                  {"created", created_}, {"model", req_.model}, {"choices", Json::array()}, {"usage", usage_json(cached)}};
+        Json c = {{"id", id_},
+                  {"object", req_.api == Api::kChat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", created_},
+                  {"model", req_.model},
+                  {"choices", Json::array()},
+                  {"usage", usage_json(cached)}};
         s += event(nullptr, c);
       }
       s += "data: [DONE]\n\n";
@@ -606,24 +655,39 @@ std::string ResponseWriter::stream_end(uint64_t cached) {
       s += event("content_block_stop", {{"type", "content_block_stop"}, {"index", 0}});
       const char* stop = plan_.finish_reason == "length" ? "max_tokens" : plan_.tool_call ? "tool_use" : "end_turn";
       Json u = usage_json(cached);
-      s += event("message_delta", {{"type", "message_delta"}, {"delta", {{"stop_reason", stop}, {"stop_sequence", nullptr}}}, {"usage", u}});
+      s += event(
+          "message_delta",
+          {{"type", "message_delta"}, {"delta", {{"stop_reason", stop}, {"stop_sequence", nullptr}}}, {"usage", u}});
       s += event("message_stop", {{"type", "message_stop"}});
       return s;
     }
     case Api::kResponses: {
       Json item;
       if (plan_.tool_call) {
-        s += event("response.function_call_arguments.done", {{"type", "response.function_call_arguments.done"}, {"sequence_number", seq_++},
-                                                             {"output_index", 0}, {"item_id", item_id_}, {"arguments", all}});
+        s += event("response.function_call_arguments.done", {{"type", "response.function_call_arguments.done"},
+                                                             {"sequence_number", seq_++},
+                                                             {"output_index", 0},
+                                                             {"item_id", item_id_},
+                                                             {"arguments", all}});
       } else {
         Json part = {{"type", "output_text"}, {"text", all}, {"annotations", Json::array()}};
-        s += event("response.output_text.done", {{"type", "response.output_text.done"}, {"sequence_number", seq_++}, {"output_index", 0},
-                                                 {"item_id", item_id_}, {"content_index", 0}, {"text", all}});
-        s += event("response.content_part.done", {{"type", "response.content_part.done"}, {"sequence_number", seq_++}, {"output_index", 0},
-                                                  {"item_id", item_id_}, {"content_index", 0}, {"part", part}});
+        s += event("response.output_text.done", {{"type", "response.output_text.done"},
+                                                 {"sequence_number", seq_++},
+                                                 {"output_index", 0},
+                                                 {"item_id", item_id_},
+                                                 {"content_index", 0},
+                                                 {"text", all}});
+        s += event("response.content_part.done", {{"type", "response.content_part.done"},
+                                                  {"sequence_number", seq_++},
+                                                  {"output_index", 0},
+                                                  {"item_id", item_id_},
+                                                  {"content_index", 0},
+                                                  {"part", part}});
       }
       Json body = full_body(cached);
-      s += event("response.output_item.done", {{"type", "response.output_item.done"}, {"sequence_number", seq_++}, {"output_index", 0},
+      s += event("response.output_item.done", {{"type", "response.output_item.done"},
+                                               {"sequence_number", seq_++},
+                                               {"output_index", 0},
                                                {"item", body["output"][0]}});
       // A reply cut by max_output_tokens ends with response.incomplete (OpenAI's event for a
       // response that "finishes as incomplete"), carrying the same body as the JSON answer.
@@ -641,14 +705,25 @@ Json ResponseWriter::full_body(uint64_t cached) const {
     case Api::kChat: {
       Json msg = {{"role", "assistant"}, {"content", plan_.tool_call ? Json(nullptr) : Json(all)}};
       if (plan_.tool_call)
-        msg["tool_calls"] = Json::array({Json{{"id", call_id_}, {"type", "function"}, {"function", {{"name", plan_.name}, {"arguments", all}}}}});
-      return {{"id", id_}, {"object", "chat.completion"}, {"created", created_}, {"model", req_.model},
-              {"choices", Json::array({Json{{"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", plan_.finish_reason}}})},
+        msg["tool_calls"] = Json::array(
+            {Json{{"id", call_id_}, {"type", "function"}, {"function", {{"name", plan_.name}, {"arguments", all}}}}});
+      return {{"id", id_},
+              {"object", "chat.completion"},
+              {"created", created_},
+              {"model", req_.model},
+              {"choices",
+               Json::array({Json{
+                   {"index", 0}, {"message", msg}, {"logprobs", nullptr}, {"finish_reason", plan_.finish_reason}}})},
               {"usage", usage_json(cached)}};
     }
     case Api::kCompletions:
-      return {{"id", id_}, {"object", "text_completion"}, {"created", created_}, {"model", req_.model},
-              {"choices", Json::array({Json{{"index", 0}, {"text", all}, {"logprobs", nullptr}, {"finish_reason", plan_.finish_reason}}})},
+      return {{"id", id_},
+              {"object", "text_completion"},
+              {"created", created_},
+              {"model", req_.model},
+              {"choices",
+               Json::array(
+                   {Json{{"index", 0}, {"text", all}, {"logprobs", nullptr}, {"finish_reason", plan_.finish_reason}}})},
               {"usage", usage_json(cached)}};
     case Api::kMessages: {
       Json block;
@@ -660,8 +735,13 @@ Json ResponseWriter::full_body(uint64_t cached) const {
         block = {{"type", "text"}, {"text", all}};
       }
       const char* stop = plan_.finish_reason == "length" ? "max_tokens" : plan_.tool_call ? "tool_use" : "end_turn";
-      return {{"id", id_}, {"type", "message"}, {"role", "assistant"}, {"model", req_.model},
-              {"content", Json::array({block})}, {"stop_reason", stop}, {"stop_sequence", nullptr},
+      return {{"id", id_},
+              {"type", "message"},
+              {"role", "assistant"},
+              {"model", req_.model},
+              {"content", Json::array({block})},
+              {"stop_reason", stop},
+              {"stop_sequence", nullptr},
               {"usage", usage_json(cached)}};
     }
     case Api::kResponses: {
@@ -671,15 +751,20 @@ Json ResponseWriter::full_body(uint64_t cached) const {
       const char* status = cut ? "incomplete" : "completed";
       Json item;
       if (plan_.tool_call) {
-        item = {{"type", "function_call"}, {"id", item_id_}, {"call_id", call_id_}, {"name", plan_.name},
-                {"arguments", all}, {"status", status}};
+        item = {{"type", "function_call"}, {"id", item_id_},   {"call_id", call_id_},
+                {"name", plan_.name},      {"arguments", all}, {"status", status}};
         if (auto ns = namespace_of(plan_.name); !ns.empty()) item["namespace"] = ns;
       } else {
-        item = {{"type", "message"}, {"id", item_id_}, {"role", "assistant"}, {"status", status},
-                {"content", Json::array({Json{{"type", "output_text"}, {"text", all}, {"annotations", Json::array()}}})}};
+        item = {
+            {"type", "message"},
+            {"id", item_id_},
+            {"role", "assistant"},
+            {"status", status},
+            {"content", Json::array({Json{{"type", "output_text"}, {"text", all}, {"annotations", Json::array()}}})}};
       }
-      Json body = {{"id", id_}, {"object", "response"}, {"created_at", created_}, {"model", req_.model},
-                   {"status", status}, {"output", Json::array({item})}, {"usage", usage_json(cached)}};
+      Json body = {
+          {"id", id_},        {"object", "response"},          {"created_at", created_},     {"model", req_.model},
+          {"status", status}, {"output", Json::array({item})}, {"usage", usage_json(cached)}};
       if (cut) body["incomplete_details"] = {{"reason", "max_output_tokens"}};
       return body;
     }

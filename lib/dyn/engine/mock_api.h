@@ -22,38 +22,37 @@ struct MockRequest {
   Api api = Api::kChat;
   std::string model;
   bool stream = false;
-  bool include_usage = false;          ///< chat/completions stream_options.include_usage
+  bool include_usage = false;  ///< chat/completions stream_options.include_usage
   uint64_t prompt_tokens = 0;
   std::vector<uint64_t> block_hashes;  ///< sequence hashes of full blocks at the engine size
   std::vector<uint32_t> tokens;        ///< the prompt's token ids (SPEC 4.2), for KV events
   uint64_t max_tokens = 0;             ///< output limit (request, else the server default)
   uint64_t min_tokens = 0;
   bool ignore_eos = false;
-  std::string last_user_text;          ///< for --replies matching
-  Json tools;                          ///< the request's tools (Responses namespaces)
+  std::string last_user_text;  ///< for --replies matching
+  Json tools;                  ///< the request's tools (Responses namespaces)
   // Conversation facts for --replies conditions (ReplyScript::choose):
-  std::vector<std::string> tool_names; ///< offered tools; Responses namespaces and their functions
-  bool first_turn = true;              ///< no assistant turn (message, tool call) in the history yet
-  std::string after_tool;              ///< the request ends with the result of a call to this tool
-  std::string last_tool_output;        ///< that result's text ("" when after_tool is empty)
+  std::vector<std::string> tool_names;  ///< offered tools; Responses namespaces and their functions
+  bool first_turn = true;               ///< no assistant turn (message, tool call) in the history yet
+  std::string after_tool;               ///< the request ends with the result of a call to this tool
+  std::string last_tool_output;         ///< that result's text ("" when after_tool is empty)
 };
 
 /// Parses and validates a request body. Limits: max_completion_tokens > max_tokens >
 /// max_output_tokens (Responses) > `default_max_tokens`. Errors (400 with an OpenAI-style
 /// body): not an object, missing/empty messages, input or prompt, non-integer or zero token
 /// limits, min_tokens > max_tokens, bad stream flag.
-Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t block_size,
-                                         uint64_t default_max_tokens);
+Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t block_size, uint64_t default_max_tokens);
 
 /// A scripted assistant reply: text, or a tool call (name + JSON arguments as a string), with
 /// the conditions that select it (all optional; a row with none is an unconditioned row).
 struct Reply {
   bool tool_call = false;
-  std::string text;       ///< text reply
-  std::string name;       ///< tool name
-  std::string arguments;  ///< compact JSON; may hold "${result.PATH}" placeholders
-  std::string match;      ///< chosen when this is a substring of the last user message
-  std::string offered;    ///< ... and the request offers a tool of this name
+  std::string text;                ///< text reply
+  std::string name;                ///< tool name
+  std::string arguments;           ///< compact JSON; may hold "${result.PATH}" placeholders
+  std::string match;               ///< chosen when this is a substring of the last user message
+  std::string offered;             ///< ... and the request offers a tool of this name
   std::optional<bool> first_turn;  ///< ... and the history has (false) / has no (true) assistant turn
   std::string after_tool;          ///< ... and the request ends with the result of this tool
   bool conditioned() const { return !match.empty() || !offered.empty() || first_turn || !after_tool.empty(); }
@@ -150,7 +149,7 @@ class ResponseWriter {
   const ReplyPlan& plan_;
   std::string id_, item_id_, call_id_;
   uint64_t created_;
-  uint64_t seq_ = 0;  // Responses sequence_number
+  uint64_t seq_ = 0;     // Responses sequence_number
   bool opened_ = false;  // open_item() done
 };
 

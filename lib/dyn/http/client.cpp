@@ -247,7 +247,9 @@ HttpResult Connection::post(const HttpRequest& r) {
   bool ok = cli_->send(req, res, err);
   out.end_ms = clock_.now_ms();
   if (!ok) {
-    double silent_ms = out.end_ms - (last_read_ms > 0 ? last_read_ms : out.headers_ms > 0 ? out.headers_ms : out.start_ms);
+    double silent_ms = out.end_ms - (last_read_ms > 0     ? last_read_ms
+                                     : out.headers_ms > 0 ? out.headers_ms
+                                                          : out.start_ms);
     bool read_timeout = silent_ms + 50 >= opts_.read_timeout_s * 1000;
     if (cancelled_) {  // whatever the transport said, the cause is the cancel
       fail(499, "cancelled",
@@ -259,7 +261,8 @@ HttpResult Connection::post(const HttpRequest& r) {
       fail(0, "timeout", "connect timed out");
     } else if (err == httplib::Error::Connection) {
       std::string why = connect_failure_reason(opts_.endpoint.host, opts_.endpoint.port, opts_.connect_timeout_s);
-      fail(0, "connection", "cannot connect to " + url_of(opts_.endpoint) + ": " + (why.empty() ? httplib::to_string(err) : why));
+      fail(0, "connection",
+           "cannot connect to " + url_of(opts_.endpoint) + ": " + (why.empty() ? httplib::to_string(err) : why));
     } else if (out.status > 0 && read_timeout) {
       fail(out.status, "timeout", "no data for " + std::to_string(opts_.read_timeout_s) + " s mid-response");
     } else if (out.status > 0) {
@@ -279,7 +282,8 @@ HttpResult Connection::post(const HttpRequest& r) {
     return out;
   }
   if (out.status < 200 || out.status >= 300) {
-    fail(out.status, "http", error_message(plain, res.reason.empty() ? "HTTP " + std::to_string(out.status) : res.reason));
+    fail(out.status, "http",
+         error_message(plain, res.reason.empty() ? "HTTP " + std::to_string(out.status) : res.reason));
     out.summary = std::move(stream.summary());
     return out;
   }
@@ -288,9 +292,13 @@ HttpResult Connection::post(const HttpRequest& r) {
     for (const auto& ev : events) stream.on_event(ev);
     auto& s = stream.summary();
     if (s.stream_error) fail(out.status, s.error_type, s.error_message);
-    else if (!clean) fail(out.status, "stream_cut", "stream ended inside an event after " + std::to_string(out.body_bytes) + " bytes");
-    else if (s.parse_errors) fail(out.status, "protocol", std::to_string(s.parse_errors) + " SSE data payload(s) are not JSON, first: " + s.first_parse_error);
-    else if (!s.done && s.finish_reason.empty()) fail(out.status, "stream_incomplete", "stream ended without a finish reason or [DONE]");
+    else if (!clean)
+      fail(out.status, "stream_cut", "stream ended inside an event after " + std::to_string(out.body_bytes) + " bytes");
+    else if (s.parse_errors)
+      fail(out.status, "protocol",
+           std::to_string(s.parse_errors) + " SSE data payload(s) are not JSON, first: " + s.first_parse_error);
+    else if (!s.done && s.finish_reason.empty())
+      fail(out.status, "stream_incomplete", "stream ended without a finish reason or [DONE]");
   } else {
     stream.on_body(plain, out.end_ms);
     auto& s = stream.summary();

@@ -44,9 +44,9 @@ struct ClientOptions {
 using HeaderList = std::vector<std::pair<std::string, std::string>>;
 
 struct HttpRequest {
-  std::string path;      ///< joined with the endpoint's base path
-  HeaderList headers;    ///< sent in this order
-  std::string body;      ///< JSON
+  std::string path;        ///< joined with the endpoint's base path
+  HeaderList headers;      ///< sent in this order
+  std::string body;        ///< JSON
   bool keep_text = false;  ///< keep the response text (history threading)
   /// Called once by Transport::post, on the posting thread, right after HttpResult::start_ms is
   /// stamped and before anything is written (and before returning when nothing will be sent: a
@@ -64,12 +64,12 @@ struct HttpError {
 };
 
 struct HttpResult {
-  int status = 0;          ///< HTTP status, 0 when no response line arrived
-  double start_ms = 0;     ///< clock reading just before the request was written
-  double headers_ms = 0;   ///< response headers received (0 if never)
-  double end_ms = 0;       ///< response complete, failed or cut
-  HeaderList headers;      ///< response headers, names lower-case
-  bool streamed = false;   ///< the response was text/event-stream
+  int status = 0;         ///< HTTP status, 0 when no response line arrived
+  double start_ms = 0;    ///< clock reading just before the request was written
+  double headers_ms = 0;  ///< response headers received (0 if never)
+  double end_ms = 0;      ///< response complete, failed or cut
+  HeaderList headers;     ///< response headers, names lower-case
+  bool streamed = false;  ///< the response was text/event-stream
   uint64_t body_bytes = 0, reads = 0;
   ResponseSummary summary;
   std::optional<HttpError> error;

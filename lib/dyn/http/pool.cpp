@@ -110,7 +110,8 @@ bool ConnectionPool::submit(Job job) {
       int rc = pthread_create(&nw->thread, &attr, thread_main, nw.get());
       pthread_attr_destroy(&attr);
       if (rc != 0)
-        throw Fatal(kExitIo, "cannot start worker thread " + std::to_string(all_.size() + 1) + ": " + std::strerror(rc));
+        throw Fatal(kExitIo,
+                    "cannot start worker thread " + std::to_string(all_.size() + 1) + ": " + std::strerror(rc));
       all_.push_back(std::move(nw));
       ++busy_;
       return true;

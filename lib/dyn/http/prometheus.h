@@ -14,7 +14,7 @@ namespace dyn::http {
 class LatencyHistogram {
  public:
   static constexpr std::array<double, 15> kBucketsMs = {1,   2,    5,    10,   20,    50,    100,  200,
-                                                         500, 1000, 2000, 5000, 10000, 30000, 60000};
+                                                        500, 1000, 2000, 5000, 10000, 30000, 60000};
   void observe(double ms);
   /// Appends `<name>_bucket{<labels>le="..."}`, `_sum`, `_count` lines (seconds, as Prometheus
   /// convention wants; `labels` is "" or `key="v",`).

@@ -14,18 +14,15 @@ namespace dyn::http {
 Expected<UpstreamUrl> UpstreamUrl::parse(std::string_view url) {
   UpstreamUrl u;
   u.text = std::string(url);
-  auto bad = [&] {
-    return Error{"bad upstream url '" + std::string(url) + "' (want http://HOST:PORT)", kExitUsage};
-  };
+  auto bad = [&] { return Error{"bad upstream url '" + std::string(url) + "' (want http://HOST:PORT)", kExitUsage}; };
   size_t scheme_end = url.find("://");
   if (scheme_end == std::string_view::npos) return bad();
   std::string_view scheme = url.substr(0, scheme_end);
   if (scheme != "http" && scheme != "https") return bad();
   size_t host_start = scheme_end + 3;
   size_t path_start = url.find('/', host_start);
-  std::string_view host = url.substr(host_start, path_start == std::string_view::npos
-                                                     ? std::string_view::npos
-                                                     : path_start - host_start);
+  std::string_view host =
+      url.substr(host_start, path_start == std::string_view::npos ? std::string_view::npos : path_start - host_start);
   if (host.empty()) return bad();
   u.scheme_host_port = std::string(url.substr(0, host_start)) + std::string(host);
   std::string prefix = path_start == std::string_view::npos ? "" : std::string(url.substr(path_start));
@@ -35,8 +32,7 @@ Expected<UpstreamUrl> UpstreamUrl::parse(std::string_view url) {
   return u;
 }
 
-UpstreamPool::UpstreamPool(UpstreamUrl url, UpstreamTimeouts timeouts)
-    : url_(std::move(url)), timeouts_(timeouts) {}
+UpstreamPool::UpstreamPool(UpstreamUrl url, UpstreamTimeouts timeouts) : url_(std::move(url)), timeouts_(timeouts) {}
 
 std::unique_ptr<httplib::Client> UpstreamPool::acquire() {
   {
@@ -75,11 +71,23 @@ const char* outcome_name(ProxyOutcome::Kind k) {
 }
 
 bool forwardable_header(std::string_view n) {
-  static const char* const kDrop[] = {"connection", "keep-alive", "te", "trailer",
-                                      "transfer-encoding", "upgrade", "host", "content-length",
-                                      "accept-encoding", "proxy-connection", "proxy-authorization",
-                                      "proxy-authenticate", "remote_addr", "remote_port",
-                                      "local_addr", "local_port", "expect"};
+  static const char* const kDrop[] = {"connection",
+                                      "keep-alive",
+                                      "te",
+                                      "trailer",
+                                      "transfer-encoding",
+                                      "upgrade",
+                                      "host",
+                                      "content-length",
+                                      "accept-encoding",
+                                      "proxy-connection",
+                                      "proxy-authorization",
+                                      "proxy-authenticate",
+                                      "remote_addr",
+                                      "remote_port",
+                                      "local_addr",
+                                      "local_port",
+                                      "expect"};
   for (const char* d : kDrop) {
     if (header_name_equal(n, d)) return false;
   }
@@ -116,10 +124,18 @@ namespace {
 /// Proxy-Authenticate/-Authorization), the framing cpp-httplib sets itself, and Content-Type
 /// (set with the body).
 bool response_header_copyable(std::string_view n) {
-  static const char* const kDrop[] = {"connection", "keep-alive", "transfer-encoding",
-                                      "content-length", "content-type", "content-encoding",
-                                      "trailer", "upgrade", "te", "proxy-connection",
-                                      "proxy-authenticate", "proxy-authorization"};
+  static const char* const kDrop[] = {"connection",
+                                      "keep-alive",
+                                      "transfer-encoding",
+                                      "content-length",
+                                      "content-type",
+                                      "content-encoding",
+                                      "trailer",
+                                      "upgrade",
+                                      "te",
+                                      "proxy-connection",
+                                      "proxy-authenticate",
+                                      "proxy-authorization"};
   for (const char* d : kDrop) {
     if (header_name_equal(n, d)) return false;
   }
@@ -138,8 +154,8 @@ std::string cut_event(const std::string& message) {
 ProxyCall::ProxyCall(UpstreamPool& pool, std::shared_ptr<StreamTap> tap, const Clock& clock)
     : pool_(pool), tap_(std::move(tap)), clock_(clock) {}
 
-std::shared_ptr<ProxyCall> ProxyCall::start(UpstreamPool& pool, ProxyRequest request,
-                                            std::shared_ptr<StreamTap> tap, const Clock& clock) {
+std::shared_ptr<ProxyCall> ProxyCall::start(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap,
+                                            const Clock& clock) {
   std::shared_ptr<ProxyCall> call(new ProxyCall(pool, std::move(tap), clock));
   // The thread holds a raw pointer: the destructor stops and joins it, so it never outlives the call.
   call->thread_ = std::thread([p = call.get(), r = std::move(request)]() mutable { p->run(std::move(r)); });
@@ -213,8 +229,7 @@ void ProxyCall::run(ProxyRequest request) {
     }
     // cpp-httplib reports a read timeout and a reset alike (Error::Read); the time spent tells
     // them apart. A timed-out request may be running upstream, so it is never sent again.
-    bool timed_out = !ok && !got_response && e == httplib::Error::Read &&
-                     waited_s >= pool_.timeouts().read_s * 0.9;
+    bool timed_out = !ok && !got_response && e == httplib::Error::Read && waited_s >= pool_.timeouts().read_s * 0.9;
     if (!ok) {
       err = timed_out ? fmt::format("no response headers within {:g} s (read timeout)", pool_.timeouts().read_s)
                       : httplib::to_string(e);
@@ -249,9 +264,7 @@ std::string ProxyCall::content_type() const {
   return it == headers_.end() ? std::string() : it->second;
 }
 
-bool ProxyCall::is_event_stream() const {
-  return content_type().rfind("text/event-stream", 0) == 0;
-}
+bool ProxyCall::is_event_stream() const { return content_type().rfind("text/event-stream", 0) == 0; }
 
 void ProxyCall::stop_upstream() {
   std::lock_guard<std::mutex> lk(mu_);

@@ -80,17 +80,17 @@ struct ProxyOutcome {
     kCancelled,  ///< the client went away; the upstream request was stopped
   };
   Kind kind = Kind::kOk;
-  int status = 0;          ///< upstream HTTP status (0 when none arrived)
-  std::string message;     ///< transport error text, "" when ok
-  double end_ms = 0;       ///< Clock::now_ms() when the response to the client ended
+  int status = 0;       ///< upstream HTTP status (0 when none arrived)
+  std::string message;  ///< transport error text, "" when ok
+  double end_ms = 0;    ///< Clock::now_ms() when the response to the client ended
 };
 const char* outcome_name(ProxyOutcome::Kind k);
 
 /// The request to forward.
 struct ProxyRequest {
   std::string method = "POST";
-  std::string path;           ///< with query string, e.g. "/v1/messages?beta=true"
-  httplib::Headers headers;   ///< the client's headers; hop-by-hop ones are dropped (see forwardable_header)
+  std::string path;          ///< with query string, e.g. "/v1/messages?beta=true"
+  httplib::Headers headers;  ///< the client's headers; hop-by-hop ones are dropped (see forwardable_header)
   std::string body;
   std::string content_type = "application/json";
 };
@@ -118,8 +118,8 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
  public:
   /// Starts forwarding `request` to `pool`'s upstream. `tap` may be null. `clock` must outlive
   /// the call.
-  static std::shared_ptr<ProxyCall> start(UpstreamPool& pool, ProxyRequest request,
-                                          std::shared_ptr<StreamTap> tap, const Clock& clock);
+  static std::shared_ptr<ProxyCall> start(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap,
+                                          const Clock& clock);
   ~ProxyCall();
   ProxyCall(const ProxyCall&) = delete;
   ProxyCall& operator=(const ProxyCall&) = delete;

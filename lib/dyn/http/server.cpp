@@ -33,8 +33,7 @@ Expected<int> bind_server(httplib::Server& server, const ListenOptions& o) {
     port = server.bind_to_any_port(o.host);
     if (port <= 0) return Error{"cannot bind " + o.host + " to a free port", kExitIo};
   } else if (!server.bind_to_port(o.host, port)) {
-    return Error{"cannot bind " + o.host + ":" + std::to_string(port) +
-                     " (port in use, or not allowed)", kExitIo};
+    return Error{"cannot bind " + o.host + ":" + std::to_string(port) + " (port in use, or not allowed)", kExitIo};
   }
   // cpp-httplib 0.11 listens with a backlog of 5: a burst of connects (1,000 sessions starting
   // together) would overflow it and clients would see resets.
@@ -137,19 +136,20 @@ std::string header_with_control_bytes(const httplib::Headers& headers) {
 }
 
 void install_error_bodies(httplib::Server& server) {
-  server.set_error_handler(httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-    if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    std::string msg;
-    switch (res.status) {
-      case 400: msg = "malformed request (a header line over 8 KiB, or a bad request line or header)"; break;
-      case 413: msg = "request body too large (over the server's --max-request-bytes)"; break;
-      case 414: msg = "request URI too long"; break;
-      case 404: msg = "unknown route " + req.method + " " + req.path; break;
-      default: msg = "HTTP error " + std::to_string(res.status); break;
-    }
-    set_error(res, res.status, error_type_for_status(res.status), msg);
-    return httplib::Server::HandlerResponse::Handled;
-  }));
+  server.set_error_handler(
+      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
+        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+        std::string msg;
+        switch (res.status) {
+          case 400: msg = "malformed request (a header line over 8 KiB, or a bad request line or header)"; break;
+          case 413: msg = "request body too large (over the server's --max-request-bytes)"; break;
+          case 414: msg = "request URI too long"; break;
+          case 404: msg = "unknown route " + req.method + " " + req.path; break;
+          default: msg = "HTTP error " + std::to_string(res.status); break;
+        }
+        set_error(res, res.status, error_type_for_status(res.status), msg);
+        return httplib::Server::HandlerResponse::Handled;
+      }));
 }
 
 bool header_name_equal(std::string_view a, std::string_view b) {

@@ -63,7 +63,7 @@ void OpenAiStream::on_json_chunk(std::string_view data, double t, bool whole_bod
     if (s_.error_type.empty()) s_.error_type = "stream_error";
     return;
   }
-  std::optional<uint64_t> chunk_completion;  // this chunk's cumulative completion_tokens
+  std::optional<uint64_t> chunk_completion;                        // this chunk's cumulative completion_tokens
   if (auto u = j.find("usage"); u != j.end() && u->is_object()) {  // "usage": null is absent
     chunk_completion = count(*u, "completion_tokens");
     // Cumulative counts never go down (case 27's rule, shared with the router's tap): a later

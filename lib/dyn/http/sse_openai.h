@@ -28,19 +28,19 @@ struct ResponseSummary {
   /// stream_options.continuous_usage_stats): same length as token_chunk_ms when every output
   /// chunk had usage, else empty (the per-token ITL is then an estimate; issue 21.4).
   std::vector<uint64_t> chunk_tokens;
-  std::string text;                 ///< output text (content, reasoning, tool-call text) when kept
-  std::string content;              ///< assistant `content` only (for threading history) when kept
-  uint64_t text_bytes = 0;          ///< bytes of output text, kept or not
+  std::string text;         ///< output text (content, reasoning, tool-call text) when kept
+  std::string content;      ///< assistant `content` only (for threading history) when kept
+  uint64_t text_bytes = 0;  ///< bytes of output text, kept or not
   std::optional<uint64_t> prompt_tokens, completion_tokens, cached_tokens;  ///< from `usage`
-  std::string finish_reason;        ///< last non-null finish_reason of choice 0 (or any choice)
+  std::string finish_reason;  ///< last non-null finish_reason of choice 0 (or any choice)
   std::vector<ToolCallInfo> tool_calls;
-  bool done = false;                ///< `[DONE]` seen
-  uint64_t events = 0;              ///< SSE events seen (including [DONE])
-  uint64_t parse_errors = 0;        ///< data payloads that were not JSON
-  std::string first_parse_error;    ///< what the first one was
-  bool stream_error = false;        ///< the server sent an error object in the stream / body
+  bool done = false;              ///< `[DONE]` seen
+  uint64_t events = 0;            ///< SSE events seen (including [DONE])
+  uint64_t parse_errors = 0;      ///< data payloads that were not JSON
+  std::string first_parse_error;  ///< what the first one was
+  bool stream_error = false;      ///< the server sent an error object in the stream / body
   std::string error_type, error_message;
-  double last_event_ms = 0;         ///< stamp of the last event (any)
+  double last_event_ms = 0;  ///< stamp of the last event (any)
 };
 
 /// Consumes SSE events of one OpenAI streaming response (chat.completion.chunk or
@@ -60,8 +60,8 @@ class OpenAiStream {
   void on_json_chunk(std::string_view data, double t, bool whole_body);
   bool keep_text_;
   ResponseSummary s_;
-  bool chunk_usage_ok_ = true;      ///< every output chunk so far carried usage
-  uint64_t chunk_usage_prev_ = 0;   ///< completion_tokens at the previous output chunk
+  bool chunk_usage_ok_ = true;     ///< every output chunk so far carried usage
+  uint64_t chunk_usage_prev_ = 0;  ///< completion_tokens at the previous output chunk
 };
 
 }  // namespace dyn::http

@@ -10,8 +10,7 @@
 
 namespace dyn::http {
 
-Json tokenize_request(TokenizeApi api, const Json& body, const std::string& model,
-                      std::string (*render)(const Json&)) {
+Json tokenize_request(TokenizeApi api, const Json& body, const std::string& model, std::string (*render)(const Json&)) {
   // vLLM's and SGLang's /tokenize: chat messages go through the model's chat template there, so
   // the ids are those the engine will cache; other APIs send the rendered text as a prompt.
   Json req = Json::object();

@@ -19,8 +19,7 @@ enum class TokenizeApi { kChat, kCompletions, kOther };
 /// will cache and count as prompt_tokens); completions with a string `prompt` -> {model, prompt};
 /// anything else -> {model, prompt: render(body)} (callers pass tokens::render_request, SPEC 4.2).
 /// `model` is left out when empty.
-Json tokenize_request(TokenizeApi api, const Json& body, const std::string& model,
-                      std::string (*render)(const Json&));
+Json tokenize_request(TokenizeApi api, const Json& body, const std::string& model, std::string (*render)(const Json&));
 
 /// POST `base_url` + "/tokenize" with `request` (connect timeout 1 s, read timeout 10 s; one
 /// connection per call) and returns the answer's `tokens` (engine token ids, each 0 … 2^32-1).

@@ -14,9 +14,7 @@ namespace dyn::io {
 const Json& unwrap_envelope(const Json& row) {
   if (row.is_object() && row.size() <= 3) {
     auto ev = row.find("event");
-    if (ev != row.end() && ev->is_object() && row.contains("timestamp") &&
-        !row.contains("event_type"))
-      return *ev;
+    if (ev != row.end() && ev->is_object() && row.contains("timestamp") && !row.contains("event_type")) return *ev;
   }
   return row;
 }
@@ -98,9 +96,7 @@ std::string out_of_range_message(std::string_view line) {
   return "'" + found + "' is out of range (integers must be within 64 bits)";
 }
 
-bool JsonlReader::skip_blank() const {
-  return line_.text.find_first_not_of(" \t") == std::string_view::npos;
-}
+bool JsonlReader::skip_blank() const { return line_.text.find_first_not_of(" \t") == std::string_view::npos; }
 
 void JsonlReader::reject_malformed(bool parsed_but_not_object) {
   size_t nuls = std::count(line_.text.begin(), line_.text.end(), '\0');
@@ -212,7 +208,8 @@ void summarize_rows(uint64_t read, uint64_t skipped, uint64_t nul_bytes) {
   if (skipped == 0) return;
   std::string msg = std::to_string(skipped) + " malformed row" + (skipped == 1 ? "" : "s") + " skipped, " +
                     std::to_string(read) + " row" + (read == 1 ? "" : "s") + " read";
-  if (nul_bytes) msg += ", " + std::to_string(nul_bytes) + " NUL byte" + (nul_bytes == 1 ? "" : "s") + " in skipped rows";
+  if (nul_bytes)
+    msg += ", " + std::to_string(nul_bytes) + " NUL byte" + (nul_bytes == 1 ? "" : "s") + " in skipped rows";
   diag::warning("", msg);
 }
 

@@ -40,8 +40,8 @@ void summarize_rows(uint64_t read, uint64_t skipped, uint64_t nul_bytes);
 
 struct JsonlOptions {
   LineReaderOptions lines;
-  bool unwrap = true;           ///< unwrap {"timestamp","event"} envelopes (SPEC 5)
-  uint64_t max_reports = 20;    ///< per-line error messages printed before only counting
+  bool unwrap = true;         ///< unwrap {"timestamp","event"} envelopes (SPEC 5)
+  uint64_t max_reports = 20;  ///< per-line error messages printed before only counting
 };
 
 /// Streams JSON objects from JSONL inputs. Blank lines are skipped silently. A line that is not

@@ -24,9 +24,7 @@ constexpr size_t kRawChunk = DYN_IO_CHUNK_BYTES;
 constexpr size_t kOutChunk = DYN_IO_CHUNK_BYTES;
 }  // namespace
 
-std::string Line::where() const {
-  return (file ? *file : std::string("<input>")) + ":" + std::to_string(number);
-}
+std::string Line::where() const { return (file ? *file : std::string("<input>")) + ":" + std::to_string(number); }
 
 LineReader::LineReader(std::vector<std::string> paths, LineReaderOptions options)
     : paths_(std::move(paths)), opts_(options) {
@@ -73,8 +71,7 @@ bool LineReader::open_next() {
     if (n == 0) eof_raw_ = true;
     raw_len_ += static_cast<size_t>(n);
   }
-  gzip_ = raw_len_ >= 2 && static_cast<unsigned char>(raw_[0]) == 0x1f &&
-          static_cast<unsigned char>(raw_[1]) == 0x8b;
+  gzip_ = raw_len_ >= 2 && static_cast<unsigned char>(raw_[0]) == 0x1f && static_cast<unsigned char>(raw_[1]) == 0x8b;
   if (gzip_) {
     std::memset(&z_, 0, sizeof z_);
     if (inflateInit2(&z_, 15 + 16) != Z_OK) throw Fatal(kExitIo, "zlib init failed");
@@ -134,8 +131,8 @@ bool LineReader::fill() {
       // No progress possible: need more input (handled above) or output room (returned below).
     } else if (rc != Z_OK) {
       ++truncated_;
-      std::string msg = std::string("corrupt gzip data (") + (z_.msg ? z_.msg : "inflate error") +
-                        "): recovered " + std::to_string(line_no_) + " complete lines";
+      std::string msg = std::string("corrupt gzip data (") + (z_.msg ? z_.msg : "inflate error") + "): recovered " +
+                        std::to_string(line_no_) + " complete lines";
       if (opts_.strict) throw Fatal(kExitBadData, *cur_name_ + ": " + msg);
       diag::warning(*cur_name_, msg);
       end_ = begin_;
@@ -149,8 +146,8 @@ bool LineReader::fill() {
       ++truncated_;
       size_t lost = end_ - begin_;
       std::string msg = "truncated gzip stream (unexpected end of file, no trailer): recovered " +
-                        std::to_string(line_no_) + " complete lines, lost " +
-                        std::to_string(lost) + " bytes of a partial line";
+                        std::to_string(line_no_) + " complete lines, lost " + std::to_string(lost) +
+                        " bytes of a partial line";
       if (opts_.strict) throw Fatal(kExitBadData, *cur_name_ + ": " + msg);
       diag::warning(*cur_name_, msg);
       end_ = begin_;  // drop the partial line

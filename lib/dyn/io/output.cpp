@@ -140,8 +140,8 @@ void Output::raw_write(const char* p, size_t n) {
         buf_.clear();
         throw BrokenPipe{};
       }
-      throw Fatal(kExitIo, (path_.empty() ? std::string("<stdout>") : path_) +
-                               ": write error: " + std::strerror(errno));
+      throw Fatal(kExitIo,
+                  (path_.empty() ? std::string("<stdout>") : path_) + ": write error: " + std::strerror(errno));
     }
     p += w;
     n -= static_cast<size_t>(w);

@@ -174,8 +174,8 @@ void SegmentWriter::flush_locked() {
   seg_lines_ += buf_lines_;
   buf_.clear();
   buf_lines_ = 0;
-  if (opts_.gzip && ((opts_.roll_bytes && seg_bytes_ >= opts_.roll_bytes) ||
-                     (opts_.roll_lines && seg_lines_ >= opts_.roll_lines))) {
+  if (opts_.gzip &&
+      ((opts_.roll_bytes && seg_bytes_ >= opts_.roll_bytes) || (opts_.roll_lines && seg_lines_ >= opts_.roll_lines))) {
     ++seg_index_;
     ::close(fd_);
     fd_ = -1;
@@ -202,8 +202,7 @@ void SegmentWriter::close() {
   // A segment that never got a row (no traffic) would not pass gzip -t: remove it.
   if (fd_ >= 0 && opts_.gzip && seg_bytes_ == 0 && ::lseek(fd_, 0, SEEK_END) == 0)
     ::unlink(segment_path(seg_index_).c_str());
-  if (dropped_ > 0)
-    diag::error("trace writer", std::to_string(dropped_) + " trace rows were dropped by failed writes");
+  if (dropped_ > 0) diag::error("trace writer", std::to_string(dropped_) + " trace rows were dropped by failed writes");
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
 }

@@ -14,11 +14,11 @@ namespace dyn::io {
 /// named beside each field (cmd/common/frontend_flags.h).
 struct SegmentWriterOptions {
   std::string prefix = "/tmp/dynamo-request-trace";  ///< DYN_REQUEST_TRACE_FILE_PATH
-  bool gzip = true;                        ///< DYN_REQUEST_TRACE_FILE_FORMAT: gzip (default) | jsonl
-  uint64_t flush_interval_ms = 1000;       ///< DYN_REQUEST_TRACE_FILE_FLUSH_INTERVAL_MS
-  uint64_t buffer_bytes = 1 << 20;         ///< DYN_REQUEST_TRACE_FILE_BUFFER_BYTES
-  uint64_t roll_bytes = 268435456;         ///< DYN_REQUEST_TRACE_FILE_ROLL_BYTES (uncompressed)
-  uint64_t roll_lines = 0;                 ///< DYN_REQUEST_TRACE_FILE_ROLL_LINES (0 = no limit)
+  bool gzip = true;                                  ///< DYN_REQUEST_TRACE_FILE_FORMAT: gzip (default) | jsonl
+  uint64_t flush_interval_ms = 1000;                 ///< DYN_REQUEST_TRACE_FILE_FLUSH_INTERVAL_MS
+  uint64_t buffer_bytes = 1 << 20;                   ///< DYN_REQUEST_TRACE_FILE_BUFFER_BYTES
+  uint64_t roll_bytes = 268435456;                   ///< DYN_REQUEST_TRACE_FILE_ROLL_BYTES (uncompressed)
+  uint64_t roll_lines = 0;                           ///< DYN_REQUEST_TRACE_FILE_ROLL_LINES (0 = no limit)
   /// Live servers: a failed write (disk full, I/O error) drops the buffered rows instead of
   /// throwing, so the server keeps serving; the outage and the rows lost are reported on stderr.
   bool drop_on_error = false;
@@ -68,7 +68,7 @@ class SegmentWriter {
   bool stop_ = false;
   bool closed_ = false;
   bool roll_pending_ = false;  ///< the next segment is opened at its first write
-  bool failing_ = false;        ///< inside a write outage (drop_on_error)
+  bool failing_ = false;       ///< inside a write outage (drop_on_error)
   uint64_t dropped_ = 0;
   uint64_t dropped_in_outage_ = 0;
   std::thread flusher_;

@@ -43,7 +43,9 @@ std::string explain_unusable_input(const std::vector<std::string>& paths,
       case InputShape::kJsonDocument:
         what = p + " is one JSON document over several lines (first line '" + first + "'), not JSON Lines";
         break;
-      case InputShape::kOther: if (!first.empty()) what = p + " is not JSON Lines (first line '" + first + "')"; break;
+      case InputShape::kOther:
+        if (!first.empty()) what = p + " is not JSON Lines (first line '" + first + "')";
+        break;
       case InputShape::kEmpty:
       case InputShape::kJsonLines: break;
     }

@@ -69,8 +69,8 @@ class PrefixIndex {
   static constexpr uint32_t kNil = 0xffffffffu;
   struct Entry {
     uint32_t node, worker;
-    uint32_t prev, next;   // LRU list of the worker (head = most recent)
-    uint32_t node_next;    // next holder of the same node
+    uint32_t prev, next;  // LRU list of the worker (head = most recent)
+    uint32_t node_next;   // next holder of the same node
     double last_used_ms;
   };
   struct Node {

@@ -29,9 +29,7 @@ struct Packer {
   }
 };
 
-Error err(size_t i, std::string_view what) {
-  return Error{fmt::format("KV event {}: {}", i, what), kExitBadData};
-}
+Error err(size_t i, std::string_view what) { return Error{fmt::format("KV event {}: {}", i, what), kExitBadData}; }
 
 std::optional<uint64_t> as_hash(const Obj& o) {
   if (o.type == msgpack::type::POSITIVE_INTEGER) return o.via.u64;

@@ -164,8 +164,7 @@ void Subscriber::start() {
     // A restarted publisher is noticed through the dropped connection (its new sequence may
     // already be past ours by the time we reconnect).
     std::string mon = fmt::format("inproc://dyn-kvevents-monitor-{}", static_cast<const void*>(this));
-    if (zmq_socket_monitor(s_->sub->handle(), mon.c_str(), ZMQ_EVENT_DISCONNECTED) != 0)
-      throw zmq::error_t();
+    if (zmq_socket_monitor(s_->sub->handle(), mon.c_str(), ZMQ_EVENT_DISCONNECTED) != 0) throw zmq::error_t();
     s_->monitor.emplace(s_->ctx, zmq::socket_type::pair);
     s_->monitor->connect(mon);
     s_->sub->connect(opt_.endpoint);
@@ -304,7 +303,8 @@ void Subscriber::run() {
     auto seq = msg.size() == 3 ? decode_seq(msg[1].data(), msg[1].size()) : std::nullopt;
     if (!seq) {
       if (stats_.bad_batches++ % 100 == 0)
-        diag::warning(opt_.label, fmt::format("skipped a KV event message of {} frames (want topic, seq, payload)", msg.size()));
+        diag::warning(opt_.label,
+                      fmt::format("skipped a KV event message of {} frames (want topic, seq, payload)", msg.size()));
       continue;
     }
     if (last_ && (*seq <= *last_ || reconnected)) {
@@ -326,7 +326,8 @@ void Subscriber::run() {
         diag::note(fmt::format("{}: missed KV event batches {}-{}, replayed them", opt_.label, from, *seq - 1));
       } else {
         stats_.gaps_unrecovered++;
-        std::string what = fmt::format("missed KV event batches {}-{} and could not replay them ({})", from, *seq - 1, why);
+        std::string what =
+            fmt::format("missed KV event batches {}-{} and could not replay them ({})", from, *seq - 1, why);
         handler_.reset(what);
         diag::warning(opt_.label, "cleared the worker's KV index: " + what);
       }

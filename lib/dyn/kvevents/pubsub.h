@@ -23,9 +23,9 @@ namespace dyn::kvevents {
 /// when the address has no wildcard; a mock engine that a router subscribes to must bind.
 struct PublisherOptions {
   std::string endpoint;
-  std::string replay_endpoint;  ///< "" = no replay socket
-  std::string topic;            ///< first frame of every message (vLLM's default: "")
-  size_t buffer_steps = 10'000; ///< batches kept for replay (vLLM's default)
+  std::string replay_endpoint;   ///< "" = no replay socket
+  std::string topic;             ///< first frame of every message (vLLM's default: "")
+  size_t buffer_steps = 10'000;  ///< batches kept for replay (vLLM's default)
 };
 
 /// Publishes batches with sequence numbers 0, 1, 2, ... from its own thread (ZMQ sockets are
@@ -91,12 +91,12 @@ class Subscriber {
     std::function<void(const std::string& why)> reset;
   };
   struct Stats {
-    std::atomic<uint64_t> batches{0};          ///< delivered, replayed ones included
+    std::atomic<uint64_t> batches{0};  ///< delivered, replayed ones included
     std::atomic<uint64_t> replayed_batches{0};
-    std::atomic<uint64_t> gaps{0};             ///< sequence gaps detected
-    std::atomic<uint64_t> gaps_unrecovered{0}; ///< gaps the replay socket could not fill
-    std::atomic<uint64_t> restarts{0};         ///< publisher restarts / reconnections seen
-    std::atomic<uint64_t> bad_batches{0};      ///< undecodable payloads or frames
+    std::atomic<uint64_t> gaps{0};              ///< sequence gaps detected
+    std::atomic<uint64_t> gaps_unrecovered{0};  ///< gaps the replay socket could not fill
+    std::atomic<uint64_t> restarts{0};          ///< publisher restarts / reconnections seen
+    std::atomic<uint64_t> bad_batches{0};       ///< undecodable payloads or frames
     std::atomic<int64_t> last_seq{-1};
   };
 

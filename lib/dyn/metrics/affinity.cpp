@@ -46,8 +46,12 @@ std::string group_key(const Turn& t) { return t.parent_session_id.empty() ? "" :
 Json opt_json(const std::optional<double>& v) { return v ? Json(*v) : Json(); }
 
 Json turn_json(const Turn& t) {
-  return Json{{"request_id", t.request_id}, {"session_id", t.session_id}, {"worker", t.worker},
-              {"start_unix_ms", opt_json(t.start_ms)}, {"end_unix_ms", opt_json(t.end_ms)}, {"where", t.where}};
+  return Json{{"request_id", t.request_id},
+              {"session_id", t.session_id},
+              {"worker", t.worker},
+              {"start_unix_ms", opt_json(t.start_ms)},
+              {"end_unix_ms", opt_json(t.end_ms)},
+              {"where", t.where}};
 }
 
 std::string cell(const Json& v) {
@@ -156,10 +160,16 @@ std::vector<BindingSummary> summarize_bindings(const std::vector<Turn>& turns) {
 }
 
 Json binding_summary_json(const BindingSummary& s) {
-  return Json{{"key", s.key},          {"kind", s.kind},         {"id", s.id},
-              {"turns", s.turns},      {"errors", s.errors},     {"workers", s.workers},
-              {"rebinds", s.rebinds},  {"first_unix_ms", opt_json(s.first_ms)},
-              {"last_unix_ms", opt_json(s.last_ms)}, {"cached_ratio", opt_json(s.cached_ratio)}};
+  return Json{{"key", s.key},
+              {"kind", s.kind},
+              {"id", s.id},
+              {"turns", s.turns},
+              {"errors", s.errors},
+              {"workers", s.workers},
+              {"rebinds", s.rebinds},
+              {"first_unix_ms", opt_json(s.first_ms)},
+              {"last_unix_ms", opt_json(s.last_ms)},
+              {"cached_ratio", opt_json(s.cached_ratio)}};
 }
 
 CheckResult check_affinity(const std::vector<Turn>& turns, double ttl_secs) {

@@ -38,9 +38,9 @@ std::string affinity_key(const Turn& t);
 
 /// Per-key summary (dyn-bind show). Keys: every session id, plus every parent group.
 struct BindingSummary {
-  std::string key;                   ///< "session:<id>" or "parent:<id>"
-  std::string kind;                  ///< "session" or "group"
-  std::string id;                    ///< the session or parent id
+  std::string key;   ///< "session:<id>" or "parent:<id>"
+  std::string kind;  ///< "session" or "group"
+  std::string id;    ///< the session or parent id
   uint64_t turns = 0, errors = 0;
   std::vector<std::string> workers;  ///< distinct, in order of first use
   uint64_t rebinds = 0;              ///< consecutive served turns on different workers

@@ -44,7 +44,8 @@ std::vector<CompareRow> compare_reports(const Report& a, const Report& b) {
     const int dir = sa.larger_is_better ? 1 : (sa.unit == "tokens" ? 0 : -1);
     rows.push_back(make_row(sa.tag, sa.header, sa.unit, "avg", sa.stats.avg, sb.stats.avg, dir));
     for (int p : {50, 90, 99})
-      rows.push_back(make_row(sa.tag, sa.header, sa.unit, fmt::format("p{}", p), sa.stats.pct(p), sb.stats.pct(p), dir));
+      rows.push_back(
+          make_row(sa.tag, sa.header, sa.unit, fmt::format("p{}", p), sa.stats.pct(p), sb.stats.pct(p), dir));
   };
   for (const auto& sa : a.series)
     if (const Series* sb = b.find_series(sa.tag)) series_rows(sa, *sb);
@@ -70,7 +71,10 @@ Json compare_json(const Report& a, const Report& b, const std::string& label_a, 
                            {"diff", r.diff},
                            {"ratio", r.ratio ? Json(*r.ratio) : Json()},
                            {"better", r.better}});
-  return Json{{"a", label_a}, {"b", label_b}, {"metrics", metrics}, {"per_worker", {{"a", worker_json(a)}, {"b", worker_json(b)}}}};
+  return Json{{"a", label_a},
+              {"b", label_b},
+              {"metrics", metrics},
+              {"per_worker", {{"a", worker_json(a)}, {"b", worker_json(b)}}}};
 }
 
 std::string compare_table(const Report& a, const Report& b, const std::string& label_a, const std::string& label_b) {

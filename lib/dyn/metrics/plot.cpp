@@ -53,33 +53,42 @@ struct Axes {
 // Frame, grid, ticks and labels of a chart.
 std::string frame(const std::string& title, const Axes& a, const std::string& xlabel, const std::string& ylabel,
                   bool xticks = true) {
-  std::string s = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}">)", kW, kH, kW, kH);
+  std::string s = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}">)",
+                              kW, kH, kW, kH);
   s += fmt::format(R"(<rect x="0" y="0" width="{}" height="{}" fill="#ffffff"/>)", kW, kH);
   s += fmt::format(R"(<text x="{}" y="18" font-size="14" font-weight="bold">{}</text>)", kL, esc(title));
   const double ys = nice_step(a.y1 - a.y0, 5);
   for (double y = std::ceil(a.y0 / ys) * ys; y <= a.y1 + 1e-9; y += ys) {
-    s += fmt::format(R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#e0e0e0"/>)", kL, a.py(y), kW - kR, a.py(y));
+    s += fmt::format(R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#e0e0e0"/>)", kL, a.py(y),
+                     kW - kR, a.py(y));
     s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="end">{}</text>)", kL - 4, a.py(y) + 3,
                      ys >= 1 ? fmt::format("{:.0f}", y) : num(y));
   }
   if (xticks) {
     const double xs = nice_step(a.x1 - a.x0, 8);
     for (double x = std::ceil(a.x0 / xs) * xs; x <= a.x1 + 1e-9; x += xs)
-      s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", a.px(x), kH - kB + 14, num(x));
+      s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", a.px(x),
+                       kH - kB + 14, num(x));
   }
   s += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#333"/>)", kL, kH - kB, kW - kR, kH - kB);
   s += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#333"/>)", kL, kT, kL, kH - kB);
-  s += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" text-anchor="middle">{}</text>)", (kL + kW - kR) / 2, kH - 8, esc(xlabel));
-  s += fmt::format(R"~(<text x="12" y="{:.1f}" font-size="11" text-anchor="middle" transform="rotate(-90 12 {:.1f})">{}</text>)~",
-                   (kT + kH - kB) / 2, (kT + kH - kB) / 2, esc(ylabel));
+  s += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" text-anchor="middle">{}</text>)", (kL + kW - kR) / 2,
+                   kH - 8, esc(xlabel));
+  s += fmt::format(
+      R"~(<text x="12" y="{:.1f}" font-size="11" text-anchor="middle" transform="rotate(-90 12 {:.1f})">{}</text>)~",
+      (kT + kH - kB) / 2, (kT + kH - kB) / 2, esc(ylabel));
   return s;
 }
 
-std::string histogram(const std::string& title, const std::vector<double>& v, const std::string& xlabel, const char* color) {
+std::string histogram(const std::string& title, const std::vector<double>& v, const std::string& xlabel,
+                      const char* color) {
   if (v.empty()) return fmt::format("<p>{}: no data</p>", esc(title));
   const auto [mn_it, mx_it] = std::minmax_element(v.begin(), v.end());
   double mn = *mn_it, mx = *mx_it;
-  if (mx == mn) { mn -= 0.5; mx += 0.5; }
+  if (mx == mn) {
+    mn -= 0.5;
+    mx += 0.5;
+  }
   constexpr int kBins = 30;
   std::vector<int> counts(kBins, 0);
   for (double x : v) counts[std::min(kBins - 1, static_cast<int>((x - mn) / (mx - mn) * kBins))]++;
@@ -90,8 +99,9 @@ std::string histogram(const std::string& title, const std::vector<double>& v, co
   for (int i = 0; i < kBins; ++i) {
     if (!counts[i]) continue;
     const double x0 = a.px(mn + i * bw), x1 = a.px(mn + (i + 1) * bw), y = a.py(counts[i]);
-    s += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>{} .. {}: {}</title></rect>)",
-                     x0, y, std::max(1.0, x1 - x0 - 1), kH - kB - y, color, num(mn + i * bw), num(mn + (i + 1) * bw), counts[i]);
+    s += fmt::format(
+        R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>{} .. {}: {}</title></rect>)",
+        x0, y, std::max(1.0, x1 - x0 - 1), kH - kB - y, color, num(mn + i * bw), num(mn + (i + 1) * bw), counts[i]);
   }
   return s + "</svg>";
 }
@@ -99,8 +109,9 @@ std::string histogram(const std::string& title, const std::vector<double>& v, co
 std::string legend(const std::vector<std::string>& workers, const std::map<std::string, std::string>& colors) {
   std::string s = "<p class=\"legend\">";
   for (const auto& w : workers)
-    s += fmt::format(R"(<span><svg width="12" height="12"><rect width="12" height="12" fill="{}"/></svg> worker {}</span> )",
-                     colors.at(w), esc(w));
+    s += fmt::format(
+        R"(<span><svg width="12" height="12"><rect width="12" height="12" fill="{}"/></svg> worker {}</span> )",
+        colors.at(w), esc(w));
   return s + "</p>";
 }
 
@@ -119,23 +130,27 @@ std::string render_html(const RequestSet& set, const Report& rep, const PlotOpti
   colors[""] = "#555555";
   auto color_of = [&](const std::string& w) { return colors.count(w) ? colors[w] : colors[""]; };
 
-  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(opt.title) +
-                  "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222;background:#fafafa}"
-                  "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
-                  "td:first-child,th:first-child{text-align:left}h2{margin-top:28px}svg{background:#fff}"
-                  ".legend span{margin-right:12px;font-size:12px}</style></head><body>\n";
+  std::string h =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(opt.title) +
+      "</title>\n<style>body{font-family:sans-serif;margin:24px;color:#222;background:#fafafa}"
+      "table{border-collapse:collapse;font-size:12px}td,th{border:1px solid #ccc;padding:3px 8px;text-align:right}"
+      "td:first-child,th:first-child{text-align:left}h2{margin-top:28px}svg{background:#fff}"
+      ".legend span{margin-right:12px;font-size:12px}</style></head><body>\n";
   h += "<h1>" + esc(opt.title) + "</h1>\n";
 
   // Summary table.
-  h += "<h2>Summary</h2><table><tr><th>Metric</th><th>avg</th><th>min</th><th>max</th><th>p99</th><th>p90</th><th>p50</th><th>std</th></tr>\n";
+  h +=
+      "<h2>Summary</h2><table><tr><th>Metric</th><th>avg</th><th>min</th><th>max</th><th>p99</th><th>p90</th><th>p50</th><th>std</th></tr>\n";
   for (const auto& s : rep.series)
-    h += fmt::format("<tr><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
-                     esc(s.header), esc(s.unit), format_number(s.stats.avg), format_number(s.stats.min),
-                     format_number(s.stats.max), format_number(s.stats.pct(99)), format_number(s.stats.pct(90)),
-                     format_number(s.stats.pct(50)), format_number(s.stats.std));
+    h += fmt::format(
+        "<tr><td>{} ({})</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>\n",
+        esc(s.header), esc(s.unit), format_number(s.stats.avg), format_number(s.stats.min), format_number(s.stats.max),
+        format_number(s.stats.pct(99)), format_number(s.stats.pct(90)), format_number(s.stats.pct(50)),
+        format_number(s.stats.std));
   for (const auto& s : rep.scalars) {
     if (s.unit == "ns") continue;
-    h += fmt::format("<tr><td>{} ({})</td><td>{}</td><td colspan=\"6\"></td></tr>\n", esc(s.header), esc(s.unit), format_number(s.value));
+    h += fmt::format("<tr><td>{} ({})</td><td>{}</td><td colspan=\"6\"></td></tr>\n", esc(s.header), esc(s.unit),
+                     format_number(s.value));
   }
   h += "</table>\n";
 
@@ -166,11 +181,13 @@ std::string render_html(const RequestSet& set, const Report& rep, const PlotOpti
         ymax = std::max(ymax, *r->latency * to_ms);
       }
       Axes a{0, xmax > 0 ? xmax : 1, 0, ymax > 0 ? ymax * 1.05 : 1};
-      std::string s = frame("Request latency by start time", a, "request start (s since first request)", "latency (ms)");
+      std::string s =
+          frame("Request latency by start time", a, "request start (s since first request)", "latency (ms)");
       for (auto& [x, r] : pts)
-        s += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}" fill-opacity="0.75"><title>{} worker {}: {} ms</title></circle>)",
-                         a.px(x), a.py(*r->latency * to_ms), color_of(r->worker), esc(r->request_id), esc(r->worker),
-                         num(*r->latency * to_ms));
+        s += fmt::format(
+            R"(<circle cx="{:.1f}" cy="{:.1f}" r="3" fill="{}" fill-opacity="0.75"><title>{} worker {}: {} ms</title></circle>)",
+            a.px(x), a.py(*r->latency * to_ms), color_of(r->worker), esc(r->request_id), esc(r->worker),
+            num(*r->latency * to_ms));
       h += s + "</svg>\n";
       if (!workers.empty()) h += legend(workers, colors);
     }
@@ -188,12 +205,17 @@ std::string render_html(const RequestSet& set, const Report& rep, const PlotOpti
     for (std::size_t i = 0; i < rep.workers.size(); ++i) {
       const auto& w = rep.workers[i];
       const double cx = kL + slot * (i + 0.5);
-      s += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>worker {} share {:.1f}%</title></rect>)",
-                       cx - bw - 1, a.py(w.share_pct), bw, kH - kB - a.py(w.share_pct), color_of(w.worker), esc(w.worker), w.share_pct);
+      s += fmt::format(
+          R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"><title>worker {} share {:.1f}%</title></rect>)",
+          cx - bw - 1, a.py(w.share_pct), bw, kH - kB - a.py(w.share_pct), color_of(w.worker), esc(w.worker),
+          w.share_pct);
       if (w.hit_pct)
-        s += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}" fill-opacity="0.45" stroke="{}"><title>worker {} hit {:.1f}%</title></rect>)",
-                         cx + 1, a.py(*w.hit_pct), bw, kH - kB - a.py(*w.hit_pct), color_of(w.worker), color_of(w.worker), esc(w.worker), *w.hit_pct);
-      s += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" text-anchor="middle">{}</text>)", cx, kH - kB + 14, esc(w.worker));
+        s += fmt::format(
+            R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}" fill-opacity="0.45" stroke="{}"><title>worker {} hit {:.1f}%</title></rect>)",
+            cx + 1, a.py(*w.hit_pct), bw, kH - kB - a.py(*w.hit_pct), color_of(w.worker), color_of(w.worker),
+            esc(w.worker), *w.hit_pct);
+      s += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" text-anchor="middle">{}</text>)", cx, kH - kB + 14,
+                       esc(w.worker));
     }
     h += s + "</svg>\n<p class=\"legend\">solid: share of requests; light: prompt-cache hit rate</p>\n";
   }
@@ -215,24 +237,30 @@ std::string render_html(const RequestSet& set, const Report& rep, const PlotOpti
       }
     const double row_h = 16, top = 30, left = 150;
     const double height = top + row_h * static_cast<double>(sessions.size()) + 30;
-    std::string s = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{:.0f}" viewBox="0 0 {} {:.0f}">)", kW, height, kW, height);
+    std::string s =
+        fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{:.0f}" viewBox="0 0 {} {:.0f}">)",
+                    kW, height, kW, height);
     s += fmt::format(R"(<rect x="0" y="0" width="{}" height="{:.0f}" fill="#ffffff"/>)", kW, height);
-    s += fmt::format(R"(<text x="{}" y="18" font-size="14" font-weight="bold">Which worker served each turn</text>)", left);
+    s += fmt::format(R"(<text x="{}" y="18" font-size="14" font-weight="bold">Which worker served each turn</text>)",
+                     left);
     auto px = [&](double t) { return left + (tmax > 0 ? t / tmax : 0) * (kW - left - kR); };
     for (std::size_t i = 0; i < sessions.size(); ++i) {
       const double y = top + row_h * static_cast<double>(i);
       std::string label = sessions[i]->session_id;
       if (label.size() > 22) label = label.substr(0, 21) + "~";
-      s += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10" text-anchor="end">{}</text>)", left - 6, y + 11, esc(label));
-      s += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#eeeeee"/>)", left, y + 8, kW - kR, y + 8);
+      s += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10" text-anchor="end">{}</text>)", left - 6, y + 11,
+                       esc(label));
+      s += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#eeeeee"/>)", left, y + 8, kW - kR,
+                       y + 8);
       int turn = 0;
       for (const RequestRecord* r : turns[sessions[i]->session_id]) {
         const double a = static_cast<double>(*r->start_ns - *t0) / 1e9;
         const double b = static_cast<double>(r->end_ns.value_or(*r->start_ns) - *t0) / 1e9;
-        s += fmt::format(R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"{}><title>{} turn {} worker {}{}</title></rect>)",
-                         px(a), y + 2, std::max(2.0, px(b) - px(a)), row_h - 4, color_of(r->worker),
-                         r->valid() ? "" : R"( stroke="#000" stroke-dasharray="2")", esc(sessions[i]->session_id),
-                         r->turn.value_or(turn), r->worker.empty() ? "?" : esc(r->worker), r->valid() ? "" : " (error)");
+        s += fmt::format(
+            R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"{}><title>{} turn {} worker {}{}</title></rect>)",
+            px(a), y + 2, std::max(2.0, px(b) - px(a)), row_h - 4, color_of(r->worker),
+            r->valid() ? "" : R"( stroke="#000" stroke-dasharray="2")", esc(sessions[i]->session_id),
+            r->turn.value_or(turn), r->worker.empty() ? "?" : esc(r->worker), r->valid() ? "" : " (error)");
         ++turn;
       }
     }
@@ -240,9 +268,11 @@ std::string render_html(const RequestSet& set, const Report& rep, const PlotOpti
     s += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#333"/>)", left, axis_y, kW - kR, axis_y);
     const double xs = nice_step(tmax, 8);
     for (double t = 0; t <= tmax + 1e-9 && tmax > 0; t += xs)
-      s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", px(t), axis_y + 14, num(t));
-    s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="middle">seconds since first request</text>)",
-                     (left + kW - kR) / 2, axis_y + 26);
+      s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", px(t),
+                       axis_y + 14, num(t));
+    s += fmt::format(
+        R"(<text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="middle">seconds since first request</text>)",
+        (left + kW - kR) / 2, axis_y + 26);
     h += s + "</svg>\n";
     if (!workers.empty()) h += legend(workers, colors);
     if (rep.sessions.size() > sessions.size())
@@ -251,7 +281,6 @@ std::string render_html(const RequestSet& set, const Report& rep, const PlotOpti
   h += "</body></html>\n";
   return h;
 }
-
 
 namespace {
 
@@ -280,7 +309,8 @@ std::string run_legend(const std::vector<PlotRun>& runs) {
 }
 
 /// Empirical CDF of one per-request metric, one line per run.
-std::string cdf_chart(const std::string& title, const std::vector<std::vector<double>>& per_run, const std::string& xlabel) {
+std::string cdf_chart(const std::string& title, const std::vector<std::vector<double>>& per_run,
+                      const std::string& xlabel) {
   double mx = 0;
   bool any = false;
   for (const auto& v : per_run)
@@ -294,8 +324,10 @@ std::string cdf_chart(const std::string& title, const std::vector<std::vector<do
     std::sort(v.begin(), v.end());
     std::string pts;
     for (std::size_t k = 0; k < v.size(); ++k)
-      pts += fmt::format("{:.1f},{:.1f} ", a.px(v[k]), a.py(100.0 * static_cast<double>(k + 1) / static_cast<double>(v.size())));
-    s += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>)", kPalette[i % std::size(kPalette)], pts);
+      pts += fmt::format("{:.1f},{:.1f} ", a.px(v[k]),
+                         a.py(100.0 * static_cast<double>(k + 1) / static_cast<double>(v.size())));
+    s += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>)",
+                     kPalette[i % std::size(kPalette)], pts);
   }
   return s + "</svg>";
 }
@@ -320,8 +352,8 @@ std::string sweep_chart(const std::string& title, const std::vector<PlotRun>& ru
   std::string s = frame(title, a, numeric ? sweep_name : "run", ylabel, numeric);
   if (!numeric)
     for (std::size_t i = 0; i < runs.size(); ++i)
-      s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", a.px(xs[i]), kH - kB + 14,
-                       esc(runs[i].label));
+      s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", a.px(xs[i]),
+                       kH - kB + 14, esc(runs[i].label));
   constexpr const char* kLineColors[] = {"#333333", "#d62728", "#1f77b4"};
   for (std::size_t m = 0; m < lines.size(); ++m) {
     const char* lc = kLineColors[m % std::size(kLineColors)];
@@ -331,11 +363,12 @@ std::string sweep_chart(const std::string& title, const std::vector<PlotRun>& ru
     s += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}"/>)", lc, pts);
     for (std::size_t i = 0; i < runs.size(); ++i)
       if (lines[m].second[i])
-        s += fmt::format(R"(<circle cx="{:.1f}" cy="{:.1f}" r="5" fill="{}" stroke="{}"><title>{} {}: {}</title></circle>)",
-                         a.px(xs[i]), a.py(*lines[m].second[i]), kPalette[i % std::size(kPalette)], lc,
-                         esc(runs[i].label), esc(lines[m].first), num(*lines[m].second[i]));
-    s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="11" fill="{}">{}</text>)", kW - kR - 150, kT + 14 + 14.0 * m, lc,
-                     esc(lines[m].first));
+        s += fmt::format(
+            R"(<circle cx="{:.1f}" cy="{:.1f}" r="5" fill="{}" stroke="{}"><title>{} {}: {}</title></circle>)",
+            a.px(xs[i]), a.py(*lines[m].second[i]), kPalette[i % std::size(kPalette)], lc, esc(runs[i].label),
+            esc(lines[m].first), num(*lines[m].second[i]));
+    s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="11" fill="{}">{}</text>)", kW - kR - 150,
+                     kT + 14 + 14.0 * m, lc, esc(lines[m].first));
   }
   return s + "</svg>";
 }
@@ -343,7 +376,8 @@ std::string sweep_chart(const std::string& title, const std::vector<PlotRun>& ru
 }  // namespace
 
 std::string render_runs_html(const std::vector<PlotRun>& runs, const std::string& sweep_name, const PlotOptions& opt) {
-  std::string h = "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(opt.title) + head_style;
+  std::string h =
+      "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>" + esc(opt.title) + head_style;
   h += "<h1>" + esc(opt.title) + "</h1>\n";
   h += fmt::format("<p>{} runs, each drawn as its own series (never merged).</p>\n", runs.size());
   h += run_legend(runs);
@@ -400,8 +434,8 @@ std::string render_runs_html(const std::vector<PlotRun>& runs, const std::string
       if (r.latency) lat[i].push_back(*r.latency * to_ms);
     }
   }
-  h += "<h2>Distributions</h2>\n" + cdf_chart("Time to first token (CDF)", ttft, "TTFT (ms)") + "\n" + run_legend(runs) +
-       cdf_chart("Request latency (CDF)", lat, "latency (ms)") + "\n" + run_legend(runs);
+  h += "<h2>Distributions</h2>\n" + cdf_chart("Time to first token (CDF)", ttft, "TTFT (ms)") + "\n" +
+       run_legend(runs) + cdf_chart("Request latency (CDF)", lat, "latency (ms)") + "\n" + run_legend(runs);
 
   // Sweep: metrics against the parameter (or the run order).
   auto col = [&](const std::string& tag, int pct) {
@@ -409,11 +443,16 @@ std::string render_runs_html(const std::vector<PlotRun>& runs, const std::string
     for (const auto& r : runs) v.push_back(figure(*r.report, tag, pct));
     return v;
   };
-  h += "<h2>Sweep" + (sweep_name.empty() ? std::string(" across runs") : ": metrics against " + esc(sweep_name)) + "</h2>\n";
-  h += sweep_chart("Prompt-cache hit rate", runs, sweep_name, {{"hit %", col("prompt_cache_hit_rate", -1)}}, "percent") + "\n";
+  h += "<h2>Sweep" + (sweep_name.empty() ? std::string(" across runs") : ": metrics against " + esc(sweep_name)) +
+       "</h2>\n";
+  h +=
+      sweep_chart("Prompt-cache hit rate", runs, sweep_name, {{"hit %", col("prompt_cache_hit_rate", -1)}}, "percent") +
+      "\n";
   h += sweep_chart("Time to first token", runs, sweep_name,
-                   {{"TTFT p50", col("time_to_first_token", 50)}, {"TTFT p90", col("time_to_first_token", 90)}}, "ms") + "\n";
-  h += sweep_chart("Request throughput", runs, sweep_name, {{"req/s", col("request_throughput", -1)}}, "requests/s") + "\n";
+                   {{"TTFT p50", col("time_to_first_token", 50)}, {"TTFT p90", col("time_to_first_token", 90)}}, "ms") +
+       "\n";
+  h += sweep_chart("Request throughput", runs, sweep_name, {{"req/s", col("request_throughput", -1)}}, "requests/s") +
+       "\n";
   h += run_legend(runs);
   h += "</body></html>\n";
   return h;

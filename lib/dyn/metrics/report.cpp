@@ -88,7 +88,8 @@ Json stats_json(const Series& s) {
   Json j = Json::object();
   j["unit"] = s.unit;
   j["avg"] = s.stats.avg;
-  for (std::size_t i = 0; i < std::size(kPercentiles); ++i) j[fmt::format("p{}", static_cast<int>(kPercentiles[i]))] = s.stats.p[i];
+  for (std::size_t i = 0; i < std::size(kPercentiles); ++i)
+    j[fmt::format("p{}", static_cast<int>(kPercentiles[i]))] = s.stats.p[i];
   j["min"] = s.stats.min;
   j["max"] = s.stats.max;
   j["std"] = s.stats.std;
@@ -111,8 +112,12 @@ std::string csv_field(const std::string& s) {
   return out + "\"";
 }
 
-std::string pad_left(const std::string& s, std::size_t w) { return s.size() >= w ? s : std::string(w - s.size(), ' ') + s; }
-std::string pad_right(const std::string& s, std::size_t w) { return s.size() >= w ? s : s + std::string(w - s.size(), ' '); }
+std::string pad_left(const std::string& s, std::size_t w) {
+  return s.size() >= w ? s : std::string(w - s.size(), ' ') + s;
+}
+std::string pad_right(const std::string& s, std::size_t w) {
+  return s.size() >= w ? s : s + std::string(w - s.size(), ' ');
+}
 
 // Renders rows as an aligned text table: first column left-aligned, the rest right-aligned.
 std::string render_table(const std::string& title, const std::vector<std::vector<std::string>>& rows) {
@@ -167,9 +172,9 @@ const Scalar* Report::find_scalar(std::string_view tag) const {
 
 Expected<std::vector<Slo>> parse_goodput(const std::string& text) {
   static const std::map<std::string, std::string> kAlias = {
-      {"ttft", kTtft.tag}, {"ttst", kTtst.tag}, {"itl", kItl.tag}, {"e2e", kLatency.tag},
-      {"latency", kLatency.tag}, {"tpot", kItl.tag}, {kTtft.tag, kTtft.tag}, {kTtst.tag, kTtst.tag},
-      {kItl.tag, kItl.tag}, {kLatency.tag, kLatency.tag}, {kPerUser.tag, kPerUser.tag}};
+      {"ttft", kTtft.tag},       {"ttst", kTtst.tag},          {"itl", kItl.tag},           {"e2e", kLatency.tag},
+      {"latency", kLatency.tag}, {"tpot", kItl.tag},           {kTtft.tag, kTtft.tag},      {kTtst.tag, kTtst.tag},
+      {kItl.tag, kItl.tag},      {kLatency.tag, kLatency.tag}, {kPerUser.tag, kPerUser.tag}};
   std::vector<Slo> out;
   std::string norm = text;
   std::replace(norm.begin(), norm.end(), ',', ' ');
@@ -182,8 +187,7 @@ Expected<std::vector<Slo>> parse_goodput(const std::string& text) {
     std::string item = norm.substr(pos, end - pos);
     pos = end;
     const auto colon = item.find(':');
-    if (colon == std::string::npos)
-      return Error{fmt::format("--goodput: '{}' is not metric:value", item), kExitUsage};
+    if (colon == std::string::npos) return Error{fmt::format("--goodput: '{}' is not metric:value", item), kExitUsage};
     const std::string name = item.substr(0, colon), value = item.substr(colon + 1);
     auto it = kAlias.find(name);
     if (it == kAlias.end())
@@ -240,7 +244,12 @@ Report build_report(const RequestSet& set, const ReportOptions& options) {
     for (const RequestRecord* r : valid) estimated = estimated || (r->itl_per_token && r->itl_per_token_estimated);
     add_series(estimated ? kItlTokEst : kItlTok, opt(&RequestRecord::itl_per_token), to_ms);
   }
-  add_series(kIcl, [](const RequestRecord& r, std::vector<double>& v) { v.insert(v.end(), r.inter_chunk.begin(), r.inter_chunk.end()); }, to_ms);
+  add_series(
+      kIcl,
+      [](const RequestRecord& r, std::vector<double>& v) {
+        v.insert(v.end(), r.inter_chunk.begin(), r.inter_chunk.end());
+      },
+      to_ms);
   add_series(kPerUser, opt(&RequestRecord::per_user_tps), 1.0);
   add_series(kIsl, opt(&RequestRecord::isl), 1.0);
   add_series(kOsl, opt(&RequestRecord::osl), 1.0);
@@ -314,7 +323,8 @@ Report build_report(const RequestSet& set, const ReportOptions& options) {
   if (any_rtc) scalar("total_reasoning_tokens", "Total Reasoning Tokens", "tokens", total_rtc);
   if (any_cached) {
     scalar("total_cached_tokens", "Total Cached Tokens", "tokens", cached_sum);
-    if (cached_input > 0) scalar("prompt_cache_hit_rate", "Prompt Cache Hit Rate", "percent", 100.0 * cached_sum / cached_input);
+    if (cached_input > 0)
+      scalar("prompt_cache_hit_rate", "Prompt Cache Hit Rate", "percent", 100.0 * cached_sum / cached_input);
   }
   // Theoretical hit rate (SPEC 7): an infinite prefix cache of the engines' blocks, requests in
   // order of start. Rows that record their ids' block size (dyn.block_size) are mapped to engine
@@ -349,8 +359,7 @@ Report build_report(const RequestSet& set, const ReportOptions& options) {
         }
       }
     }
-    if (total > 0)
-      scalar("theoretical_cache_hit_rate", "Theoretical Cache Hit Rate", "percent", 100.0 * hits / total);
+    if (total > 0) scalar("theoretical_cache_hit_rate", "Theoretical Cache Hit Rate", "percent", 100.0 * hits / total);
   }
   if (!options.goodput.empty()) {
     uint64_t good = 0;
@@ -442,17 +451,28 @@ Report build_report(const RequestSet& set, const ReportOptions& options) {
         ++s.turns;
         if (!r->valid()) ++s.errors;
         if (!r->worker.empty()) {
-          if (std::find(s.workers.begin(), s.workers.end(), r->worker) == s.workers.end()) s.workers.push_back(r->worker);
+          if (std::find(s.workers.begin(), s.workers.end(), r->worker) == s.workers.end())
+            s.workers.push_back(r->worker);
           if (!prev.empty() && prev != r->worker) ++s.worker_changes;
           prev = r->worker;
         }
-        if (r->start_ns && (!s.first_start_ms || *r->start_ns / 1e6 < *s.first_start_ms)) s.first_start_ms = *r->start_ns / 1e6;
+        if (r->start_ns && (!s.first_start_ms || *r->start_ns / 1e6 < *s.first_start_ms))
+          s.first_start_ms = *r->start_ns / 1e6;
         if (r->end_ns && (!s.last_end_ms || *r->end_ns / 1e6 > *s.last_end_ms)) s.last_end_ms = *r->end_ns / 1e6;
         if (!r->valid()) continue;
-        if (r->ttft) { ttft_sum += *r->ttft * to_ms; ++n_ttft; }
-        if (r->latency) { lat_sum += *r->latency * to_ms; ++n_lat; }
+        if (r->ttft) {
+          ttft_sum += *r->ttft * to_ms;
+          ++n_ttft;
+        }
+        if (r->latency) {
+          lat_sum += *r->latency * to_ms;
+          ++n_lat;
+        }
         if (r->isl) in += *r->isl;
-        if (r->cached && r->isl) { cached_known = true; cached += *r->cached; }
+        if (r->cached && r->isl) {
+          cached_known = true;
+          cached += *r->cached;
+        }
       }
       if (n_ttft) s.ttft_avg_ms = ttft_sum / static_cast<double>(n_ttft);
       if (n_lat) s.latency_avg_ms = lat_sum / static_cast<double>(n_lat);
@@ -537,7 +557,8 @@ std::string report_csv(const Report& rep) {
   }
   if (!scalars.empty()) {
     out += "Metric,Value\r\n";
-    for (const Scalar* s : scalars) out += csv_field(csv_label(s->header, s->unit)) + fmt::format(",{:.2f}\r\n", s->value);
+    for (const Scalar* s : scalars)
+      out += csv_field(csv_label(s->header, s->unit)) + fmt::format(",{:.2f}\r\n", s->value);
   }
   return out;
 }

@@ -20,7 +20,7 @@ namespace dyn::metrics {
 struct Series {
   std::string tag, header, unit;  ///< AIPerf tag, display header, display unit
   bool larger_is_better = false;
-  Stats stats;                    ///< in the display unit
+  Stats stats;  ///< in the display unit
 };
 
 /// One run-level value (AIPerf "aggregate"/"derived" metric).
@@ -45,7 +45,7 @@ struct ErrorCount {
 struct WorkerRow {
   std::string worker;
   uint64_t requests = 0, errors = 0;
-  double share_pct = 0;           ///< of all valid requests
+  double share_pct = 0;  ///< of all valid requests
   Stats ttft_ms, latency_ms;
   double input_tokens = 0, cached_tokens = 0;
   std::optional<double> hit_pct;  ///< 100 * cached / input, when cached counts are known

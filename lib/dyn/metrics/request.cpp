@@ -85,8 +85,8 @@ void derive_itl(RequestRecord& r, double time_to_s) {
 }  // namespace
 
 bool is_aiperf_record(const Json& row) {
-  return row.is_object() && !row.contains("event_type") && row.contains("metrics") &&
-         row["metrics"].is_object() && row.contains("metadata");
+  return row.is_object() && !row.contains("event_type") && row.contains("metrics") && row["metrics"].is_object() &&
+         row.contains("metadata");
 }
 
 std::optional<RequestRecord> parse_request_end(const Json& row, std::string where, bool* warmup) {
@@ -157,8 +157,8 @@ std::optional<RequestRecord> parse_request_end(const Json& row, std::string wher
   if (r.latency && r.ttft && r.osl && *r.osl >= 2) {
     double first = 1;
     r.itl_per_token_estimated = true;
-    if (const Json* ct = find_path(row, "dyn.chunk_tokens"); ct && ct->is_array() && !ct->empty() &&
-        ct->size() == r.inter_chunk.size() + 1) {
+    if (const Json* ct = find_path(row, "dyn.chunk_tokens");
+        ct && ct->is_array() && !ct->empty() && ct->size() == r.inter_chunk.size() + 1) {
       if (auto f = as_number((*ct)[0])) {
         first = *f;
         r.itl_per_token_estimated = false;
@@ -168,7 +168,8 @@ std::optional<RequestRecord> parse_request_end(const Json& row, std::string wher
   }
   r.hash_ids = u64_array(find_path(row, "dyn.hash_ids"));
   if (r.hash_ids.empty()) r.hash_ids = u64_array(find_path(row, "request.replay.input_sequence_hashes"));
-  else if (auto b = num_at(row, "dyn.block_size"); b && *b >= 1 && *b <= UINT32_MAX) r.hash_block_size = static_cast<uint32_t>(*b);
+  else if (auto b = num_at(row, "dyn.block_size"); b && *b >= 1 && *b <= UINT32_MAX)
+    r.hash_block_size = static_cast<uint32_t>(*b);
   r.source = row;
   return r;
 }
@@ -200,24 +201,30 @@ RequestRecord parse_aiperf_record(const Json& row, std::string where) {
     const std::string unit = text_of(entry.contains("unit") ? &entry["unit"] : nullptr);
     const Json& v = entry["value"];
     auto one = [&]() -> std::optional<double> { return as_number(v); };
-    if (tag == "time_to_first_token") { if (auto d = one()) r.ttft = to_ns(*d, unit); }
-    else if (tag == "time_to_second_token") { if (auto d = one()) r.ttst = to_ns(*d, unit); }
-    else if (tag == "request_latency") { if (auto d = one()) r.latency = to_ns(*d, unit); }
-    else if (tag == "inter_token_latency") {
+    if (tag == "time_to_first_token") {
+      if (auto d = one()) r.ttft = to_ns(*d, unit);
+    } else if (tag == "time_to_second_token") {
+      if (auto d = one()) r.ttst = to_ns(*d, unit);
+    } else if (tag == "request_latency") {
+      if (auto d = one()) r.latency = to_ns(*d, unit);
+    } else if (tag == "inter_token_latency") {
       if (auto d = one()) r.itl = unit == "ns" ? *d : *d * (unit == "sec" ? 1e9 : 1e6);
     } else if (tag == "inter_chunk_latency") {
       if (v.is_array())
         for (const Json& x : v)
           if (auto d = as_number(x)) r.inter_chunk.push_back(to_ns(*d, unit));
-    } else if (tag == "output_token_throughput_per_user") { if (auto d = one()) r.per_user_tps = *d; }
-    else if (tag == "input_sequence_length") r.isl = one();
+    } else if (tag == "output_token_throughput_per_user") {
+      if (auto d = one()) r.per_user_tps = *d;
+    } else if (tag == "input_sequence_length") r.isl = one();
     else if (tag == "output_sequence_length") r.osl = one();
     else if (tag == "output_token_count") r.output_token_count = one();
     else if (tag == "reasoning_token_count") r.reasoning_token_count = one();
-    else if (tag == "min_request_timestamp") { if (auto ns = exact_ns(v)) r.start_ns = *ns; }
-    else if (tag == "max_response_timestamp") { if (auto ns = exact_ns(v)) r.end_ns = *ns; }
-    else if (tag == "request_count" || tag == "error_request_count") {}
-    else {
+    else if (tag == "min_request_timestamp") {
+      if (auto ns = exact_ns(v)) r.start_ns = *ns;
+    } else if (tag == "max_response_timestamp") {
+      if (auto ns = exact_ns(v)) r.end_ns = *ns;
+    } else if (tag == "request_count" || tag == "error_request_count") {
+    } else {
       std::vector<double> vals;
       if (v.is_array()) {
         for (const Json& x : v)
@@ -245,9 +252,9 @@ RequestSet load_requests(const std::vector<std::string>& paths) {
       set.kind = aiperf ? RowKind::kAiperf : RowKind::kDyn;
       decided = true;
     } else if (aiperf != (set.kind == RowKind::kAiperf)) {
-      throw Fatal(kExitBadData, where + ": " +
-                                    (aiperf ? "an AIPerf record among trace rows" : "a trace row among AIPerf records") +
-                                    " (report one kind per run)");
+      throw Fatal(kExitBadData,
+                  where + ": " + (aiperf ? "an AIPerf record among trace rows" : "a trace row among AIPerf records") +
+                      " (report one kind per run)");
     }
     if (aiperf) {
       set.requests.push_back(parse_aiperf_record(row, where));
@@ -274,7 +281,8 @@ RequestRecord metrics_from_timeline(const ChunkTimeline& t) {
   for (double n : t.tokens) osl += n;
   r.osl = osl;
   derive_itl(r, 1e-3);
-  if (!t.tokens.empty() && osl - t.tokens.front() >= 1) r.itl_per_token = (*r.latency - *r.ttft) / (osl - t.tokens.front());
+  if (!t.tokens.empty() && osl - t.tokens.front() >= 1)
+    r.itl_per_token = (*r.latency - *r.ttft) / (osl - t.tokens.front());
   return r;
 }
 

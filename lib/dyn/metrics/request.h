@@ -25,15 +25,15 @@ struct ErrorInfo {
 /// One request. Latency fields are in `time_unit_ms`-scaled units: ms for dyn rows, ns for AIPerf
 /// rows (AIPerf computes in integer ns; keeping them reproduces its aggregates bit for bit).
 struct RequestRecord {
-  std::string where;        ///< "file:line"
-  std::string request_id;   ///< request.request_id / metadata.x_request_id
-  std::string session_id;   ///< agent_context.session_id / metadata.x_correlation_id
+  std::string where;       ///< "file:line"
+  std::string request_id;  ///< request.request_id / metadata.x_request_id
+  std::string session_id;  ///< agent_context.session_id / metadata.x_correlation_id
   std::string parent_session_id;
-  std::string worker;       ///< decode worker id as text, "" when unknown
+  std::string worker;  ///< decode worker id as text, "" when unknown
   std::optional<int64_t> turn;
-  std::string binding;      ///< dyn.binding (new, hit, rebound, expired, none) or ""
-  std::optional<ErrorInfo> error;  ///< set for error/cancelled rows: counted in error summaries only
-  std::optional<int64_t> start_ns, end_ns;  ///< unix ns: request start, end of the response
+  std::string binding;                             ///< dyn.binding (new, hit, rebound, expired, none) or ""
+  std::optional<ErrorInfo> error;                  ///< set for error/cancelled rows: counted in error summaries only
+  std::optional<int64_t> start_ns, end_ns;         ///< unix ns: request start, end of the response
   std::optional<double> ttft, ttst, latency, itl;  ///< time unit (ms or ns); itl: AIPerf's definition
   /// Per-token ITL that excludes the first chunk's tokens: (latency - TTFT) / (OSL - tokens of
   /// the first chunk), time unit. Exact when per-chunk token counts are known (dyn.chunk_tokens,
@@ -41,8 +41,8 @@ struct RequestRecord {
   /// `itl`) and `itl_per_token_estimated` is set (issue 21.4). Dyn rows only.
   std::optional<double> itl_per_token;
   bool itl_per_token_estimated = false;
-  std::vector<double> inter_chunk;                 ///< time unit
-  std::optional<double> per_user_tps;              ///< tokens/s (1 / ITL in seconds)
+  std::vector<double> inter_chunk;                                                    ///< time unit
+  std::optional<double> per_user_tps;                                                 ///< tokens/s (1 / ITL in seconds)
   std::optional<double> isl, osl, cached, output_token_count, reasoning_token_count;  ///< tokens
   std::optional<double> schedule_lag_ms;
   std::vector<uint64_t> hash_ids;  ///< dyn.hash_ids or request.replay.input_sequence_hashes
@@ -90,8 +90,8 @@ RequestSet load_requests(const std::vector<std::string>& paths);
 
 /// A streamed response: chunk arrival times (ms since the request was sent) and tokens per chunk.
 struct ChunkTimeline {
-  std::vector<double> chunk_ms;    ///< content chunks only (no role-only, usage-only, [DONE])
-  std::vector<double> tokens;      ///< tokens in each chunk (same length as chunk_ms)
+  std::vector<double> chunk_ms;  ///< content chunks only (no role-only, usage-only, [DONE])
+  std::vector<double> tokens;    ///< tokens in each chunk (same length as chunk_ms)
 };
 
 /// Per-request metrics of SPEC 7 from a timeline: TTFT = first chunk; TTST = second - first;

@@ -117,11 +117,12 @@ class Mocker {
     svr.set_write_timeout(600, 0);
     routes(svr);
     if (!opt_.kv_events_endpoint.empty()) {
-      publisher_ = std::make_unique<kvevents::Publisher>(kvevents::PublisherOptions{
-          opt_.kv_events_endpoint, opt_.kv_events_replay_endpoint, "", 10'000});
+      publisher_ = std::make_unique<kvevents::Publisher>(
+          kvevents::PublisherOptions{opt_.kv_events_endpoint, opt_.kv_events_replay_endpoint, "", 10'000});
       engine_.set_kv_listener([this](const std::vector<KvEvent>& ev) { publish(ev); });
-      diag::note(fmt::format("KV events on {}{}", publisher_->endpoint(),
-                             publisher_->replay_endpoint().empty() ? "" : ", replay on " + publisher_->replay_endpoint()));
+      diag::note(
+          fmt::format("KV events on {}{}", publisher_->endpoint(),
+                      publisher_->replay_endpoint().empty() ? "" : ", replay on " + publisher_->replay_endpoint()));
     }
     // The engine runs before the port file appears, so a script that waits for the file can send
     // at once.
@@ -160,13 +161,16 @@ class Mocker {
       r.set_content(Json{{"input_tokens", req->prompt_tokens}}.dump(), "application/json");
     });
     svr.Get("/v1/models", [this](const httplib::Request&, httplib::Response& r) {
-      Json m = {{"id", opt_.model}, {"object", "model"}, {"created", 0}, {"owned_by", "dyn-mocker"},
-                {"type", "model"}, {"display_name", opt_.model}};
-      r.set_content(Json{{"object", "list"}, {"data", Json::array({m})}, {"has_more", false}}.dump(), "application/json");
+      Json m = {{"id", opt_.model},         {"object", "model"}, {"created", 0},
+                {"owned_by", "dyn-mocker"}, {"type", "model"},   {"display_name", opt_.model}};
+      r.set_content(Json{{"object", "list"}, {"data", Json::array({m})}, {"has_more", false}}.dump(),
+                    "application/json");
     });
     svr.Get("/health", [this](const httplib::Request&, httplib::Response& r) {
       // The worker metadata a router checks: its KV block size and where its events are.
-      Json j{{"status", "ok"}, {"model", opt_.model}, {"worker_id", opt_.worker_id},
+      Json j{{"status", "ok"},
+             {"model", opt_.model},
+             {"worker_id", opt_.worker_id},
              {"kv_block_size", opt_.engine.block_size}};
       if (publisher_) {
         j["kv_events_endpoint"] = publisher_->endpoint();
@@ -178,13 +182,15 @@ class Mocker {
     // -> {"count", "max_model_len", "tokens"}; the mocker's tokens are SPEC 4.2's 4-byte tokens of
     // the rendered request, the ids its KV events carry.
     svr.Post("/tokenize", [this](const httplib::Request& q, httplib::Response& r) {
-      if (json_too_deep(q.body)) return send_error(r, Api::kChat, 400, "JSON body nested too deeply", "invalid_request_error");
+      if (json_too_deep(q.body))
+        return send_error(r, Api::kChat, 400, "JSON body nested too deeply", "invalid_request_error");
       Json body = Json::parse(q.body, nullptr, false);
       if (!body.is_object() || (!body.contains("prompt") && !body.contains("messages")))
         return send_error(r, Api::kChat, 400, "tokenize needs a JSON object with \"prompt\" or \"messages\"",
                           "invalid_request_error");
       auto toks = tokens::text_to_tokens(tokens::render_request(body));
-      r.set_content(Json{{"count", toks.size()}, {"max_model_len", 1u << 20}, {"tokens", toks}}.dump(), "application/json");
+      r.set_content(Json{{"count", toks.size()}, {"max_model_len", 1u << 20}, {"tokens", toks}}.dump(),
+                    "application/json");
     });
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
       r.set_content(metrics(), "text/plain; version=0.0.4");
@@ -216,16 +222,17 @@ class Mocker {
     if (opt_.stall_ms > 0 && (opt_.stall_count == 0 || j < opt_.stall_count)) {
       ++faults_stalled_;
       // Sleep in slices so SIGTERM still stops the server promptly.
-      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(opt_.stall_ms * 1000));
-      while (!stopping_ && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      auto until =
+          std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(opt_.stall_ms * 1000));
+      while (!stopping_ && std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
     }
     return false;
   }
 
   void handle(Api api, const httplib::Request& q, httplib::Response& r) {
     if (inject_fault(api, r)) return;
-    if (json_too_deep(q.body))
-      return send_error(r, api, 400, "JSON body nested too deeply", "invalid_request_error");
+    if (json_too_deep(q.body)) return send_error(r, api, 400, "JSON body nested too deeply", "invalid_request_error");
     Json body = Json::parse(q.body, nullptr, false);
     if (body.is_discarded()) return send_error(r, api, 400, "request body is not valid JSON", "invalid_request_error");
     auto parsed = parse_mock_request(api, body, opt_.engine.block_size, opt_.default_max_tokens);
@@ -330,10 +337,14 @@ class Mocker {
     };
     metric("requests_total", "counter", "Requests accepted", static_cast<double>(requests_.load()));
     metric("requests_finished_total", "counter", "Requests completed", static_cast<double>(s.requests_finished));
-    metric("requests_cancelled_total", "counter", "Requests dropped by their client", static_cast<double>(s.requests_cancelled));
-    metric("request_errors_total", "counter", "Requests answered with an error status", static_cast<double>(errors_.load()));
-    metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests", static_cast<double>(s.prompt_tokens));
-    metric("cached_tokens_total", "counter", "Prompt tokens served from the prefix cache", static_cast<double>(s.cached_tokens));
+    metric("requests_cancelled_total", "counter", "Requests dropped by their client",
+           static_cast<double>(s.requests_cancelled));
+    metric("request_errors_total", "counter", "Requests answered with an error status",
+           static_cast<double>(errors_.load()));
+    metric("prompt_tokens_total", "counter", "Prompt tokens of admitted requests",
+           static_cast<double>(s.prompt_tokens));
+    metric("cached_tokens_total", "counter", "Prompt tokens served from the prefix cache",
+           static_cast<double>(s.cached_tokens));
     metric("generation_tokens_total", "counter", "Output tokens generated", static_cast<double>(s.generated_tokens));
     metric("prefix_cache_hit_ratio", "gauge", "cached_tokens_total / prompt_tokens_total",
            s.prompt_tokens ? static_cast<double>(s.cached_tokens) / static_cast<double>(s.prompt_tokens) : 0.0);

@@ -177,9 +177,9 @@ bool parse_dynamo(const Json& rec, Row& r, std::string* why) {
       for (auto& h : *hs) {
         auto v = trace::as_u64(h);
         if (!v) {
-          r.error = Error{"request.replay.input_sequence_hashes holds a value that is not an unsigned 64-bit integer: " +
-                              h.dump(),
-                          kExitBadData};
+          r.error = Error{
+              "request.replay.input_sequence_hashes holds a value that is not an unsigned 64-bit integer: " + h.dump(),
+              kExitBadData};
           break;
         }
         r.ids.push_back(*v);
@@ -201,7 +201,8 @@ void parse_kv_event_row(const Json& row, Row& r) {
   auto w = j_u64(trace::find_path(e, "worker"));
   const Json* hex = trace::find_path(e, "payload_hex");
   if (!w || !hex || !hex->is_string() || hex->get_ref<const std::string&>().size() % 2) {
-    r.error = Error{"kv_event row needs \"worker\" (integer) and \"payload_hex\" (hex of a msgpack KVEventBatch)", kExitBadData};
+    r.error = Error{"kv_event row needs \"worker\" (integer) and \"payload_hex\" (hex of a msgpack KVEventBatch)",
+                    kExitBadData};
     return;
   }
   r.kv_worker = *w;
@@ -381,10 +382,11 @@ int decide(const DecideOptions& o, io::Output& out, DecideStats* stats) {
     any_routed = true;
     routed_arrival = std::max(routed_arrival, r.arrival_ms);
     if (r.ids_bs && r.ids_bs != cfg.block_size && warned.emplace(r.ids_bs, true).second)
-      diag::warning(r.where(), fmt::format("router block size {} (--kv-cache-block-size) differs from the input's block "
-                                           "size {}: re-blocking hash ids to {}-token blocks so prefixes still match; "
-                                           "use --kv-cache-block-size {} to route on the input's own blocks",
-                                           cfg.block_size, r.ids_bs, cfg.block_size, r.ids_bs));
+      diag::warning(r.where(),
+                    fmt::format("router block size {} (--kv-cache-block-size) differs from the input's block "
+                                "size {}: re-blocking hash ids to {}-token blocks so prefixes still match; "
+                                "use --kv-cache-block-size {} to route on the input's own blocks",
+                                cfg.block_size, r.ids_bs, cfg.block_size, r.ids_bs));
     if (r.from_tokens) {
       r.seq = tokens::sequence_hashes(tokens::block_hashes(r.toks, cfg.block_size));
       r.toks = {};
@@ -406,7 +408,8 @@ int decide(const DecideOptions& o, io::Output& out, DecideStats* stats) {
       ++kv_rows;
       if (!r.error && !cfg.kv_events) r.error = Error{"kv_event rows need --router-kv-events", kExitUsage};
       if (!r.error && r.kv_worker >= o.workers)
-        r.error = Error{fmt::format("kv_event worker {} is not one of the {} workers", r.kv_worker, o.workers), kExitBadData};
+        r.error =
+            Error{fmt::format("kv_event worker {} is not one of the {} workers", r.kv_worker, o.workers), kExitBadData};
       std::optional<kvevents::EventBatch> batch;
       if (!r.error) {
         auto b = kvevents::decode_batch(r.kv_payload);
@@ -423,7 +426,8 @@ int decide(const DecideOptions& o, io::Output& out, DecideStats* stats) {
         if (const auto* st = std::get_if<kvevents::BlockStored>(&e); st && st->block_size != cfg.block_size)
           diag::warning(r.where(), fmt::format("BlockStored block size {} differs from the router's {}", st->block_size,
                                                cfg.block_size));
-        if (auto err = translators[r.kv_worker].translate(e, ups)) diag::warning(r.where(), err->message + " (event skipped)");
+        if (auto err = translators[r.kv_worker].translate(e, ups))
+          diag::warning(r.where(), err->message + " (event skipped)");
       }
       for (auto& u : ups) {
         KvEvent ke;
@@ -491,8 +495,8 @@ int decide(const DecideOptions& o, io::Output& out, DecideStats* stats) {
       st.cached_tokens += p.cached_tokens();
       double u = kv_tokens > 0 ? static_cast<double>(active_tokens[wi] + r.tokens) / kv_tokens : 0;
       double end = r.end_ms ? std::max(*r.end_ms, r.arrival_ms)
-                            : r.arrival_ms + o.end_model.duration_ms(r.tokens - p.cached_tokens(),
-                                                                     r.output_tokens.value_or(0), u);
+                            : r.arrival_ms +
+                                  o.end_model.duration_ms(r.tokens - p.cached_tokens(), r.output_tokens.value_or(0), u);
       active_tokens[wi] += r.tokens;
       uint32_t slot;
       if (!free_live.empty()) {
@@ -565,12 +569,13 @@ int decide(const DecideOptions& o, io::Output& out, DecideStats* stats) {
   }
   reader.summarize();
   // Zero usable rows out of a non-empty input is the wrong format, not an empty run (issue 21.8).
-  if (reader.rows() == 0 && reader.malformed() > 0) throw Fatal(kExitBadData, trace::no_workload_rows_message(o.inputs));
+  if (reader.rows() == 0 && reader.malformed() > 0)
+    throw Fatal(kExitBadData, trace::no_workload_rows_message(o.inputs));
   if (skipped)
     diag::note(fmt::format("{} trace row{} that are not request_end skipped", skipped, skipped == 1 ? "" : "s"));
   if (untimed)
-    diag::note(fmt::format("{} row{} without a timestamp routed at the previous row's arrival time",
-                           untimed, untimed == 1 ? "" : "s"));
+    diag::note(fmt::format("{} row{} without a timestamp routed at the previous row's arrival time", untimed,
+                           untimed == 1 ? "" : "s"));
   if (reordered) diag::note("rows were not in arrival order; routed (and written) sorted by arrival, stably");
 
   // Release in end order so the router's state unwinds like time would.

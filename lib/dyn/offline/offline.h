@@ -29,10 +29,10 @@ int normalize_rows(const NormalizeOptions& options, io::Output& out);
 /// prefill time for the uncached tokens in chunks of max_batched_tokens, plus output tokens ×
 /// the decode step time at the worker's KV utilisation when the request arrives.
 struct EndModel {
-  uint64_t kv_blocks = kDefaultKvBlocks;          ///< per worker
-  uint32_t block_size = kDefaultKvBlockSize;            ///< engine block size (capacity = kv_blocks × block_size tokens)
-  uint64_t max_batched_tokens = 8192;  ///< prefill chunk
-  double speedup_ratio = 1.0;          ///< divides all times
+  uint64_t kv_blocks = kDefaultKvBlocks;      ///< per worker
+  uint32_t block_size = kDefaultKvBlockSize;  ///< engine block size (capacity = kv_blocks × block_size tokens)
+  uint64_t max_batched_tokens = 8192;         ///< prefill chunk
+  double speedup_ratio = 1.0;                 ///< divides all times
   /// Duration estimate: uncached prompt tokens, output tokens, utilisation at arrival.
   double duration_ms(uint64_t uncached_tokens, uint64_t output_tokens, double utilisation) const;
 };
@@ -53,17 +53,17 @@ struct DecideOptions {
 
 /// What one decide() run did, for its run record (dyn-route decide --summary).
 struct DecideStats {
-  uint64_t decisions = 0;        ///< route_decision rows written (routed + rejected request rows)
-  uint64_t routed = 0;           ///< rows placed on a worker
-  uint64_t rejected = 0;         ///< request rows and kv_event rows that could not be used (dyn.error / stderr)
-  uint64_t skipped = 0;          ///< trace rows that are not request_end
-  uint64_t untimed = 0;          ///< rows without a timestamp (routed at the previous row's arrival)
-  uint64_t kv_event_rows = 0;    ///< kv_event rows read (they write no row)
-  uint64_t malformed = 0;        ///< lines that are not JSON objects (reported with file:line)
-  bool reordered = false;        ///< input was not in arrival order (sorted within the window)
-  uint32_t router_block_size = 0;                 ///< the block size the router ran with (tokens)
-  std::vector<uint64_t> per_worker;               ///< routed rows per worker id
-  uint64_t input_tokens = 0, cached_tokens = 0;   ///< over routed rows (hit rate = cached / input)
+  uint64_t decisions = 0;            ///< route_decision rows written (routed + rejected request rows)
+  uint64_t routed = 0;               ///< rows placed on a worker
+  uint64_t rejected = 0;             ///< request rows and kv_event rows that could not be used (dyn.error / stderr)
+  uint64_t skipped = 0;              ///< trace rows that are not request_end
+  uint64_t untimed = 0;              ///< rows without a timestamp (routed at the previous row's arrival)
+  uint64_t kv_event_rows = 0;        ///< kv_event rows read (they write no row)
+  uint64_t malformed = 0;            ///< lines that are not JSON objects (reported with file:line)
+  bool reordered = false;            ///< input was not in arrival order (sorted within the window)
+  uint32_t router_block_size = 0;    ///< the block size the router ran with (tokens)
+  std::vector<uint64_t> per_worker;  ///< routed rows per worker id
+  uint64_t input_tokens = 0, cached_tokens = 0;  ///< over routed rows (hit rate = cached / input)
 };
 
 /// dyn-route decide: routes every input row on a virtual clock and writes one route_decision row
@@ -81,6 +81,5 @@ struct DecideStats {
 /// when rows were rejected; every rejected row still gets a row with dyn.error).
 /// `stats`, when given, receives the run's counts (filled also when rows were rejected).
 int decide(const DecideOptions& options, io::Output& out, DecideStats* stats = nullptr);
-
 
 }  // namespace dyn::offline

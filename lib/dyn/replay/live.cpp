@@ -30,8 +30,8 @@ namespace {
 double round_us(double ms) { return std::round(ms * 1000.0) / 1000.0; }
 
 std::chrono::steady_clock::time_point to_tp(double mono_ms) {
-  return std::chrono::steady_clock::time_point(
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double, std::milli>(mono_ms)));
+  return std::chrono::steady_clock::time_point(std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double, std::milli>(mono_ms)));
 }
 
 }  // namespace
@@ -71,7 +71,8 @@ Expected<SizedPrompt> size_prompt(const LiveOptions& o, const trace::WorkloadRow
   std::string base = tokens::synthetic_prompt(o.prompt_seed, row.hash_ids, target, block_size);
   auto text_of = [&](uint64_t n) {
     if (base.size() < n)
-      base = tokens::synthetic_prompt(o.prompt_seed, row.hash_ids, std::max<uint64_t>((n + 3) / 4, base.size() / 2), block_size);
+      base = tokens::synthetic_prompt(o.prompt_seed, row.hash_ids, std::max<uint64_t>((n + 3) / 4, base.size() / 2),
+                                      block_size);
     return base.substr(0, n);
   };
   static const std::vector<std::pair<std::string, std::string>> kNoHistory;
@@ -114,8 +115,7 @@ Expected<SizedPrompt> size_prompt(const LiveOptions& o, const trace::WorkloadRow
       // so the step undershoots a little and the next round brackets or hits).
       if (c > target && n == 0) break;  // the request without any prompt text is already too long
       double per = c > 0 && n > 0 ? static_cast<double>(n) / static_cast<double>(c) : 4.0;
-      int64_t nn = static_cast<int64_t>(n) +
-                   std::llround((static_cast<double>(target) - static_cast<double>(c)) * per);
+      int64_t nn = static_cast<int64_t>(n) + std::llround((static_cast<double>(target) - static_cast<double>(c)) * per);
       if (c < target && nn <= static_cast<int64_t>(n)) nn = static_cast<int64_t>(n) + 1;
       if (c > target && nn >= static_cast<int64_t>(n)) nn = static_cast<int64_t>(n) - 1;
       next = static_cast<uint64_t>(std::max<int64_t>(nn, 0));
@@ -199,7 +199,8 @@ std::string client_record(const RecordContext& c, const http::HttpResult& res) {
   r.turn = c.item->turn;
   r.warmup = c.warmup;
   // --tokenizer-url could not hit input_length exactly for this prompt: say by how much.
-  if (c.sized && !c.sized->exact) r.prompt_sizing = trace::RequestEnd::PromptSizing{c.row->input_length, c.sized->ids.size()};
+  if (c.sized && !c.sized->exact)
+    r.prompt_sizing = trace::RequestEnd::PromptSizing{c.row->input_length, c.sized->ids.size()};
   std::string line;
   line.reserve(1024);
   trace::append_request_end(line, r);
@@ -390,9 +391,9 @@ class Runner {
     // Build everything before the deadline (the dispatcher hands work over early).
     const SizedPrompt* sized = it.row < sized_.size() && sized_[it.row] ? &*sized_[it.row] : nullptr;
     std::string prompt = row.text_input ? *row.text_input
-                         : sized        ? sized->text
-                                        : tokens::synthetic_prompt(o_.prompt_seed, row.hash_ids, row.input_length,
-                                                                   w_.block_size);
+                         : sized
+                             ? sized->text
+                             : tokens::synthetic_prompt(o_.prompt_seed, row.hash_ids, row.input_length, w_.block_size);
     std::vector<std::pair<std::string, std::string>>* hist = nullptr;
     if (o_.history == History::kDelta && !it.identity.session.empty()) hist = &history_.at(it.identity.session);
     static const std::vector<std::pair<std::string, std::string>> kNoHistory;
@@ -495,10 +496,11 @@ class Runner {
       double rate = el > 0 ? static_cast<double>(done_) / el : 0;
       uint64_t left = items_.size() - done_;
       char buf[200];
-      std::snprintf(buf, sizeof buf, "\r%s: %zu/%zu done, %zu in flight, %llu errors, %.1f req/s, ETA %s   ",
-                    diag::program().c_str(), done_, items_.size(), in_flight_,
-                    static_cast<unsigned long long>(stats_.errors), rate,
-                    rate > 0 ? (std::to_string(static_cast<long long>(static_cast<double>(left) / rate)) + "s").c_str() : "?");
+      std::snprintf(
+          buf, sizeof buf, "\r%s: %zu/%zu done, %zu in flight, %llu errors, %.1f req/s, ETA %s   ",
+          diag::program().c_str(), done_, items_.size(), in_flight_, static_cast<unsigned long long>(stats_.errors),
+          rate,
+          rate > 0 ? (std::to_string(static_cast<long long>(static_cast<double>(left) / rate)) + "s").c_str() : "?");
       std::fputs(buf, stderr);
     }
     std::fputs("\n", stderr);
@@ -520,8 +522,8 @@ class Runner {
   std::vector<std::vector<size_t>> dependents_;
   std::map<size_t, double> end_rel_;
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> history_;
-  std::set<http::Transport*> in_flight_conns_;  // what interrupt() cancels
-  std::mutex gate_mu_;                            // guards gate_ only (never held with mu_)
+  std::set<http::Transport*> in_flight_conns_;        // what interrupt() cancels
+  std::mutex gate_mu_;                                // guards gate_ only (never held with mu_)
   std::map<GateKey, std::condition_variable*> gate_;  // dispatched, not yet handed over -> its waiter
   size_t in_flight_ = 0, done_ = 0, sent_ = 0;
   uint64_t transport_errors_ = 0;
@@ -564,8 +566,8 @@ LiveStats run_live(const trace::Workload& w, const LiveOptions& o, io::Output& o
     }
     if (off)
       diag::warning("tokenizer", std::to_string(off) + " of " + std::to_string(count) +
-                                     " prompts could not be sized to exactly input_length tokens of " + o.tokenizer_url +
-                                     " (dyn.prompt_sizing in their rows)");
+                                     " prompts could not be sized to exactly input_length tokens of " +
+                                     o.tokenizer_url + " (dyn.prompt_sizing in their rows)");
   }
   http::raise_fd_limit();
   size_t pool_size = o.max_connections;

@@ -27,16 +27,16 @@ struct LiveOptions {
   EndpointType endpoint_type = EndpointType::kChat;
   std::string endpoint_path;  ///< override of the request path ("" = /v1/chat/completions or /v1/completions)
   bool streaming = true;
-  std::string model;          ///< must be set (the tool asks /v1/models when the user gave none)
+  std::string model;  ///< must be set (the tool asks /v1/models when the user gave none)
   /// How session identity is sent (--session-headers; never null).
   const session::ClientStyle* header_style = session::find_client_style("dynamo");
   History history = History::kCumulative;
   ScheduleOptions schedule;
-  uint64_t concurrency = 0;   ///< cap on requests in flight (0 = none, except the pool size)
-  uint64_t warmup_count = 0;  ///< warmup requests before the run (rows flagged dyn.warmup)
-  double duration_s = 0;      ///< stop sending new requests after this long (0 = no limit)
-  uint64_t prompt_seed = 0;   ///< SPEC 4.3 block text seed
-  bool ignore_eos = false;    ///< send ignore_eos and min_tokens = output_length
+  uint64_t concurrency = 0;            ///< cap on requests in flight (0 = none, except the pool size)
+  uint64_t warmup_count = 0;           ///< warmup requests before the run (rows flagged dyn.warmup)
+  double duration_s = 0;               ///< stop sending new requests after this long (0 = no limit)
+  uint64_t prompt_seed = 0;            ///< SPEC 4.3 block text seed
+  bool ignore_eos = false;             ///< send ignore_eos and min_tokens = output_length
   Json extra_inputs = Json::object();  ///< merged into every body
   http::HeaderList extra_headers;      ///< sent with every request
   size_t max_connections = 4096;       ///< worker threads / connections at most
@@ -98,13 +98,13 @@ struct RecordContext {
   const trace::WorkloadRow* row = nullptr;
   std::string model;
   uint32_t block_size = 512;
-  uint64_t input_length = 0;                ///< replay.input_length (tokens of the hashed prompt)
-  std::vector<uint64_t> sequence_hashes;    ///< of the prompt (SPEC 4.1, trailing partial block)
-  uint64_t input_tokens_estimate = 0;       ///< SPEC 4.2 count of the rendered request (tokenizer count when sized)
-  const SizedPrompt* sized = nullptr;       ///< the prompt sized by --tokenizer-url, if any
-  double scheduled_ms = 0;                  ///< offset from run start
+  uint64_t input_length = 0;              ///< replay.input_length (tokens of the hashed prompt)
+  std::vector<uint64_t> sequence_hashes;  ///< of the prompt (SPEC 4.1, trailing partial block)
+  uint64_t input_tokens_estimate = 0;     ///< SPEC 4.2 count of the rendered request (tokenizer count when sized)
+  const SizedPrompt* sized = nullptr;     ///< the prompt sized by --tokenizer-url, if any
+  double scheduled_ms = 0;                ///< offset from run start
   double lag_ms = 0;
-  double unix_at_mono0 = 0, mono0 = 0;      ///< maps clock readings to unix ms
+  double unix_at_mono0 = 0, mono0 = 0;  ///< maps clock readings to unix ms
   bool warmup = false;
 };
 

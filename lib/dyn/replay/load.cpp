@@ -59,7 +59,8 @@ Load choose_load(const LoadFlags& f, bool workload_has_timestamps) {
     return Load{LoadMode::kFixedSchedule, f.concurrency};
   if (rate) return Load{LoadMode::kRequestRate, f.concurrency};
   // Here with --concurrency, or with no mode flag on a workload without timestamps.
-  refuse_offsets(f.schedule, "a workload without timestamps (its first row has none; add --fixed-schedule to require them)");
+  refuse_offsets(f.schedule,
+                 "a workload without timestamps (its first row has none; add --fixed-schedule to require them)");
   return Load{LoadMode::kConcurrency, f.concurrency ? f.concurrency : 1};
 }
 

@@ -14,7 +14,7 @@ namespace dyn::replay {
 /// chooses it).
 struct LoadFlags {
   bool fixed_schedule = false;
-  uint64_t concurrency = 0;  ///< 0 = not given
+  uint64_t concurrency = 0;        ///< 0 = not given
   bool rate_mode_given = false;    ///< --request-rate-mode was given
   bool gamma_shape_given = false;  ///< --request-rate-gamma-shape was given
   ScheduleOptions schedule;

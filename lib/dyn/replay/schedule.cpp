@@ -95,7 +95,8 @@ Plan build_plan(const trace::Workload& w, const ScheduleOptions& o) {
     for (const auto& wid : r.wait_for) {
       auto f = by_id.find(wid);
       if (f == by_id.end()) {
-        plan.errors.push_back(r.where + ": wait_for names request '" + wid + "', which is not in the replayed workload");
+        plan.errors.push_back(r.where + ": wait_for names request '" + wid +
+                              "', which is not in the replayed workload");
         continue;
       }
       if (f->second >= k) {

@@ -28,19 +28,19 @@ struct ScheduleOptions {
   /// is the start offset when given, else the first kept timestamp with auto_offset, else 0.
   std::optional<double> start_offset_ms, end_offset_ms;
   bool auto_offset = false;
-  double request_rate = 0;      ///< requests/s (request-rate mode), > 0
+  double request_rate = 0;  ///< requests/s (request-rate mode), > 0
   RateMode rate_mode = RateMode::kConstant;
-  double gamma_shape = 1;       ///< gamma: shape k (1 = Poisson; larger = smoother)
+  double gamma_shape = 1;  ///< gamma: shape k (1 = Poisson; larger = smoother)
   uint64_t seed = 0;
-  uint64_t request_count = 0;   ///< 0 = every row; else the first N rows in schedule order
+  uint64_t request_count = 0;  ///< 0 = every row; else the first N rows in schedule order
 };
 
 /// One request of the plan.
 struct PlanItem {
-  size_t row = 0;                  ///< index into Workload::rows
-  std::optional<double> at_ms;     ///< earliest start, ms from run start (after speedup)
-  std::vector<size_t> deps;        ///< plan items that must end first
-  double delay_ms = 0;             ///< after the last dep ends (after speedup)
+  size_t row = 0;               ///< index into Workload::rows
+  std::optional<double> at_ms;  ///< earliest start, ms from run start (after speedup)
+  std::vector<size_t> deps;     ///< plan items that must end first
+  double delay_ms = 0;          ///< after the last dep ends (after speedup)
   uint32_t turn = 0;
   bool last_turn = true;
   std::string request_id;

@@ -19,10 +19,10 @@ using Identity = session::Lineage;
 
 /// Per-row session facts, indexed like Workload::rows.
 struct SessionPlan {
-  std::vector<uint32_t> turn;        ///< 0-based turn within the session (0 without a session)
-  std::vector<int64_t> prev_turn;    ///< row index of the previous turn of the session, or -1
-  std::vector<bool> last_turn;       ///< no later turn of the session in the workload
-  std::vector<std::string> root;     ///< root session (parent chain followed; cycles cut)
+  std::vector<uint32_t> turn;      ///< 0-based turn within the session (0 without a session)
+  std::vector<int64_t> prev_turn;  ///< row index of the previous turn of the session, or -1
+  std::vector<bool> last_turn;     ///< no later turn of the session in the workload
+  std::vector<std::string> root;   ///< root session (parent chain followed; cycles cut)
   /// Row index of the parent session's latest turn that precedes this row in load order, for
   /// a child session's first turn; -1 otherwise or when the parent has no rows.
   std::vector<int64_t> parent_row;

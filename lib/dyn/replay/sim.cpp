@@ -47,8 +47,8 @@ struct Req {
   bool kept = true;           // replayed (not cut by offsets or the request count)
   std::vector<uint32_t> dependents;
   uint32_t pending = 0;
-  double deps_done = 0;       // latest completion among wait_for deps
-  bool waited = false;        // waits for some wait_for request (one that is replayed)
+  double deps_done = 0;  // latest completion among wait_for deps
+  bool waited = false;   // waits for some wait_for request (one that is replayed)
   double start = -1, first = -1, end = -1;
   uint64_t cached = 0, generated = 0;
   uint64_t worker = 0;
@@ -56,7 +56,7 @@ struct Req {
   route::BindingOutcome binding = route::BindingOutcome::kNone;
   bool error = false;
   std::string error_message;
-  double pause_ms = 0;        // time waited in admission control (SPEC 9)
+  double pause_ms = 0;  // time waited in admission control (SPEC 9)
 };
 
 struct Worker {
@@ -101,8 +101,9 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
   const double speed = so.speedup > 0 ? so.speedup : 1;
   if (so.mode == replay::LoadMode::kRequestRate && !(so.request_rate > 0))
     throw Fatal(kExitUsage, "--request-rate must be positive");
-  const uint64_t cap = opt.concurrency ? opt.concurrency
-                       : so.mode == replay::LoadMode::kConcurrency ? 1 : 0;  // 0 = no cap
+  const uint64_t cap = opt.concurrency                             ? opt.concurrency
+                       : so.mode == replay::LoadMode::kConcurrency ? 1
+                                                                   : 0;  // 0 = no cap
   const double stop_at = opt.duration_s > 0 ? opt.duration_s * 1000.0 : INFINITY;
 
   // Requests, ids, sessions and dependencies. Ids and turns are those of the whole workload, so
@@ -124,9 +125,9 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
         it->second.first = static_cast<uint32_t>(i);
       }
     }
-    r.id = !r.row->request_id.empty() ? r.row->request_id
+    r.id = !r.row->request_id.empty()   ? r.row->request_id
            : !r.row->session_id.empty() ? fmt::format("{}:{}", r.row->session_id, r.turn)
-                                         : fmt::format("row-{}", r.row->index);
+                                        : fmt::format("row-{}", r.row->index);
     by_id.emplace(r.id, static_cast<uint32_t>(i));
   }
   // Which rows run: the fixed schedule's inclusive offsets (a later turn without a timestamp
@@ -235,7 +236,9 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
     switch (so.mode) {
       case replay::LoadMode::kFixedSchedule: {
         const auto& ts = reqs[i].row->timestamp_ms;
-        if (!ts) throw Fatal(kExitBadData, fmt::format("{}: missing timestamp (needed to schedule this request)", reqs[i].row->where));
+        if (!ts)
+          throw Fatal(kExitBadData,
+                      fmt::format("{}: missing timestamp (needed to schedule this request)", reqs[i].row->where));
         at = (*ts - zero) / speed;
         if (zero != 0) at = std::max(0.0, at);
         break;
@@ -338,7 +341,8 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
         const Req& p = reqs[x.session_prev];
         double gap = 0;
         if (x.row->delay_ms) gap = *x.row->delay_ms;
-        else if (x.row->timestamp_ms && p.row->timestamp_ms) gap = std::max(0.0, *x.row->timestamp_ms - *p.row->timestamp_ms);
+        else if (x.row->timestamp_ms && p.row->timestamp_ms)
+          gap = std::max(0.0, *x.row->timestamp_ms - *p.row->timestamp_ms);
         start = p.end + gap / speed;
       } else if (x.parent_dep >= 0) {
         start = reqs[x.parent_dep].end + x.row->delay_ms.value_or(0.0) / speed;
@@ -478,7 +482,7 @@ SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output&
       if (opt.router.kv_events) {
         for (auto& e : wk.engine->take_kv_events()) {
           route::KvEvent re;
-          re.kind = e.kind == engine::KvEvent::Kind::kStored ? route::KvEvent::Kind::kStored
+          re.kind = e.kind == engine::KvEvent::Kind::kStored    ? route::KvEvent::Kind::kStored
                     : e.kind == engine::KvEvent::Kind::kRemoved ? route::KvEvent::Kind::kRemoved
                                                                 : route::KvEvent::Kind::kCleared;
           re.block_hashes = std::move(e.block_hashes);

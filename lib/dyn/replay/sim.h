@@ -18,7 +18,7 @@ struct SimOptions {
   uint32_t workers = 1;
   engine::EngineConfig engine;  ///< per worker; block_size must equal router.block_size
   route::RouterConfig router;
-  uint64_t epoch_unix_ms = 0;   ///< virtual time 0 as unix ms in the records
+  uint64_t epoch_unix_ms = 0;  ///< virtual time 0 as unix ms in the records
   std::string model = "mock-model";
   /// Program-aware admission (SPEC 9, `--admission thunderagent`): requests of a session wait
   /// while their program is paused and are released by the scheduler tick (every
@@ -51,7 +51,7 @@ struct SimOptions {
 
 struct SimSummary {
   uint64_t requests = 0, errors = 0;
-  double simulated_ms = 0;   ///< last response end - first request start
+  double simulated_ms = 0;  ///< last response end - first request start
   double wall_ms = 0;
   uint64_t input_tokens = 0, cached_tokens = 0, output_tokens = 0;
   /// Share of the input tokens (rows with hash ids) in full engine blocks an earlier row had:

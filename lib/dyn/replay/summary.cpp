@@ -15,7 +15,8 @@ double live_request_rate(const LiveStats& st) {
 }
 
 std::string live_summary_line(const LiveStats& st) {
-  std::string msg = fmt::format("{} requests planned: {} sent ({} ok, {} errors", st.planned, st.sent, st.ok, st.errors);
+  std::string msg =
+      fmt::format("{} requests planned: {} sent ({} ok, {} errors", st.planned, st.sent, st.ok, st.errors);
   if (st.interrupted) msg += fmt::format(", {} cancelled", st.cancelled);
   msg += fmt::format("), {} not sent", st.not_sent);
   if (st.warmup) msg += fmt::format("; {} warmup", st.warmup);
@@ -75,9 +76,10 @@ std::string sim_summary_line(const SimSummary& s, uint32_t workers) {
 
 std::string sim_skipped_line(const SimSummary& s) {
   if (!s.outside_offsets && !s.over_count && !s.not_sent) return "";
-  return fmt::format("not simulated: {} rows outside the fixed-schedule offsets, {} over --request-count, "
-                     "{} not sent within --benchmark-duration",
-                     s.outside_offsets, s.over_count, s.not_sent);
+  return fmt::format(
+      "not simulated: {} rows outside the fixed-schedule offsets, {} over --request-count, "
+      "{} not sent within --benchmark-duration",
+      s.outside_offsets, s.over_count, s.not_sent);
 }
 
 Json sim_summary_json(const SimSummary& s, uint32_t workers) {

@@ -27,8 +27,7 @@ std::optional<AdmissionMode> parse_admission_mode(const std::string& s) { return
 std::string AdmissionConfig::validate() const {
   auto frac = [](double v) { return std::isfinite(v) && v >= 0.0 && v <= 1.0; };
   if (!frac(pause_threshold)) return "--pause-threshold must be in [0, 1]";
-  if (!frac(pause_target) || pause_target > pause_threshold)
-    return "--pause-target must be in [0, --pause-threshold]";
+  if (!frac(pause_target) || pause_target > pause_threshold) return "--pause-target must be in [0, --pause-threshold]";
   if (!frac(soft_demote_threshold) || soft_demote_threshold > pause_threshold)
     return "--soft-demote-threshold must be in [0, --pause-threshold]";
   if (!frac(resume_hysteresis) || resume_hysteresis > pause_threshold)
@@ -175,8 +174,8 @@ double AdmissionController::jump_for(Program& p) {
   return p.soft_demoted ? config_.soft_demote_priority_jump_s : 0.0;
 }
 
-AdmitDecision AdmissionController::admit(const std::string& program, const std::string& parent,
-                                         uint64_t prompt_tokens, double now_ms) {
+AdmitDecision AdmissionController::admit(const std::string& program, const std::string& parent, uint64_t prompt_tokens,
+                                         double now_ms) {
   AdmitDecision d;
   if (!config_.enabled()) {
     d.admitted = true;
@@ -250,8 +249,8 @@ AdmitDecision AdmissionController::admit_locked(const std::string& program, cons
   return d;
 }
 
-void AdmissionController::on_response(const std::string& program, uint64_t prompt_tokens,
-                                      uint64_t completion_tokens, double now_ms) {
+void AdmissionController::on_response(const std::string& program, uint64_t prompt_tokens, uint64_t completion_tokens,
+                                      double now_ms) {
   if (!config_.enabled()) return;
   std::lock_guard lk(mu_);
   auto it = programs_.find(program);
@@ -426,8 +425,7 @@ TickReport AdmissionController::tick(double now_ms) {
 }
 
 AdmitDecision AdmissionController::admit_blocking(const std::string& program, const std::string& parent,
-                                                  uint64_t prompt_tokens, const Clock& clock,
-                                                  double* waited_ms) {
+                                                  uint64_t prompt_tokens, const Clock& clock, double* waited_ms) {
   if (waited_ms) *waited_ms = 0;
   if (!config_.enabled()) return admit(program, parent, prompt_tokens, clock.now_ms());
   std::unique_lock lk(mu_);

@@ -44,17 +44,17 @@ std::optional<AdmissionMode> parse_admission_mode(const std::string& s);
 /// capacity in tokens; times in seconds.
 struct AdmissionConfig {
   AdmissionMode mode = AdmissionMode::kNone;
-  double pause_threshold = 0.95;        ///< pause-side utilisation that starts a pause cycle
-  double pause_target = 0.80;           ///< a pause cycle drains a worker down to this
-  double soft_demote_threshold = 0.80;  ///< [this, pause_threshold) = soft-demote band
+  double pause_threshold = 0.95;              ///< pause-side utilisation that starts a pause cycle
+  double pause_target = 0.80;                 ///< a pause cycle drains a worker down to this
+  double soft_demote_threshold = 0.80;        ///< [this, pause_threshold) = soft-demote band
   double soft_demote_priority_jump_s = -2.0;  ///< queue-priority hint for demoted programs
   double resume_priority_boost_s = 1.0;       ///< hint for the first request after a resume
-  double resume_hysteresis = 0.10;      ///< resume packs below pause_threshold - this
-  double resume_timeout_s = 1800.0;     ///< a request waits at most this long, then is forced in
-  double acting_token_weight = 1.0;     ///< weight of ACTING tokens on the pause side
-  double acting_decay_tau_s = 1.0;      ///< ACTING tokens decay 2^(-t/tau) on the resume side
-  double scheduler_interval_s = 5.0;    ///< tick period
-  uint64_t buffer_tokens_per_program = 100;  ///< decode headroom per program (SPEC 9)
+  double resume_hysteresis = 0.10;            ///< resume packs below pause_threshold - this
+  double resume_timeout_s = 1800.0;           ///< a request waits at most this long, then is forced in
+  double acting_token_weight = 1.0;           ///< weight of ACTING tokens on the pause side
+  double acting_decay_tau_s = 1.0;            ///< ACTING tokens decay 2^(-t/tau) on the resume side
+  double scheduler_interval_s = 5.0;          ///< tick period
+  uint64_t buffer_tokens_per_program = 100;   ///< decode headroom per program (SPEC 9)
 
   /// "" when valid, else the first violated constraint as a message naming the flag (the same
   /// constraints as Dynamo: thresholds in [0, 1], target/soft/hysteresis <= pause threshold,
@@ -75,11 +75,11 @@ struct AdmissionWorker {
 struct AdmitDecision {
   bool admitted = false;
   int worker = -1;
-  uint64_t ticket = 0;            ///< identifies the waiting request (admitted == false)
-  bool reassigned = false;        ///< the program's worker left the live set and it was re-placed
-  double priority_jump_s = 0;     ///< queue-priority hint (soft demotion < 0, resume boost > 0)
-  std::string reason;             ///< "active", "new", "reassigned", "paused", "no_room",
-                                  ///< "behind_paused"
+  uint64_t ticket = 0;         ///< identifies the waiting request (admitted == false)
+  bool reassigned = false;     ///< the program's worker left the live set and it was re-placed
+  double priority_jump_s = 0;  ///< queue-priority hint (soft demotion < 0, resume boost > 0)
+  std::string reason;          ///< "active", "new", "reassigned", "paused", "no_room",
+                               ///< "behind_paused"
 };
 
 /// A waiting request let through by tick(): dispatch it to `worker`.
@@ -87,18 +87,18 @@ struct AdmissionRelease {
   uint64_t ticket = 0;
   std::string program_id;
   int worker = -1;
-  double waited_ms = 0;    ///< time between admit() and the release (dyn.pause_ms)
-  bool forced = false;     ///< released by the resume timeout, not by capacity
+  double waited_ms = 0;  ///< time between admit() and the release (dyn.pause_ms)
+  bool forced = false;   ///< released by the resume timeout, not by capacity
   double priority_jump_s = 0;
 };
 
 /// What one tick did, in order (program ids sorted within each list).
 struct TickReport {
   double now_ms = 0;
-  std::vector<std::string> demoted;   ///< step 1: soft-demoted this tick
-  std::vector<std::string> resumed;   ///< step 2 (and forced resumes)
-  std::vector<std::string> paused;    ///< step 3: ACTING programs paused now
-  std::vector<std::string> marked;    ///< step 3: REASONING programs to pause at their next tool boundary
+  std::vector<std::string> demoted;        ///< step 1: soft-demoted this tick
+  std::vector<std::string> resumed;        ///< step 2 (and forced resumes)
+  std::vector<std::string> paused;         ///< step 3: ACTING programs paused now
+  std::vector<std::string> marked;         ///< step 3: REASONING programs to pause at their next tool boundary
   std::vector<AdmissionRelease> released;  ///< waiting requests to dispatch now
 };
 
@@ -107,15 +107,15 @@ struct ProgramView {
   std::string program_id, parent_session_id;
   ProgramLifecycle lifecycle = ProgramLifecycle::kActive;
   ProgramStatus status = ProgramStatus::kReasoning;
-  std::optional<int> worker;       ///< assigned worker (ACTIVE); last worker while PAUSED
+  std::optional<int> worker;  ///< assigned worker (ACTIVE); last worker while PAUSED
   uint64_t token_total = 0;
   uint64_t step_count = 0;
   uint64_t waiting_requests = 0;
   uint64_t pause_count = 0;
   bool marked_for_pause = false;
   bool soft_demoted = false;
-  double paused_ms_total = 0;      ///< time spent PAUSED so far (current pause included)
-  double paused_for_ms = 0;        ///< length of the current pause (0 when ACTIVE)
+  double paused_ms_total = 0;  ///< time spent PAUSED so far (current pause included)
+  double paused_for_ms = 0;    ///< length of the current pause (0 when ACTIVE)
 };
 
 /// Counters over the controller's lifetime.
@@ -161,14 +161,12 @@ class AdmissionController {
   ///   (pause_threshold - resume_hysteresis) x capacity, else waits; it also waits while older
   ///   paused programs have requests waiting (no overtaking).
   /// With mode none every request is admitted with worker -1 (the router decides).
-  AdmitDecision admit(const std::string& program, const std::string& parent, uint64_t prompt_tokens,
-                      double now_ms);
+  AdmitDecision admit(const std::string& program, const std::string& parent, uint64_t prompt_tokens, double now_ms);
 
   /// The response of a request of `program` ended with usage prompt + completion tokens: the
   /// program's token_total becomes their sum, and when no other request of it is in flight it
   /// turns ACTING (a tool boundary). A program marked for pause is paused here.
-  void on_response(const std::string& program, uint64_t prompt_tokens, uint64_t completion_tokens,
-                   double now_ms);
+  void on_response(const std::string& program, uint64_t prompt_tokens, uint64_t completion_tokens, double now_ms);
   /// A request of `program` failed or was cancelled before usage was known: like on_response
   /// without changing token_total.
   void on_request_failed(const std::string& program, double now_ms);
@@ -186,8 +184,8 @@ class AdmissionController {
   /// supplies admit time and release time. Returns the decision with admitted == true (and
   /// `priority_jump_s`), plus the wait in `*waited_ms`; returns admitted == false only after
   /// shutdown().
-  AdmitDecision admit_blocking(const std::string& program, const std::string& parent,
-                               uint64_t prompt_tokens, const Clock& clock, double* waited_ms);
+  AdmitDecision admit_blocking(const std::string& program, const std::string& parent, uint64_t prompt_tokens,
+                               const Clock& clock, double* waited_ms);
   /// Wakes every blocked admit_blocking() (they return admitted == false) and refuses new waits.
   void shutdown();
 
@@ -209,7 +207,7 @@ class AdmissionController {
     uint64_t token_total = 0, step_count = 0, inflight = 0, pause_count = 0;
     bool marked_for_pause = false, soft_demoted = false, resume_boost = false;
     double acting_since_ms = 0, paused_since_ms = 0, paused_ms_total = 0;
-    uint64_t pause_order = 0;        ///< FIFO order among paused programs (ties)
+    uint64_t pause_order = 0;                          ///< FIFO order among paused programs (ties)
     std::vector<std::pair<uint64_t, double>> waiting;  ///< (ticket, since_ms)
   };
 

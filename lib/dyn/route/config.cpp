@@ -13,8 +13,8 @@ std::optional<AffinityMode> parse_affinity_mode(std::string_view n) { return par
 std::optional<Error> RouterConfig::validate() const {
   auto usage = [](std::string m) { return Error{std::move(m), kExitUsage}; };
   if (affinity_ttl_secs > kMaxAffinityTtlSecs)
-    return usage("--router-session-affinity-ttl-secs " + std::to_string(affinity_ttl_secs) +
-                 " is out of range 1.." + std::to_string(kMaxAffinityTtlSecs));
+    return usage("--router-session-affinity-ttl-secs " + std::to_string(affinity_ttl_secs) + " is out of range 1.." +
+                 std::to_string(kMaxAffinityTtlSecs));
   if (block_size == 0) return usage("--kv-cache-block-size must be at least 1");
   if (!(overlap_score_weight >= 0)) return usage("--kv-overlap-score-weight must be >= 0");
   if (!(temperature >= 0)) return usage("--router-temperature must be >= 0");

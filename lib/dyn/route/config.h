@@ -18,12 +18,9 @@ enum class Mode { kRoundRobin, kRandom, kPowerOfTwo, kLeastLoaded, kKv, kDirect 
 /// --help, man pages and completions draw from. A new mode is an entry here and its policy in
 /// Router::place (router.cpp; the compiler flags the switch that lacks it).
 inline constexpr Named<Mode> kModes[] = {
-    {Mode::kRoundRobin, "round-robin", ""},
-    {Mode::kRandom, "random", ""},
-    {Mode::kPowerOfTwo, "power-of-two", ""},
-    {Mode::kLeastLoaded, "least-loaded", ""},
-    {Mode::kKv, "kv", "KV-aware cost model"},
-    {Mode::kDirect, "direct", "caller names the worker"},
+    {Mode::kRoundRobin, "round-robin", ""},   {Mode::kRandom, "random", ""},
+    {Mode::kPowerOfTwo, "power-of-two", ""},  {Mode::kLeastLoaded, "least-loaded", ""},
+    {Mode::kKv, "kv", "KV-aware cost model"}, {Mode::kDirect, "direct", "caller names the worker"},
 };
 /// The mode's name in kModes.
 const char* mode_name(Mode m);

@@ -201,7 +201,9 @@ void Router::apply_kv_event(uint64_t worker_id, const KvEvent& e) {
   auto it = impl_->by_id.find(worker_id);
   if (it == impl_->by_id.end()) return;
   switch (e.kind) {
-    case KvEvent::Kind::kStored: impl_->index.apply_stored(it->second, e.block_hashes, e.parent_hash, clock_.now_ms()); break;
+    case KvEvent::Kind::kStored:
+      impl_->index.apply_stored(it->second, e.block_hashes, e.parent_hash, clock_.now_ms());
+      break;
     case KvEvent::Kind::kRemoved: impl_->index.apply_removed(it->second, e.block_hashes); break;
     case KvEvent::Kind::kCleared: impl_->index.clear_worker(it->second); break;
   }
@@ -241,7 +243,7 @@ struct Pick {
   Router::Impl& I;
   const RouterConfig& cfg;
   const RouteRequest& req;
-  uint64_t new_blocks;          // blocks of the request's prompt at the router's block size
+  uint64_t new_blocks;            // blocks of the request's prompt at the router's block size
   std::optional<uint32_t> avoid;  // slot of the worker a retry must not get again
 
   uint32_t n() const { return static_cast<uint32_t>(I.workers.size()); }
@@ -810,8 +812,8 @@ std::vector<WorkerLoad> Router::loads() const {
   for (uint32_t s = 0; s < I.workers.size(); ++s) {
     auto& w = I.workers[s];
     if (!w.present) continue;
-    out.push_back(WorkerLoad{w.spec.id, w.healthy, w.active_requests, w.active_blocks, w.prefill_tokens,
-                             I.index.blocks(s)});
+    out.push_back(
+        WorkerLoad{w.spec.id, w.healthy, w.active_requests, w.active_blocks, w.prefill_tokens, I.index.blocks(s)});
   }
   return out;
 }

@@ -43,9 +43,9 @@ struct WorkerSpec {
 
 /// After a failed dispatch: whether to retry once (hard affinity, SPEC 2.3) and what to avoid.
 struct RetryAdvice {
-  bool retry = false;          ///< the binding was invalidated; place again once
-  uint64_t avoid_worker = 0;   ///< the worker that failed
-  bool was_bound = false;      ///< the failed placement was under a live binding
+  bool retry = false;         ///< the binding was invalidated; place again once
+  uint64_t avoid_worker = 0;  ///< the worker that failed
+  bool was_bound = false;     ///< the failed placement was under a live binding
 };
 
 /// One request to place. Spans must stay valid for the duration of Router::place().
@@ -146,9 +146,9 @@ struct BindingInfo {
   std::string key;                ///< session id, or "" for a parent group (see parent_session_id)
   std::string parent_session_id;  ///< set for a parent group: the parent whose subagents share it
   uint64_t worker = 0;
-  bool initializing = false;      ///< first dispatch not committed yet
+  bool initializing = false;  ///< first dispatch not committed yet
   uint64_t active_leases = 0;
-  uint64_t version = 0;           ///< bumped by every committed rebind
+  uint64_t version = 0;                    ///< bumped by every committed rebind
   std::optional<double> idle_deadline_ms;  ///< router clock ms when it expires; unset while leased
 };
 
@@ -157,8 +157,8 @@ struct RouterStats {
   uint64_t decisions = 0;
   uint64_t binding_new = 0, binding_hit = 0, binding_rebound = 0, binding_expired = 0, binding_none = 0;
   uint64_t bindings_live = 0;
-  uint64_t table_full = 0;       ///< new bindings refused at the 65,536 limit
-  uint64_t waits = 0;            ///< requests that waited for an initializing binding
+  uint64_t table_full = 0;  ///< new bindings refused at the 65,536 limit
+  uint64_t waits = 0;       ///< requests that waited for an initializing binding
   std::vector<std::pair<uint64_t, uint64_t>> decisions_per_worker;  ///< (worker id, count), worker order
 };
 
@@ -167,9 +167,9 @@ struct WorkerLoad {
   uint64_t worker = 0;
   bool healthy = true;
   uint64_t active_requests = 0;
-  uint64_t active_blocks = 0;    ///< Σ ceil(tokens / block_size) of active requests
-  uint64_t prefill_tokens = 0;   ///< uncached prompt tokens of requests before their first token
-  uint64_t cached_blocks = 0;    ///< blocks the index holds for the worker
+  uint64_t active_blocks = 0;   ///< Σ ceil(tokens / block_size) of active requests
+  uint64_t prefill_tokens = 0;  ///< uncached prompt tokens of requests before their first token
+  uint64_t cached_blocks = 0;   ///< blocks the index holds for the worker
 };
 
 /// A worker KV event (SPEC 3.3), for RouterConfig::kv_events.

@@ -78,10 +78,10 @@ class BindingStore {
 
   /// Counters for /metrics.
   struct Stats {
-    uint64_t errors = 0;          ///< failed calls (each outage counts its first few)
-    uint64_t outages = 0;         ///< up -> down transitions
-    uint64_t async_dropped = 0;   ///< queued updates dropped while the store was down
-    uint64_t notifications = 0;   ///< change notifications received from other replicas
+    uint64_t errors = 0;         ///< failed calls (each outage counts its first few)
+    uint64_t outages = 0;        ///< up -> down transitions
+    uint64_t async_dropped = 0;  ///< queued updates dropped while the store was down
+    uint64_t notifications = 0;  ///< change notifications received from other replicas
   };
   virtual Stats stats() const = 0;
 };
@@ -125,12 +125,12 @@ class SharedBindings : public route::BindingListener {
 
   /// Counters for /metrics.
   struct Stats {
-    uint64_t round_trips = 0;   ///< places that read the store
-    uint64_t cached = 0;        ///< places that trusted a copy (no round trip)
-    uint64_t claims = 0;        ///< claims and compare-and-sets sent
-    uint64_t conflicts = 0;     ///< claims lost to another replica (request placed again)
-    uint64_t bad_values = 0;    ///< store values naming an unknown worker URL
-    uint64_t local_only = 0;    ///< places while the store was down
+    uint64_t round_trips = 0;  ///< places that read the store
+    uint64_t cached = 0;       ///< places that trusted a copy (no round trip)
+    uint64_t claims = 0;       ///< claims and compare-and-sets sent
+    uint64_t conflicts = 0;    ///< claims lost to another replica (request placed again)
+    uint64_t bad_values = 0;   ///< store values naming an unknown worker URL
+    uint64_t local_only = 0;   ///< places while the store was down
   };
   Stats stats() const;
 
@@ -153,7 +153,7 @@ class SharedBindings : public route::BindingListener {
   const Clock& clock_;
   double ttl_ms_ = 0;
   mutable std::mutex mu_;
-  std::unordered_map<std::string, Copy> copies_;       ///< router key -> trusted store value
+  std::unordered_map<std::string, Copy> copies_;  ///< router key -> trusted store value
   std::unordered_set<std::string> warned_urls_;
   std::atomic<uint64_t> round_trips_{0}, cached_{0}, claims_{0}, conflicts_{0}, bad_values_{0}, local_only_{0};
 };

@@ -50,7 +50,7 @@ struct Exchange {
   ~Exchange() {
     if (slot) slot->fetch_sub(1);
   }
-  std::atomic<size_t>* slot = nullptr;   ///< counted in Impl::api_in_flight
+  std::atomic<size_t>* slot = nullptr;  ///< counted in Impl::api_in_flight
   Api api = Api::kChat;
   bool stream = false;
   double start_ms = 0;
@@ -63,9 +63,9 @@ struct Exchange {
   std::vector<uint64_t> sequence_hashes;  ///< with the trailing partial block (SPEC 4.1 replay)
   std::optional<route::Placement> placement;
   int worker = -1;
-  std::string binding;                     ///< dyn.binding ("" = omit: capture mode)
-  std::string admission_program;           ///< admitted by the controller: report its end
-  std::optional<double> pause_ms;          ///< dyn.pause_ms (admission wait, SPEC 9)
+  std::string binding;             ///< dyn.binding ("" = omit: capture mode)
+  std::string admission_program;   ///< admitted by the controller: report its end
+  std::optional<double> pause_ms;  ///< dyn.pause_ms (admission wait, SPEC 9)
   std::shared_ptr<ResponseTap> tap;
 };
 
@@ -85,13 +85,12 @@ std::string origin_form(const std::string& target) {
   return target.substr(path);
 }
 
-
 /// What the dispatch stage takes from the earlier stages of Frontend::Impl::handle_api, besides
 /// the exchange.
 struct Dispatch {
-  http::ProxyRequest request;             ///< to the worker (build_upstream)
-  bool hide_usage = false;                ///< the frontend asked for the usage chunk: not relayed
-  std::optional<uint64_t> pinned_worker;  ///< x-dynamo-worker-instance-id: wins, never retried
+  http::ProxyRequest request;               ///< to the worker (build_upstream)
+  bool hide_usage = false;                  ///< the frontend asked for the usage chunk: not relayed
+  std::optional<uint64_t> pinned_worker;    ///< x-dynamo-worker-instance-id: wins, never retried
   std::optional<uint64_t> admitted_worker;  ///< the admission controller's (first attempt only)
 };
 
@@ -150,7 +149,7 @@ struct Frontend::Impl {
   FrontendOptions opt;
   const Clock& clock;
   httplib::Server server;
-  httplib::Server admin_server;   ///< used when opt.admin_listen.port >= 0
+  httplib::Server admin_server;  ///< used when opt.admin_listen.port >= 0
   std::thread admin_thread;
   std::atomic<size_t> api_in_flight{0};
   std::atomic<bool> draining{false};  ///< stop() was called: new API requests get 503
@@ -197,15 +196,17 @@ struct Frontend::Impl {
         diag::note(fmt::format("worker {} ({}) now reports block size {}: accepted again", i, opt.workers[i], bs));
       return true;
     }
-    std::string what = fmt::format("worker {} ({}) has KV block size {} ({}) but the router's --kv-cache-block-size is {}",
-                                   i, opt.workers[i], bs, source, opt.router.block_size);
+    std::string what =
+        fmt::format("worker {} ({}) has KV block size {} ({}) but the router's --kv-cache-block-size is {}", i,
+                    opt.workers[i], bs, source, opt.router.block_size);
     if (opt.allow_block_size_mismatch) {
       if (!mismatch_warned[i].exchange(true))
         diag::warning("", what + "; routing to it stays approximate (--allow-block-size-mismatch)");
       return true;
     }
     if (!refused[i].exchange(true)) {
-      diag::error("", what + ": the worker is refused (not routed to, its KV events ignored); start it with block size " +
+      diag::error("", what +
+                          ": the worker is refused (not routed to, its KV events ignored); start it with block size " +
                           std::to_string(opt.router.block_size) + " or pass --allow-block-size-mismatch");
       set_worker_health(i, false, "refused: block size mismatch");
     }
@@ -284,8 +285,8 @@ struct Frontend::Impl {
                       const httplib::Request& req, httplib::Response& res);
   /// Answers the request with an error of the frontend's own (before or instead of a dispatch)
   /// and ends the exchange; counted in rejected_total.
-  void reject(const std::shared_ptr<Exchange>& ex, httplib::Response& res, int status,
-              const std::string& type, const std::string& msg) {
+  void reject(const std::shared_ptr<Exchange>& ex, httplib::Response& res, int status, const std::string& type,
+              const std::string& msg) {
     rejected_total++;
     http::set_error(res, status, type, msg);
     finish(ex, nullptr, status, "http", msg);
@@ -385,7 +386,8 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
                                             m.opt.kv_events.size(), m.opt.workers.size()));
       for (size_t i = 0; i < m.opt.workers.size(); ++i) {
         const KvEventSource& src = m.opt.kv_events[i];
-        if (src.endpoint.empty()) throw Fatal(kExitUsage, fmt::format("worker {} ({}) has no KV event endpoint", i, m.opt.workers[i]));
+        if (src.endpoint.empty())
+          throw Fatal(kExitUsage, fmt::format("worker {} ({}) has no KV event endpoint", i, m.opt.workers[i]));
         auto kw = std::make_unique<Impl::KvWorker>(m.opt.router.block_size);
         kvevents::Subscriber::Handler h;
         h.batch = [&m, i](uint64_t, const kvevents::EventBatch& b, bool) { m.on_kv_batch(i, b); };
@@ -401,7 +403,8 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
     }
     if (m.opt.admission.enabled()) {
       if (m.opt.admission_capacity_tokens == 0) throw Fatal(kExitUsage, "admission needs a worker KV capacity > 0");
-      m.admission = std::make_unique<route::AdmissionController>(m.opt.admission, std::vector<route::AdmissionWorker>{});
+      m.admission =
+          std::make_unique<route::AdmissionController>(m.opt.admission, std::vector<route::AdmissionWorker>{});
       m.sync_admission();
     }
   }
@@ -428,12 +431,13 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
   if (!m.opt.capture) {
     // Anthropic's token counting (the SDK's messages.count_tokens): no generation, so no routing
     // state; any healthy worker answers it.
-    m.server.Post(absolute_or_origin("/v1/messages/count_tokens"), with_body([&m](const httplib::Request& req, httplib::Response& res) {
-      for (size_t i = 0; i < m.pools.size(); ++i) {
-        if (m.healthy[i]) return m.forward_plain(i, req, res);
-      }
-      http::set_error(res, 503, "service_unavailable", "no healthy worker");
-    }));
+    m.server.Post(absolute_or_origin("/v1/messages/count_tokens"),
+                  with_body([&m](const httplib::Request& req, httplib::Response& res) {
+                    for (size_t i = 0; i < m.pools.size(); ++i) {
+                      if (m.healthy[i]) return m.forward_plain(i, req, res);
+                    }
+                    http::set_error(res, 503, "service_unavailable", "no healthy worker");
+                  }));
   }
   // Pre-routing: header bytes that would inject headers upstream or into traces never get past here.
   auto guard_headers = [](const httplib::Request& req, httplib::Response& res) {
@@ -550,22 +554,24 @@ void Frontend::Impl::add_admin_routes(httplib::Server& s, bool guarded) {
   };
   if (!opt.capture) {
     s.Get("/v1/bindings", admin([this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(bindings_json().dump(2, ' ', false, Json::error_handler_t::replace) + "\n", "application/json");
-    }));
+            res.set_content(bindings_json().dump(2, ' ', false, Json::error_handler_t::replace) + "\n",
+                            "application/json");
+          }));
     s.Get("/v1/programs", admin([this](const httplib::Request&, httplib::Response& res) {
-      Json j = admission ? admission->snapshot_json(clock.now_ms())
-                         : Json{{"admission", "none"}, {"programs", Json::array()}};
-      res.set_content(j.dump(2) + "\n", "application/json");
-    }));
+            Json j = admission ? admission->snapshot_json(clock.now_ms())
+                               : Json{{"admission", "none"}, {"programs", Json::array()}};
+            res.set_content(j.dump(2) + "\n", "application/json");
+          }));
   }
   if (!opt.run_config.is_null()) {
     s.Get("/v1/run-config", admin([this](const httplib::Request&, httplib::Response& res) {
-      res.set_content(opt.run_config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n", "application/json");
-    }));
+            res.set_content(opt.run_config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n",
+                            "application/json");
+          }));
   }
   s.Get("/metrics", admin([this](const httplib::Request&, httplib::Response& res) {
-    res.set_content(metrics_text(), "text/plain; version=0.0.4");
-  }));
+          res.set_content(metrics_text(), "text/plain; version=0.0.4");
+        }));
   if (guarded || opt.capture) return;
   s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
     bool any = false;
@@ -633,8 +639,8 @@ void Frontend::stop() {
   // cut (their rows say cancelled).
   if (!m.draining.exchange(true)) {
     // Real time, not the injected clock: a fake clock would never reach the deadline.
-    auto deadline = std::chrono::steady_clock::now() +
-                    std::chrono::microseconds(static_cast<int64_t>(m.opt.drain_timeout_s * 1e6));
+    auto deadline =
+        std::chrono::steady_clock::now() + std::chrono::microseconds(static_cast<int64_t>(m.opt.drain_timeout_s * 1e6));
     while (m.api_in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
@@ -702,8 +708,9 @@ bool Frontend::Impl::take_slot(const std::shared_ptr<Exchange>& ex, httplib::Res
   }
   if (opt.max_concurrent_requests && n > opt.max_concurrent_requests) {
     res.set_header("Retry-After", "1");
-    reject(ex, res, 429, "rate_limit_error",
-           fmt::format("too many concurrent requests (limit {}, --max-concurrent-requests)", opt.max_concurrent_requests));
+    reject(
+        ex, res, 429, "rate_limit_error",
+        fmt::format("too many concurrent requests (limit {}, --max-concurrent-requests)", opt.max_concurrent_requests));
     return false;
   }
   return true;
@@ -782,8 +789,8 @@ bool Frontend::Impl::admit(const std::shared_ptr<Exchange>& ex, httplib::Respons
   return true;
 }
 
-void Frontend::Impl::dispatch(const std::shared_ptr<Exchange>& ex, const httplib::Request& req,
-                              httplib::Response& res, const Dispatch& d) {
+void Frontend::Impl::dispatch(const std::shared_ptr<Exchange>& ex, const httplib::Request& req, httplib::Response& res,
+                              const Dispatch& d) {
   std::optional<route::RetryAdvice> retry;
   for (int attempt = 0; attempt < 2; ++attempt) {
     std::optional<size_t> worker = lease_worker(ex, res, d, attempt, retry);
@@ -895,8 +902,8 @@ void Frontend::Impl::relay_response(const std::shared_ptr<Exchange>& ex, const s
   });
 }
 
-void Frontend::Impl::finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out,
-                            int status, const std::string& err_type, const std::string& err_msg) {
+void Frontend::Impl::finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out, int status,
+                            const std::string& err_type, const std::string& err_msg) {
   release(*ex, err_type);
   count_end(*ex, out, err_type);
   if (!writer) return;
@@ -978,7 +985,8 @@ std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::Prox
   if (lat.avg_itl_ms) r.avg_itl_ms = *lat.avg_itl_ms;
   if (f && f->cached_tokens && in > 0) r.kv_hit_rate = static_cast<double>(*f->cached_tokens) / static_cast<double>(in);
   if (ex.worker >= 0 && router) r.worker = ex.worker;
-  r.replay = trace::RequestEnd::Replay{static_cast<uint64_t>(opt.trace_block_size), ex.input_length, ex.sequence_hashes};
+  r.replay =
+      trace::RequestEnd::Replay{static_cast<uint64_t>(opt.trace_block_size), ex.input_length, ex.sequence_hashes};
   std::vector<trace::RequestEnd::ToolCall> calls;
   if (f) {
     if (f->finish_reason) r.finish_reason = *f->finish_reason;
@@ -992,8 +1000,9 @@ std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::Prox
   std::string warning;
   if (error) {
     bool transport = err_type == "connection" || err_type == "stream_cut";
-    r.error = trace::RequestEnd::Failure{transport ? 0 : status, err_type,
-                                         err_msg.empty() ? std::string_view("the stream carried an error event") : err_msg};
+    r.error =
+        trace::RequestEnd::Failure{transport ? 0 : status, err_type,
+                                   err_msg.empty() ? std::string_view("the stream carried an error event") : err_msg};
   } else if (!cancelled && f) {
     if (StreamEnd se = stream_end(ex.api, *f); !se.warning.empty()) {
       warning = std::move(se.warning);
@@ -1003,7 +1012,8 @@ std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::Prox
   if (f && f->first_content_ms && f->second_content_ms) r.ttst_ms = *f->second_content_ms - *f->first_content_ms;
   if (ex.stream && f && !f->inter_chunk_ms.empty()) r.inter_chunk_ms = f->inter_chunk_ms;
   // Per-chunk token counts when the worker sent per-chunk usage (issue 21.4), as dyn-replay does.
-  if (ex.stream && f && f->content_chunks > 0 && f->chunk_tokens.size() == f->content_chunks) r.chunk_tokens = f->chunk_tokens;
+  if (ex.stream && f && f->content_chunks > 0 && f->chunk_tokens.size() == f->content_chunks)
+    r.chunk_tokens = f->chunk_tokens;
   if (lat.latency_ms) r.request_latency_ms = *lat.latency_ms;
   if (!ex.binding.empty()) r.binding = ex.binding;
   r.pause_ms = ex.pause_ms;
@@ -1034,7 +1044,8 @@ void Frontend::Impl::on_kv_batch(size_t i, const kvevents::EventBatch& b) {
       k.cleared++;
     }
     if (auto err = k.tr.translate(e, ups)) {
-      if (k.skipped++ % 100 == 0) diag::warning(fmt::format("worker {} KV events", i), err->message + " (event skipped)");
+      if (k.skipped++ % 100 == 0)
+        diag::warning(fmt::format("worker {} KV events", i), err->message + " (event skipped)");
     }
   }
   k.engine_blocks = k.tr.known_blocks();
@@ -1132,7 +1143,7 @@ Json Frontend::Impl::bindings_json() const {
       arr.push_back(std::move(j));
     }
   }
-  for (const auto& b : stored && *stored ? std::vector<route::BindingInfo>{} : local) {
+  for (const auto& b : stored&&* stored ? std::vector<route::BindingInfo>{} : local) {
     Json j = binding_key_json(b.key, b.parent_session_id);
     j["worker"] = b.worker;
     j["worker_url"] = b.worker < opt.workers.size() ? opt.workers[b.worker] : "";
@@ -1149,15 +1160,13 @@ Json Frontend::Impl::bindings_json() const {
     arr.push_back(std::move(j));
   }
   Json out = Json::object();
-  out["affinity"] = opt.router.affinity_enabled()
-                        ? Json{{"ttl_secs", opt.router.affinity_ttl_secs},
-                               {"mode", route::affinity_mode_name(opt.router.affinity_mode)}}
-                        : Json(nullptr);
+  out["affinity"] = opt.router.affinity_enabled() ? Json{{"ttl_secs", opt.router.affinity_ttl_secs},
+                                                         {"mode", route::affinity_mode_name(opt.router.affinity_mode)}}
+                                                  : Json(nullptr);
   if (shared) {
     // Which table this is: the shared one, or this replica's own while the store is unreachable.
-    out["store"] = Json{{"url", opt.binding_store},
-                        {"up", stored && *stored},
-                        {"table", stored && *stored ? "shared" : "local"}};
+    out["store"] =
+        Json{{"url", opt.binding_store}, {"up", stored && *stored}, {"table", stored && *stored ? "shared" : "local"}};
   }
   out["count"] = arr.size();
   out["bindings"] = std::move(arr);
@@ -1184,11 +1193,17 @@ std::string Frontend::Impl::metrics_text() const {
   auto wl = [&](size_t i) { return fmt::format("worker=\"{}\",url=\"{}\"", i, opt.workers[i]); };
   prom_family(o, "dyn_frontend_requests_total", "counter", "API requests received");
   prom_sample(o, "dyn_frontend_requests_total", "", static_cast<double>(requests_total.load()));
-  prom_family(o, "dyn_frontend_rejected_total", "counter", "requests answered by the frontend with an error before dispatch");
+  prom_family(o, "dyn_frontend_rejected_total", "counter",
+              "requests answered by the frontend with an error before dispatch");
   prom_sample(o, "dyn_frontend_rejected_total", "", static_cast<double>(rejected_total.load()));
-  prom_family(o, "dyn_frontend_retries_total", "counter", "dispatches retried on another worker after a transport failure");
+  prom_family(o, "dyn_frontend_retries_total", "counter",
+              "dispatches retried on another worker after a transport failure");
   prom_sample(o, "dyn_frontend_retries_total", "", static_cast<double>(retries_total.load()));
-  struct F { const char* name; const char* help; std::atomic<uint64_t> WorkerCounters::*m; };
+  struct F {
+    const char* name;
+    const char* help;
+    std::atomic<uint64_t> WorkerCounters::*m;
+  };
   const F fams[] = {
       {"dyn_worker_requests_total", "requests dispatched to the worker", &WorkerCounters::requests},
       {"dyn_worker_errors_total", "dispatched requests that ended in an error", &WorkerCounters::errors},
@@ -1199,21 +1214,29 @@ std::string Frontend::Impl::metrics_text() const {
   };
   for (const auto& fam : fams) {
     prom_family(o, fam.name, "counter", fam.help);
-    for (size_t i = 0; i < counters.size(); ++i) prom_sample(o, fam.name, wl(i), static_cast<double>(((*counters[i]).*fam.m).load()));
+    for (size_t i = 0; i < counters.size(); ++i)
+      prom_sample(o, fam.name, wl(i), static_cast<double>(((*counters[i]).*fam.m).load()));
   }
-  prom_family(o, "dyn_worker_in_flight", "gauge", "requests dispatched to the worker and not ended (awaiting its headers or being relayed)");
-  for (size_t i = 0; i < counters.size(); ++i) prom_sample(o, "dyn_worker_in_flight", wl(i), static_cast<double>(counters[i]->in_flight.load()));
+  prom_family(o, "dyn_worker_in_flight", "gauge",
+              "requests dispatched to the worker and not ended (awaiting its headers or being relayed)");
+  for (size_t i = 0; i < counters.size(); ++i)
+    prom_sample(o, "dyn_worker_in_flight", wl(i), static_cast<double>(counters[i]->in_flight.load()));
   prom_family(o, "dyn_worker_healthy", "gauge", "1 when the worker's /health answered 200 at the last poll");
   for (size_t i = 0; i < counters.size(); ++i) prom_sample(o, "dyn_worker_healthy", wl(i), healthy[i].load() ? 1 : 0);
   if (router) {
     route::RouterStats s = router->stats();
     prom_family(o, "dyn_router_decisions_total", "counter", "routing decisions per chosen worker");
-    for (const auto& [w, n] : s.decisions_per_worker) prom_sample(o, "dyn_router_decisions_total", fmt::format("worker=\"{}\"", w), static_cast<double>(n));
-    prom_family(o, "dyn_router_bindings_total", "counter", "binding outcomes of routed requests (SPEC 5.1 dyn.binding)");
-    const std::pair<const char*, uint64_t> outcomes[] = {{"new", s.binding_new}, {"hit", s.binding_hit},
-                                                         {"rebound", s.binding_rebound}, {"expired", s.binding_expired},
+    for (const auto& [w, n] : s.decisions_per_worker)
+      prom_sample(o, "dyn_router_decisions_total", fmt::format("worker=\"{}\"", w), static_cast<double>(n));
+    prom_family(o, "dyn_router_bindings_total", "counter",
+                "binding outcomes of routed requests (SPEC 5.1 dyn.binding)");
+    const std::pair<const char*, uint64_t> outcomes[] = {{"new", s.binding_new},
+                                                         {"hit", s.binding_hit},
+                                                         {"rebound", s.binding_rebound},
+                                                         {"expired", s.binding_expired},
                                                          {"none", s.binding_none}};
-    for (const auto& [k, v] : outcomes) prom_sample(o, "dyn_router_bindings_total", fmt::format("outcome=\"{}\"", k), static_cast<double>(v));
+    for (const auto& [k, v] : outcomes)
+      prom_sample(o, "dyn_router_bindings_total", fmt::format("outcome=\"{}\"", k), static_cast<double>(v));
     prom_family(o, "dyn_router_bindings_live", "gauge", "live session bindings");
     prom_sample(o, "dyn_router_bindings_live", "", static_cast<double>(s.bindings_live));
     prom_family(o, "dyn_router_binding_table_full_total", "counter", "new bindings refused at the table limit");
@@ -1223,19 +1246,28 @@ std::string Frontend::Impl::metrics_text() const {
     if (shared) {
       BindingStore::Stats bs = shared->store().stats();
       SharedBindings::Stats ss = shared->stats();
-      prom_family(o, "dyn_router_binding_store_up", "gauge", "1 while the shared binding store answers (--router-binding-store)");
+      prom_family(o, "dyn_router_binding_store_up", "gauge",
+                  "1 while the shared binding store answers (--router-binding-store)");
       prom_sample(o, "dyn_router_binding_store_up", "", shared->store().up() ? 1 : 0);
       const std::tuple<const char*, const char*, uint64_t> fams[] = {
           {"dyn_router_binding_store_outages_total", "times the binding store became unreachable", bs.outages},
           {"dyn_router_binding_store_errors_total", "failed binding store calls", bs.errors},
-          {"dyn_router_binding_store_reads_total", "placements that read the binding store (one round trip)", ss.round_trips},
-          {"dyn_router_binding_store_cached_total", "placements that trusted a copy of the store's binding (no round trip)", ss.cached},
-          {"dyn_router_binding_store_claims_total", "atomic claims and compare-and-sets sent to the binding store", ss.claims},
-          {"dyn_router_binding_store_conflicts_total", "claims lost to another replica (the request followed its binding)", ss.conflicts},
-          {"dyn_router_binding_store_bad_values_total", "store bindings naming a worker URL this replica does not have (ignored)", ss.bad_values},
-          {"dyn_router_binding_store_local_only_total", "placements made on the local table alone (store unreachable)", ss.local_only},
-          {"dyn_router_binding_store_updates_dropped_total", "queued TTL refreshes and deletes dropped while the store was unreachable", bs.async_dropped},
-          {"dyn_router_binding_store_notifications_total", "binding changes announced by other replicas", bs.notifications},
+          {"dyn_router_binding_store_reads_total", "placements that read the binding store (one round trip)",
+           ss.round_trips},
+          {"dyn_router_binding_store_cached_total",
+           "placements that trusted a copy of the store's binding (no round trip)", ss.cached},
+          {"dyn_router_binding_store_claims_total", "atomic claims and compare-and-sets sent to the binding store",
+           ss.claims},
+          {"dyn_router_binding_store_conflicts_total",
+           "claims lost to another replica (the request followed its binding)", ss.conflicts},
+          {"dyn_router_binding_store_bad_values_total",
+           "store bindings naming a worker URL this replica does not have (ignored)", ss.bad_values},
+          {"dyn_router_binding_store_local_only_total", "placements made on the local table alone (store unreachable)",
+           ss.local_only},
+          {"dyn_router_binding_store_updates_dropped_total",
+           "queued TTL refreshes and deletes dropped while the store was unreachable", bs.async_dropped},
+          {"dyn_router_binding_store_notifications_total", "binding changes announced by other replicas",
+           bs.notifications},
       };
       for (const auto& [name, help, v] : fams) {
         prom_family(o, name, "counter", help);
@@ -1243,10 +1275,17 @@ std::string Frontend::Impl::metrics_text() const {
       }
     }
     prom_family(o, "dyn_router_index_blocks", "gauge", "KV blocks the router's index holds for the worker");
-    for (const auto& l : router->loads()) prom_sample(o, "dyn_router_index_blocks", fmt::format("worker=\"{}\"", l.worker), static_cast<double>(l.cached_blocks));
+    for (const auto& l : router->loads())
+      prom_sample(o, "dyn_router_index_blocks", fmt::format("worker=\"{}\"", l.worker),
+                  static_cast<double>(l.cached_blocks));
   }
   if (!kv.empty()) {
-    struct S { const char* name; const char* type; const char* help; std::function<double(size_t)> v; };
+    struct S {
+      const char* name;
+      const char* type;
+      const char* help;
+      std::function<double(size_t)> v;
+    };
     const S kvf[] = {
         {"dyn_kv_events_batches_total", "counter", "KV event batches applied (replayed ones included)",
          [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().batches.load()); }},
@@ -1254,15 +1293,18 @@ std::string Frontend::Impl::metrics_text() const {
          [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().replayed_batches.load()); }},
         {"dyn_kv_events_gaps_total", "counter", "sequence gaps detected in the worker's KV event stream",
          [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().gaps.load()); }},
-        {"dyn_kv_events_gaps_unrecovered_total", "counter", "gaps the replay socket could not fill (the worker's index was cleared)",
+        {"dyn_kv_events_gaps_unrecovered_total", "counter",
+         "gaps the replay socket could not fill (the worker's index was cleared)",
          [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().gaps_unrecovered.load()); }},
-        {"dyn_kv_events_publisher_restarts_total", "counter", "publisher restarts or reconnections seen (the worker's index was cleared)",
+        {"dyn_kv_events_publisher_restarts_total", "counter",
+         "publisher restarts or reconnections seen (the worker's index was cleared)",
          [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().restarts.load()); }},
         {"dyn_kv_events_index_resets_total", "counter", "times the worker's index was cleared for lost events",
          [this](size_t i) { return static_cast<double>(kv[i]->resets.load()); }},
         {"dyn_kv_events_bad_batches_total", "counter", "undecodable KV event messages",
          [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().bad_batches.load()); }},
-        {"dyn_kv_events_skipped_total", "counter", "KV events not applied (unknown parent, block size refused, other medium)",
+        {"dyn_kv_events_skipped_total", "counter",
+         "KV events not applied (unknown parent, block size refused, other medium)",
          [this](size_t i) { return static_cast<double>(kv[i]->skipped.load()); }},
         {"dyn_kv_events_last_seq", "gauge", "sequence number of the last KV event batch applied (-1 = none)",
          [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().last_seq.load()); }},
@@ -1276,22 +1318,27 @@ std::string Frontend::Impl::metrics_text() const {
     prom_family(o, "dyn_kv_events_total", "counter", "KV events received, by type");
     for (size_t i = 0; i < kv.size(); ++i) {
       prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"BlockStored\"", static_cast<double>(kv[i]->stored.load()));
-      prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"BlockRemoved\"", static_cast<double>(kv[i]->removed.load()));
-      prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"AllBlocksCleared\"", static_cast<double>(kv[i]->cleared.load()));
+      prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"BlockRemoved\"",
+                  static_cast<double>(kv[i]->removed.load()));
+      prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"AllBlocksCleared\"",
+                  static_cast<double>(kv[i]->cleared.load()));
     }
   }
   if (!opt.tokenizer_url.empty()) {
-    prom_family(o, "dyn_tokenizer_errors_total", "counter", "requests hashed from 4-byte tokens because the tokenizer failed");
+    prom_family(o, "dyn_tokenizer_errors_total", "counter",
+                "requests hashed from 4-byte tokens because the tokenizer failed");
     prom_sample(o, "dyn_tokenizer_errors_total", "", static_cast<double>(tokenizer_errors.load()));
   }
   if (router) {
     prom_family(o, "dyn_worker_block_size", "gauge", "KV block size the worker reported (0 = not known)");
-    for (size_t i = 0; i < opt.workers.size(); ++i) prom_sample(o, "dyn_worker_block_size", wl(i), worker_block_size[i].load());
+    for (size_t i = 0; i < opt.workers.size(); ++i)
+      prom_sample(o, "dyn_worker_block_size", wl(i), worker_block_size[i].load());
   }
   prom_family(o, "dyn_frontend_in_flight_requests", "gauge", "API requests being served (streams until they end)");
   prom_sample(o, "dyn_frontend_in_flight_requests", "", static_cast<double>(api_in_flight.load()));
   if (writer) {
-    prom_family(o, "dyn_trace_rows_dropped_total", "counter", "request_end rows lost to failed trace writes (disk full)");
+    prom_family(o, "dyn_trace_rows_dropped_total", "counter",
+                "request_end rows lost to failed trace writes (disk full)");
     prom_sample(o, "dyn_trace_rows_dropped_total", "", static_cast<double>(writer->dropped_rows()));
   }
   prom_family(o, "dyn_request_ttft_seconds", "histogram", "time to first token of successful requests");
@@ -1323,9 +1370,9 @@ void Frontend::Impl::health_loop() {
     for (size_t i = 0; i < clients.size(); ++i) {
       auto r = clients[i]->Get(pools[i]->url().path_prefix + "/health");
       bool ok = r && r->status == 200;
-      std::string why = ok ? "GET /health answered 200"
-                           : r ? fmt::format("GET /health answered {}", r->status)
-                               : "GET /health failed: " + httplib::to_string(r.error());
+      std::string why = ok  ? "GET /health answered 200"
+                        : r ? fmt::format("GET /health answered {}", r->status)
+                            : "GET /health failed: " + httplib::to_string(r.error());
       if (ok) {
         // Worker metadata: dyn-mocker reports its block size here (vLLM's /health is empty).
         Json j = Json::parse(r->body, nullptr, false);

@@ -32,10 +32,10 @@ struct FrontendOptions {
   http::ListenOptions listen;
   std::vector<std::string> workers;  ///< base URLs; worker id = index (SPEC: order of --worker)
   bool capture = false;
-  route::RouterConfig router;        ///< serve mode only
+  route::RouterConfig router;  ///< serve mode only
   /// Block size of the trace's replay block (serve: the router's block size).
   uint32_t trace_block_size = kDefaultKvBlockSize;
-  bool trace = false;                ///< write request_end rows (SPEC 5.2)
+  bool trace = false;  ///< write request_end rows (SPEC 5.2)
   io::SegmentWriterOptions trace_file;
   double health_interval_ms = 1000;  ///< GET /health polling period per worker (serve mode)
   double health_timeout_ms = 1000;

@@ -88,7 +88,7 @@ constexpr const char* kPrefix = "dyn:bind:";
 // outages, and every outage costs strictness), so a hung Redis costs the calls in flight up to
 // 1 s once; after that the store is down and requests skip it until the probe succeeds.
 constexpr int kTimeoutMs = 1000;
-constexpr int kPollMs = 200;   // the subscriber's wake-up period (stop requests, outage flags)
+constexpr int kPollMs = 200;  // the subscriber's wake-up period (stop requests, outage flags)
 constexpr int kProbeMs = 500;
 
 struct ReplyFree {
@@ -154,8 +154,8 @@ class RedisStore final : public BindingStore {
 
   Expected<std::string> replace(const std::string& id, const std::string& parent, const std::string& expected,
                                 const std::string& url, uint64_t ttl_ms) override {
-    auto r = call({"EVAL", kReplace, "1", key(id, parent), expected, url, std::to_string(ttl_ms), channel_,
-                   message(id, parent)});
+    auto r = call(
+        {"EVAL", kReplace, "1", key(id, parent), expected, url, std::to_string(ttl_ms), channel_, message(id, parent)});
     if (!r) return r.error();
     if ((*r)->type == REDIS_REPLY_STRING) return std::string((*r)->str, (*r)->len);
     return unexpected(**r);
@@ -324,7 +324,8 @@ class RedisStore final : public BindingStore {
       argv.push_back(a.data());
       lens.push_back(a.size());
     }
-    Reply r(static_cast<redisReply*>(redisCommandArgv(conn->ctx, static_cast<int>(args.size()), argv.data(), lens.data())));
+    Reply r(
+        static_cast<redisReply*>(redisCommandArgv(conn->ctx, static_cast<int>(args.size()), argv.data(), lens.data())));
     if (!r) return lost(*conn);
     release(*conn, true);
     return Expected<Reply>(std::move(r));
@@ -347,7 +348,8 @@ class RedisStore final : public BindingStore {
   void report_up() {
     if (up_.exchange(true)) return;
     std::lock_guard lk(report_mu_);
-    if (reported_) diag::note(fmt::format("binding store {} is reachable again; session bindings are shared", url_.text));
+    if (reported_)
+      diag::note(fmt::format("binding store {} is reachable again; session bindings are shared", url_.text));
     reported_ = false;
   }
 
@@ -396,7 +398,8 @@ class RedisStore final : public BindingStore {
           leased = leased_;
         }
         if (leased && up_.load())
-          for (const auto& [id, parent] : leased()) batch.push_back({"PEXPIRE", key(id, parent), std::to_string(ttl_ms_)});
+          for (const auto& [id, parent] : leased())
+            batch.push_back({"PEXPIRE", key(id, parent), std::to_string(ttl_ms_)});
       }
       if (batch.empty()) continue;
       if (!up_.load()) {

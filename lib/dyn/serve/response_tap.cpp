@@ -211,17 +211,24 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
       bool any = false;
       for (const Json& c : *choices) {
         uint64_t ci = u64_at(c, "index").value_or(0);
-        if (const Json* fr = member(c, "finish_reason"); fr && fr->is_string()) facts_.finish_reason = fr->get<std::string>();
+        if (const Json* fr = member(c, "finish_reason"); fr && fr->is_string())
+          facts_.finish_reason = fr->get<std::string>();
         if (api_ == Api::kCompletions) {
           uint64_t n = text_len(member(c, "text"));
-          if (n) { bytes += n; any = true; }
+          if (n) {
+            bytes += n;
+            any = true;
+          }
           continue;
         }
         const Json* d = member(c, "delta");
         if (!d) continue;
         for (const char* k : {"content", "reasoning_content", "reasoning"}) {
           uint64_t n = text_len(member(*d, k));
-          if (n) { bytes += n; any = true; }
+          if (n) {
+            bytes += n;
+            any = true;
+          }
         }
         if (const Json* tcs = member(*d, "tool_calls"); tcs && tcs->is_array()) {
           for (const Json& tc : *tcs) {
@@ -265,8 +272,8 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
         }
       } else if (type == "content_block_delta") {
         if (const Json* d = member(j, "delta")) {
-          uint64_t n = text_len(member(*d, "text")) + text_len(member(*d, "thinking")) +
-                       text_len(member(*d, "partial_json"));
+          uint64_t n =
+              text_len(member(*d, "text")) + text_len(member(*d, "thinking")) + text_len(member(*d, "partial_json"));
           if (n) content(t, n);
         }
       } else if (type == "message_delta") {
@@ -284,8 +291,7 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
     case Api::kResponses: {
       std::string type = str_at(j, "type");
       if (type == "response.output_text.delta" || type == "response.reasoning_text.delta" ||
-          type == "response.reasoning_summary_text.delta" ||
-          type == "response.function_call_arguments.delta") {
+          type == "response.reasoning_summary_text.delta" || type == "response.function_call_arguments.delta") {
         uint64_t n = text_len(member(j, "delta"));
         if (n) content(t, n);
       } else if (type == "response.output_item.added" || type == "response.output_item.done") {
@@ -296,8 +302,7 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
           if (std::string id = str_at(*item, "call_id"); !id.empty()) rec.id = id;
           if (std::string nm = str_at(*item, "name"); !nm.empty()) rec.name = nm;
         }
-      } else if (type == "response.completed" || type == "response.incomplete" ||
-                 type == "response.failed") {
+      } else if (type == "response.completed" || type == "response.incomplete" || type == "response.failed") {
         if (const Json* r = member(j, "response")) {
           Json copy = *r;
           copy.erase("output");  // items were seen as events; observe_body would re-add them
@@ -351,7 +356,8 @@ void ResponseTap::observe_body(const Json& body) {
       if (const Json* choices = member(body, "choices"); choices && choices->is_array()) {
         for (const Json& c : *choices) {
           uint64_t ci = u64_at(c, "index").value_or(0);
-          if (const Json* fr = member(c, "finish_reason"); fr && fr->is_string()) facts_.finish_reason = fr->get<std::string>();
+          if (const Json* fr = member(c, "finish_reason"); fr && fr->is_string())
+            facts_.finish_reason = fr->get<std::string>();
           facts_.content_bytes += text_len(member(c, "text"));
           if (const Json* m = member(c, "message")) {
             facts_.content_bytes += text_len(member(*m, "content"));

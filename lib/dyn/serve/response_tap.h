@@ -34,23 +34,23 @@ struct ResponseFacts {
   int status = 0;
   bool event_stream = false;
   std::optional<double> first_content_ms, second_content_ms, last_content_ms;
-  std::vector<double> inter_chunk_ms;       ///< gaps between consecutive content chunks
+  std::vector<double> inter_chunk_ms;  ///< gaps between consecutive content chunks
   /// Tokens per content chunk from per-chunk cumulative usage (chat/completions with vLLM's
   /// continuous_usage_stats); one per content chunk, or empty when any chunk lacked usage.
   std::vector<uint64_t> chunk_tokens;
   uint64_t content_chunks = 0;
-  uint64_t content_bytes = 0;                ///< UTF-8 bytes of generated text (for the estimate)
+  uint64_t content_bytes = 0;  ///< UTF-8 bytes of generated text (for the estimate)
   std::optional<uint64_t> input_tokens, output_tokens, cached_tokens;  ///< from `usage`
   std::optional<std::string> finish_reason;
   std::vector<ToolCall> tool_calls;
-  std::string model;                         ///< the response's model, "" when absent
-  bool error_event = false;                  ///< the stream (or 2xx body) carried an error
-  std::string error_type, error_message;     ///< the upstream's own type and message of that error
-  bool terminal_event = false;               ///< the API's end event: OpenAI `[DONE]`, Anthropic
-                                             ///< `message_stop`, Responses `response.completed`
-                                             ///< (or `.incomplete` / `.failed`)
-  uint64_t events = 0;                       ///< SSE events seen
-  uint64_t dropped_events = 0;               ///< usage-only chunks hidden from the client
+  std::string model;                      ///< the response's model, "" when absent
+  bool error_event = false;               ///< the stream (or 2xx body) carried an error
+  std::string error_type, error_message;  ///< the upstream's own type and message of that error
+  bool terminal_event = false;            ///< the API's end event: OpenAI `[DONE]`, Anthropic
+                                          ///< `message_stop`, Responses `response.completed`
+                                          ///< (or `.incomplete` / `.failed`)
+  uint64_t events = 0;                    ///< SSE events seen
+  uint64_t dropped_events = 0;            ///< usage-only chunks hidden from the client
 };
 
 /// How a 2xx event stream ended, by the rule of issue 21 item 2 (the same as dyn-replay's):
@@ -77,7 +77,8 @@ StreamEnd stream_end(Api api, const ResponseFacts& f);
 /// `"usage": null` counts as absent. Usage counts are cumulative and never go down: a later
 /// `message_delta` with `input_tokens: 0` (or none) keeps `message_start`'s count (case 27). An
 /// error inside a 200 stream (Anthropic `event: error`, an OpenAI `{"error": ...}` chunk, a
-/// Responses `error` / `response.failed`) keeps the upstream's type and message. Not thread-safe (cpp-httplib calls it from one thread).
+/// Responses `error` / `response.failed`) keeps the upstream's type and message. Not thread-safe (cpp-httplib calls it
+/// from one thread).
 class ResponseTap : public http::StreamTap {
  public:
   ResponseTap(Api api, bool hide_usage_chunk) : api_(api), hide_usage_(hide_usage_chunk) {}
@@ -107,7 +108,7 @@ class ResponseTap : public http::StreamTap {
   bool hide_usage_;
   std::function<void()> on_first_token_;
   ResponseFacts facts_;
-  std::string pending_;  ///< bytes of an incomplete SSE event, or the JSON body so far
+  std::string pending_;            ///< bytes of an incomplete SSE event, or the JSON body so far
   bool chunk_usage_ok_ = true;     ///< every content chunk so far carried usage
   uint64_t chunk_usage_prev_ = 0;  ///< completion_tokens at the previous content chunk
 };

@@ -160,8 +160,8 @@ Expected<route::Placement> SharedBindings::place(const route::RouteRequest& req)
     held = *won;
     trusted = false;
     auto w = worker_of(*won, key);
-    if (!w) continue;                // bad data: the next round's compare-and-set overwrites it
-    if (round == 1) return placed;   // lost twice in a row: keep this placement rather than loop
+    if (!w) continue;               // bad data: the next round's compare-and-set overwrites it
+    if (round == 1) return placed;  // lost twice in a row: keep this placement rather than loop
     placed->fail(/*client_cancelled=*/true);
     if (router_.adopt_binding(key, parent, *w)) remember(key, *w);
     placed = router_.place(req);

@@ -189,7 +189,8 @@ std::string describe_families() {
   for (const Family& f : families()) {
     out += std::to_string(++row) + " " + source_name(f.source) + ": session " + list(f.session, ", else ");
     if (!f.subagent.empty())
-      out += "; subagent " + list(f.subagent, ", else ") + " (then the session; its parent is the parent header, "
+      out += "; subagent " + list(f.subagent, ", else ") +
+             " (then the session; its parent is the parent header, "
              "else the root session)";
     if (!f.parent.empty()) out += "; parent " + list(f.parent, ", else ");
     if (!f.final_flag.empty()) out += "; final " + std::string(f.final_flag);

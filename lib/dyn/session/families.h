@@ -26,9 +26,9 @@ struct Family {
   /// session: a top-level subagent). Without it the session spelling is a root turn: no parent.
   std::vector<std::string_view> subagent = {};
   std::vector<std::string_view> parent = {};  ///< parent session spellings
-  std::string_view final_flag = {};     ///< "": none. true/false/1/0/yes/no (Dynamo)
-  std::string_view turn_metadata = {};  ///< "": none. JSON; request_kind "compaction" (Codex)
-  std::string_view note = {};           ///< one line for --help and the man page ("" = none)
+  std::string_view final_flag = {};           ///< "": none. true/false/1/0/yes/no (Dynamo)
+  std::string_view turn_metadata = {};        ///< "": none. JSON; request_kind "compaction" (Codex)
+  std::string_view note = {};                 ///< one line for --help and the man page ("" = none)
 };
 
 /// SPEC 1.1's families in precedence order: the first family with a session or subagent spelling

@@ -107,8 +107,8 @@ Expected<Identity> normalize(const HeaderList& headers) {
     // RFC 9110 5.5: a field value holds no control character but HTAB. One here would let a
     // session id pose as a subagent group key ("\x1fgroup:...", SPEC 2.4; found by fuzz_headers)
     // or carry CR/LF into the traces and upstream headers that repeat the value.
-    if (auto bad = std::find_if(v.begin(), v.end(),
-                                [](unsigned char ch) { return (ch < 0x20 && ch != '\t') || ch == 0x7f; });
+    if (auto bad =
+            std::find_if(v.begin(), v.end(), [](unsigned char ch) { return (ch < 0x20 && ch != '\t') || ch == 0x7f; });
         bad != v.end()) {
       char hex[8];
       std::snprintf(hex, sizeof hex, "0x%02x", static_cast<unsigned char>(*bad));
@@ -223,7 +223,8 @@ Expected<HeaderList> headers_from_json(const Json& v) {
     for (auto& p : v) {
       if (!p.is_array() || p.size() != 2 || !p[0].is_string())
         return bad_data("headers list entries must be [name, value] pairs");
-      if (!add(p[0].get<std::string>(), p[1])) return bad_data("header '" + p[0].get<std::string>() + "' has a value that is not a string");
+      if (!add(p[0].get<std::string>(), p[1]))
+        return bad_data("header '" + p[0].get<std::string>() + "' has a value that is not a string");
     }
     return out;
   }

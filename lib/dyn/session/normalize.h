@@ -24,9 +24,9 @@ using HeaderList = std::vector<std::pair<std::string, std::string>>;
 /// SPEC 1.2 `agent_context`. Absent optional fields are omitted from JSON.
 struct AgentContext {
   std::string session_id;
-  std::string parent_session_id;        ///< "" = none
-  std::optional<bool> session_final;    ///< x-dynamo-session-final
-  std::optional<Json> compaction;       ///< Codex compaction object (SPEC 1.1)
+  std::string parent_session_id;      ///< "" = none
+  std::optional<bool> session_final;  ///< x-dynamo-session-final
+  std::optional<Json> compaction;     ///< Codex compaction object (SPEC 1.1)
 
   /// {"session_id", "parent_session_id"?, "session_final"?, "compaction"?} in that key order.
   Json to_json() const;
@@ -44,17 +44,18 @@ void append_agent_context(std::string& out, std::string_view session_id, std::st
                           std::optional<bool> session_final = std::nullopt, const Json* compaction = nullptr);
 /// The same for an AgentContext.
 inline void append_agent_context(std::string& out, const AgentContext& c) {
-  append_agent_context(out, c.session_id, c.parent_session_id, c.session_final, c.compaction ? &*c.compaction : nullptr);
+  append_agent_context(out, c.session_id, c.parent_session_id, c.session_final,
+                       c.compaction ? &*c.compaction : nullptr);
 }
 
 /// Everything the router reads from request headers (SPEC 1.1).
 struct Identity {
-  std::optional<AgentContext> context;          ///< absent: the request has no identity
+  std::optional<AgentContext> context;  ///< absent: the request has no identity
   Source source = Source::kNone;
-  std::string x_request_id;                     ///< caller's x-request-id ("" = absent)
-  std::optional<uint64_t> worker_instance_id;   ///< x-dynamo-worker-instance-id / x-worker-instance-id
-  std::optional<int64_t> priority;              ///< x-dynamo-request-priority
-  std::string affinity_hint;                    ///< x-session-affinity (a hint, never an identity)
+  std::string x_request_id;                    ///< caller's x-request-id ("" = absent)
+  std::optional<uint64_t> worker_instance_id;  ///< x-dynamo-worker-instance-id / x-worker-instance-id
+  std::optional<int64_t> priority;             ///< x-dynamo-request-priority
+  std::string affinity_hint;                   ///< x-session-affinity (a hint, never an identity)
 };
 
 /// Normalizes request headers per SPEC 1.1: the first family of families() (families.h, the one

@@ -29,22 +29,19 @@ uint64_t chain_hash(uint64_t prev, uint64_t block) {
   return XXH3_64bits_withSeed(pair, sizeof pair, kHashSeed);
 }
 
-std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t block_size,
-                                   bool include_partial) {
+std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t block_size, bool include_partial) {
   std::vector<uint64_t> out;
   size_t full = tokens.size() / block_size;
   out.reserve(full + 1);
   for (size_t i = 0; i < full; ++i) out.push_back(hash_tokens(tokens.subspan(i * block_size, block_size)));
-  if (include_partial && tokens.size() % block_size)
-    out.push_back(hash_tokens(tokens.subspan(full * block_size)));
+  if (include_partial && tokens.size() % block_size) out.push_back(hash_tokens(tokens.subspan(full * block_size)));
   return out;
 }
 
 std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> blocks) {
   std::vector<uint64_t> out;
   out.reserve(blocks.size());
-  for (size_t i = 0; i < blocks.size(); ++i)
-    out.push_back(i == 0 ? blocks[0] : chain_hash(out.back(), blocks[i]));
+  for (size_t i = 0; i < blocks.size(); ++i) out.push_back(i == 0 ? blocks[0] : chain_hash(out.back(), blocks[i]));
   return out;
 }
 

@@ -27,8 +27,7 @@ uint64_t chain_hash(uint64_t prev_sequence_hash, uint64_t block_hash);
 /// Hashes of the complete blocks of `tokens` (floor(n / block_size) values); with
 /// `include_partial` a trailing partial block is hashed too (replay traces, SPEC 4.1).
 /// block_size must be > 0.
-std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t block_size,
-                                   bool include_partial = false);
+std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t block_size, bool include_partial = false);
 /// Sequence hashes: seq[0] = block[0], seq[i] = chain_hash(seq[i-1], block[i]).
 std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> block_hashes);
 

@@ -29,8 +29,7 @@ std::string as_text(const Json& v) {
   std::string s;
   if (v.is_array())
     for (const auto& p : v) s += part_text(p);
-  else if (v.is_object())
-    s += part_text(v);
+  else if (v.is_object()) s += part_text(v);
   return s;
 }
 
@@ -42,8 +41,8 @@ void render_item(const Json& item, std::string& out) {
     return;
   }
   if (!item.is_object()) return;
-  std::string role = item.contains("role") && item["role"].is_string() ? item["role"].get<std::string>()
-                                                                      : item.value("type", "");
+  std::string role =
+      item.contains("role") && item["role"].is_string() ? item["role"].get<std::string>() : item.value("type", "");
   std::string text;
   std::string type = item.value("type", "");
   if (type == "function_call" || type == "custom_tool_call") {

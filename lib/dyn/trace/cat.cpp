@@ -33,8 +33,8 @@ int cat_traces(const CatOptions& o, io::Output& out) {
       nuls += static_cast<uint64_t>(std::count(t.begin(), t.end(), '\0'));
       if (malformed <= 20)
         diag::warning(line.where(), t.find('\0') != std::string_view::npos ? "malformed JSON row (NUL bytes), skipped"
-                                    : err ? "malformed JSON row, skipped"
-                                          : "row is not a JSON object, skipped");
+                                    : err                                  ? "malformed JSON row, skipped"
+                                                                           : "row is not a JSON object, skipped");
       continue;
     }
     ++rows;

@@ -188,8 +188,8 @@ std::vector<Json> to_agentic_rows(const Workload& w) {
             tool_wait = *r.delay_ms;
           } else if (r.timestamp_ms && it->second.row->timestamp_ms) {
             const WorkloadRow& p = *it->second.row;
-            double gap = *r.timestamp_ms - *p.timestamp_ms -
-                         estimate_service_ms(p.input_length, 0, p.output_length.value_or(0));
+            double gap =
+                *r.timestamp_ms - *p.timestamp_ms - estimate_service_ms(p.input_length, 0, p.output_length.value_or(0));
             tool_wait = std::round(std::max(0.0, gap));  // whole ms: the estimate is coarse
           }
         }
@@ -232,8 +232,8 @@ int convert_workload(const ConvertOptions& o, io::Output& out) {
   if (o.from == ConvertFrom::kMooncake && w.from_dynamo)
     throw Fatal(kExitBadData, "--from mooncake: input holds Dynamo trace records (use --from dynamo)");
   if (!w.ok()) {
-    diag::error("", std::to_string(w.errors.size()) + " error" + (w.errors.size() == 1 ? "" : "s") +
-                        "; nothing converted");
+    diag::error("",
+                std::to_string(w.errors.size()) + " error" + (w.errors.size() == 1 ? "" : "s") + "; nothing converted");
     return kExitBadData;
   }
   if (o.to == ConvertTo::kAgentic) {

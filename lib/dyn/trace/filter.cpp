@@ -25,8 +25,7 @@ using simdjson::dom::element_type;
 bool valid_segment(std::string_view s) {
   if (s.empty()) return false;
   for (char c : s)
-    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '$' || c == '@'))
-      return false;
+    if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '$' || c == '@')) return false;
   return true;
 }
 
@@ -37,8 +36,7 @@ Expected<std::vector<std::string>> split_path(std::string_view p) {
     size_t dot = p.find('.', pos);
     std::string_view seg = p.substr(pos, dot == std::string_view::npos ? std::string_view::npos : dot - pos);
     if (!valid_segment(seg))
-      return Error{"bad field path '" + std::string(p) + "': segments are [A-Za-z0-9_-] separated by '.'",
-                   kExitUsage};
+      return Error{"bad field path '" + std::string(p) + "': segments are [A-Za-z0-9_-] separated by '.'", kExitUsage};
     out.emplace_back(seg);
     if (dot == std::string_view::npos) break;
     pos = dot + 1;
@@ -113,15 +111,24 @@ int compare_numbers(element v, const Where& w) {
   bool a_int = true;
   long double ad = 0;
   switch (v.type()) {
-    case element_type::INT64: a = v.get_int64().value_unsafe(); ad = static_cast<long double>(a); break;
-    case element_type::UINT64: a = v.get_uint64().value_unsafe(); ad = static_cast<long double>(a); break;
-    default: a_int = false; ad = v.get_double().value_unsafe(); break;
+    case element_type::INT64:
+      a = v.get_int64().value_unsafe();
+      ad = static_cast<long double>(a);
+      break;
+    case element_type::UINT64:
+      a = v.get_uint64().value_unsafe();
+      ad = static_cast<long double>(a);
+      break;
+    default:
+      a_int = false;
+      ad = v.get_double().value_unsafe();
+      break;
   }
   if (a_int && w.num != Where::Num::kDouble) {
     __int128 b = w.num == Where::Num::kInt ? static_cast<__int128>(w.i) : static_cast<__int128>(w.u);
     return cmp3(a, b);
   }
-  long double bd = w.num == Where::Num::kInt ? static_cast<long double>(w.i)
+  long double bd = w.num == Where::Num::kInt    ? static_cast<long double>(w.i)
                    : w.num == Where::Num::kUint ? static_cast<long double>(w.u)
                                                 : static_cast<long double>(w.d);
   return cmp3(ad, bd);
@@ -208,10 +215,8 @@ void append_value(std::string& out, FilterFormat f, bool present, element v) {
   std::string t = simdjson::minify(v);
   if (f == FilterFormat::kCsv && (v.type() == element_type::OBJECT || v.type() == element_type::ARRAY))
     append_csv_quoted(out, t);
-  else if (f == FilterFormat::kTsv)
-    append_tsv(out, t);
-  else
-    out += t;
+  else if (f == FilterFormat::kTsv) append_tsv(out, t);
+  else out += t;
 }
 
 void append_json_string(std::string& out, std::string_view s) {
@@ -264,8 +269,7 @@ Expected<Where> parse_where(std::string_view expr) {
   else if (rest[0] == '<') w.op = Where::Op::kLt;
   else if (rest[0] == '>') w.op = Where::Op::kGt;
   else if (rest[0] == '~') w.op = Where::Op::kContains;
-  else
-    return Error{"--where '" + std::string(expr) + "': '!' must be followed by '='", kExitUsage};
+  else return Error{"--where '" + std::string(expr) + "': '!' must be followed by '='", kExitUsage};
   if (field.empty()) return Error{"--where '" + std::string(expr) + "': missing field", kExitUsage};
   auto path = split_path(field);
   if (!path) return Error{"--where '" + std::string(expr) + "': " + path.error().message, kExitUsage};
@@ -275,8 +279,7 @@ Expected<Where> parse_where(std::string_view expr) {
   if (!value.empty() && std::string_view("=!<>~").find(value.front()) != std::string_view::npos) {
     // "a >> 3", "a =< 3", "a => 3": an operator that is not one; a value really starting with
     // one of these characters is written quoted.
-    return Error{"--where '" + std::string(expr) + "': unknown operator '" +
-                     std::string(rest.substr(0, oplen + 1)) +
+    return Error{"--where '" + std::string(expr) + "': unknown operator '" + std::string(rest.substr(0, oplen + 1)) +
                      "' (OP is one of = != < <= > >= ~; quote a value that starts with one of these)",
                  kExitUsage};
   }
@@ -310,7 +313,8 @@ Expected<std::vector<FieldSpec>> parse_fields(std::string_view list) {
   size_t pos = 0;
   for (;;) {
     size_t comma = list.find(',', pos);
-    std::string_view item = trim_spaces(list.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos));
+    std::string_view item =
+        trim_spaces(list.substr(pos, comma == std::string_view::npos ? std::string_view::npos : comma - pos));
     if (item.empty()) return Error{"--fields '" + std::string(list) + "': empty field name", kExitUsage};
     FieldSpec f;
     std::string_view path = item;
@@ -401,9 +405,10 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
       ++malformed;
       nuls += static_cast<uint64_t>(std::count(t.begin(), t.end(), '\0'));
       if (malformed <= 20)
-        diag::warning(line.where(), t.find('\0') != std::string_view::npos ? "malformed JSON row (NUL bytes), skipped"
-                                    : err ? std::string("malformed JSON row (") + simdjson::error_message(err) + "), skipped"
-                                          : std::string("row is not a JSON object, skipped"));
+        diag::warning(line.where(),
+                      t.find('\0') != std::string_view::npos ? "malformed JSON row (NUL bytes), skipped"
+                      : err ? std::string("malformed JSON row (") + simdjson::error_message(err) + "), skipped"
+                            : std::string("row is not a JSON object, skipped"));
       continue;
     }
     ++rows_read;
@@ -502,7 +507,8 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
     bool any_out = false;  // --fields is judged on the rows printed
     for (bool b : field_seen) any_out = any_out || b;
     for (size_t i = 0; i < o.fields.size() && any_out; ++i)
-      if (!field_seen[i]) diag::warning("", "--fields '" + o.fields[i].name + "' is in none of the rows printed (misspelt?)");
+      if (!field_seen[i])
+        diag::warning("", "--fields '" + o.fields[i].name + "' is in none of the rows printed (misspelt?)");
   }
   if (o.strict && (reader.truncated_files() > 0 || malformed > 0)) return kExitBadData;
   return kExitOk;

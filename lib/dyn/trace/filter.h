@@ -19,8 +19,8 @@ struct Where {
   std::vector<std::string> path;  ///< dotted path split at '.'; an all-digit segment also indexes arrays
   std::string field;              ///< the path as written
   Op op = Op::kEq;
-  std::string text;               ///< VALUE as text (quotes removed)
-  bool quoted = false;            ///< VALUE was "quoted": always compared as a string
+  std::string text;     ///< VALUE as text (quotes removed)
+  bool quoted = false;  ///< VALUE was "quoted": always compared as a string
   /// VALUE read as a number (when it is one and not quoted). Integers keep exact 64-bit values.
   enum class Num { kNone, kInt, kUint, kDouble } num = Num::kNone;
   int64_t i = 0;
@@ -45,19 +45,19 @@ Expected<std::vector<FieldSpec>> parse_fields(std::string_view list);
 enum class FilterFormat { kJsonl, kTsv, kCsv };
 
 struct FilterOptions {
-  std::vector<std::string> inputs;    ///< files in order; empty or "-" = stdin (gzip by magic)
-  std::vector<std::string> events;    ///< event_type must equal one of these (empty = any)
-  std::optional<std::string> session; ///< session id (see filter_traces)
-  bool with_subagents = false;        ///< also rows of sessions whose parent chain leads to `session`
-  std::optional<std::string> parent;  ///< agent_context.parent_session_id (or parent_trajectory_id)
-  std::optional<std::string> worker;  ///< request.worker.decode_worker_id (number or string)
-  std::optional<uint64_t> since_ms;   ///< event_time_unix_ms >= since (inclusive)
-  std::optional<uint64_t> until_ms;   ///< event_time_unix_ms <  until (exclusive)
-  std::vector<Where> where;           ///< all must hold
-  std::vector<FieldSpec> fields;      ///< projection; empty = whole rows
+  std::vector<std::string> inputs;     ///< files in order; empty or "-" = stdin (gzip by magic)
+  std::vector<std::string> events;     ///< event_type must equal one of these (empty = any)
+  std::optional<std::string> session;  ///< session id (see filter_traces)
+  bool with_subagents = false;         ///< also rows of sessions whose parent chain leads to `session`
+  std::optional<std::string> parent;   ///< agent_context.parent_session_id (or parent_trajectory_id)
+  std::optional<std::string> worker;   ///< request.worker.decode_worker_id (number or string)
+  std::optional<uint64_t> since_ms;    ///< event_time_unix_ms >= since (inclusive)
+  std::optional<uint64_t> until_ms;    ///< event_time_unix_ms <  until (exclusive)
+  std::vector<Where> where;            ///< all must hold
+  std::vector<FieldSpec> fields;       ///< projection; empty = whole rows
   FilterFormat format = FilterFormat::kJsonl;
-  bool header = true;                 ///< TSV/CSV header line
-  bool strict = false;                ///< exit 3 on a truncated gzip stream or malformed row
+  bool header = true;   ///< TSV/CSV header line
+  bool strict = false;  ///< exit 3 on a truncated gzip stream or malformed row
 };
 
 /// Streams the rows of `inputs` that pass every selector to `out`, in input order, in constant

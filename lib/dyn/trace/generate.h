@@ -14,16 +14,16 @@ namespace dyn::trace {
 /// draw is positive and the spread is realistic, CV ~0.7); times in ms.
 struct AgentWorkloadOptions {
   uint64_t seed = 0;
-  uint32_t block_size = 512;          ///< B of hash_ids (Mooncake traces use 512)
-  uint64_t sessions = 100;            ///< root agent sessions
-  double session_rate_per_s = 1.0;    ///< Poisson arrivals of root sessions; 0 = all at t = 0
+  uint32_t block_size = 512;               ///< B of hash_ids (Mooncake traces use 512)
+  uint64_t sessions = 100;                 ///< root agent sessions
+  double session_rate_per_s = 1.0;         ///< Poisson arrivals of root sessions; 0 = all at t = 0
   uint64_t turns_min = 4, turns_max = 16;  ///< turns per root session, uniform
   uint64_t system_prompt_tokens = 2048;    ///< shared by every session (identical hash ids)
-  uint64_t task_tokens = 1024;        ///< mean first user message (the task), per session
-  uint64_t tool_output_tokens = 1500; ///< mean tool result appended to the context per turn
-  uint64_t output_tokens = 300;       ///< mean completion per turn (also appended to the context)
-  double tool_gap_ms = 5000;          ///< mean tool time between turns (exponential): the row's delay
-  double subagent_probability = 0.1;  ///< chance that a root turn spawns a subagent
+  uint64_t task_tokens = 1024;             ///< mean first user message (the task), per session
+  uint64_t tool_output_tokens = 1500;      ///< mean tool result appended to the context per turn
+  uint64_t output_tokens = 300;            ///< mean completion per turn (also appended to the context)
+  double tool_gap_ms = 5000;               ///< mean tool time between turns (exponential): the row's delay
+  double subagent_probability = 0.1;       ///< chance that a root turn spawns a subagent
   uint64_t subagent_turns_min = 2, subagent_turns_max = 6;
   uint64_t max_context_tokens = 131072;  ///< a session ends before its context would exceed this
   /// Add `wait_for` (SPEC 6.1 agentic form): a subagent's first turn waits for the parent turn

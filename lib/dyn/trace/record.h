@@ -23,8 +23,7 @@ inline constexpr const char* kRouteDecision = "route_decision";
 
 /// A new record {"schema", "event_type", "event_time_unix_ms", "event_source"?} in the fixed
 /// key order every writer uses; callers append agent_context, request, tool in that order.
-Json make_record(std::string_view event_type, uint64_t event_time_unix_ms,
-                 std::string_view event_source = {});
+Json make_record(std::string_view event_type, uint64_t event_time_unix_ms, std::string_view event_source = {});
 
 /// Value at a dotted path ("request.worker.decode_worker_id"), or nullptr when absent.
 const Json* find_path(const Json& row, std::string_view dotted);

@@ -73,8 +73,8 @@ SessionizeStats sessionize(std::vector<WorkloadRow>& rows, const SessionizeOptio
   std::unordered_set<PrefixKey, PrefixKeyHash> seen;            // every full prefix of earlier rows
   std::vector<int64_t> session_of(rows.size(), -1);
   std::vector<uint64_t> cached(rows.size(), 0);
-  std::vector<size_t> tail;      // session -> latest row
-  std::vector<uint64_t> turns;   // session -> turns
+  std::vector<size_t> tail;     // session -> latest row
+  std::vector<uint64_t> turns;  // session -> turns
   for (size_t j = 0; j < rows.size(); ++j) {
     auto& r = rows[j];
     if (!r.session_id.empty()) {

@@ -191,7 +191,8 @@ int trace_stats(const StatsOptions& o, io::Output& out) {
     bool ok = !(id(row, "/dyn/status", &status) && status != "ok");
     std::string parent;
     if (has_sid && sg.parent.empty() &&
-        (id(row, "/agent_context/parent_session_id", &parent) || id(row, "/agent_context/parent_trajectory_id", &parent)))
+        (id(row, "/agent_context/parent_session_id", &parent) ||
+         id(row, "/agent_context/parent_trajectory_id", &parent)))
       sg.parent = parent;
     if (has_wid) sg.members.insert(wid);
     if (has_sid) wg.members.insert(sid);
@@ -222,7 +223,8 @@ int trace_stats(const StatsOptions& o, io::Output& out) {
 
   std::vector<Json> rows;
   for (auto& [k, g] : sessions) rows.push_back(summary("session", "session_id", k, g));
-  if (null_session.requests + null_session.tool_events > 0) rows.push_back(summary("session", "session_id", "", null_session));
+  if (null_session.requests + null_session.tool_events > 0)
+    rows.push_back(summary("session", "session_id", "", null_session));
   for (auto& [k, g] : workers) rows.push_back(summary("worker", "worker", k, g));
   if (null_worker.requests > 0) rows.push_back(summary("worker", "worker", "", null_worker));
   total.members.clear();
@@ -233,16 +235,17 @@ int trace_stats(const StatsOptions& o, io::Output& out) {
     for (auto& r : rows) out.line(r.dump());
   } else {
     char b[512];
-    std::snprintf(b, sizeof b, "%-8s %-28s %8s %6s %12s %10s %7s %9s %9s %9s %9s %9s %9s %6s", "kind", "id",
-                  "requests", "errors", "input_tok", "output_tok", "cached", "ttft_p50", "ttft_p90", "ttft_p99",
-                  "lat_p50", "lat_p90", "lat_p99", "tools");
+    std::snprintf(b, sizeof b, "%-8s %-28s %8s %6s %12s %10s %7s %9s %9s %9s %9s %9s %9s %6s", "kind", "id", "requests",
+                  "errors", "input_tok", "output_tok", "cached", "ttft_p50", "ttft_p90", "ttft_p99", "lat_p50",
+                  "lat_p90", "lat_p99", "tools");
     out.line(b);
     for (auto& r : rows) {
-      std::string idv = r["kind"] == "session" ? (r["session_id"].is_null() ? "-" : r["session_id"].get<std::string>())
+      std::string idv = r["kind"] == "session"  ? (r["session_id"].is_null() ? "-" : r["session_id"].get<std::string>())
                         : r["kind"] == "worker" ? (r["worker"].is_null() ? "-" : r["worker"].get<std::string>())
                                                 : "all";
       if (idv.size() > 28) idv = idv.substr(0, 25) + "...";
-      std::string ratio = r["cached_ratio"].is_null() ? "-" : fmt_num(Json(100.0 * r["cached_ratio"].get<double>()), 1) + "%";
+      std::string ratio =
+          r["cached_ratio"].is_null() ? "-" : fmt_num(Json(100.0 * r["cached_ratio"].get<double>()), 1) + "%";
       std::snprintf(b, sizeof b, "%-8s %-28s %8s %6s %12s %10s %7s %9s %9s %9s %9s %9s %9s %6s",
                     r["kind"].get<std::string>().c_str(), idv.c_str(), fmt_num(r["requests"], 0).c_str(),
                     fmt_num(r["errors"], 0).c_str(), fmt_num(r["input_tokens"], 0).c_str(),

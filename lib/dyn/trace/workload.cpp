@@ -22,11 +22,24 @@ using simdjson::dom::element_type;
 
 // The keys a workload row may carry, found in one pass over the object (the last of duplicate
 // keys wins, as with nlohmann).
-enum Key { kTimestamp, kDelay, kToolWait, kInputLength, kOutputLength, kHashIds, kTextInput, kSessionId,
-           kParentSessionId, kRequestId, kPriority, kWaitFor, kKeyCount };
-constexpr std::string_view kKeyNames[kKeyCount] = {
-    "timestamp",  "delay",      "tool_wait_ms",      "input_length", "output_length", "hash_ids",
-    "text_input", "session_id", "parent_session_id", "request_id",   "priority",      "wait_for"};
+enum Key {
+  kTimestamp,
+  kDelay,
+  kToolWait,
+  kInputLength,
+  kOutputLength,
+  kHashIds,
+  kTextInput,
+  kSessionId,
+  kParentSessionId,
+  kRequestId,
+  kPriority,
+  kWaitFor,
+  kKeyCount
+};
+constexpr std::string_view kKeyNames[kKeyCount] = {"timestamp",         "delay",      "tool_wait_ms", "input_length",
+                                                   "output_length",     "hash_ids",   "text_input",   "session_id",
+                                                   "parent_session_id", "request_id", "priority",     "wait_for"};
 
 bool is_number(const element& v) {
   auto t = v.type();
@@ -46,8 +59,8 @@ std::optional<uint64_t> u64_of(const element& v) {
 bool count_of(const element& v, const char* key, uint64_t* out, std::string* err) {
   if (auto u = u64_of(v)) return *out = *u, true;
   double d;
-  if (v.get_double().get(d) == simdjson::SUCCESS && v.type() == element_type::DOUBLE && d >= 0 &&
-      std::floor(d) == d && d < 1.8e19)
+  if (v.get_double().get(d) == simdjson::SUCCESS && v.type() == element_type::DOUBLE && d >= 0 && std::floor(d) == d &&
+      d < 1.8e19)
     return *out = static_cast<uint64_t>(d), true;
   *err = std::string(key) + " must be a non-negative integer, got " + simdjson::to_string(v);
   return false;
@@ -134,8 +147,7 @@ bool parse_workload_object(const simdjson::dom::object& row, uint32_t block_size
     simdjson::dom::array waits;
     if (f[kWaitFor]->get_array().get(waits) == simdjson::SUCCESS)
       for (auto w : waits) r.wait_for.push_back(id_string(w));
-    else if (!f[kWaitFor]->is_null())
-      r.wait_for.push_back(id_string(*f[kWaitFor]));
+    else if (!f[kWaitFor]->is_null()) r.wait_for.push_back(id_string(*f[kWaitFor]));
   }
   if (!r.hash_ids.empty() && !r.text_input) {
     uint64_t n = r.hash_ids.size();
@@ -199,7 +211,8 @@ struct Scan {
     p = b;
     if (p >= e) return false;
     if (*p == '0') ++p;
-    else if (*p >= '1' && *p <= '9') while (digit()) ++p;
+    else if (*p >= '1' && *p <= '9')
+      while (digit()) ++p;
     else return false;
     if (p < e && *p == '.') {
       ++p;
@@ -434,8 +447,8 @@ Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& r
       bs = static_cast<uint32_t>(*tb);
       bs_where = where;
     } else if (*bs != *tb) {
-      w.errors.push_back(where + ": trace_block_size " + std::to_string(*tb) + " differs from " +
-                         std::to_string(*bs) + " at " + bs_where + " (mixed block sizes)");
+      w.errors.push_back(where + ": trace_block_size " + std::to_string(*tb) + " differs from " + std::to_string(*bs) +
+                         " at " + bs_where + " (mixed block sizes)");
       continue;
     }
     const Json* il = find_path(*replay, "input_length");
@@ -488,8 +501,10 @@ Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& r
     w.block_size = block_size ? block_size : 512;
   }
   double earliest = 0;
-  for (size_t i = 0; i < pending.size(); ++i) earliest = i == 0 ? pending[i].start : std::min(earliest, pending[i].start);
-  std::stable_sort(pending.begin(), pending.end(), [](const Pending& a, const Pending& b) { return a.start < b.start; });
+  for (size_t i = 0; i < pending.size(); ++i)
+    earliest = i == 0 ? pending[i].start : std::min(earliest, pending[i].start);
+  std::stable_sort(pending.begin(), pending.end(),
+                   [](const Pending& a, const Pending& b) { return a.start < b.start; });
   std::unordered_map<std::string, double> last_end;
   for (auto& p : pending) {
     p.row.timestamp_ms = p.start - earliest;
@@ -499,8 +514,8 @@ Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& r
       last_end[p.row.session_id] = p.end;
     }
     uint64_t n = p.row.hash_ids.size();
-    p.row.hash_ids_consistent = n == 0 || ((n - 1) * w.block_size < p.row.input_length &&
-                                           p.row.input_length <= n * w.block_size);
+    p.row.hash_ids_consistent =
+        n == 0 || ((n - 1) * w.block_size < p.row.input_length && p.row.input_length <= n * w.block_size);
     p.row.index = w.rows.size();
     w.rows.push_back(std::move(p.row));
   }
@@ -541,9 +556,9 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
     }
     if (!r.hash_ids_consistent) {
       uint64_t need = (r.input_length + w.block_size - 1) / w.block_size;
-      std::string msg = where + ": input_length " + std::to_string(r.input_length) + " needs " +
-                        std::to_string(need) + " hash_ids at block size " + std::to_string(w.block_size) +
-                        ", row has " + std::to_string(r.hash_ids.size());
+      std::string msg = where + ": input_length " + std::to_string(r.input_length) + " needs " + std::to_string(need) +
+                        " hash_ids at block size " + std::to_string(w.block_size) + ", row has " +
+                        std::to_string(r.hash_ids.size());
       if (opts.strict_hash_ids) {
         report(msg);
         continue;
@@ -568,8 +583,8 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
       if (!r.hash_ids_consistent) {
         uint64_t need = (r.input_length + d.block_size - 1) / d.block_size;
         std::string msg = r.where + ": input_length " + std::to_string(r.input_length) + " needs " +
-                          std::to_string(need) + " sequence hashes at block size " +
-                          std::to_string(d.block_size) + ", row has " + std::to_string(r.hash_ids.size());
+                          std::to_string(need) + " sequence hashes at block size " + std::to_string(d.block_size) +
+                          ", row has " + std::to_string(r.hash_ids.size());
         if (opts.strict_hash_ids) report(msg), d.errors.push_back(msg);
         else diag::warning("", msg), ++d.warnings;
       }
@@ -585,8 +600,7 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
     bool first_turn = r.session_id.empty() || !seen.count(r.session_id);
     if (!r.session_id.empty()) seen[r.session_id] = true;
     if (first_turn) {
-      if (need_ts && !r.timestamp_ms)
-        report(r.where + ": missing field 'timestamp' (required in fixed-schedule mode)");
+      if (need_ts && !r.timestamp_ms) report(r.where + ": missing field 'timestamp' (required in fixed-schedule mode)");
       continue;
     }
     int kind = r.delay_ms ? 1 : r.timestamp_ms ? 2 : 0;
@@ -594,8 +608,7 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
     auto [it, fresh] = later_kind.emplace(r.session_id, std::make_pair(kind, r.where));
     if (!fresh && it->second.first != kind)
       report(r.where + ": session '" + r.session_id + "' mixes 'delay' and 'timestamp' on later turns (" +
-             it->second.second + " uses '" + (it->second.first == 1 ? "delay" : "timestamp") +
-             "'): ambiguous");
+             it->second.second + " uses '" + (it->second.first == 1 ? "delay" : "timestamp") + "'): ambiguous");
   }
   if (opts.sort_by_timestamp && w.has_timestamps) {
     bool sorted = true;

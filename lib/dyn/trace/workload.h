@@ -30,7 +30,7 @@ struct WorkloadRow {
   std::vector<std::string> wait_for;      ///< request ids that must complete first (agentic form)
   std::optional<double> tool_wait_ms;     ///< tool time before this request (agentic form)
   std::optional<int64_t> priority;
-  bool hash_ids_consistent = true;        ///< (n-1)*B < input_length <= n*B (SPEC 4.3)
+  bool hash_ids_consistent = true;  ///< (n-1)*B < input_length <= n*B (SPEC 4.3)
 };
 
 struct WorkloadOptions {
@@ -61,7 +61,7 @@ struct Workload {
   bool reordered = false;       ///< rows were sorted by timestamp
   std::vector<std::string> errors;
   uint64_t warnings = 0;
-  uint64_t skipped_rows = 0;    ///< lines the reader skipped (malformed, too long, out of range)
+  uint64_t skipped_rows = 0;  ///< lines the reader skipped (malformed, too long, out of range)
   bool ok() const { return errors.empty(); }
 };
 
@@ -75,8 +75,7 @@ struct Workload {
 /// floats are accepted), hash_ids not an array of unsigned 64-bit integers, neither input_length
 /// nor text_input. Hash-id/length consistency is recorded (hash_ids_consistent), not rejected.
 /// Thread-safe (no shared state).
-bool parse_workload_object(const simdjson::dom::object& row, uint32_t block_size, WorkloadRow& out,
-                           std::string* error);
+bool parse_workload_object(const simdjson::dom::object& row, uint32_t block_size, WorkloadRow& out, std::string* error);
 
 /// The fast path of parse_workload_object for the common row shape, reading the JSONL line itself
 /// (no DOM tree): returns true with `out` filled exactly as simdjson + parse_workload_object would
@@ -111,8 +110,7 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
 /// Converts Dynamo trace records (already parsed) into workload rows (SPEC 6.2). Rows that are
 /// not request_end or lack request.replay are skipped. Block size mismatch between rows, or
 /// against a non-zero `block_size`, adds an error.
-Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& records,
-                              uint32_t block_size);
+Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& records, uint32_t block_size);
 
 /// Serializes a row back to Mooncake JSONL (keys: timestamp, session_id, parent_session_id,
 /// request_id, delay, input_length, output_length, hash_ids, text_input, wait_for, tool_wait_ms,

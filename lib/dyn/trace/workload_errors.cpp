@@ -12,10 +12,11 @@ std::string no_workload_rows_message(const std::vector<std::string>& paths) {
                     ": expected Mooncake JSONL (one JSON object per line with input_length, output_length, "
                     "hash_ids) or Dynamo trace records";
   std::string why = io::explain_unusable_input(
-      files, {{io::InputShape::kCsv, "for an Azure LLM inference trace run 'dyn-trace convert --from azure-csv FILE' first"},
-              {io::InputShape::kJsonDocument,
-               "write one object per line (jq -c '.[]' FILE for an array), or for AIPerf's trace formats "
-               "use the per-request JSONL"}});
+      files,
+      {{io::InputShape::kCsv, "for an Azure LLM inference trace run 'dyn-trace convert --from azure-csv FILE' first"},
+       {io::InputShape::kJsonDocument,
+        "write one object per line (jq -c '.[]' FILE for an array), or for AIPerf's trace formats "
+        "use the per-request JSONL"}});
   if (!why.empty()) msg += "; " + why;
   return msg;
 }
