@@ -4,7 +4,6 @@
 
 #include <csignal>
 #include <cstdlib>
-#include <map>
 #include <memory>
 #include <string>
 
@@ -18,6 +17,14 @@
 #include "dyn/serve/frontend.h"
 
 namespace dyn::cmd {
+
+/// A count or size option: CLI11 would wrap "-1" into an unsigned value's maximum (a flush that
+/// never comes), so a leading minus sign is refused, naming the option (and its variable).
+inline const CLI::Validator kNotNegative(
+    [](std::string& v) {
+      return !v.empty() && v[0] == '-' ? std::string("must not be negative, got " + v) : std::string();
+    },
+    "", "not negative");
 
 /// Registers listening, upstream and trace flags on `sub`; call apply() after parsing.
 struct FrontendFlags {
@@ -33,6 +40,7 @@ struct FrontendFlags {
         ->type_name("FILE");
     sub.add_option("--threads", opt.listen.threads,
                    "Server threads = most concurrent client connections (one per connection)")
+        ->check(CLI::Range(size_t{1}, size_t{65536}))
         ->capture_default_str();
     sub.add_option("--max-request-bytes", opt.max_request_bytes,
                    "Largest request body accepted; a larger one gets 413 with an OpenAI-style error (0 = no limit)")
@@ -74,30 +82,33 @@ struct FrontendFlags {
     sub.add_option("--request-trace-file-format", format,
                    "gzip segments PREFIX.NNNNNN.jsonl.gz (also jsonl.gz, gz), or jsonl = plain PREFIX")
         ->envname("DYN_REQUEST_TRACE_FILE_FORMAT")
-        ->transform(CLI::CheckedTransformer(std::map<std::string, std::string>{
-            {"gzip", "gzip"}, {"jsonl.gz", "gzip"}, {"gz", "gzip"}, {"jsonl", "jsonl"}}))
+        ->check(CLI::IsMember({"gzip", "jsonl", "jsonl.gz", "gz"}))
         ->type_name("gzip|jsonl");
     sub.add_option("--request-trace-file-flush-interval-ms", file.flush_interval_ms,
                    "Flush (one gzip member) this often")
         ->envname("DYN_REQUEST_TRACE_FILE_FLUSH_INTERVAL_MS")
+        ->check(kNotNegative)
         ->capture_default_str();
     sub.add_option("--request-trace-file-buffer-bytes", file.buffer_bytes, "Flush when the buffer passes this size")
         ->envname("DYN_REQUEST_TRACE_FILE_BUFFER_BYTES")
+        ->check(kNotNegative)
         ->capture_default_str();
     sub.add_option("--request-trace-file-roll-bytes", file.roll_bytes,
                    "Start a new segment after this many uncompressed bytes")
         ->envname("DYN_REQUEST_TRACE_FILE_ROLL_BYTES")
+        ->check(kNotNegative)
         ->capture_default_str();
     sub.add_option("--request-trace-file-roll-lines", file.roll_lines,
                    "Start a new segment after this many rows (0 = no limit)")
         ->envname("DYN_REQUEST_TRACE_FILE_ROLL_LINES")
+        ->check(kNotNegative)
         ->capture_default_str();
   }
 
   /// Call after parsing: the trace settings (flags and their variables) into opt.
   void apply(bool trace_always_on) {
     opt.trace_file = file;
-    if (!format.empty()) opt.trace_file.gzip = format == "gzip";
+    if (!format.empty()) opt.trace_file.gzip = format != "jsonl";  // gzip, jsonl.gz, gz
     opt.trace = trace_always_on || trace_flag;
   }
 };

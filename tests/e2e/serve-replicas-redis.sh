@@ -53,10 +53,11 @@ replicas() {
 }
 stop_replicas() { stop "$r0_pid"; stop "$r1_pid"; stop "$r2_pid"; }
 # rows PREFIX FILES...: the rows of sessions PREFIX-* in FILES -> rows.jsonl, once all 200 are
-# there (running replicas flush their traces every 100 ms).
+# there (running replicas flush their traces every 100 ms; up to 30 s on a loaded machine: a row
+# that never comes still fails the check).
 rows() {
   local i
-  for i in $(seq 1 100); do
+  for i in $(seq 1 300); do
     cat "${@:2}" | jq -c --arg p "$1-" 'select(.agent_context.session_id | startswith($p))' >rows.jsonl
     (( $(wc -l <rows.jsonl) >= 50 * TURNS )) && break
     sleep 0.1

@@ -15,6 +15,7 @@
 #include "dyn/replay/live.h"
 #include "dyn/replay/schedule.h"
 #include "dyn/replay/session.h"
+#include "dyn/session/normalize.h"
 #include "dyn/trace/workload.h"
 #include "http_test_server.h"
 
@@ -138,6 +139,28 @@ TEST_CASE("sessions: turns, roots through parent chains, request ids") {
   CHECK(p.parent_row[2] == 1);
   CHECK(request_id_for(w.rows[3], 1, 3) == "a:1");
   CHECK(request_id_for(w.rows[4], 0, 4) == "row-4");
+}
+
+TEST_CASE("sessions: a subagent's later turns keep its parent when their rows omit it (every header style agrees)") {
+  auto w = workload_of(
+      "{\"session_id\":\"root\",\"timestamp\":0,\"input_length\":4,\"hash_ids\":[1]}\n"
+      "{\"session_id\":\"child\",\"parent_session_id\":\"root\",\"timestamp\":1,\"input_length\":4,\"hash_ids\":[2]}\n"
+      "{\"session_id\":\"grand\",\"parent_session_id\":\"child\",\"timestamp\":2,\"input_length\":4,\"hash_ids\":[3]}\n"
+      "{\"session_id\":\"grand\",\"timestamp\":3,\"input_length\":4,\"hash_ids\":[3]}\n");
+  REQUIRE(w.ok());
+  auto p = plan_sessions(w.rows);
+  CHECK(p.parent == std::vector<std::string>{"", "root", "child", "child"});
+  // Turn 2 of "grand" as each style sends it, normalized back: the same session and parent.
+  const Identity turn2{"grand", p.parent[3], p.root[3], true};
+  for (const auto& style : dyn::session::client_styles()) {
+    if (style.produces == dyn::session::Source::kNone) continue;
+    CAPTURE(style.name);
+    auto id = dyn::session::normalize(dyn::session::write_headers(style, turn2));
+    REQUIRE(id.ok());
+    REQUIRE(id->context);
+    CHECK(id->context->session_id == "grand");
+    CHECK(id->context->parent_session_id == "child");
+  }
 }
 
 TEST_CASE("plan: AIPerf fixtures load as AIPerf loads them") {

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -129,9 +130,17 @@ std::string env_context(const CLI::App& app, int argc, char** argv, const std::s
         for (auto& n : o->get_snames()) on_argv |= w == "-" + n;
       }
       if (on_argv) continue;
+      // The message names the option as a whole word: --request-trace is a prefix of
+      // --request-trace-file-format, whose own variable is the one to blame.
+      auto names_option = [&](const std::string& flag) {
+        for (size_t p = msg.find(flag); p != std::string::npos; p = msg.find(flag, p + 1)) {
+          const size_t e = p + flag.size();
+          if (e == msg.size() || !(std::isalnum(static_cast<unsigned char>(msg[e])) || msg[e] == '-')) return true;
+        }
+        return false;
+      };
       for (auto& n : o->get_lnames())
-        if (msg.find("--" + n) != std::string::npos)
-          return "environment variable " + env + "='" + val + "' (for --" + n + "): ";
+        if (names_option("--" + n)) return "environment variable " + env + "='" + val + "' (for --" + n + "): ";
     }
   }
   return "";

@@ -71,8 +71,7 @@ Plan build_plan(const trace::Workload& w, const ScheduleOptions& o) {
     it.turn = sp.turn[it.row];
     it.last_turn = sp.last_turn[it.row];
     it.request_id = request_id_for(r, it.turn, r.index);
-    it.identity = Identity{r.session_id, r.parent_session_id == r.session_id ? "" : r.parent_session_id,
-                           sp.root[it.row], sp.last_turn[it.row]};
+    it.identity = Identity{r.session_id, sp.parent[it.row], sp.root[it.row], sp.last_turn[it.row]};
     by_id.emplace(it.request_id, k);
   }
   Rng rng(o.seed);

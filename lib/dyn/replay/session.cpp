@@ -14,6 +14,7 @@ SessionPlan plan_sessions(const std::vector<trace::WorkloadRow>& rows) {
   p.prev_turn.assign(n, -1);
   p.last_turn.assign(n, true);
   p.root.assign(n, "");
+  p.parent.assign(n, "");
   p.parent_row.assign(n, -1);
   std::unordered_map<std::string, int64_t> latest;      // session -> latest row so far
   std::unordered_map<std::string, uint32_t> turns;      // session -> turns so far
@@ -40,6 +41,7 @@ SessionPlan plan_sessions(const std::vector<trace::WorkloadRow>& rows) {
     auto [rc, fresh] = root_cache.emplace(r.session_id, "");
     if (fresh) rc->second = root_of(r.session_id);
     p.root[i] = rc->second;
+    if (auto pt = parent.find(r.session_id); pt != parent.end()) p.parent[i] = pt->second;
     auto lt = latest.find(r.session_id);
     if (lt != latest.end()) {
       p.prev_turn[i] = lt->second;

@@ -23,6 +23,10 @@ struct SessionPlan {
   std::vector<int64_t> prev_turn;  ///< row index of the previous turn of the session, or -1
   std::vector<bool> last_turn;     ///< no later turn of the session in the workload
   std::vector<std::string> root;   ///< root session (parent chain followed; cycles cut)
+  /// The session's parent as first given on any of its rows ("" for a root): every turn of a
+  /// subagent carries it, also turns whose row omits it, so each header style sends the same
+  /// lineage (Claude Code's would otherwise name the root as the parent).
+  std::vector<std::string> parent;
   /// Row index of the parent session's latest turn that precedes this row in load order, for
   /// a child session's first turn; -1 otherwise or when the parent has no rows.
   std::vector<int64_t> parent_row;
