@@ -1,4 +1,5 @@
-// Unit tests for lib/dyn/base: the hand-written JSON writers match Json::dump() byte for byte.
+// Unit tests for lib/dyn/base: the hand-written JSON writers match Json::dump() byte for byte;
+// the virtual-clock EventQueue orders events and moves its clock as documented.
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -8,6 +9,7 @@
 #include <random>
 #include <string>
 
+#include "dyn/base/event_queue.h"
 #include "dyn/base/json.h"
 #include "dyn/base/json_write.h"
 #include "dyn/base/json_limits.h"
@@ -101,4 +103,34 @@ TEST_CASE("valid_utf8 accepts well-formed UTF-8 only (what Json::dump accepts)")
     }
     CHECK(dump_ok == dyn::valid_utf8(s));
   }
+}
+
+TEST_CASE("EventQueue pops by time, then kind, then insertion, and moves the clock forward only") {
+  dyn::FakeClock clock(5);
+  dyn::EventQueue<int> q(clock);
+  CHECK(q.empty());
+  CHECK(std::isinf(q.next_ms()));
+  q.push(10, 1, 100);
+  q.push(10, 0, 101);  // same instant, lower kind: first
+  q.push(3, 2, 102);   // due before the clock's reading: runs "now" without moving it back
+  q.push(10, 1, 103);  // same instant and kind as 100: after it
+  q.push(20, 0, 104);
+  CHECK(q.next_ms() == 3);
+  std::vector<int> order;
+  std::vector<double> clocks;
+  q.run_until(10, [&](const auto& e) {
+    order.push_back(e.arg);
+    clocks.push_back(clock.now_ms());
+    if (e.arg == 101) q.push(10, 2, 105);  // pushed inside the span: runs in it, after kind 1
+  });
+  CHECK(order == std::vector<int>{102, 101, 100, 103, 105});
+  CHECK(clocks == std::vector<double>{5, 10, 10, 10, 10});
+  CHECK(q.size() == 1);
+  q.run_until(15, [&](const auto&) { FAIL("nothing is due by 15"); });
+  CHECK(clock.now_ms() == 15);
+  auto e = q.pop();
+  CHECK(e.arg == 104);
+  CHECK(e.t_ms == 20);
+  CHECK(clock.now_ms() == 20);
+  CHECK(q.empty());
 }

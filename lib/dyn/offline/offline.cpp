@@ -14,6 +14,7 @@
 
 #include "dyn/base/clock.h"
 #include "dyn/base/diag.h"
+#include "dyn/base/event_queue.h"
 #include "dyn/engine/config.h"
 #include "dyn/io/jsonl.h"
 #include "dyn/io/line_reader.h"
@@ -300,306 +301,352 @@ void parse_mooncake(const simdjson::dom::object& obj, Row& r, uint32_t ids_bs, t
   row_from_workload(ok, err, w, r, ids_bs);
 }
 
-// agent_context as AgentContext::to_json().dump() writes it, without building the Json object.
 // Rows are routed in arrival order through a window of this many rows: input out of order by
 // less than that (Dynamo request_end rows are written at each request's end, so they arrive
 // shuffled by up to the number of requests in flight) is sorted exactly as a full sort would;
 // a row later than that gets dyn.error. Memory stays bounded by the window however long the input.
 constexpr size_t kReorderWindow = 16384;
 
-}  // namespace
+// One run of decide: rows stream through the reorder window into the router, on the virtual
+// clock that the ends of routed requests (EventQueue, the loop dyn-replay --sim runs on too)
+// move: memory holds the window, the router's index and bindings and the requests in flight,
+// never the whole input.
+class Decider {
+ public:
+  Decider(const DecideOptions& o, io::Output& out);
+  int run(DecideStats* stats);
 
-int decide(const DecideOptions& o, io::Output& out, DecideStats* stats) {
-  if (o.workers == 0) throw Fatal(kExitUsage, "--workers must be at least 1");
-  const uint32_t mooncake_bs = o.workload_block_size ? o.workload_block_size : 512;
+ private:
+  bool read_row(std::string_view text, Row& r);
+  void enqueue(Row&& r);
+  void start_router();
+  void route(Row& r);
+  void apply_kv_row(Row& r);
+  void write_decision(Row& r, Expected<Placement>& placed);
+  void release(uint32_t slot);
+  void report(DecideStats* stats);
 
-  // Rows stream through a reorder window (kReorderWindow) into the router: memory holds the
-  // window, the router's index and bindings and the requests in flight, never the whole input.
-  io::JsonlReader reader(o.inputs);
-  simdjson::dom::object obj;
-  trace::WorkloadRow scratch;  // reused: its buffers are moved into the Row
-  uint64_t skipped = 0, rejected = 0, untimed = 0;
-  uint64_t index = 0;
-  double last = 0;  // arrival of the previous row in input order (rows without a timestamp take it)
-  bool reordered = false;
-  std::deque<Row> window;  // sorted by arrival, stable (input order among equal arrivals)
+  const DecideOptions& o_;
+  io::Output& out_;
+  const uint32_t mooncake_bs_;
+  io::JsonlReader reader_;
+  simdjson::dom::object obj_;
+  trace::WorkloadRow scratch_;  // reused: its buffers are moved into the Row
+  uint64_t skipped_ = 0, rejected_ = 0, untimed_ = 0;
+  uint64_t index_ = 0;
+  double last_ = 0;  // arrival of the previous row in input order (rows without a timestamp take it)
+  bool reordered_ = false;
+  std::deque<Row> window_;  // sorted by arrival, stable (input order among equal arrivals)
 
   // The router is built when the first row is routed: without --kv-cache-block-size it adopts the
   // block size of the earliest row (in arrival order) that carries ids, among the rows read so far.
-  RouterConfig cfg = o.router;
-  std::optional<FakeClock> clock_store;
-  std::optional<Router> router_store;
-  std::map<uint32_t, bool> warned;  // input block sizes that differ from the router's (warned once)
-  const double kv_tokens = static_cast<double>(o.end_model.kv_blocks) * o.end_model.block_size;
-  std::vector<uint64_t> active_tokens(o.workers, 0);
+  RouterConfig cfg_;
+  FakeClock clock_;
+  std::optional<Router> router_;
+  std::map<uint32_t, bool> warned_;  // input block sizes that differ from the router's (warned once)
+  const double kv_tokens_;
+  std::vector<uint64_t> active_tokens_;
+  // Requests in flight: their placements in reused slots, released at their ends (one event each).
   struct Live {
     Placement p;
     uint64_t tokens;
     uint32_t w;
   };
-  std::vector<Live> live;
-  std::vector<uint32_t> free_live;
-  using End = std::tuple<double, uint64_t, uint32_t>;  // end, order, live slot
-  std::priority_queue<End, std::vector<End>, std::greater<>> ends;
-  uint64_t order = 0;
-  std::unordered_map<std::string, uint64_t> turns;
+  std::vector<Live> live_;
+  std::vector<uint32_t> free_live_;
+  EventQueue<uint32_t> ends_;
+  std::unordered_map<std::string, uint64_t> turns_;
   // Event-fed index: each worker's recorded batches go through the same translation as in
   // dyn-route serve, so the same stream gives the same index and the same placements.
-  std::vector<kvevents::Translator> translators;
-  uint64_t kv_rows = 0;
-  bool any_routed = false;
-  double routed_arrival = 0;  // arrival of the last row routed
-  DecideStats st;
-  st.per_worker.assign(o.workers, 0);
+  std::vector<kvevents::Translator> translators_;
+  uint64_t kv_rows_ = 0;
+  bool any_routed_ = false;
+  double routed_arrival_ = 0;  // arrival of the last row routed
+  DecideStats st_;
+  std::string line_;
+  std::vector<trace::RouteDecision::Candidate> candidates_;  // --explain, reused per row
+};
 
-  std::string s;
-  std::vector<trace::RouteDecision::Candidate> candidates;  // --explain, reused per row
-  s.reserve(4096);
-  auto start_router = [&] {
-    if (!o.router_block_size_given) {
-      for (auto& r : window)
-        if (r.ids_bs) {
-          cfg.block_size = r.ids_bs;
-          break;
-        }
-    }
-    translators.assign(o.workers, kvevents::Translator(cfg.block_size));
-    FakeClock& clock = clock_store.emplace();
-    Router& router = router_store.emplace(cfg, clock);
-    for (uint32_t w = 0; w < o.workers; ++w) {
-      if (auto e = router.add_worker(WorkerSpec{w, 0, 0})) throw Fatal(e->exit_code, e->message);
-    }
-  };
-  auto route = [&](Row& r) {
-    if (!router_store) start_router();
-    FakeClock& clock = *clock_store;
-    Router& router = *router_store;
-    if (any_routed && r.arrival_ms < routed_arrival && !r.error)
-      r.error = Error{fmt::format("row arrives at {} ms, before rows already routed (at {} ms): the input is more "
-                                  "than {} rows out of arrival order; sort it by arrival first",
-                                  r.arrival_ms, routed_arrival, kReorderWindow),
-                      kExitBadData};
-    any_routed = true;
-    routed_arrival = std::max(routed_arrival, r.arrival_ms);
-    if (r.ids_bs && r.ids_bs != cfg.block_size && warned.emplace(r.ids_bs, true).second)
-      diag::warning(r.where(),
-                    fmt::format("router block size {} (--kv-cache-block-size) differs from the input's block "
-                                "size {}: re-blocking hash ids to {}-token blocks so prefixes still match; "
-                                "use --kv-cache-block-size {} to route on the input's own blocks",
-                                cfg.block_size, r.ids_bs, cfg.block_size, r.ids_bs));
-    if (r.from_tokens) {
-      r.seq = tokens::sequence_hashes(tokens::block_hashes(r.toks, cfg.block_size));
-      r.toks = {};
-    } else if (r.ids_bs) {
-      r.seq = tokens::sequence_from_ids(r.ids, r.ids_bs, r.ids_are_sequence, r.tokens, cfg.block_size);
-      r.ids = {};
-    }
+Decider::Decider(const DecideOptions& o, io::Output& out)
+    : o_(o),
+      out_(out),
+      mooncake_bs_(o.workload_block_size ? o.workload_block_size : 512),
+      reader_(o.inputs),
+      cfg_(o.router),
+      kv_tokens_(static_cast<double>(o.end_model.kv_blocks) * o.end_model.block_size),
+      active_tokens_(o.workers, 0),
+      ends_(clock_) {
+  st_.per_worker.assign(o.workers, 0);
+  line_.reserve(4096);
+}
 
-    while (!ends.empty() && std::get<0>(ends.top()) <= r.arrival_ms) {
-      auto [end, ord, slot] = ends.top();
-      ends.pop();
-      clock.set(std::max(clock.now_ms(), end));
-      live[slot].p.finish();
-      active_tokens[live[slot].w] -= live[slot].tokens;
-      free_live.push_back(slot);
-    }
-    clock.set(std::max(clock.now_ms(), r.arrival_ms));
-    if (r.kv) {
-      ++kv_rows;
-      if (!r.error && !cfg.kv_events) r.error = Error{"kv_event rows need --router-kv-events", kExitUsage};
-      if (!r.error && r.kv_worker >= o.workers)
-        r.error =
-            Error{fmt::format("kv_event worker {} is not one of the {} workers", r.kv_worker, o.workers), kExitBadData};
-      std::optional<kvevents::EventBatch> batch;
-      if (!r.error) {
-        auto b = kvevents::decode_batch(r.kv_payload);
-        if (b) batch = std::move(*b);
-        else r.error = b.error();
+// One input line -> Row; false when the line is not routed at all (malformed, reported by the
+// reader, or a trace row that is not a request_end).
+bool Decider::read_row(std::string_view text, Row& r) {
+  r.index = index_;
+  r.file = reader_.line().file;
+  r.line = reader_.line().number;
+  if (trace::parse_workload_line_fast(text, mooncake_bs_, scratch_)) {  // the common Mooncake row
+    reader_.accept_line();
+    std::string none;
+    row_from_workload(true, none, scratch_, r, mooncake_bs_);
+    return true;
+  }
+  if (!reader_.parse_line_dom(obj_)) return false;
+  bool is_trace = !obj_["event_type"].error() || !obj_["schema"].error();
+  if (!obj_["kv_event"].error()) {
+    parse_kv_event_row(io::to_json(obj_), r);  // not counted in `index` (row-N request ids)
+  } else if (is_trace || !obj_["headers"].error()) {
+    Json rec = io::to_json(obj_);  // trace records and header rows are rare: Json-based parsing
+    if (is_trace) {
+      std::string why;
+      if (!parse_dynamo(rec, r, &why)) {
+        ++skipped_;
+        return false;
       }
-      if (r.error) {
-        ++rejected;
-        diag::error(r.where(), r.error->message);
-        return;
-      }
-      std::vector<kvevents::IndexUpdate> ups;
-      for (const auto& e : batch->events) {
-        if (const auto* st = std::get_if<kvevents::BlockStored>(&e); st && st->block_size != cfg.block_size)
-          diag::warning(r.where(), fmt::format("BlockStored block size {} differs from the router's {}", st->block_size,
-                                               cfg.block_size));
-        if (auto err = translators[r.kv_worker].translate(e, ups))
-          diag::warning(r.where(), err->message + " (event skipped)");
-      }
-      for (auto& u : ups) {
-        KvEvent ke;
-        ke.kind = u.kind == kvevents::IndexUpdate::Kind::kStored    ? KvEvent::Kind::kStored
-                  : u.kind == kvevents::IndexUpdate::Kind::kRemoved ? KvEvent::Kind::kRemoved
-                                                                    : KvEvent::Kind::kCleared;
-        ke.block_hashes = std::move(u.sequence_hashes);
-        router.apply_kv_event(r.kv_worker, ke);
-      }
-      return;
-    }
-    if (r.request_id.empty()) {
-      if (r.ctx) r.request_id = fmt::format(FMT_COMPILE("{}:{}"), r.ctx->session_id, turns[r.ctx->session_id]++);
-      else r.request_id = fmt::format(FMT_COMPILE("row-{}"), r.index);
-    } else if (r.ctx) {
-      ++turns[r.ctx->session_id];
-    }
-    Expected<Placement> placed = Error{};
-    if (!r.error) {
-      RouteRequest q;
-      if (r.ctx) {
-        q.session_id = r.ctx->session_id;
-        q.parent_session_id = r.ctx->parent_session_id;
-      }
-      q.sequence_hashes = r.seq;
-      q.tokens = r.tokens;
-      q.worker = r.worker;
-      q.explain = o.explain;
-      placed = router.place(q);
-      if (!placed.ok()) r.error = placed.error();
-    }
-    if (r.error) {
-      ++rejected;
-      diag::error(r.where(), r.error->message);
-    }
-
-    s.clear();
-    trace::RouteDecision d;
-    d.event_time_unix_ms = r.arrival_ms > 0 ? static_cast<uint64_t>(std::llround(r.arrival_ms)) : 0;
-    if (r.ctx) d.agent_context = trace::ContextRef::of(*r.ctx);
-    d.request_id = r.request_id;
-    d.x_request_id = r.x_request_id;
-    d.input_tokens = r.tokens;
-    d.output_tokens = r.output_tokens;
-    if (placed.ok()) {
-      Placement& p = *placed;
-      d.cached_tokens = p.cached_tokens();
-      d.kv_hit_rate = r.tokens ? static_cast<double>(p.cached_tokens()) / static_cast<double>(r.tokens) : 0.0;
-      d.worker = static_cast<int64_t>(p.worker());
-      d.binding = binding_name(p.binding());
-      d.request_blocks = p.request_blocks();
-      d.explain = o.explain;
-      if (o.explain) {
-        candidates.clear();
-        for (auto& w : p.explain())
-          candidates.push_back({w.worker, w.overlap_blocks, w.prefill_blocks, w.decode_blocks, w.cost, w.eligible});
-        d.candidates = candidates;
-      }
-      trace::append_route_decision(s, d);
-      p.commit();
-      auto wi = static_cast<uint32_t>(p.worker());
-      ++st.routed;
-      if (wi < st.per_worker.size()) ++st.per_worker[wi];
-      st.input_tokens += r.tokens;
-      st.cached_tokens += p.cached_tokens();
-      double u = kv_tokens > 0 ? static_cast<double>(active_tokens[wi] + r.tokens) / kv_tokens : 0;
-      double end = r.end_ms ? std::max(*r.end_ms, r.arrival_ms)
-                            : r.arrival_ms +
-                                  o.end_model.duration_ms(r.tokens - p.cached_tokens(), r.output_tokens.value_or(0), u);
-      active_tokens[wi] += r.tokens;
-      uint32_t slot;
-      if (!free_live.empty()) {
-        slot = free_live.back();
-        free_live.pop_back();
-        live[slot] = Live{std::move(p), r.tokens, wi};
-      } else {
-        slot = static_cast<uint32_t>(live.size());
-        live.push_back(Live{std::move(p), r.tokens, wi});
-      }
-      ends.emplace(end, order++, slot);
     } else {
-      d.error = trace::RouteDecision::Refusal{r.error->exit_code, r.error->message};
-      trace::append_route_decision(s, d);
+      parse_headers_row(rec, r);
     }
-    ++st.decisions;
-    out.line(s);
-  };
+  } else {
+    parse_mooncake(obj_, r, mooncake_bs_, scratch_);
+  }
+  return true;
+}
 
+// Into the reorder window (stable insertion by arrival; in-order input appends at the back in
+// O(1)); the earliest row is routed once the window is full.
+void Decider::enqueue(Row&& r) {
+  if (!r.kv) ++index_;
+  // Rows without a timestamp arrive with the row before them (closed-loop delays are replay's job).
+  if (!r.has_time) {
+    r.arrival_ms = last_;
+    ++untimed_;
+  }
+  last_ = r.arrival_ms;
+  auto pos = window_.end();
+  while (pos != window_.begin() && std::prev(pos)->arrival_ms > r.arrival_ms) --pos;
+  if (pos != window_.end()) reordered_ = true;
+  window_.insert(pos, std::move(r));
+  if (window_.size() > kReorderWindow) {
+    route(window_.front());
+    window_.pop_front();
+  }
+}
+
+void Decider::start_router() {
+  if (!o_.router_block_size_given) {
+    for (auto& r : window_)
+      if (r.ids_bs) {
+        cfg_.block_size = r.ids_bs;
+        break;
+      }
+  }
+  translators_.assign(o_.workers, kvevents::Translator(cfg_.block_size));
+  Router& router = router_.emplace(cfg_, clock_);
+  for (uint32_t w = 0; w < o_.workers; ++w) {
+    if (auto e = router.add_worker(WorkerSpec{w, 0, 0})) throw Fatal(e->exit_code, e->message);
+  }
+}
+
+// A request's end: its load leaves the router and the end model's utilisation.
+void Decider::release(uint32_t slot) {
+  live_[slot].p.finish();
+  active_tokens_[live_[slot].w] -= live_[slot].tokens;
+  free_live_.push_back(slot);
+}
+
+// A recorded KV event batch -> the worker's index, translated as dyn-route serve does.
+void Decider::apply_kv_row(Row& r) {
+  ++kv_rows_;
+  if (!r.error && !cfg_.kv_events) r.error = Error{"kv_event rows need --router-kv-events", kExitUsage};
+  if (!r.error && r.kv_worker >= o_.workers)
+    r.error =
+        Error{fmt::format("kv_event worker {} is not one of the {} workers", r.kv_worker, o_.workers), kExitBadData};
+  std::optional<kvevents::EventBatch> batch;
+  if (!r.error) {
+    auto b = kvevents::decode_batch(r.kv_payload);
+    if (b) batch = std::move(*b);
+    else r.error = b.error();
+  }
+  if (r.error) {
+    ++rejected_;
+    diag::error(r.where(), r.error->message);
+    return;
+  }
+  std::vector<kvevents::IndexUpdate> ups;
+  for (const auto& e : batch->events) {
+    if (const auto* st = std::get_if<kvevents::BlockStored>(&e); st && st->block_size != cfg_.block_size)
+      diag::warning(r.where(), fmt::format("BlockStored block size {} differs from the router's {}", st->block_size,
+                                           cfg_.block_size));
+    if (auto err = translators_[r.kv_worker].translate(e, ups))
+      diag::warning(r.where(), err->message + " (event skipped)");
+  }
+  for (auto& u : ups) {
+    KvEvent ke;
+    ke.kind = u.kind == kvevents::IndexUpdate::Kind::kStored    ? KvEvent::Kind::kStored
+              : u.kind == kvevents::IndexUpdate::Kind::kRemoved ? KvEvent::Kind::kRemoved
+                                                                : KvEvent::Kind::kCleared;
+    ke.block_hashes = std::move(u.sequence_hashes);
+    router_->apply_kv_event(r.kv_worker, ke);
+  }
+}
+
+// Routes one row at its arrival (after every end due by then) and writes its route_decision row.
+void Decider::route(Row& r) {
+  if (!router_) start_router();
+  if (any_routed_ && r.arrival_ms < routed_arrival_ && !r.error)
+    r.error = Error{fmt::format("row arrives at {} ms, before rows already routed (at {} ms): the input is more "
+                                "than {} rows out of arrival order; sort it by arrival first",
+                                r.arrival_ms, routed_arrival_, kReorderWindow),
+                    kExitBadData};
+  any_routed_ = true;
+  routed_arrival_ = std::max(routed_arrival_, r.arrival_ms);
+  if (r.ids_bs && r.ids_bs != cfg_.block_size && warned_.emplace(r.ids_bs, true).second)
+    diag::warning(r.where(), fmt::format("router block size {} (--kv-cache-block-size) differs from the input's block "
+                                         "size {}: re-blocking hash ids to {}-token blocks so prefixes still match; "
+                                         "use --kv-cache-block-size {} to route on the input's own blocks",
+                                         cfg_.block_size, r.ids_bs, cfg_.block_size, r.ids_bs));
+  if (r.from_tokens) {
+    r.seq = tokens::sequence_hashes(tokens::block_hashes(r.toks, cfg_.block_size));
+    r.toks = {};
+  } else if (r.ids_bs) {
+    r.seq = tokens::sequence_from_ids(r.ids, r.ids_bs, r.ids_are_sequence, r.tokens, cfg_.block_size);
+    r.ids = {};
+  }
+  ends_.run_until(r.arrival_ms, [&](const auto& end) { release(end.arg); });
+  if (r.kv) return apply_kv_row(r);
+  if (r.request_id.empty()) {
+    if (r.ctx) r.request_id = fmt::format(FMT_COMPILE("{}:{}"), r.ctx->session_id, turns_[r.ctx->session_id]++);
+    else r.request_id = fmt::format(FMT_COMPILE("row-{}"), r.index);
+  } else if (r.ctx) {
+    ++turns_[r.ctx->session_id];
+  }
+  Expected<Placement> placed = Error{};
+  if (!r.error) {
+    RouteRequest q;
+    if (r.ctx) {
+      q.session_id = r.ctx->session_id;
+      q.parent_session_id = r.ctx->parent_session_id;
+    }
+    q.sequence_hashes = r.seq;
+    q.tokens = r.tokens;
+    q.worker = r.worker;
+    q.explain = o_.explain;
+    placed = router_->place(q);
+    if (!placed.ok()) r.error = placed.error();
+  }
+  if (r.error) {
+    ++rejected_;
+    diag::error(r.where(), r.error->message);
+  }
+  write_decision(r, placed);
+}
+
+// The route_decision row; a placed request is committed and its end scheduled (recorded, or
+// estimated with the end model at the worker's load on arrival).
+void Decider::write_decision(Row& r, Expected<Placement>& placed) {
+  line_.clear();
+  trace::RouteDecision d;
+  d.event_time_unix_ms = r.arrival_ms > 0 ? static_cast<uint64_t>(std::llround(r.arrival_ms)) : 0;
+  if (r.ctx) d.agent_context = trace::ContextRef::of(*r.ctx);
+  d.request_id = r.request_id;
+  d.x_request_id = r.x_request_id;
+  d.input_tokens = r.tokens;
+  d.output_tokens = r.output_tokens;
+  if (!placed.ok()) {
+    d.error = trace::RouteDecision::Refusal{r.error->exit_code, r.error->message};
+    trace::append_route_decision(line_, d);
+    ++st_.decisions;
+    out_.line(line_);
+    return;
+  }
+  Placement& p = *placed;
+  d.cached_tokens = p.cached_tokens();
+  d.kv_hit_rate = r.tokens ? static_cast<double>(p.cached_tokens()) / static_cast<double>(r.tokens) : 0.0;
+  d.worker = static_cast<int64_t>(p.worker());
+  d.binding = binding_name(p.binding());
+  d.request_blocks = p.request_blocks();
+  d.explain = o_.explain;
+  if (o_.explain) {
+    candidates_.clear();
+    for (auto& w : p.explain())
+      candidates_.push_back({w.worker, w.overlap_blocks, w.prefill_blocks, w.decode_blocks, w.cost, w.eligible});
+    d.candidates = candidates_;
+  }
+  trace::append_route_decision(line_, d);
+  p.commit();
+  auto wi = static_cast<uint32_t>(p.worker());
+  ++st_.routed;
+  if (wi < st_.per_worker.size()) ++st_.per_worker[wi];
+  st_.input_tokens += r.tokens;
+  st_.cached_tokens += p.cached_tokens();
+  double u = kv_tokens_ > 0 ? static_cast<double>(active_tokens_[wi] + r.tokens) / kv_tokens_ : 0;
+  double end =
+      r.end_ms ? std::max(*r.end_ms, r.arrival_ms)
+               : r.arrival_ms + o_.end_model.duration_ms(r.tokens - p.cached_tokens(), r.output_tokens.value_or(0), u);
+  active_tokens_[wi] += r.tokens;
+  uint32_t slot;
+  if (!free_live_.empty()) {
+    slot = free_live_.back();
+    free_live_.pop_back();
+    live_[slot] = Live{std::move(p), r.tokens, wi};
+  } else {
+    slot = static_cast<uint32_t>(live_.size());
+    live_.push_back(Live{std::move(p), r.tokens, wi});
+  }
+  ends_.push(end, 0, slot);
+  ++st_.decisions;
+  out_.line(line_);
+}
+
+int Decider::run(DecideStats* stats) {
   std::string_view text;
-  while (reader.next_line(text)) {
+  while (reader_.next_line(text)) {
     Row r;
-    r.index = index;
-    r.file = reader.line().file;
-    r.line = reader.line().number;
-    if (trace::parse_workload_line_fast(text, mooncake_bs, scratch)) {  // the common Mooncake row
-      reader.accept_line();
-      std::string none;
-      row_from_workload(true, none, scratch, r, mooncake_bs);
-    } else {
-      if (!reader.parse_line_dom(obj)) continue;
-      bool is_trace = !obj["event_type"].error() || !obj["schema"].error();
-      if (!obj["kv_event"].error()) {
-        parse_kv_event_row(io::to_json(obj), r);  // not counted in `index` (row-N request ids)
-      } else if (is_trace || !obj["headers"].error()) {
-        Json rec = io::to_json(obj);  // trace records and header rows are rare: Json-based parsing
-        if (is_trace) {
-          std::string why;
-          if (!parse_dynamo(rec, r, &why)) {
-            ++skipped;
-            continue;
-          }
-        } else {
-          parse_headers_row(rec, r);
-        }
-      } else {
-        parse_mooncake(obj, r, mooncake_bs, scratch);
-      }
-    }
-    if (!r.kv) ++index;
-    // Rows without a timestamp arrive with the row before them (closed-loop delays are replay's job).
-    if (!r.has_time) {
-      r.arrival_ms = last;
-      ++untimed;
-    }
-    last = r.arrival_ms;
-    // Stable insertion by arrival; in-order input appends at the back in O(1).
-    auto pos = window.end();
-    while (pos != window.begin() && std::prev(pos)->arrival_ms > r.arrival_ms) --pos;
-    if (pos != window.end()) reordered = true;
-    window.insert(pos, std::move(r));
-    if (window.size() > kReorderWindow) {
-      route(window.front());
-      window.pop_front();
-    }
+    if (read_row(text, r)) enqueue(std::move(r));
   }
-  while (!window.empty()) {
-    route(window.front());
-    window.pop_front();
+  while (!window_.empty()) {
+    route(window_.front());
+    window_.pop_front();
   }
-  reader.summarize();
+  reader_.summarize();
   // Zero usable rows out of a non-empty input is the wrong format, not an empty run (issue 21.8).
-  if (reader.rows() == 0 && reader.malformed() > 0)
-    throw Fatal(kExitBadData, trace::no_workload_rows_message(o.inputs));
-  if (skipped)
-    diag::note(fmt::format("{} trace row{} that are not request_end skipped", skipped, skipped == 1 ? "" : "s"));
-  if (untimed)
-    diag::note(fmt::format("{} row{} without a timestamp routed at the previous row's arrival time", untimed,
-                           untimed == 1 ? "" : "s"));
-  if (reordered) diag::note("rows were not in arrival order; routed (and written) sorted by arrival, stably");
-
+  if (reader_.rows() == 0 && reader_.malformed() > 0)
+    throw Fatal(kExitBadData, trace::no_workload_rows_message(o_.inputs));
+  if (skipped_)
+    diag::note(fmt::format("{} trace row{} that are not request_end skipped", skipped_, skipped_ == 1 ? "" : "s"));
+  if (untimed_)
+    diag::note(fmt::format("{} row{} without a timestamp routed at the previous row's arrival time", untimed_,
+                           untimed_ == 1 ? "" : "s"));
+  if (reordered_) diag::note("rows were not in arrival order; routed (and written) sorted by arrival, stably");
   // Release in end order so the router's state unwinds like time would.
-  while (!ends.empty()) {
-    auto [end, ord, slot] = ends.top();
-    ends.pop();
-    clock_store->set(std::max(clock_store->now_ms(), end));
-    live[slot].p.finish();
-  }
-  if (cfg.kv_events && kv_rows == 0)
+  while (!ends_.empty()) live_[ends_.pop().arg].p.finish();
+  if (cfg_.kv_events && kv_rows_ == 0)
     diag::warning("", "--router-kv-events without kv_event rows: the index stayed empty (load-only routing)");
-  if (rejected)
-    diag::warning("", fmt::format("{} row{} could not be routed (see dyn.error)", rejected, rejected == 1 ? "" : "s"));
-  if (stats) {
-    st.rejected = rejected;
-    st.skipped = skipped;
-    st.untimed = untimed;
-    st.kv_event_rows = kv_rows;
-    st.malformed = reader.malformed();
-    st.reordered = reordered;
-    st.router_block_size = cfg.block_size;
-    *stats = std::move(st);
-  }
-  return rejected ? kExitBadData : kExitOk;
+  if (rejected_)
+    diag::warning("",
+                  fmt::format("{} row{} could not be routed (see dyn.error)", rejected_, rejected_ == 1 ? "" : "s"));
+  report(stats);
+  return rejected_ ? kExitBadData : kExitOk;
+}
+
+void Decider::report(DecideStats* stats) {
+  if (!stats) return;
+  st_.rejected = rejected_;
+  st_.skipped = skipped_;
+  st_.untimed = untimed_;
+  st_.kv_event_rows = kv_rows_;
+  st_.malformed = reader_.malformed();
+  st_.reordered = reordered_;
+  st_.router_block_size = cfg_.block_size;
+  *stats = std::move(st_);
+}
+
+}  // namespace
+
+int decide(const DecideOptions& o, io::Output& out, DecideStats* stats) {
+  if (o.workers == 0) throw Fatal(kExitUsage, "--workers must be at least 1");
+  return Decider(o, out).run(stats);
 }
 
 }  // namespace dyn::offline

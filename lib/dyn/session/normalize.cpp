@@ -98,9 +98,9 @@ std::optional<AgentContext> AgentContext::from_json(const Json& v) {
 
 Expected<Identity> normalize(const HeaderList& headers) {
   Table t;
+  const auto& names = identity_header_names();
   for (auto& [name, raw] : headers) {
     std::string n = lower(trim(name));
-    const auto& names = identity_header_names();
     if (std::find(names.begin(), names.end(), n) == names.end()) continue;
     std::string_view v = trim(raw);
     if (v.empty()) continue;  // blank counts as absent
