@@ -89,10 +89,20 @@ TEST_CASE("generate: subagents carry their parent and start after it; rows are i
   auto rows = generate_agent_workload(o);
   std::map<std::string, double> start;
   std::map<std::string, std::string> request_session;
+  std::map<std::string, std::string> latest;  // session -> its latest row so far
   double prev_ts = -1;
-  int subs = 0;
+  int subs = 0, waits = 0;
   for (auto& r : rows) {
+    // Every row comes after what it waits for (a replay refuses a wait_for naming a later row),
+    // and a subagent's first turn right after its spawning turn: that is its parent's latest
+    // preceding turn, the dependency a replay outside the fixed schedule gives it (SPEC 6.1).
+    for (auto& w : r.wait_for) {
+      CHECK(request_session.count(w) == 1);
+      ++waits;
+    }
+    if (r.timestamp_ms && !r.parent_session_id.empty()) CHECK(r.wait_for.at(0) == latest[r.parent_session_id]);
     request_session[r.request_id] = r.session_id;
+    latest[r.session_id] = r.request_id;
     if (r.timestamp_ms) {
       CHECK(*r.timestamp_ms >= prev_ts);
       prev_ts = *r.timestamp_ms;
@@ -109,9 +119,7 @@ TEST_CASE("generate: subagents carry their parent and start after it; rows are i
     }
   }
   CHECK(subs > 0);
-  // A parent turn waiting for a subagent names a row that exists.
-  for (auto& r : rows)
-    for (auto& w : r.wait_for) CHECK(request_session.count(w) == 1);
+  CHECK(waits == 2 * subs);  // the subagent's first turn and the parent's next turn
 }
 
 TEST_CASE("generate: max context ends a session; bad options are usage errors") {

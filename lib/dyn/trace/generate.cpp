@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <queue>
 
 #include "dyn/base/error.h"
 #include "dyn/base/random.h"
@@ -41,10 +42,69 @@ std::string session_name(uint64_t i, uint64_t n) {
 }
 
 struct Session {
-  double start_ms = 0;
-  uint64_t order = 0;  // creation order (ties)
+  double start_ms = 0;  // a root's first timestamp (a subagent's comes from its spawning turn)
   std::vector<WorkloadRow> rows;
 };
+
+// "Row `to` starts after row `from` ends" (rows by (session, turn)): a subagent's first turn after
+// the turn that spawned it, and with --wait-for the parent's next turn after the subagent's last.
+struct Link {
+  size_t from_s, from_t, to_s, to_t;
+};
+
+// The rows in the order they would start, every row after all it waits for: its previous turn
+// (ends + its delay), a subagent's spawning turn, and with --wait-for the subagent a parent's
+// turn waits for. Replays need that order: a wait_for naming a later row is refused, and outside
+// the fixed schedule a subagent's first turn follows its parent's latest preceding turn (SPEC
+// 6.1), which must be the spawning turn. Start estimates (a turn lasts est_ms_per_output_token x
+// its output + est_ms_per_kilotoken_input x its input / 1000) break the ties of that partial order
+// and give each subagent's first turn its timestamp: its spawning turn's estimated end.
+std::vector<WorkloadRow> order_rows(std::vector<Session>& sessions, const std::vector<Link>& links,
+                                    const AgentWorkloadOptions& o) {
+  std::vector<size_t> first(sessions.size() + 1, 0);  // node of (s, t) = first[s] + t
+  for (size_t s = 0; s < sessions.size(); ++s) first[s + 1] = first[s] + sessions[s].rows.size();
+  const size_t n = first.back();
+  std::vector<std::vector<size_t>> next(n);
+  std::vector<uint32_t> pending(n, 0);
+  std::vector<double> ready(n, 0);
+  auto row = [&](size_t v) -> WorkloadRow& {
+    size_t s = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), v) - first.begin()) - 1;
+    return sessions[s].rows[v - first[s]];
+  };
+  for (size_t s = 0; s < sessions.size(); ++s)
+    for (size_t t = 1; t < sessions[s].rows.size(); ++t) {
+      next[first[s] + t - 1].push_back(first[s] + t);
+      ++pending[first[s] + t];
+    }
+  for (const Link& l : links) {
+    next[first[l.from_s] + l.from_t].push_back(first[l.to_s] + l.to_t);
+    ++pending[first[l.to_s] + l.to_t];
+  }
+  using Ready = std::pair<double, size_t>;  // estimated start, generation order
+  std::priority_queue<Ready, std::vector<Ready>, std::greater<>> q;
+  for (size_t s = 0; s < sessions.size(); ++s)
+    if (!pending[first[s]]) q.emplace(sessions[s].start_ms, first[s]);
+  std::vector<WorkloadRow> rows;
+  rows.reserve(n);
+  while (!q.empty()) {
+    auto [start, v] = q.top();
+    q.pop();
+    WorkloadRow& r = row(v);
+    const double end = start + static_cast<double>(r.output_length.value_or(0)) * o.est_ms_per_output_token +
+                       static_cast<double>(r.input_length) / 1000.0 * o.est_ms_per_kilotoken_input;
+    for (size_t w : next[v]) {
+      const WorkloadRow& x = row(w);
+      const bool same_session = x.session_id == r.session_id;
+      ready[w] = std::max(ready[w], end + (same_session ? x.delay_ms.value_or(0) : 0.0));
+      if (--pending[w] == 0) q.emplace(ready[w], w);
+    }
+    if (!r.timestamp_ms && !r.delay_ms) r.timestamp_ms = std::round(start);  // a subagent's first turn
+    r.index = rows.size();
+    r.hash_ids_consistent = true;
+    rows.push_back(std::move(r));
+  }
+  return rows;
+}
 
 }  // namespace
 
@@ -69,20 +129,16 @@ std::vector<WorkloadRow> generate_agent_workload(const AgentWorkloadOptions& o, 
 
   AgentWorkloadSummary sum;
   std::vector<Session> sessions;
-  uint64_t order = 0;
+  std::vector<Link> links;
 
-  // One session's turns. `turn_est_ms` receives the estimated start offset of each turn (from
-  // the session start) so subagents can be placed near the turn that spawned them.
-  auto run_session = [&](const std::string& id, const std::string& parent, double start_ms, uint64_t turns,
-                         std::vector<double>* turn_est_ms) {
+  // One session's turns (a subagent's first timestamp is set when the rows are ordered).
+  auto run_session = [&](const std::string& id, const std::string& parent, double start_ms, uint64_t turns) {
     Session s;
     s.start_ms = start_ms;
-    s.order = order++;
     Context ctx;
     ctx.ids = system_ids;
     ctx.tokens = system_full;
     extend(ctx, (o.system_prompt_tokens - system_full) + draw_tokens(rng, o.task_tokens), b, next_id);
-    double est = 0;
     for (uint64_t t = 0; t < turns; ++t) {
       WorkloadRow r;
       r.session_id = id;
@@ -92,11 +148,8 @@ std::vector<WorkloadRow> generate_agent_workload(const AgentWorkloadOptions& o, 
       r.hash_ids = ctx.ids;
       r.output_length = draw_tokens(rng, o.output_tokens);
       double gap = o.tool_gap_ms > 0 ? rng.exponential(o.tool_gap_ms) : 0.0;
-      if (t == 0) r.timestamp_ms = std::round(start_ms);
-      else r.delay_ms = std::round(gap);
-      if (turn_est_ms) turn_est_ms->push_back(est);
-      est += (t == 0 ? 0 : gap) + *r.output_length * o.est_ms_per_output_token +
-             static_cast<double>(r.input_length) / 1000.0 * o.est_ms_per_kilotoken_input;
+      if (t > 0) r.delay_ms = std::round(gap);
+      else if (parent.empty()) r.timestamp_ms = std::round(start_ms);
       sum.input_tokens += r.input_length;
       sum.output_tokens += *r.output_length;
       uint64_t grown = ctx.tokens + *r.output_length;
@@ -118,8 +171,7 @@ std::vector<WorkloadRow> generate_agent_workload(const AgentWorkloadOptions& o, 
     if (i > 0 && o.session_rate_per_s > 0) t_ms += rng.exponential(1000.0 / o.session_rate_per_s);
     std::string root = session_name(i, o.sessions);
     uint64_t turns = o.turns_min + rng.below(o.turns_max - o.turns_min + 1);
-    std::vector<double> est;
-    size_t root_index = run_session(root, "", t_ms, turns, &est);
+    size_t root_index = run_session(root, "", t_ms, turns);
     ++sum.sessions;
     // Subagents: decided per root turn except the last (a parent waits for its subagent's
     // answer before its next turn). One generator for everything: the file is a function of
@@ -130,28 +182,18 @@ std::vector<WorkloadRow> generate_agent_workload(const AgentWorkloadOptions& o, 
       if (o.subagent_probability <= 0 || rng.uniform() >= o.subagent_probability) continue;
       std::string sub = root + ".sub" + std::to_string(++sub_count);
       uint64_t sturns = o.subagent_turns_min + rng.below(o.subagent_turns_max - o.subagent_turns_min + 1);
-      const WorkloadRow& spawn = sessions[root_index].rows[k];
-      double spawn_ms = t_ms + est[k] + *spawn.output_length * o.est_ms_per_output_token;
-      std::string spawn_id = spawn.request_id;
-      size_t si = run_session(sub, root, spawn_ms, sturns, nullptr);
+      std::string spawn_id = sessions[root_index].rows[k].request_id;
+      size_t si = run_session(sub, root, 0, sturns);
       ++sum.subagents;
+      links.push_back({root_index, k, si, 0});
       if (o.wait_for) {
         sessions[si].rows.front().wait_for.push_back(spawn_id);
         sessions[root_index].rows[k + 1].wait_for.push_back(sessions[si].rows.back().request_id);
+        links.push_back({si, sessions[si].rows.size() - 1, root_index, k + 1});
       }
     }
   }
-  std::stable_sort(sessions.begin(), sessions.end(), [](const Session& a, const Session& c) {
-    return a.start_ms != c.start_ms ? a.start_ms < c.start_ms : a.order < c.order;
-  });
-  std::vector<WorkloadRow> rows;
-  rows.reserve(sum.rows);
-  for (auto& s : sessions)
-    for (auto& r : s.rows) {
-      r.index = rows.size();
-      r.hash_ids_consistent = true;
-      rows.push_back(std::move(r));
-    }
+  std::vector<WorkloadRow> rows = order_rows(sessions, links, o);
   if (summary) *summary = sum;
   return rows;
 }

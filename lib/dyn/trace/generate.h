@@ -29,8 +29,9 @@ struct AgentWorkloadOptions {
   /// Add `wait_for` (SPEC 6.1 agentic form): a subagent's first turn waits for the parent turn
   /// that spawned it, and the parent's next turn waits for the subagent's last turn.
   bool wait_for = false;
-  /// Time estimate per turn used only to place a subagent's first `timestamp` near its parent's
-  /// spawning turn: ms per output token + ms per 1,000 input tokens.
+  /// Time estimate per turn, used only to order the rows and to place a subagent's first
+  /// `timestamp` at its spawning turn's estimated end: ms per output token + ms per 1,000 input
+  /// tokens.
   double est_ms_per_output_token = 20, est_ms_per_kilotoken_input = 30;
 };
 
@@ -49,8 +50,10 @@ struct AgentWorkloadSummary {
 /// partial last block changes, as it would with real text). Every session starts with the same
 /// system-prompt blocks. First turns carry `timestamp`, later turns `delay` (the tool gap);
 /// subagents have their own session_id plus `parent_session_id`. `request_id` is
-/// "<session>:<turn>". Rows are ordered by session start, each session's turns contiguous, so the
-/// file is in timestamp order. Throws Fatal(2) for impossible options (block size 0, turns_min >
+/// "<session>:<turn>". Rows are ordered by estimated start, every row after all it waits for (its
+/// previous turn, a subagent's spawning turn, with wait_for the subagent a parent's turn waits
+/// for), so first-turn timestamps never decrease down the file and live and simulated replays
+/// can follow every dependency. Throws Fatal(2) for impossible options (block size 0, turns_min >
 /// turns_max, probability outside [0, 1], ...).
 std::vector<WorkloadRow> generate_agent_workload(const AgentWorkloadOptions& options,
                                                  AgentWorkloadSummary* summary = nullptr);
