@@ -18,6 +18,9 @@ struct Engine::Seq {
   bool done = false;
   size_t held_hashed = 0;  // leading spec.block_hashes acquired
   uint64_t held_private = 0;
+  // Pool slots of the held hashed blocks (slots[i] holds block_hashes[i], i < held_hashed): a
+  // release goes by slot, without a hash lookup per block.
+  std::vector<uint32_t> slots;
 };
 
 Engine::Engine(EngineConfig config) : cfg_(config), pool_(config.num_blocks, config.kv_events) {}
@@ -86,14 +89,26 @@ bool Engine::ensure_blocks(Seq& s, uint64_t new_computed) {
   const int64_t need = static_cast<int64_t>(missing_.size()) + private_delta;
   if (need > 0 && static_cast<uint64_t>(need) + reactivated > pool_.available()) return false;
   // Protect present blocks from eviction first, then make room, then insert the new ones.
-  for (uint32_t slot : present_) pool_.acquire_slot(slot);  // no pool change since the lookups
+  if (target_hashed > s.held_hashed) s.slots.resize(target_hashed);
+  {
+    size_t m = 0, p = 0;  // the lookups above, in block order: missing_ holds indices, present_ slots
+    for (size_t i = s.held_hashed; i < target_hashed; ++i) {
+      if (m < missing_.size() && missing_[m] == i) {
+        ++m;
+        continue;
+      }
+      const uint32_t slot = present_[p++];
+      pool_.acquire_slot(slot);  // no pool change since the lookups
+      s.slots[i] = slot;
+    }
+  }
   if (private_delta < 0) pool_.free_private(static_cast<uint64_t>(-private_delta));
   const uint64_t grow = missing_.size() + static_cast<uint64_t>(std::max<int64_t>(private_delta, 0));
   pool_.make_room(grow);
   for (size_t i : missing_) {
     std::optional<uint64_t> parent;
     if (i > 0) parent = s.spec.block_hashes[i - 1];
-    pool_.insert(s.spec.block_hashes[i], parent);
+    s.slots[i] = pool_.insert(s.spec.block_hashes[i], parent);
   }
   if (private_delta > 0) pool_.alloc_private(static_cast<uint64_t>(private_delta));
   s.held_hashed = std::max(s.held_hashed, target_hashed);
@@ -105,7 +120,7 @@ void Engine::release_blocks(Seq& s) {
   pool_.free_private(s.held_private);
   s.held_private = 0;
   // Last block first: leaves enter the LRU before their prefixes and are evicted first.
-  for (size_t i = s.held_hashed; i-- > 0;) pool_.release(s.spec.block_hashes[i], cfg_.enable_prefix_caching);
+  for (size_t i = s.held_hashed; i-- > 0;) pool_.release_slot(s.slots[i], cfg_.enable_prefix_caching);
   s.held_hashed = 0;
 }
 

@@ -9,7 +9,7 @@ KvPool::KvPool(uint64_t capacity, bool record_events) : capacity_(capacity), rec
   // The slab grows on demand (a pool of millions of blocks should not cost memory up front).
   size_t buckets = 16;
   while (buckets < 2 * capacity) buckets <<= 1;
-  table_.assign(buckets, 0);
+  table_.assign(buckets, Cell{});
   mask_ = buckets - 1;
   shift_ = 64;
   for (size_t b = buckets; b > 1; b >>= 1) --shift_;
@@ -18,30 +18,31 @@ KvPool::KvPool(uint64_t capacity, bool record_events) : capacity_(capacity), rec
 KvPool::~KvPool() = default;
 
 uint32_t KvPool::find_slot(uint64_t hash) const {
+  const auto tag = static_cast<uint32_t>(scramble(hash) >> 32);
   for (size_t i = bucket(hash);; i = (i + 1) & mask_) {
-    uint32_t v = table_[i];
-    if (v == 0) return kNil;
-    if (slab_[v - 1].hash == hash) return v - 1;
+    const Cell& c = table_[i];
+    if (c.slot1 == 0) return kNil;
+    if (c.tag == tag && slab_[c.slot1 - 1].hash == hash) return c.slot1 - 1;
   }
 }
 
-void KvPool::table_erase(uint64_t hash) {
+void KvPool::table_erase(uint64_t hash, uint32_t slot) {
   size_t i = bucket(hash);
-  while (slab_[table_[i] - 1].hash != hash) i = (i + 1) & mask_;
+  while (table_[i].slot1 != slot + 1) i = (i + 1) & mask_;
   // Backward-shift deletion keeps probe chains intact without tombstones.
   size_t j = i;
   for (;;) {
     j = (j + 1) & mask_;
-    if (table_[j] == 0) break;
-    size_t home = bucket(slab_[table_[j] - 1].hash);
+    if (table_[j].slot1 == 0) break;
+    size_t h = home(table_[j]);
     // Move j into the hole at i when its home is not in (i, j] (cyclically).
-    bool in_range = i <= j ? (home > i && home <= j) : (home > i || home <= j);
+    bool in_range = i <= j ? (h > i && h <= j) : (h > i || h <= j);
     if (!in_range) {
       table_[i] = table_[j];
       i = j;
     }
   }
-  table_[i] = 0;
+  table_[i] = Cell{};
 }
 
 size_t KvPool::match_prefix(std::span<const uint64_t> hashes) const {
@@ -80,7 +81,7 @@ bool KvPool::make_room(uint64_t n) {
   return true;
 }
 
-void KvPool::insert(uint64_t hash, std::optional<uint64_t> parent) {
+uint32_t KvPool::insert(uint64_t hash, std::optional<uint64_t> parent) {
   assert(free() > 0 && find_slot(hash) == kNil);
   uint32_t e;
   if (!free_slots_.empty()) {
@@ -92,21 +93,27 @@ void KvPool::insert(uint64_t hash, std::optional<uint64_t> parent) {
   }
   slab_[e] = Entry{hash, 1, kNil, kNil};
   size_t i = bucket(hash);
-  while (table_[i] != 0) i = (i + 1) & mask_;
-  table_[i] = e + 1;
+  while (table_[i].slot1 != 0) i = (i + 1) & mask_;
+  table_[i] = Cell{e + 1, static_cast<uint32_t>(scramble(hash) >> 32)};
   ++hashed_;
   ++active_hashed_;
   event_stored(hash, parent);
+  return e;
 }
 
 void KvPool::release(uint64_t hash, bool cache) {
   uint32_t e = find_slot(hash);
   if (e == kNil || slab_[e].refs == 0) return;
+  release_slot(e, cache);
+}
+
+void KvPool::release_slot(uint32_t e, bool cache) {
+  assert(slab_[e].refs > 0);
   if (--slab_[e].refs > 0) return;
   --active_hashed_;
   if (!cache) {
-    event_removed(hash);
-    table_erase(hash);
+    event_removed(slab_[e].hash);
+    table_erase(slab_[e].hash, e);
     free_slots_.push_back(e);
     --hashed_;
     return;
@@ -123,7 +130,7 @@ void KvPool::evict_one() {
   ++evictions_;
   const uint64_t h = slab_[e].hash;
   event_removed(h);
-  table_erase(h);
+  table_erase(h, e);
   free_slots_.push_back(e);
   --hashed_;
 }
