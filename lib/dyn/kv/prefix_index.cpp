@@ -1,4 +1,4 @@
-// PrefixIndex: pooled nodes (one per sequence hash) with per-worker holder entries on LRU lists.
+// PrefixIndex: a flat map from sequence hash to pooled per-worker holder entries on LRU lists.
 #include "dyn/kv/prefix_index.h"
 
 #include <algorithm>
@@ -33,62 +33,50 @@ void PrefixIndex::lru_push_front(uint32_t e) {
   if (wk.tail == kNil) wk.tail = e;
 }
 
-uint32_t PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
-  // The node a new block would take; one probe finds the block or files it under that node.
-  const uint32_t fresh_node = free_nodes_.empty() ? static_cast<uint32_t>(nodes_.size()) : free_nodes_.back();
-  uint32_t n = map_.find_or_insert(hash, fresh_node);
-  if (n == FlatMap::kEmpty) {
-    n = fresh_node;
-    if (!free_nodes_.empty()) {
-      free_nodes_.pop_back();
-      nodes_[n] = Node{hash, kNil};
-    } else {
-      nodes_.push_back(Node{hash, kNil});
-    }
-  } else {
-    for (uint32_t e = nodes_[n].first; e != kNil; e = entries_[e].node_next) {
+void PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
+  // The entry a new holder would take; one probe finds the block or files it under that entry.
+  const uint32_t fresh = free_entries_.empty() ? static_cast<uint32_t>(entries_.size()) : free_entries_.back();
+  bool inserted = false;
+  uint32_t* first = map_.find_or_insert_ptr(hash, fresh, &inserted);
+  uint32_t next_holder = kNil;
+  if (!inserted) {
+    for (uint32_t e = *first; e != kNil; e = entries_[e].node_next) {
       if (entries_[e].worker == w) {
         entries_[e].last_used_ms = now_ms;
         lru_unlink(e);
         lru_push_front(e);
-        return e;
+        return;
       }
     }
+    next_holder = *first;
+    *first = fresh;
   }
-  uint32_t e;
-  Entry fresh{n, w, kNil, kNil, nodes_[n].first, now_ms};
+  const Entry entry{hash, w, kNil, kNil, next_holder, now_ms};
   if (!free_entries_.empty()) {
-    e = free_entries_.back();
     free_entries_.pop_back();
-    entries_[e] = fresh;
+    entries_[fresh] = entry;
   } else {
-    e = static_cast<uint32_t>(entries_.size());
-    entries_.push_back(fresh);
+    entries_.push_back(entry);
   }
-  nodes_[n].first = e;
-  lru_push_front(e);
+  lru_push_front(fresh);
   ++workers_[w].count;
-  return e;
 }
 
 void PrefixIndex::remove_entry(uint32_t e) {
   lru_unlink(e);
   Entry& x = entries_[e];
-  Node& node = nodes_[x.node];
-  if (node.first == e) {
-    node.first = x.node_next;
+  uint32_t* first = map_.find_ptr(x.hash);
+  if (*first == e) {
+    if (x.node_next == kNil) map_.erase(x.hash);  // its last holder: the block leaves the map
+    else *first = x.node_next;
   } else {
-    for (uint32_t p = node.first; p != kNil; p = entries_[p].node_next)
+    for (uint32_t p = *first; p != kNil; p = entries_[p].node_next)
       if (entries_[p].node_next == e) {
         entries_[p].node_next = x.node_next;
         break;
       }
   }
   --workers_[x.worker].count;
-  if (node.first == kNil) {
-    map_.erase(node.hash);
-    free_nodes_.push_back(x.node);
-  }
   x.worker = kNil;
   free_entries_.push_back(e);
 }
@@ -96,7 +84,15 @@ void PrefixIndex::remove_entry(uint32_t e) {
 void PrefixIndex::expire_worker(uint32_t w, double now_ms) {
   if (cfg_.ttl_ms <= 0) return;
   Worker& wk = workers_[w];
-  while (wk.tail != kNil && !live(entries_[wk.tail], now_ms)) remove_entry(wk.tail);
+  while (wk.tail != kNil && !live(entries_[wk.tail], now_ms)) {
+    // The entries expire tail first, each a likely cache miss: load the next one's map cell (its
+    // entry was asked for one round ago) and the one after it.
+    if (const uint32_t p = entries_[wk.tail].prev; p != kNil) {
+      map_.prefetch(entries_[p].hash);
+      if (entries_[p].prev != kNil) __builtin_prefetch(&entries_[entries_[p].prev]);
+    }
+    remove_entry(wk.tail);
+  }
 }
 
 void PrefixIndex::prune(uint32_t w) {
@@ -107,10 +103,21 @@ void PrefixIndex::prune(uint32_t w) {
   while (wk.count > target && wk.tail != kNil) remove_entry(wk.tail);
 }
 
+void PrefixIndex::prefetch_blocks(std::span<const uint64_t> seq, size_t cell_i, size_t holder_i) {
+  if (cell_i < seq.size()) map_.prefetch(seq[cell_i]);
+  if (holder_i < seq.size())
+    if (const uint32_t e = map_.find(seq[holder_i]); e != FlatMap::kEmpty) __builtin_prefetch(&entries_[e]);
+}
+
 void PrefixIndex::insert(uint32_t w, std::span<const uint64_t> seq, double now_ms) {
   if (w >= workers_.size()) throw std::out_of_range("PrefixIndex::insert: worker out of range");
   // Deepest block first, so block 0 ends up most recent and leaves are evicted before prefixes.
-  for (size_t i = seq.size(); i-- > 0;) touch(w, seq[i], now_ms);
+  // Blocks i - 8 (map cell) and i - 4 (first holder, its cell loaded by now) are prefetched; the
+  // indices wrap below 0 to huge values, which prefetch_blocks() skips.
+  for (size_t i = seq.size(); i-- > 0;) {
+    prefetch_blocks(seq, i - 8, i - 4);
+    touch(w, seq[i], now_ms);
+  }
   expire_worker(w, now_ms);
   prune(w);
 }
@@ -118,16 +125,19 @@ void PrefixIndex::insert(uint32_t w, std::span<const uint64_t> seq, double now_m
 void PrefixIndex::apply_stored(uint32_t w, std::span<const uint64_t> block_hashes, std::optional<uint64_t>,
                                double now_ms) {
   if (w >= workers_.size()) throw std::out_of_range("PrefixIndex::apply_stored: worker out of range");
-  for (size_t i = block_hashes.size(); i-- > 0;) touch(w, block_hashes[i], now_ms);
+  for (size_t i = block_hashes.size(); i-- > 0;) {
+    prefetch_blocks(block_hashes, i - 8, i - 4);
+    touch(w, block_hashes[i], now_ms);
+  }
   prune(w);
 }
 
 void PrefixIndex::apply_removed(uint32_t w, std::span<const uint64_t> block_hashes) {
   if (w >= workers_.size()) return;
   for (uint64_t h : block_hashes) {
-    uint32_t n = map_.find(h);
-    if (n == FlatMap::kEmpty) continue;
-    for (uint32_t e = nodes_[n].first; e != kNil; e = entries_[e].node_next)
+    const uint32_t first = map_.find(h);
+    if (first == FlatMap::kEmpty) continue;
+    for (uint32_t e = first; e != kNil; e = entries_[e].node_next)
       if (entries_[e].worker == w) {
         remove_entry(e);
         break;
@@ -148,10 +158,11 @@ uint32_t PrefixIndex::overlaps(std::span<const uint64_t> seq, double now_ms, std
   std::fill(out.begin(), out.end(), 0u);
   uint32_t best = 0;
   for (size_t i = 0; i < seq.size(); ++i) {
-    uint32_t n = map_.find(seq[i]);
-    if (n == FlatMap::kEmpty) break;
+    if (i + 4 < seq.size()) map_.prefetch(seq[i + 4]);  // overlapped misses, as in insert()
+    const uint32_t first = map_.find(seq[i]);
+    if (first == FlatMap::kEmpty) break;
     bool advanced = false;
-    for (uint32_t e = nodes_[n].first; e != kNil; e = entries_[e].node_next) {
+    for (uint32_t e = first; e != kNil; e = entries_[e].node_next) {
       const Entry& x = entries_[e];
       if (out[x.worker] == i && live(x, now_ms)) {
         out[x.worker] = static_cast<uint32_t>(i + 1);
