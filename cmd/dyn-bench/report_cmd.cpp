@@ -7,6 +7,7 @@
 #include "dyn/base/defaults.h"
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
+#include "dyn/cli/choices.h"
 #include "dyn/cli/run_config.h"
 #include "dyn/io/sniff.h"
 
@@ -47,6 +48,8 @@ void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
     std::string export_dir;
     bool per_session = false;
     uint32_t kv_block_size = dyn::kDefaultKvBlockSize;
+    std::vector<std::string> references;
+    uint64_t reference_kv_blocks = 0;
     cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
@@ -73,12 +76,25 @@ void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
                   "size, as the engines cache them")
       ->check(CLI::Range(1u, 1u << 20))
       ->capture_default_str();
+  sub->add_option("--reference", o->references,
+                  "Yardstick (repeatable; needs --reference-kv-blocks): the rows with hash ids, each holding its "
+                  "prompt's blocks from start to end, through one KV cache of the cluster's whole capacity; adds "
+                  "its hit rate and the rows' own as a fraction of it: " +
+                      cli::choices_help(tokens::kReferencePolicies, "; ", ": "))
+      ->check(CLI::IsMember(cli::choice_names(tokens::kReferencePolicies)));
+  sub->add_option("--reference-kv-blocks", o->reference_kv_blocks,
+                  "KV blocks of the --reference cache: the cluster's sum (workers x --num-gpu-blocks-override)")
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
   sub->add_flag("--per-session", o->per_session, "Add the per-session breakdown to the table (always in JSON)");
   cli::add_output_options(*sub, o->out);
   dispatch.add_filter(sub, &o->inputs, &o->out, [o, sub](cli::Sink& sink) {
     metrics::ReportOptions ro;
     ro.goodput = goodput_or_fail(o->goodput);
     ro.kv_block_size = o->kv_block_size;
+    if (o->references.empty() != (o->reference_kv_blocks == 0))
+      throw Fatal(kExitUsage, "--reference and --reference-kv-blocks go together (the pooled cache needs a size)");
+    for (const auto& name : o->references) ro.references.push_back(*parse_in(tokens::kReferencePolicies, name));
+    ro.reference_kv_blocks = o->reference_kv_blocks;
     metrics::RequestSet set = load_or_fail(o->inputs);
     metrics::Report rep = metrics::build_report(set, ro);
     io::Output* out = &sink.get();

@@ -178,6 +178,10 @@ int run(Opts& o, CLI::App& app) {
 int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   using namespace dyn;
   if (o.url.empty()) throw Fatal(kExitUsage, "--url is required (or --sim)");
+  if (!o.sim.references.empty())
+    throw Fatal(kExitUsage,
+                "--reference needs --sim (for a live run's rows: dyn-bench report --reference NAME "
+                "--reference-kv-blocks N)");
   replay::LiveOptions lo;
   auto ep = http::Endpoint::parse(o.url);
   if (!ep) throw Fatal(ep.error().exit_code, ep.error().message);

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "dyn/base/diag.h"
+#include "dyn/cli/choices.h"
 #include "dyn/cli/run_tool.h"
 #include "dyn/replay/sim.h"
 #include "dyn/replay/summary.h"
@@ -24,6 +25,13 @@ void add_sim_flags(CLI::App& app, SimFlags& f, bool add_seed, bool add_model) {
       ->group(g);
   app.add_option("--sim-epoch-unix-ms", f.epoch_unix_ms, "Unix ms of virtual time 0 in the records (--sim)")
       ->capture_default_str()
+      ->group(g);
+  app.add_option("--reference", f.references,
+                 "Yardstick (repeatable): after the run, its requests with the same timing and engine blocks go "
+                 "through one KV cache of every worker's blocks, and the summary gives this run's hit rate as a "
+                 "fraction of that cache's: " +
+                     cli::choices_help(tokens::kReferencePolicies, "; ", ": "))
+      ->check(CLI::IsMember(cli::choice_names(tokens::kReferencePolicies)))
       ->group(g);
   if (add_seed) app.add_option("--seed", f.seed, "Seed of every random choice")->capture_default_str()->group(g);
   if (add_model) app.add_option("--model", f.model, "Model name in the records")->capture_default_str()->group(g);
@@ -54,6 +62,7 @@ int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_
   so.schedule = f.schedule;
   so.concurrency = f.concurrency;
   so.duration_s = f.duration_s;
+  for (const auto& name : f.references) so.references.push_back(*parse_in(tokens::kReferencePolicies, name));
   cli::OutputOptions oo{out_path, line_buffered};
   io::Output* out = nullptr;
   auto owned = cli::open_output(oo, &out);
@@ -61,6 +70,7 @@ int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_
   out->close();
   diag::note(replay::sim_summary_line(s, f.workers));
   if (std::string skipped = replay::sim_skipped_line(s); !skipped.empty()) diag::note(skipped);
+  if (std::string refs = replay::sim_reference_line(s); !refs.empty()) diag::note(refs);
   if (summary) *summary = replay::sim_summary_json(s, f.workers);
   return kExitOk;
 }

@@ -28,6 +28,7 @@ struct SimFlags {
   replay::ScheduleOptions schedule;
   uint64_t concurrency = 0;
   double duration_s = 0;
+  std::vector<std::string> references;  ///< --reference names (tokens::kReferencePolicies)
 };
 
 /// Adds --sim, --workers, the engine flags of dyn-mocker (the engine block size is the router's

@@ -241,7 +241,9 @@ TEST_CASE("request_end rows: warmup excluded, errors only in the error summary, 
   CHECK(*set.requests[0].itl == 100);  // (1100 - 100) / 10, not the row's 999
   auto slos = parse_goodput("ttft:150 request_latency:1150");
   REQUIRE(slos.ok());
-  Report rep = build_report(set, {*slos});
+  ReportOptions ro;
+  ro.goodput = *slos;
+  Report rep = build_report(set, ro);
   CHECK(rep.find_scalar("request_count")->value == 3);
   CHECK(rep.find_scalar("error_request_count")->value == 1);
   CHECK(rep.find_series("time_to_first_token")->stats.count == 3);

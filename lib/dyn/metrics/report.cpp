@@ -205,6 +205,44 @@ Expected<std::vector<Slo>> parse_goodput(const std::string& text) {
   return out;
 }
 
+namespace {
+
+// ReportOptions::references: the rows that have blocks and times, through the pooled caches.
+template <class Scalar>
+void reference_scalars(const std::vector<const RequestRecord*>& rows, const ReportOptions& options, Scalar&& scalar) {
+  std::vector<tokens::ReferenceRequest> v;
+  double input = 0, cached = 0;
+  for (const RequestRecord* r : rows) {
+    if (!r->start_ns || !r->end_ns) continue;
+    const auto isl = static_cast<uint64_t>(std::max(0.0, *r->isl));
+    v.push_back({static_cast<double>(*r->start_ns) / 1e6, static_cast<double>(*r->end_ns) / 1e6, isl,
+                 tokens::sequence_from_ids(r->hash_ids, r->hash_block_size, false, isl, options.kv_block_size)});
+    input += static_cast<double>(isl);
+    cached += r->cached.value_or(0);
+  }
+  if (input <= 0) return;
+  struct Tags {
+    tokens::ReferencePolicy policy;
+    const char *rate, *rate_header, *ratio, *ratio_header;
+  };
+  static constexpr Tags kTags[] = {
+      {tokens::ReferencePolicy::kLru, "pooled_cache_hit_rate", "Pooled LRU Cache Hit Rate", "hit_rate_vs_pooled",
+       "Hit Rate / Pooled LRU"},
+      {tokens::ReferencePolicy::kBelady, "belady_cache_hit_rate", "Belady Cache Hit Rate", "hit_rate_vs_belady",
+       "Hit Rate / Belady"},
+  };
+  for (tokens::ReferencePolicy p : options.references)
+    for (const Tags& t : kTags) {
+      if (t.policy != p) continue;
+      const double ref =
+          static_cast<double>(tokens::reference_hit_tokens(v, options.reference_kv_blocks, options.kv_block_size, p));
+      scalar(t.rate, t.rate_header, "percent", 100.0 * ref / input);
+      if (ref > 0) scalar(t.ratio, t.ratio_header, "ratio", cached / ref);
+    }
+}
+
+}  // namespace
+
 Report build_report(const RequestSet& set, const ReportOptions& options) {
   Report rep;
   rep.kind = set.kind;
@@ -360,6 +398,7 @@ Report build_report(const RequestSet& set, const ReportOptions& options) {
       }
     }
     if (total > 0) scalar("theoretical_cache_hit_rate", "Theoretical Cache Hit Rate", "percent", 100.0 * hits / total);
+    if (sized && !options.references.empty()) reference_scalars(by_start, options, scalar);
   }
   if (!options.goodput.empty()) {
     uint64_t good = 0;

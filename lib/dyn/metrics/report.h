@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dyn/base/defaults.h"
+#include "dyn/tokens/reference.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
 #include "dyn/metrics/request.h"
@@ -66,6 +67,13 @@ struct ReportOptions {
   /// Tokens per engine KV block for the theoretical hit rate (SPEC 7): the engines cache whole
   /// blocks of this size (dyn-mocker and --sim default 64, `dyn-bench --kv-block-size`).
   uint32_t kv_block_size = kDefaultKvBlockSize;
+  /// Yardsticks (`--reference`, issue 18): the rows with hash ids and a block size, each holding
+  /// its prompt's engine blocks from start to end, through one cache of reference_kv_blocks
+  /// blocks (the cluster's sum) under each policy (tokens::reference_hit_tokens, as
+  /// `dyn-replay --sim --reference`). Adds {pooled,belady}_cache_hit_rate (percent) and
+  /// hit_rate_vs_{pooled,belady} (the rows' own hit rate over the same rows / the reference's).
+  std::vector<tokens::ReferencePolicy> references;
+  uint64_t reference_kv_blocks = 0;
 };
 
 struct Report {

@@ -10,6 +10,7 @@
 #include "dyn/route/admission.h"
 #include "dyn/replay/schedule.h"
 #include "dyn/route/config.h"
+#include "dyn/tokens/reference.h"
 #include "dyn/trace/workload.h"
 
 namespace dyn::replay {
@@ -47,6 +48,10 @@ struct SimOptions {
   /// Send nothing at or after this many seconds of virtual time (0 = no limit); rows not sent
   /// get no row and are counted in SimSummary::not_sent.
   double duration_s = 0;
+  /// Yardsticks (`--reference`, issue 18): after the run, its requests (each from dispatch to its
+  /// last token, with the engine blocks it was routed on) go through one KV cache of every
+  /// worker's blocks under each policy (tokens::reference_hit_tokens); SimSummary::references.
+  std::vector<tokens::ReferencePolicy> references;
 };
 
 struct SimSummary {
@@ -61,6 +66,16 @@ struct SimSummary {
   uint64_t outside_offsets = 0;  ///< rows dropped by the fixed-schedule offsets
   uint64_t over_count = 0;       ///< rows dropped by request_count
   uint64_t not_sent = 0;         ///< rows not started before duration_s ran out
+  /// SimOptions::references: per policy, the pooled cache's hit rate (cached / input tokens)
+  /// over the requests that completed without error; `reference_run_hit` is this run's own over
+  /// the same requests, `reference_blocks` the pool's capacity (workers x KV blocks).
+  struct Reference {
+    tokens::ReferencePolicy policy;
+    double hit = 0;
+  };
+  std::vector<Reference> references;
+  double reference_run_hit = 0;
+  uint64_t reference_blocks = 0;
 };
 
 /// Runs the workload through `options.workers` engines and the router (the same Router the live

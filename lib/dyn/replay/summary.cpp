@@ -82,19 +82,42 @@ std::string sim_skipped_line(const SimSummary& s) {
       s.outside_offsets, s.over_count, s.not_sent);
 }
 
+std::string sim_reference_line(const SimSummary& s) {
+  if (s.references.empty()) return "";
+  std::string line =
+      fmt::format("reference caches (one pool of {} KV blocks, the same requests and timing): ", s.reference_blocks);
+  for (size_t i = 0; i < s.references.size(); ++i) {
+    const auto& r = s.references[i];
+    line += fmt::format("{}{} hit {:.2f} % (this run {:.2f} %: {:.3f}x of it)", i ? ", " : "",
+                        name_in(tokens::kReferencePolicies, r.policy), 100.0 * r.hit, 100.0 * s.reference_run_hit,
+                        r.hit > 0 ? s.reference_run_hit / r.hit : 0.0);
+  }
+  return line;
+}
+
 Json sim_summary_json(const SimSummary& s, uint32_t workers) {
-  return Json{{"mode", "sim"},
-              {"requests", s.requests},
-              {"errors", s.errors},
-              {"workers", workers},
-              {"simulated_s", s.simulated_ms / 1000.0},
-              {"wall_s", s.wall_ms / 1000.0},
-              {"prompt_cache_hit_pct", sim_hit_pct(s)},
-              {"theoretical_hit_pct", 100.0 * s.theoretical_hit},
-              {"preemptions", s.preemptions},
-              {"outside_offsets", s.outside_offsets},
-              {"over_count", s.over_count},
-              {"not_sent", s.not_sent}};
+  Json refs = Json::object();
+  for (const auto& r : s.references)
+    refs[name_in(tokens::kReferencePolicies, r.policy)] = {
+        {"hit_pct", 100.0 * r.hit}, {"run_ratio", r.hit > 0 ? s.reference_run_hit / r.hit : 0.0}};
+  Json j = Json{{"mode", "sim"},
+                {"requests", s.requests},
+                {"errors", s.errors},
+                {"workers", workers},
+                {"simulated_s", s.simulated_ms / 1000.0},
+                {"wall_s", s.wall_ms / 1000.0},
+                {"prompt_cache_hit_pct", sim_hit_pct(s)},
+                {"theoretical_hit_pct", 100.0 * s.theoretical_hit},
+                {"preemptions", s.preemptions},
+                {"outside_offsets", s.outside_offsets},
+                {"over_count", s.over_count},
+                {"not_sent", s.not_sent}};
+  if (!s.references.empty()) {
+    j["reference_blocks"] = s.reference_blocks;
+    j["reference_run_hit_pct"] = 100.0 * s.reference_run_hit;
+    j["references"] = std::move(refs);
+  }
+  return j;
 }
 
 }  // namespace dyn::replay

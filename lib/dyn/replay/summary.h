@@ -49,8 +49,14 @@ std::string sim_summary_line(const SimSummary& s, uint32_t workers);
 /// run reads as before.
 std::string sim_skipped_line(const SimSummary& s);
 
+/// The --reference line: the pool's size, and per policy its hit % and this run's hit % over the
+/// same requests as a fraction of it; "" without --reference.
+std::string sim_reference_line(const SimSummary& s);
+
 /// The --sim summary JSON: {mode "sim", requests, errors, workers, simulated_s, wall_s,
-/// prompt_cache_hit_pct, theoretical_hit_pct, preemptions, outside_offsets, over_count, not_sent}.
+/// prompt_cache_hit_pct, theoretical_hit_pct, preemptions, outside_offsets, over_count, not_sent},
+/// with --reference also reference_blocks, reference_run_hit_pct and references: {NAME:
+/// {hit_pct, run_ratio}}.
 Json sim_summary_json(const SimSummary& s, uint32_t workers);
 
 }  // namespace dyn::replay
