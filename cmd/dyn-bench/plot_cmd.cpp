@@ -40,7 +40,7 @@ std::pair<std::string, std::vector<double>> parse_sweep(const std::string& text,
 
 void setup_plot(CLI::App& app, cli::Dispatch& dispatch) {
   struct Opts {
-    std::vector<std::string> inputs, labels;
+    std::vector<std::string> inputs, labels, groups;
     std::string sweep;
     metrics::PlotOptions plot;
     cli::OutputOptions out;
@@ -58,6 +58,10 @@ void setup_plot(CLI::App& app, cli::Dispatch& dispatch) {
       ->capture_default_str();
   sub->add_option("--label", o->labels, "Name of each run in the legend, in input order (default: file name)")
       ->type_name("TEXT");
+  sub->add_option("--group", o->groups,
+                  "The series of each run in the sweep charts, in input order (e.g. its routing policy): one line per "
+                  "group, through its runs in order of --sweep")
+      ->type_name("TEXT");
   sub->add_option("--sweep", o->sweep,
                   "The parameter the runs sweep, with one value per run, e.g. 'request rate (req/s)=1,2,4': the sweep "
                   "charts plot hit rate, TTFT and throughput against it")
@@ -67,11 +71,15 @@ void setup_plot(CLI::App& app, cli::Dispatch& dispatch) {
     if (!o->labels.empty() && o->labels.size() != std::max<size_t>(1, o->inputs.size()))
       throw Fatal(kExitUsage, "--label given " + std::to_string(o->labels.size()) + " times for " +
                                   std::to_string(o->inputs.size()) + " input runs");
+    if (!o->groups.empty() && o->groups.size() != o->inputs.size())
+      throw Fatal(kExitUsage, "--group given " + std::to_string(o->groups.size()) + " times for " +
+                                  std::to_string(o->inputs.size()) + " input runs");
     io::Output* out = &sink.get();
     if (out->is_terminal())  // HTML is for a file or a browser, never a terminal
       throw Fatal(kExitUsage, "plot writes HTML: give -o FILE.html or redirect standard output");
     if (o->inputs.size() <= 1) {
-      if (!o->sweep.empty()) throw Fatal(kExitUsage, "--sweep needs two or more input runs");
+      if (!o->sweep.empty() || !o->groups.empty())
+        throw Fatal(kExitUsage, "--sweep and --group need two or more input runs");
       metrics::RequestSet set = load_or_fail(o->inputs);
       metrics::Report rep = metrics::build_report(set);
       out->write(metrics::render_html(set, rep, o->plot));
@@ -97,6 +105,7 @@ void setup_plot(CLI::App& app, cli::Dispatch& dispatch) {
         r.set = &sets[i];
         r.report = &reps[i];
         if (!sweep.second.empty()) r.x = sweep.second[i];
+        if (!o->groups.empty()) r.group = o->groups[i];
         runs.push_back(r);
       }
       out->write(metrics::render_runs_html(runs, sweep.first, o->plot));

@@ -354,19 +354,22 @@ std::string sweep_chart(const std::string& title, const std::vector<PlotRun>& ru
     for (std::size_t i = 0; i < runs.size(); ++i)
       s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", a.px(xs[i]),
                        kH - kB + 14, esc(runs[i].label));
-  constexpr const char* kLineColors[] = {"#333333", "#d62728", "#1f77b4"};
+  constexpr const char* kLineColors[] = {"#333333", "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b"};
   for (std::size_t m = 0; m < lines.size(); ++m) {
     const char* lc = kLineColors[m % std::size(kLineColors)];
+    // Through the points in order of x (a group's runs need not be given in order).
+    std::vector<std::size_t> at;
+    for (std::size_t i = 0; i < runs.size(); ++i)
+      if (lines[m].second[i]) at.push_back(i);
+    std::stable_sort(at.begin(), at.end(), [&](std::size_t p, std::size_t q) { return xs[p] < xs[q]; });
     std::string pts;
-    for (std::size_t i = 0; i < runs.size(); ++i)
-      if (lines[m].second[i]) pts += fmt::format("{:.1f},{:.1f} ", a.px(xs[i]), a.py(*lines[m].second[i]));
+    for (std::size_t i : at) pts += fmt::format("{:.1f},{:.1f} ", a.px(xs[i]), a.py(*lines[m].second[i]));
     s += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}"/>)", lc, pts);
-    for (std::size_t i = 0; i < runs.size(); ++i)
-      if (lines[m].second[i])
-        s += fmt::format(
-            R"(<circle cx="{:.1f}" cy="{:.1f}" r="5" fill="{}" stroke="{}"><title>{} {}: {}</title></circle>)",
-            a.px(xs[i]), a.py(*lines[m].second[i]), kPalette[i % std::size(kPalette)], lc, esc(runs[i].label),
-            esc(lines[m].first), num(*lines[m].second[i]));
+    for (std::size_t i : at)
+      s += fmt::format(
+          R"(<circle cx="{:.1f}" cy="{:.1f}" r="5" fill="{}" stroke="{}"><title>{} {}: {}</title></circle>)",
+          a.px(xs[i]), a.py(*lines[m].second[i]), kPalette[i % std::size(kPalette)], lc, esc(runs[i].label),
+          esc(lines[m].first), num(*lines[m].second[i]));
     s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="11" fill="{}">{}</text>)", kW - kR - 150,
                      kT + 14 + 14.0 * m, lc, esc(lines[m].first));
   }
@@ -445,13 +448,34 @@ std::string render_runs_html(const std::vector<PlotRun>& runs, const std::string
   };
   h += "<h2>Sweep" + (sweep_name.empty() ? std::string(" across runs") : ": metrics against " + esc(sweep_name)) +
        "</h2>\n";
-  h +=
-      sweep_chart("Prompt-cache hit rate", runs, sweep_name, {{"hit %", col("prompt_cache_hit_rate", -1)}}, "percent") +
-      "\n";
-  h += sweep_chart("Time to first token", runs, sweep_name,
-                   {{"TTFT p50", col("time_to_first_token", 50)}, {"TTFT p90", col("time_to_first_token", 90)}}, "ms") +
+  // One line per metric, or with groups one per group and metric (the other groups' runs left out).
+  std::vector<std::string> groups;
+  for (const auto& r : runs)
+    if (!r.group.empty() && std::find(groups.begin(), groups.end(), r.group) == groups.end()) groups.push_back(r.group);
+  using Lines = std::vector<std::pair<std::string, std::vector<std::optional<double>>>>;
+  auto lines = [&](const std::vector<std::pair<std::string, std::vector<std::optional<double>>>>& metrics) {
+    if (groups.empty()) return metrics;
+    Lines out;
+    for (const auto& g : groups)
+      for (const auto& [name, v] : metrics) {
+        auto w = v;
+        for (std::size_t i = 0; i < runs.size(); ++i)
+          if (runs[i].group != g) w[i].reset();
+        out.emplace_back(g + " " + name, std::move(w));
+      }
+    return out;
+  };
+  h += sweep_chart("Prompt-cache hit rate", runs, sweep_name, lines({{"hit %", col("prompt_cache_hit_rate", -1)}}),
+                   "percent") +
        "\n";
-  h += sweep_chart("Request throughput", runs, sweep_name, {{"req/s", col("request_throughput", -1)}}, "requests/s") +
+  h += sweep_chart("Time to first token", runs, sweep_name,
+                   lines(groups.empty() ? Lines{{"TTFT p50", col("time_to_first_token", 50)},
+                                                {"TTFT p90", col("time_to_first_token", 90)}}
+                                        : Lines{{"TTFT p90", col("time_to_first_token", 90)}}),
+                   "ms") +
+       "\n";
+  h += sweep_chart("Request throughput", runs, sweep_name, lines({{"req/s", col("request_throughput", -1)}}),
+                   "requests/s") +
        "\n";
   h += run_legend(runs);
   h += "</body></html>\n";

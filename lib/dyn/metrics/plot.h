@@ -27,13 +27,16 @@ struct PlotRun {
   const RequestSet* set = nullptr;
   const Report* report = nullptr;
   std::optional<double> x;  ///< value of the swept parameter (all runs or none)
+  std::string group;        ///< the series it belongs to in the sweep charts ("" = none: all runs one line per metric)
 };
 
 /// HTML comparing runs, each its own series in one colour with a legend (never merged): a
 /// side-by-side table (requests, errors, prompt-cache hit %, TTFT and latency p50/p90, ITL avg,
 /// request and output-token throughput), TTFT and request-latency CDFs (one line per run), and
 /// sweep charts — hit %, TTFT p50/p90 and request throughput against the swept parameter
-/// (`sweep_name`, runs' x; without one, against the run order with the labels as ticks).
+/// (`sweep_name`, runs' x; without one, against the run order with the labels as ticks). With
+/// groups (every run has one), each sweep chart draws one line per group and metric through its
+/// runs in order of x: e.g. TTFT p90 against request rate for each routing policy.
 /// Deterministic for the same input. Thread-safe.
 std::string render_runs_html(const std::vector<PlotRun>& runs, const std::string& sweep_name,
                              const PlotOptions& options = {});
