@@ -77,7 +77,8 @@ bool Engine::ensure_blocks(Seq& s, uint64_t new_computed) {
   present_.clear();
   uint64_t reactivated = 0;
   for (size_t i = s.held_hashed; i < target_hashed; ++i) {
-    const uint32_t slot = pool_.slot_of(s.spec.block_hashes[i]);  // one lookup per block
+    if (i + 8 < target_hashed) pool_.prefetch(s.spec.block_hashes[i + 8]);  // overlapped misses
+    const uint32_t slot = pool_.slot_of(s.spec.block_hashes[i]);            // one lookup per block
     if (slot == KvPool::kAbsent) {
       missing_.push_back(i);
     } else {

@@ -47,9 +47,9 @@ void KvPool::table_erase(uint64_t hash, uint32_t slot) {
 
 size_t KvPool::match_prefix(std::span<const uint64_t> hashes) const {
   size_t n = 0;
-  for (uint64_t h : hashes) {
-    if (find_slot(h) == kNil) break;
-    ++n;
+  for (; n < hashes.size(); ++n) {
+    if (n + 4 < hashes.size()) prefetch(hashes[n + 4]);
+    if (find_slot(hashes[n]) == kNil) break;
   }
   return n;
 }
@@ -77,7 +77,16 @@ void KvPool::acquire_slot(uint32_t e) {
 
 bool KvPool::make_room(uint64_t n) {
   if (available() < n) return false;
-  while (free() < n) evict_one();
+  while (free() < n) {
+    // Evictions walk the LRU list from its head, each entry and its table cell a likely cache
+    // miss: the next entry's cell is loaded (the entry itself was asked for one round ago), and
+    // the entry after it.
+    if (const uint32_t next = slab_[lru_head_].next; next != kNil) {
+      prefetch(slab_[next].hash);
+      if (slab_[next].next != kNil) __builtin_prefetch(&slab_[slab_[next].next]);
+    }
+    evict_one();
+  }
   return true;
 }
 

@@ -5,26 +5,29 @@
 
 #include <cstdint>
 #include <cstdlib>
+#include <cstring>
 #include <new>
 #include <utility>
 #include <vector>
 
 namespace dyn::kv {
 
-/// A zero-filled array of trivially copyable T, for hash tables of millions of cells. Large ones
-/// are mapped anonymous memory (zero pages: no memset pass over cells that are then written
-/// anyway) aligned to 2 MiB and advised to use transparent huge pages, so filling them takes one
-/// page fault per 2 MiB instead of per 4 KiB (issue 17: the simulator's theoretical-hit set spent
-/// 10 % of a run in memset and page faults while growing). Move-only; throws std::bad_alloc.
+/// An array of trivially copyable T for hash tables of millions of cells, every byte zero (or
+/// `fill`). Large ones are mapped anonymous memory (zero pages: no memset pass over cells that
+/// are then written anyway) aligned to 2 MiB and advised to use transparent huge pages, so
+/// filling them takes one page fault per 2 MiB instead of per 4 KiB (issue 17: the simulator's
+/// theoretical-hit set spent 10 % of a run in memset and page faults while growing). Move-only;
+/// throws std::bad_alloc.
 template <class T>
-class ZeroedArray {
+class HugeArray {
  public:
-  ZeroedArray() = default;
-  explicit ZeroedArray(size_t n) : n_(n) {
+  HugeArray() = default;
+  explicit HugeArray(size_t n, unsigned char fill = 0) : n_(n) {
     const size_t bytes = n * sizeof(T);
     if (bytes < kHuge) {
       data_ = static_cast<T*>(std::calloc(n ? n : 1, sizeof(T)));
       if (!data_) throw std::bad_alloc();
+      if (fill) std::memset(static_cast<void*>(data_), fill, bytes);
       return;
     }
     // Over-map by one huge page and trim, so the array starts on a 2 MiB boundary.
@@ -35,19 +38,20 @@ class ZeroedArray {
     char* aligned = map_ + ((kHuge - reinterpret_cast<uintptr_t>(map_) % kHuge) % kHuge);
     ::madvise(aligned, bytes, MADV_HUGEPAGE);  // advice only: a kernel without THP ignores it
     data_ = reinterpret_cast<T*>(aligned);
+    if (fill) std::memset(aligned, fill, bytes);
   }
-  ZeroedArray(ZeroedArray&& o) noexcept { swap(o); }
-  ZeroedArray& operator=(ZeroedArray&& o) noexcept {
-    ZeroedArray(std::move(o)).swap(*this);
+  HugeArray(HugeArray&& o) noexcept { swap(o); }
+  HugeArray& operator=(HugeArray&& o) noexcept {
+    HugeArray(std::move(o)).swap(*this);
     return *this;
   }
-  ZeroedArray(const ZeroedArray&) = delete;
-  ZeroedArray& operator=(const ZeroedArray&) = delete;
-  ~ZeroedArray() {
+  HugeArray(const HugeArray&) = delete;
+  HugeArray& operator=(const HugeArray&) = delete;
+  ~HugeArray() {
     if (map_) ::munmap(map_, map_bytes_);
     else std::free(data_);
   }
-  void swap(ZeroedArray& o) noexcept {
+  void swap(HugeArray& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(n_, o.n_);
     std::swap(map_, o.map_);
@@ -164,22 +168,22 @@ class FlatMap {
   }
 
   void clear() {
-    cells_.assign(16, Cell{});
+    cells_ = HugeArray<Cell>(16, 0xff);
     mask_ = 15;
     shift_ = 60;
     size_ = 0;
   }
 
  private:
+  // Empty cells are all ones (value kEmpty), so a new table is one memset of 0xff.
   struct Cell {
-    uint64_t key = 0;
-    uint32_t value = kEmpty;
+    uint64_t key;
+    uint32_t value;
   };
   size_t slot(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
   void rehash(size_t n) {
-    std::vector<Cell> old;
+    HugeArray<Cell> old(n, 0xff);
     old.swap(cells_);
-    cells_.assign(n, Cell{});
     mask_ = n - 1;
     shift_ = 64;
     for (size_t m = n; m > 1; m >>= 1) --shift_;
@@ -187,7 +191,7 @@ class FlatMap {
     for (const Cell& c : old)
       if (c.value != kEmpty) insert(c.key, c.value);
   }
-  std::vector<Cell> cells_;
+  HugeArray<Cell> cells_;
   size_t mask_ = 0;
   int shift_ = 64;
   size_t size_ = 0;
@@ -219,7 +223,7 @@ class FlatSet {
  private:
   size_t slot(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
   void grow() {
-    ZeroedArray<uint64_t> old(cells_.size() * 2);
+    HugeArray<uint64_t> old(cells_.size() * 2);
     old.swap(cells_);
     mask_ = cells_.size() - 1;
     --shift_;
@@ -230,7 +234,7 @@ class FlatSet {
       cells_[i] = k;
     }
   }
-  ZeroedArray<uint64_t> cells_;
+  HugeArray<uint64_t> cells_;
   size_t mask_;
   int shift_;
   size_t size_ = 0;
