@@ -1,6 +1,7 @@
 // Unit tests for lib/dyn/kv: prefix overlaps, TTL, LRU budget pruning, KV events, the flat map and set.
 #include <doctest/doctest.h>
 
+#include <list>
 #include <random>
 #include <unordered_map>
 #include <unordered_set>
@@ -118,4 +119,70 @@ TEST_CASE("events: stored, removed, cleared") {
   ix.overlaps(s, 0, out);
   CHECK(out == std::vector<uint32_t>{3, 0});
   CHECK(ix.blocks(1) == 0);
+}
+
+// A plain LRU list per worker, as SPEC 3.3 words it: the index must match it exactly (which blocks
+// a worker holds after every insert, expiry, prune and removal), also once its touch records have
+// been compacted (thousands of refreshes of a few blocks).
+TEST_CASE("index matches a list-based LRU model under random inserts, TTL, budget and removals") {
+  const double ttl = 500;
+  const uint64_t budget = 40;
+  PrefixIndex ix(IndexConfig{ttl, budget, 0.8});
+  ix.set_worker_count(3);
+  struct Model {
+    std::list<std::pair<uint64_t, double>> lru;  // (hash, last used), most recent first
+    std::unordered_map<uint64_t, std::list<std::pair<uint64_t, double>>::iterator> at;
+    void drop_oldest() {
+      at.erase(lru.back().first);
+      lru.pop_back();
+    }
+  };
+  std::vector<Model> model(3);
+  std::mt19937_64 g(5);
+  double now = 0;
+  for (int step = 0; step < 20000; ++step) {
+    now += static_cast<double>(g() % 7);
+    const auto w = static_cast<uint32_t>(g() % 3);
+    Model& m = model[w];
+    // Prefixes of a few chains: seq[i] identifies chain c's first i + 1 blocks.
+    const uint64_t chain = g() % 6, len = 1 + g() % 12;
+    std::vector<uint64_t> seq;
+    for (uint64_t i = 0; i < len; ++i) seq.push_back(chain * 1000 + i + 1);
+    if (g() % 10 == 0) {
+      ix.apply_removed(w, std::span<const uint64_t>(seq).subspan(len / 2));
+      for (size_t i = len / 2; i < len; ++i)
+        if (auto it = m.at.find(seq[i]); it != m.at.end()) {
+          m.lru.erase(it->second);
+          m.at.erase(it);
+        }
+    } else {
+      ix.insert(w, seq, now);
+      for (size_t i = len; i-- > 0;) {
+        if (auto it = m.at.find(seq[i]); it != m.at.end()) m.lru.erase(it->second);
+        m.lru.emplace_front(seq[i], now);
+        m.at[seq[i]] = m.lru.begin();
+      }
+      while (!m.lru.empty() && m.lru.back().second + ttl <= now) m.drop_oldest();
+      if (m.lru.size() > budget)
+        while (m.lru.size() > static_cast<size_t>(static_cast<double>(budget) * 0.8)) m.drop_oldest();
+    }
+    REQUIRE(ix.blocks(w) == m.lru.size());
+    if (step % 50 == 0) {
+      for (uint64_t c = 0; c < 6; ++c) {
+        std::vector<uint64_t> q;
+        for (uint64_t i = 0; i < 12; ++i) q.push_back(c * 1000 + i + 1);
+        std::vector<uint32_t> out(3);
+        ix.overlaps(q, now, out);
+        for (uint32_t v = 0; v < 3; ++v) {
+          uint32_t want = 0;
+          while (want < q.size()) {
+            auto it = model[v].at.find(q[want]);
+            if (it == model[v].at.end() || it->second->second + ttl <= now) break;
+            ++want;
+          }
+          CHECK(out[v] == want);
+        }
+      }
+    }
+  }
 }

@@ -1,4 +1,4 @@
-// PrefixIndex: a flat map from sequence hash to pooled per-worker holder entries on LRU lists.
+// PrefixIndex: a flat map from sequence hash to pooled per-worker holder entries, LRU by touch records.
 #include "dyn/kv/prefix_index.h"
 
 #include <algorithm>
@@ -13,24 +13,31 @@ void PrefixIndex::set_worker_count(uint32_t n) {
   workers_.resize(n);
 }
 
-void PrefixIndex::lru_unlink(uint32_t e) {
+void PrefixIndex::record(uint32_t e) {
   Entry& x = entries_[e];
   Worker& wk = workers_[x.worker];
-  if (x.prev != kNil) entries_[x.prev].next = x.next;
-  else wk.head = x.next;
-  if (x.next != kNil) entries_[x.next].prev = x.prev;
-  else wk.tail = x.prev;
-  x.prev = x.next = kNil;
+  wk.order.push_back(Touch{e, ++x.gen});
+  // Drop what is behind `front`, and the stale records of entries touched again, once they are
+  // most of the buffer: memory stays within about twice the live entries.
+  if (wk.order.size() >= 1024 && wk.order.size() >= 4 * (wk.count + 1)) {
+    size_t k = 0;
+    for (size_t i = wk.front; i < wk.order.size(); ++i) {
+      const Touch t = wk.order[i];
+      if (entries_[t.entry].gen == t.gen) wk.order[k++] = t;
+    }
+    wk.order.resize(k);
+    wk.front = 0;
+  }
 }
 
-void PrefixIndex::lru_push_front(uint32_t e) {
-  Entry& x = entries_[e];
-  Worker& wk = workers_[x.worker];
-  x.prev = kNil;
-  x.next = wk.head;
-  if (wk.head != kNil) entries_[wk.head].prev = e;
-  wk.head = e;
-  if (wk.tail == kNil) wk.tail = e;
+uint32_t PrefixIndex::oldest(uint32_t w) {
+  Worker& wk = workers_[w];
+  while (wk.front < wk.order.size()) {
+    const Touch t = wk.order[wk.front];
+    if (entries_[t.entry].gen == t.gen) return t.entry;
+    ++wk.front;
+  }
+  return kNil;
 }
 
 void PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
@@ -43,27 +50,28 @@ void PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
     for (uint32_t e = *first; e != kNil; e = entries_[e].node_next) {
       if (entries_[e].worker == w) {
         entries_[e].last_used_ms = now_ms;
-        lru_unlink(e);
-        lru_push_front(e);
+        record(e);
         return;
       }
     }
     next_holder = *first;
     *first = fresh;
   }
-  const Entry entry{hash, w, kNil, kNil, next_holder, now_ms};
   if (!free_entries_.empty()) {
     free_entries_.pop_back();
-    entries_[fresh] = entry;
+    Entry& x = entries_[fresh];
+    x.hash = hash;
+    x.worker = w;
+    x.node_next = next_holder;
+    x.last_used_ms = now_ms;  // gen carries on: records of the entry's last use stay stale
   } else {
-    entries_.push_back(entry);
+    entries_.push_back(Entry{hash, w, next_holder, 0, now_ms});
   }
-  lru_push_front(fresh);
+  record(fresh);
   ++workers_[w].count;
 }
 
 void PrefixIndex::remove_entry(uint32_t e) {
-  lru_unlink(e);
   Entry& x = entries_[e];
   uint32_t* first = map_.find_ptr(x.hash);
   if (*first == e) {
@@ -78,20 +86,21 @@ void PrefixIndex::remove_entry(uint32_t e) {
   }
   --workers_[x.worker].count;
   x.worker = kNil;
+  ++x.gen;  // its touch records are stale now
   free_entries_.push_back(e);
 }
 
 void PrefixIndex::expire_worker(uint32_t w, double now_ms) {
   if (cfg_.ttl_ms <= 0) return;
   Worker& wk = workers_[w];
-  while (wk.tail != kNil && !live(entries_[wk.tail], now_ms)) {
-    // The entries expire tail first, each a likely cache miss: load the next one's map cell (its
-    // entry was asked for one round ago) and the one after it.
-    if (const uint32_t p = entries_[wk.tail].prev; p != kNil) {
-      map_.prefetch(entries_[p].hash);
-      if (entries_[p].prev != kNil) __builtin_prefetch(&entries_[entries_[p].prev]);
-    }
-    remove_entry(wk.tail);
+  for (uint32_t e; (e = oldest(w)) != kNil && !live(entries_[e], now_ms);) {
+    // Expiry walks the records in memory order: the entry 8 records on and the map cell of the
+    // one 4 on (its entry asked for 4 rounds ago) start loading now. Stale records only cost a
+    // useless prefetch.
+    if (wk.front + 8 < wk.order.size()) __builtin_prefetch(&entries_[wk.order[wk.front + 8].entry]);
+    if (wk.front + 4 < wk.order.size()) map_.prefetch(entries_[wk.order[wk.front + 4].entry].hash);
+    remove_entry(e);
+    ++wk.front;
   }
 }
 
@@ -100,10 +109,16 @@ void PrefixIndex::prune(uint32_t w) {
   Worker& wk = workers_[w];
   if (wk.count <= cfg_.budget_blocks) return;
   auto target = static_cast<uint64_t>(static_cast<double>(cfg_.budget_blocks) * cfg_.prune_target_ratio);
-  while (wk.count > target && wk.tail != kNil) remove_entry(wk.tail);
+  for (uint32_t e; wk.count > target && (e = oldest(w)) != kNil;) {
+    remove_entry(e);
+    ++wk.front;
+  }
 }
 
-void PrefixIndex::prefetch_blocks(std::span<const uint64_t> seq, size_t cell_i, size_t holder_i) {
+// Inline in each loop: as an out-of-line call, GCC deems a function that only prefetches free
+// of side effects (a void "pure" function) and deletes the call.
+inline __attribute__((always_inline)) void PrefixIndex::prefetch_blocks(std::span<const uint64_t> seq, size_t cell_i,
+                                                                        size_t holder_i) {
   if (cell_i < seq.size()) map_.prefetch(seq[cell_i]);
   if (holder_i < seq.size())
     if (const uint32_t e = map_.find(seq[holder_i]); e != FlatMap::kEmpty) __builtin_prefetch(&entries_[e]);
@@ -147,7 +162,12 @@ void PrefixIndex::apply_removed(uint32_t w, std::span<const uint64_t> block_hash
 
 void PrefixIndex::clear_worker(uint32_t w) {
   if (w >= workers_.size()) return;
-  while (workers_[w].tail != kNil) remove_entry(workers_[w].tail);
+  for (uint32_t e; (e = oldest(w)) != kNil;) {
+    remove_entry(e);
+    ++workers_[w].front;
+  }
+  workers_[w].order.clear();
+  workers_[w].front = 0;
 }
 
 void PrefixIndex::expire(double now_ms) {
