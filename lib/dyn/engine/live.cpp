@@ -30,13 +30,15 @@ uint64_t LiveEngine::next_id() {
   return next_id_++;
 }
 
-Expected<bool> LiveEngine::submit(RequestSpec spec, Sink sink) {
+Expected<bool> LiveEngine::submit(RequestSpec spec, Sink sink, std::chrono::steady_clock::time_point arrived) {
   {
     std::lock_guard lk(mu_);
     uint64_t id = spec.id;
+    const bool idle = !engine_.has_work();
     auto r = engine_.add(std::move(spec));
     if (!r) return r;
     sinks_[id] = std::move(sink);
+    if (idle) idle_arrival_ = std::min(idle_arrival_, arrived);
   }
   cv_.notify_all();
   return true;
@@ -73,8 +75,11 @@ void LiveEngine::run() {
     if (!engine_.has_work()) {
       cv_.wait(lk, [&] { return stop_ || engine_.has_work(); });
       if (stop_) break;
-      next_start = clock::now();  // an idle engine starts its next step on arrival
+      // An idle engine starts its next step on arrival: when the first request reached the
+      // server, not when its handling was done (LiveEngine::submit), nor before the last step ended.
+      next_start = std::max(next_start, std::min(idle_arrival_, clock::now()));
     }
+    idle_arrival_ = clock::time_point::max();
     // Steps follow each other on the model's schedule: time spent delivering tokens after a
     // step is not added to the next one (a late loop catches up instead of drifting).
     const auto start = next_start;

@@ -2,6 +2,7 @@
 // then hands the step's tokens to the requests' sinks (dyn-mocker's engine loop).
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
@@ -34,8 +35,14 @@ class LiveEngine {
   /// A fresh request id (unique within this engine).
   uint64_t next_id();
   /// Queues a request; the sink receives one call per produced token (the last with
-  /// finished = true). Errors come from Engine::add.
-  Expected<bool> submit(RequestSpec spec, Sink sink);
+  /// finished = true). Errors come from Engine::add. `arrived`: when the request reached the
+  /// server (before its body was parsed, tokenized and hashed). An idle engine starts its next
+  /// step at the earliest arrival among the requests that woke it (never before its previous
+  /// step ended), as the simulator starts a step at the arrival instant: the mock's own request
+  /// handling, ~20 ms for an 87k-token prompt, is not added to the model's TTFT (issue 18's
+  /// live-vs-simulated fidelity).
+  Expected<bool> submit(RequestSpec spec, Sink sink,
+                        std::chrono::steady_clock::time_point arrived = std::chrono::steady_clock::now());
   /// Drops a request (client went away); its sink is not called again. Returns false when the
   /// sink had already been handed its finished output (or the id is unknown).
   bool cancel(uint64_t id);
@@ -54,6 +61,8 @@ class LiveEngine {
   std::unordered_map<uint64_t, Sink> sinks_;
   KvListener kv_listener_;
   uint64_t next_id_ = 1;
+  // Earliest arrival among requests submitted while the engine had no work (max = none).
+  std::chrono::steady_clock::time_point idle_arrival_ = std::chrono::steady_clock::time_point::max();
   bool stop_ = false;
   std::thread thread_;
 };

@@ -231,6 +231,7 @@ class Mocker {
   }
 
   void handle(Api api, const httplib::Request& q, httplib::Response& r) {
+    const auto arrived = std::chrono::steady_clock::now();  // before parsing, tokenizing, hashing
     if (inject_fault(api, r)) return;
     if (json_too_deep(q.body)) return send_error(r, api, 400, "JSON body nested too deeply", "invalid_request_error");
     Json body = Json::parse(q.body, nullptr, false);
@@ -246,16 +247,19 @@ class Mocker {
     auto st = std::make_shared<StreamState>();
     RequestSpec spec{id, req->prompt_tokens, req->block_hashes, plan->tokens()};
     if (publisher_) block_tokens_.hold(*req, opt_.engine.block_size);
-    auto ok = engine_.submit(std::move(spec), [this, st, req](const TokenOutput& o) {
-      if (o.finished && publisher_) block_tokens_.release(req->block_hashes);
-      {
-        std::lock_guard lk(st->mu);
-        st->generated = o.generated;
-        st->cached = o.cached_tokens;
-        st->finished = o.finished;
-      }
-      st->cv.notify_all();
-    });
+    auto ok = engine_.submit(
+        std::move(spec),
+        [this, st, req](const TokenOutput& o) {
+          if (o.finished && publisher_) block_tokens_.release(req->block_hashes);
+          {
+            std::lock_guard lk(st->mu);
+            st->generated = o.generated;
+            st->cached = o.cached_tokens;
+            st->finished = o.finished;
+          }
+          st->cv.notify_all();
+        },
+        arrived);
     if (!ok) {
       if (publisher_) block_tokens_.release(req->block_hashes);
       return send_error(r, api, 400, ok.error().message, "invalid_request_error");
