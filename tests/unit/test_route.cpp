@@ -229,6 +229,33 @@ TEST_CASE("hard affinity: new, hit, TTL from the last lease end, expired") {
   CHECK(st.binding_expired == 1);
 }
 
+// The periodic sweep (every 30 s here) skips its scan while no binding can have expired; these
+// outcomes are those of a scan at every sweep: a binding the sweep erased is met as "new", one it
+// missed would be met as "expired".
+TEST_CASE("periodic sweep erases bindings once their idle TTL has passed, clock set back included") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kRoundRobin;
+  c.affinity_ttl_secs = 300;
+  ROUTER(r, c, clk, 2);
+  auto once = [&](const std::string& key, double at) {
+    clk.set(at);
+    auto p = place_ok(r, req(key, {}, 10));
+    p.commit();
+    p.finish();  // idle from `at`
+    return p.binding();
+  };
+  CHECK(once("a", 0) == BindingOutcome::kNew);        // deadline 300 s
+  CHECK(once("b", 100'000) == BindingOutcome::kNew);  // deadline 400 s
+  CHECK(once("c", 301'000) == BindingOutcome::kNew);  // its sweep erases "a"
+  CHECK(once("a", 302'000) == BindingOutcome::kNew);
+  // A clock set back: "d" goes idle at 10 s (deadline 310 s), before the last scan (301 s).
+  CHECK(once("d", 10'000) == BindingOutcome::kNew);
+  CHECK(once("e", 340'000) == BindingOutcome::kNew);  // its sweep erases "d"
+  CHECK(once("d", 341'000) == BindingOutcome::kNew);
+  CHECK(once("b", 342'000) == BindingOutcome::kHit);  // never idle 300 s: kept by every sweep
+}
+
 TEST_CASE("parent groups: subagents of one parent share a binding; the parent keeps its own") {
   FakeClock clk;
   RouterConfig c;
