@@ -24,11 +24,15 @@ gzip -dcf "$root/data/mooncake-fast25/conversation_trace.jsonl.gz" >"$trace"
 "$bin/dyn-trace" sessionize "$trace" >"$tmp/sessions.jsonl" 2>/dev/null
 decide=("$bin/dyn-route" decide --workers 8 --router-mode kv --router-session-affinity-ttl-secs 300)
 
-# once FILE CMD...: one run, output discarded; prints "wall cpu maxrss_kib".
+# once FILE CMD...: one run, output discarded; prints "wall cpu maxrss_kib". GNU time's %e, %U
+# and %S step by 10 ms, a third of a whole `dyn-trace cat` of this trace: wall and CPU come from
+# bash's `time` (the child's rusage, 1 ms steps), peak RSS from GNU time's %M.
 once() {
   local out="$1"; shift
-  /usr/bin/time -f '%e %U %S %M' -o "$tmp/time" "$@" >/dev/null 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
-  awk '{ printf "%s %.3f %s\n", $1, $2 + $3, $4 }' "$tmp/time" >>"$out"
+  local TIMEFORMAT='%3R %3U %3S' t
+  t=$( { time /usr/bin/time -f '%M' -o "$tmp/time" "$@" >/dev/null 2>"$tmp/err"; } 2>&1 ) \
+    || { cat "$tmp/err" >&2; exit 1; }
+  awk -v t="$t" '{ split(t, a, " "); printf "%.3f %.3f %s\n", a[1], a[2] + a[3], $1 }' "$tmp/time" >>"$out"
 }
 median() {  # median of column $2 of file $1
   sort -g -k"$2,$2" "$1" | awk -v c="$2" '{ v[NR] = $c } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
