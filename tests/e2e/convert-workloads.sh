@@ -1,6 +1,7 @@
 # Shows dyn-trace convert: Dynamo -> Mooncake (SPEC 6.2; case 26 keeps 4 distinct ids; mixed
 # block sizes rejected), Mooncake -> Dynamo's agentic form, and Azure CSV (CRLF, 7 fractional
-# digits, no final newline) -> Mooncake with fresh hash ids per row.
+# digits, no final newline) -> Mooncake with fresh hash ids per row. request_end records without
+# request.replay are never lost silently: a warning counts them, and none with it is an error.
 c="$DYN_CASES/26-u64-hash-precision/trace.jsonl"
 dyn-trace convert --from dynamo "$c" 2>/dev/null
 dyn-trace convert --from dynamo "$c" 2>/dev/null | jq -c '.hash_ids | unique | length'
@@ -28,3 +29,9 @@ expect_status 0 dyn-trace convert --from azure-csv "$a" >code.jsonl
 wc -l <code.jsonl
 tail -1 code.jsonl | jq -c '{timestamp, input_length, output_length, n: (.hash_ids|length), last: .hash_ids[-1]}'
 jq -s '[.[].hash_ids[]] | (length == (unique|length))' code.jsonl
+echo "--- request_end records without request.replay"
+jq -c 'del(.request.replay)' "$c" >norep.jsonl
+expect_status 3 dyn-trace convert --from dynamo norep.jsonl 2>&1 | sed 's/^dyn-trace: //'
+d="$DYN_DATA/dynamo-docs/request_trace_examples.jsonl"
+{ jq -c 'del(.request.replay)' "$d" | head -1; tail -n +2 "$d"; } >mixed.jsonl
+dyn-trace convert --from dynamo mixed.jsonl 2>&1 >/dev/null | sed 's/^dyn-trace: //'

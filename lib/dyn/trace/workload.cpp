@@ -434,7 +434,10 @@ Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& r
     const Json* et = find_path(rec, "event_type");
     if (!et || !et->is_string() || et->get<std::string>() != event::kRequestEnd) continue;
     const Json* replay = find_path(rec, "request.replay");
-    if (!replay || !replay->is_object()) continue;
+    if (!replay || !replay->is_object()) {
+      ++w.no_replay_rows;
+      continue;
+    }
     WorkloadRow r;
     r.where = where;
     const Json* tbs = find_path(*replay, "trace_block_size");
@@ -577,6 +580,14 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
     if (!w.rows.empty()) report("input mixes Dynamo trace records and workload rows");
     Workload d = workload_from_dynamo(dynamo, opts.block_size);
     d.skipped_rows = w.skipped_rows;
+    if (d.no_replay_rows) {
+      // Never silently: each such record is a request the replay would lose.
+      std::string msg = std::to_string(d.no_replay_rows) + " request_end record" + (d.no_replay_rows == 1 ? "" : "s") +
+                        " without request.replay (the prompt's sequence hashes a replay needs; dyn-route serve and "
+                        "dyn-trace capture write them)";
+      if (d.rows.empty()) d.errors.push_back(msg + ": nothing to replay");
+      else diag::warning("", msg + " left out"), ++d.warnings;
+    }
     for (auto& e : d.errors) diag::error("", e);
     d.errors.insert(d.errors.begin(), w.errors.begin(), w.errors.end());
     for (auto& r : d.rows) {

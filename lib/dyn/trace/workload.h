@@ -62,6 +62,9 @@ struct Workload {
   std::vector<std::string> errors;
   uint64_t warnings = 0;
   uint64_t skipped_rows = 0;  ///< lines the reader skipped (malformed, too long, out of range)
+  /// request_end records without request.replay (no sequence hashes to replay, SPEC 6.2): warned
+  /// and counted; an error when no record has it.
+  uint64_t no_replay_rows = 0;
   bool ok() const { return errors.empty(); }
 };
 
