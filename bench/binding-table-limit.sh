@@ -15,7 +15,7 @@ root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
 work="$(mktemp -d /tmp/dyn-bench-bindings.XXXXXX)"
 pids=()
-trap 'for p in "${pids[@]}"; do kill -TERM $p 2>/dev/null; wait $p 2>/dev/null; done; rm -rf "$work"' EXIT
+trap 'for p in "${pids[@]}"; do kill -TERM $p 2>/dev/null || true; wait $p 2>/dev/null || true; done; rm -rf "$work"' EXIT
 for w in 0 1; do
   "$build/bin/dyn-mocker" --port 0 --port-file "$work/m$w.port" --worker-id $w --speedup-ratio 1000 2>"$work/m$w.err" &
   pids+=($!)
