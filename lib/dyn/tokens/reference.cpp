@@ -47,9 +47,8 @@ uint64_t reference_hit_tokens(std::span<const ReferenceRequest> requests, uint64
     uint32_t next = kNever;  // Belady: rank of its next use after the latest one
     double prio = 0;         // while unpinned: evicted smallest first
   };
-  std::vector<Block> slab;
-  std::vector<uint32_t> free_slots;
-  kv::FlatMap where;  // block hash -> slab slot
+  std::vector<Block> slab;  // grows to capacity_blocks; an evicted block's slot takes the new one
+  kv::FlatMap where;        // block hash -> slab slot
   // Unpinned blocks by (prio, deeper first, slot): LRU prio = the time it was last released;
   // Belady prio = -(rank of its next use), so the furthest next use (or none) goes first.
   using Key = std::tuple<double, int64_t, uint32_t>;
@@ -101,9 +100,6 @@ uint64_t reference_hit_tokens(std::span<const ReferenceRequest> requests, uint64
         slot = std::get<2>(*evictable.begin());
         evictable.erase(evictable.begin());
         where.erase(slab[slot].hash);
-      } else if (!free_slots.empty()) {
-        slot = free_slots.back();
-        free_slots.pop_back();
       } else {
         slot = static_cast<uint32_t>(slab.size());
         slab.emplace_back();
