@@ -64,6 +64,8 @@ rows() {
   done
   # A served turn is one with dyn.status ok; anything else would be left out of the check.
   jq -r 'select(.dyn.status != "ok") | "not ok: \(.agent_context.session_id) \(.dyn.status) \(.dyn.error // {} | tostring)"' rows.jsonl >&2
+  # For a failure's stderr (the check counts only ok rows that name a worker): what was there.
+  echo "rows $1: $(wc -l <rows.jsonl) after $i polls, $(jq -s 'map(select(.request.worker == null)) | length' rows.jsonl) without a worker, per file: $(for f in "${@:2}"; do printf '%s=%s ' "$(basename "$f")" "$(grep -c "\"$1-" "$f")"; done)" >&2
 }
 # check PREFIX FILES...: dyn-bind check over the rows of sessions PREFIX-* in FILES passes.
 check() {
