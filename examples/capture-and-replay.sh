@@ -12,12 +12,7 @@
 # Usage: examples/capture-and-replay.sh
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-PATH="$here/../build/bin:$PATH"
-# scripts/quickstart.sh builds only the five tools it runs; say how to build a missing one.
-for t in dyn-mocker dyn-trace dyn-replay; do
-  command -v "$t" >/dev/null || { echo "$(basename "$0"): $t not found in build/bin or PATH;" \
-    "build it with: cmake --build build -j2 --target $t (or scripts/setup.sh: every tool and the tests)" >&2; exit 4; }
-done
+source "$here/tools.sh" dyn-mocker dyn-trace dyn-replay
 tmp="$(mktemp -d)"
 pids=()
 cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$tmp"; }

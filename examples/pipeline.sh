@@ -6,12 +6,7 @@
 # Usage: examples/pipeline.sh [WORKLOAD]
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-PATH="$here/../build/bin:$PATH"
-# scripts/quickstart.sh builds only the five tools it runs; say how to build a missing one.
-for t in dyn-replay dyn-trace dyn-bind dyn-bench; do
-  command -v "$t" >/dev/null || { echo "$(basename "$0"): $t not found in build/bin or PATH;" \
-    "build it with: cmake --build build -j2 --target $t (or scripts/setup.sh: every tool and the tests)" >&2; exit 4; }
-done
+source "$here/tools.sh" dyn-replay dyn-trace dyn-bind dyn-bench
 workload="${1:-$here/../data/quickstart/conversation-slice.jsonl}"
 tmp="$(mktemp -d)"
 trap 'rm -rf "$tmp"' EXIT

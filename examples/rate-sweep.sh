@@ -14,11 +14,7 @@
 # Every run uses the same seed, so the table and the page are reproducible.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-PATH="$here/../build/bin:$PATH"
-for t in dyn-trace dyn-replay dyn-bench; do
-  command -v "$t" >/dev/null || { echo "$(basename "$0"): $t not found in build/bin or PATH;" \
-    "build it with: cmake --build build -j2 --target $t (or scripts/setup.sh: every tool and the tests)" >&2; exit 4; }
-done
+source "$here/tools.sh" dyn-trace dyn-replay dyn-bench
 read -r -a rates <<<"${2:-0.25 0.5 1 2 4}"
 html="${3:-rate-sweep.html}"
 tmp="$(mktemp -d)"

@@ -13,12 +13,7 @@
 # Every run uses the same seed, so the table is reproducible.
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-PATH="$here/../build/bin:$PATH"
-# scripts/quickstart.sh builds only the five tools it runs; say how to build a missing one.
-for t in dyn-trace dyn-replay dyn-bench; do
-  command -v "$t" >/dev/null || { echo "$(basename "$0"): $t not found in build/bin or PATH;" \
-    "build it with: cmake --build build -j2 --target $t (or scripts/setup.sh: every tool and the tests)" >&2; exit 4; }
-done
+source "$here/tools.sh" dyn-trace dyn-replay dyn-bench
 workload="${1:-$here/../data/quickstart/conversation-slice.jsonl}"
 workers="${2:-2}"
 read -r -a loads <<<"${3:-1 2 4}"
