@@ -56,8 +56,6 @@ class EventQueue {
     clock_->set(std::max(clock_->now_ms(), t_ms));
   }
 
-  FakeClock& clock() const { return *clock_; }
-
  private:
   struct Later {
     bool operator()(const Event& a, const Event& b) const {
