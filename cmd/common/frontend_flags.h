@@ -2,9 +2,11 @@
 // upstream timeouts and request tracing (SPEC 5.2), with flag > environment > default (CLI11 envname).
 #pragma once
 
+#include <atomic>
 #include <csignal>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -157,12 +159,23 @@ inline std::string startup_line(const dyn::serve::FrontendOptions& opt, int port
 /// after the same drain and flush; bind errors throw Fatal (exit 4).
 inline int run_frontend(dyn::serve::FrontendOptions opt) {
   const dyn::serve::FrontendOptions shown = opt;
-  dyn::serve::Frontend frontend(std::move(opt));
-  dyn::http::SignalWatcher watcher([&frontend](int) { frontend.stop(); });
-  auto port = frontend.bind();
+  // The watcher blocks the stop signals before the frontend exists: its constructor starts
+  // threads (the Redis store's, the KV event subscribers'), and a thread started earlier would
+  // not block SIGTERM, so the kernel could hand it the signal and the process would die of it
+  // without draining or flushing the trace (the rows of the last ~100 ms were lost that way).
+  // Declared first, the optional is destroyed last: the watcher's thread has ended by then.
+  std::optional<dyn::serve::Frontend> frontend;
+  std::atomic<bool> ready{false};
+  dyn::http::SignalWatcher watcher([&](int) {
+    if (ready.load()) frontend->stop();
+  });
+  frontend.emplace(std::move(opt));
+  ready.store(true);
+  if (watcher.received() != 0) frontend->stop();  // a signal during construction
+  auto port = frontend->bind();
   if (!port) throw dyn::Fatal(port.error().exit_code, port.error().message);
   dyn::diag::note(startup_line(shown, *port));
-  frontend.serve();
+  frontend->serve();
   return watcher.received() == SIGINT ? dyn::kExitInterrupted : dyn::kExitOk;
 }
 

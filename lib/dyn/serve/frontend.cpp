@@ -616,7 +616,9 @@ void Frontend::serve() {
   if (!m.opt.capture) m.health_thread = std::thread([&m] { m.health_loop(); });
   if (m.admission) m.admission_ticker = std::make_unique<route::AdmissionTicker>(*m.admission, m.clock);
   if (m.admin_separate()) m.admin_thread = std::thread([&m] { m.admin_server.listen_after_bind(); });
-  m.server.listen_after_bind();  // returns after stop(); its pool has finished every request
+  // Returns after stop(); its pool has finished every request. A stop() that came first (a
+  // signal during start-up) would not reach a server that is not listening yet.
+  if (!m.draining.load()) m.server.listen_after_bind();
   m.admin_server.stop();
   if (m.admin_thread.joinable()) m.admin_thread.join();
   if (m.admission_ticker) m.admission_ticker->stop();
