@@ -1,6 +1,7 @@
 // The engine flags of dyn-mocker (docs/cli.md, SPEC 8 defaults), shared with `dyn-replay --sim`.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -44,6 +45,15 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, bool with
       ->group(group);
   app.add_flag("!--no-chunked-prefill", cfg.enable_chunked_prefill,
                "Prefill each prompt in one step instead of budget-sized chunks")
+      ->group(group);
+  app.add_option("--kv-eviction", cfg.kv_eviction,
+                 "Which cached KV blocks go first when the pool is full: lru (least recently used, as vLLM), or "
+                 "session (the blocks of sessions whose last turn said x-dynamo-session-final, then LRU)")
+      ->transform(CLI::CheckedTransformer(
+          std::map<std::string, engine::KvEviction>{{"lru", engine::KvEviction::kLru},
+                                                    {"session", engine::KvEviction::kSession}},
+          CLI::ignore_case))
+      ->default_str("lru")
       ->group(group);
 }
 

@@ -96,6 +96,72 @@ TEST_CASE("KV pool: refcounts, reuse after release, LRU eviction leaf before pre
   CHECK_FALSE(p.make_room(4));
 }
 
+TEST_CASE("KV pool: first-out blocks are evicted before the LRU; owners until shared") {
+  KvPool p(4, false, /*track_owners=*/true);
+  REQUIRE(p.make_room(4));
+  const uint32_t a = p.insert(1, std::nullopt), b = p.insert(2, std::nullopt);
+  const uint32_t c = p.insert(3, std::nullopt), d = p.insert(4, std::nullopt);
+  p.claim(a, 7);
+  p.claim(b, 7);
+  p.claim(c, 8);
+  p.claim(d, 9);
+  CHECK(p.owner(a) == 7);
+  // Another session holding block 4 too makes it shared.
+  p.acquire_slot(d);
+  p.claim(d, 7);
+  CHECK(p.owner(d) == 0);
+  p.release_slot(d);
+  // Released in the order a, c, d, b; only b goes to the first-out list.
+  p.release_slot(a);
+  p.release_slot(c);
+  p.release_slot(d);
+  p.release_slot(b, true, /*first_out=*/true);
+  REQUIRE(p.make_room(1));
+  CHECK_FALSE(p.contains(2));  // first out, although released last
+  CHECK(p.contains(1));
+  REQUIRE(p.make_room(2));
+  CHECK_FALSE(p.contains(1));  // then the LRU: a is the oldest
+  CHECK(p.contains(3));
+  // A first-out block that is acquired again leaves that list.
+  const uint32_t e = p.insert(5, std::nullopt);
+  p.release_slot(e, true, true);
+  p.acquire_slot(e);
+  p.release_slot(e);
+  REQUIRE(p.make_room(3));
+  CHECK(p.contains(5));  // newest in the LRU now, not first out
+  CHECK_FALSE(p.contains(3));
+}
+
+TEST_CASE("engine --kv-eviction session: a finished session's blocks go first, not a live one's") {
+  // Two sessions of 4 blocks each in a 10-block pool, A (live) before B (its last turn); a third
+  // prompt needs room for 4 more blocks. LRU evicts A's blocks (the oldest); session eviction
+  // takes B's, so A's next turn still hits.
+  auto run = [](KvEviction ev) {
+    EngineConfig cfg;
+    cfg.num_blocks = 10;
+    cfg.block_size = 16;
+    cfg.kv_eviction = ev;
+    Engine e(cfg);
+    RequestSpec a = req(1, 64, 1, 100, 16), b = req(2, 64, 1, 200, 16), c = req(3, 64, 1, 300, 16);
+    a.session = 11;
+    b.session = 22;
+    b.session_final = true;
+    c.session = 33;
+    REQUIRE(e.add(a));
+    run_all(e, 1);
+    REQUIRE(e.add(b));
+    run_all(e, 2);
+    REQUIRE(e.add(c));
+    run_all(e, 3);
+    RequestSpec again = req(4, 64, 1, 100, 16);
+    again.session = 11;
+    REQUIRE(e.add(again));
+    return run_all(e, 4)[4].cached;
+  };
+  CHECK(run(KvEviction::kLru) < 64);
+  CHECK(run(KvEviction::kSession) == 64);
+}
+
 TEST_CASE("engine: TTFT is the prefill time, then one token per decode step") {
   Engine e(EngineConfig{});
   REQUIRE(e.add(req(1, 1000, 4)));

@@ -8,6 +8,16 @@
 
 namespace dyn::engine {
 
+/// Which inactive cached blocks an engine evicts first (SPEC 8, --kv-eviction).
+/// - kLru: least recently used (vLLM's and SGLang's rule).
+/// - kSession: the blocks of finished sessions first (their last turn said so, as
+///   x-dynamo-session-final does), least recently used among them, then LRU for the rest. Only a
+///   session's own blocks go early: one another session has held too (a shared system prompt)
+///   stays in the LRU. Idle sessions are not ranked by predicted return: with tool times drawn
+///   alike, ordering them by release time plus a mean gap is MRU, which measured far worse than
+///   LRU (agent workload 52 % vs 57 % hit, sessionized Mooncake 8 % vs 26 %).
+enum class KvEviction { kLru, kSession };
+
 /// Settings of one simulated inference worker. Defaults follow SPEC 8 (Dynamo's mocker).
 struct EngineConfig {
   uint32_t block_size = kDefaultKvBlockSize;  ///< tokens per KV block
@@ -18,6 +28,7 @@ struct EngineConfig {
   bool enable_chunked_prefill = true;         ///< split long prompts across steps
   double speedup_ratio = 1.0;                 ///< divides every step time (> 0)
   bool kv_events = false;                     ///< record stored/removed events for a router (SPEC 3.3)
+  KvEviction kv_eviction = KvEviction::kLru;  ///< --kv-eviction
 
   /// "" when valid, else a message naming the bad setting (zero sizes, speedup <= 0).
   std::string validate() const;

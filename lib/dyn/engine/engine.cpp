@@ -23,7 +23,8 @@ struct Engine::Seq {
   std::vector<uint32_t> slots;
 };
 
-Engine::Engine(EngineConfig config) : cfg_(config), pool_(config.num_blocks, config.kv_events) {}
+Engine::Engine(EngineConfig config)
+    : cfg_(config), pool_(config.num_blocks, config.kv_events, config.kv_eviction == KvEviction::kSession) {}
 
 Engine::~Engine() = default;
 
@@ -100,6 +101,7 @@ bool Engine::ensure_blocks(Seq& s, uint64_t new_computed) {
       }
       const uint32_t slot = present_[p++];
       pool_.acquire_slot(slot);  // no pool change since the lookups
+      pool_.claim(slot, s.spec.session);
       s.slots[i] = slot;
     }
   }
@@ -110,6 +112,7 @@ bool Engine::ensure_blocks(Seq& s, uint64_t new_computed) {
     std::optional<uint64_t> parent;
     if (i > 0) parent = s.spec.block_hashes[i - 1];
     s.slots[i] = pool_.insert(s.spec.block_hashes[i], parent);
+    pool_.claim(s.slots[i], s.spec.session);
   }
   if (private_delta > 0) pool_.alloc_private(static_cast<uint64_t>(private_delta));
   s.held_hashed = std::max(s.held_hashed, target_hashed);
@@ -117,11 +120,15 @@ bool Engine::ensure_blocks(Seq& s, uint64_t new_computed) {
   return true;
 }
 
-void Engine::release_blocks(Seq& s) {
+void Engine::release_blocks(Seq& s, bool done) {
   pool_.free_private(s.held_private);
   s.held_private = 0;
   // Last block first: leaves enter the LRU before their prefixes and are evicted first.
-  for (size_t i = s.held_hashed; i-- > 0;) pool_.release_slot(s.slots[i], cfg_.enable_prefix_caching);
+  const uint64_t last_of = done && s.spec.session_final && cfg_.kv_eviction == KvEviction::kSession ? s.spec.session : 0;
+  for (size_t i = s.held_hashed; i-- > 0;) {
+    const uint32_t slot = s.slots[i];
+    pool_.release_slot(slot, cfg_.enable_prefix_caching, last_of != 0 && pool_.owner(slot) == last_of);
+  }
   s.held_hashed = 0;
 }
 
@@ -137,7 +144,7 @@ void Engine::preempt_back() {
 }
 
 void Engine::finish(Seq& s) {
-  release_blocks(s);
+  release_blocks(s, /*done=*/true);
   s.done = true;
   ++counters_.requests_finished;
 }

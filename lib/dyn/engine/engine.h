@@ -24,6 +24,11 @@ struct RequestSpec {
   std::vector<uint64_t> block_hashes;  ///< sequence hashes of the full prompt blocks at the
                                        ///< engine block size: floor(prompt_tokens / block_size)
   uint64_t max_output_tokens = 1;      ///< tokens to generate (>= 1)
+  /// For KvEviction::kSession (ignored under kLru): the request's session, any nonzero tag (a
+  /// hash of its session_id; 0 = none), and whether it is the session's last turn
+  /// (x-dynamo-session-final): its own blocks then go first when room is needed.
+  uint64_t session = 0;
+  bool session_final = false;
 };
 
 /// Tokens produced by one step for one request.
@@ -121,7 +126,8 @@ class Engine {
  private:
   struct Seq;
   bool ensure_blocks(Seq& s, uint64_t new_computed);
-  void release_blocks(Seq& s);
+  /// `done`: the request finished (under kSession a final turn's own blocks then go first out).
+  void release_blocks(Seq& s, bool done = false);
   void preempt_back();
   void finish(Seq& s);
 

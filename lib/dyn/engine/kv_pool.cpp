@@ -5,7 +5,8 @@
 
 namespace dyn::engine {
 
-KvPool::KvPool(uint64_t capacity, bool record_events) : capacity_(capacity), record_events_(record_events) {
+KvPool::KvPool(uint64_t capacity, bool record_events, bool track_owners)
+    : capacity_(capacity), record_events_(record_events), track_owners_(track_owners) {
   // The slab grows on demand (a pool of millions of blocks should not cost memory up front).
   size_t buckets = 16;
   while (buckets < 2 * capacity) buckets <<= 1;
@@ -81,7 +82,8 @@ bool KvPool::make_room(uint64_t n) {
     // Evictions walk the LRU list from its head, each entry and its table cell a likely cache
     // miss: the next entry's cell is loaded (the entry itself was asked for one round ago), and
     // the entry after it.
-    if (const uint32_t next = slab_[lru_head_].next; next != kNil) {
+    const uint32_t head = lru_head_[1] != kNil ? lru_head_[1] : lru_head_[0];
+    if (const uint32_t next = slab_[head].next; next != kNil) {
       prefetch(slab_[next].hash);
       if (slab_[next].next != kNil) __builtin_prefetch(&slab_[slab_[next].next]);
     }
@@ -100,7 +102,11 @@ uint32_t KvPool::insert(uint64_t hash, std::optional<uint64_t> parent) {
     e = static_cast<uint32_t>(slab_.size());
     slab_.emplace_back();
   }
-  slab_[e] = Entry{hash, 1, kNil, kNil};
+  slab_[e] = Entry{hash, 1, kNil, kNil, 0};
+  if (track_owners_) {
+    if (owners_.size() <= e) owners_.resize(e + 1);
+    owners_[e] = kUnclaimed;
+  }
   size_t i = bucket(hash);
   while (table_[i].slot1 != 0) i = (i + 1) & mask_;
   table_[i] = Cell{e + 1, static_cast<uint32_t>(scramble(hash) >> 32)};
@@ -116,7 +122,7 @@ void KvPool::release(uint64_t hash, bool cache) {
   release_slot(e, cache);
 }
 
-void KvPool::release_slot(uint32_t e, bool cache) {
+void KvPool::release_slot(uint32_t e, bool cache, bool first_out) {
   assert(slab_[e].refs > 0);
   if (--slab_[e].refs > 0) return;
   --active_hashed_;
@@ -127,12 +133,12 @@ void KvPool::release_slot(uint32_t e, bool cache) {
     --hashed_;
     return;
   }
-  lru_push(e);
+  lru_push(e, first_out ? 1 : 0);
   ++inactive_count_;
 }
 
 void KvPool::evict_one() {
-  uint32_t e = lru_head_;
+  uint32_t e = lru_head_[1] != kNil ? lru_head_[1] : lru_head_[0];
   assert(e != kNil);
   lru_unlink(e);
   --inactive_count_;
@@ -144,20 +150,21 @@ void KvPool::evict_one() {
   --hashed_;
 }
 
-void KvPool::lru_push(uint32_t e) {
+void KvPool::lru_push(uint32_t e, uint8_t list) {
+  slab_[e].list = list;
   slab_[e].next = kNil;
-  slab_[e].prev = lru_tail_;
-  if (lru_tail_ != kNil) slab_[lru_tail_].next = e;
-  else lru_head_ = e;
-  lru_tail_ = e;
+  slab_[e].prev = lru_tail_[list];
+  if (lru_tail_[list] != kNil) slab_[lru_tail_[list]].next = e;
+  else lru_head_[list] = e;
+  lru_tail_[list] = e;
 }
 
 void KvPool::lru_unlink(uint32_t e) {
   Entry& x = slab_[e];
   if (x.prev != kNil) slab_[x.prev].next = x.next;
-  else lru_head_ = x.next;
+  else lru_head_[x.list] = x.next;
   if (x.next != kNil) slab_[x.next].prev = x.prev;
-  else lru_tail_ = x.prev;
+  else lru_tail_[x.list] = x.prev;
   x.prev = x.next = kNil;
 }
 

@@ -23,12 +23,15 @@ struct KvEvent {
 ///   with that prefix (refcount = holders). At refcount 0 a hashed block stays cached
 ///   ("inactive") until evicted; eviction takes the least recently released one first. Callers
 ///   release a request's blocks from its last block to its first, so a leaf is always older in
-///   the LRU than its prefix and is evicted before it (SPEC 8).
+///   the LRU than its prefix and is evicted before it (SPEC 8). A block released "first out"
+///   (a finished session's, KvEviction::kSession) joins a second LRU list that is emptied
+///   before the main one.
 /// - private blocks: partial and generated blocks, counted but never shared nor cached.
 /// Not thread-safe (the owning Engine serialises access).
 class KvPool {
  public:
-  explicit KvPool(uint64_t capacity, bool record_events = false);
+  /// `track_owners`: keep owner() per block (KvEviction::kSession).
+  explicit KvPool(uint64_t capacity, bool record_events = false, bool track_owners = false);
   ~KvPool();
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -71,13 +74,27 @@ class KvPool {
   /// Requires !contains(hash) and free() > 0 (call make_room first). Returns its slot, which
   /// stays the block's while any reference is held (for release_slot()).
   uint32_t insert(uint64_t hash, std::optional<uint64_t> parent);
+  /// With track_owners: records that a request of `session` (a caller's nonzero tag) holds
+  /// `slot`, after insert() or acquire_slot(). A block belongs to the first session that holds
+  /// it until another session holds it too; from then on it is shared (owner 0).
+  void claim(uint32_t slot, uint64_t session) {
+    if (!track_owners_) return;  // inline: the engine calls it for every block it takes
+    if (owners_[slot] == kUnclaimed) owners_[slot] = session;
+    else if (owners_[slot] != session) owners_[slot] = 0;
+  }
+  /// The block's session (see claim()); 0 when shared, unclaimed, or owners are not tracked.
+  uint64_t owner(uint32_t slot) const {
+    return !track_owners_ || owners_[slot] == kUnclaimed ? 0 : owners_[slot];
+  }
   /// Drops one reference; at 0 the block becomes the most recently used inactive block, or is
   /// dropped at once when prefix caching is off (`cache` false). Unknown or inactive: no-op.
   void release(uint64_t hash, bool cache = true);
   /// release() by the slot a held block got from insert() or slot_of() + acquire_slot(): the
   /// same effect without the hash lookup (a held block's slot never moves). Requires a slot
   /// whose block has refcount > 0.
-  void release_slot(uint32_t slot, bool cache = true);
+  /// `first_out`: at refcount 0 the block joins the list evicted before the LRU (a finished
+  /// session's block, which no later turn will ask for).
+  void release_slot(uint32_t slot, bool cache = true, bool first_out = false);
   /// Private blocks: requires free() >= n for alloc (call make_room first).
   void alloc_private(uint64_t n) { private_ += n; }
   void free_private(uint64_t n) { private_ -= n; }
@@ -103,6 +120,7 @@ class KvPool {
     uint32_t refs = 0;
     uint32_t prev = kNil;  // LRU links, valid while refs == 0
     uint32_t next = kNil;
+    uint8_t list = 0;      // while refs == 0: 0 = the LRU, 1 = the first-out list
   };
   uint32_t find_slot(uint64_t hash) const;
   static uint64_t scramble(uint64_t hash) { return hash * 0x9E3779B97F4A7C15ULL; }
@@ -112,7 +130,7 @@ class KvPool {
     return shift_ >= 32 ? static_cast<size_t>(c.tag >> (shift_ - 32)) : bucket(slab_[c.slot1 - 1].hash);
   }
   void table_erase(uint64_t hash, uint32_t slot);  // the cell of `slot`, which holds `hash`
-  void lru_push(uint32_t e);
+  void lru_push(uint32_t e, uint8_t list);
   void lru_unlink(uint32_t e);
   void evict_one();
   void event_stored(uint64_t hash, std::optional<uint64_t> parent);
@@ -120,13 +138,17 @@ class KvPool {
 
   uint64_t capacity_;
   bool record_events_;
+  bool track_owners_;
   std::vector<Entry> slab_;
   std::vector<uint32_t> free_slots_;
   std::vector<Cell> table_;
   size_t mask_ = 0;
   int shift_ = 0;
-  uint32_t lru_head_ = kNil;  // oldest
-  uint32_t lru_tail_ = kNil;  // newest
+  // [0] the LRU, [1] the first-out list; head = oldest, tail = newest.
+  uint32_t lru_head_[2] = {kNil, kNil};
+  uint32_t lru_tail_[2] = {kNil, kNil};
+  static constexpr uint64_t kUnclaimed = UINT64_MAX;
+  std::vector<uint64_t> owners_;  // per slot, with track_owners: the session, 0 = shared
   uint64_t hashed_ = 0;
   uint64_t inactive_count_ = 0;
   uint64_t active_hashed_ = 0;

@@ -23,7 +23,9 @@
 #include "dyn/engine/live.h"
 #include "dyn/engine/mock_api.h"
 #include "dyn/http/prometheus.h"
+#include "dyn/http/server.h"
 #include "dyn/kvevents/pubsub.h"
+#include "dyn/session/normalize.h"
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
 
@@ -246,6 +248,14 @@ class Mocker {
     const uint64_t id = engine_.next_id();
     auto st = std::make_shared<StreamState>();
     RequestSpec spec{id, req->prompt_tokens, req->block_hashes, plan->tokens()};
+    if (opt_.engine.kv_eviction == engine::KvEviction::kSession) {
+      // The session and its end as a router forwards them (SPEC 1: x-dynamo-session-final on
+      // the last turn); headers that do not normalize leave the request without a session.
+      if (auto ident = session::normalize(http::header_list(q.headers)); ident && ident->context) {
+        spec.session = std::hash<std::string>{}(ident->context->session_id) | 1;
+        spec.session_final = ident->context->session_final.value_or(false);
+      }
+    }
     if (publisher_) block_tokens_.hold(*req, opt_.engine.block_size);
     auto ok = engine_.submit(
         std::move(spec),

@@ -31,6 +31,7 @@ struct Req {
   const trace::WorkloadRow* row = nullptr;
   std::string id;
   uint32_t turn = 0;
+  bool last_turn = false;     // the session's last row (what x-dynamo-session-final marks live)
   int64_t session_prev = -1;  // previous turn of the same session
   int64_t parent_dep = -1;    // parent's turn a child's first turn waits for (outside the fixed schedule)
   bool kept = true;           // replayed (not cut by offsets or the request count)
@@ -192,6 +193,7 @@ void Simulation::index_requests() {
            : !r.row->session_id.empty() ? fmt::format("{}:{}", r.row->session_id, r.turn)
                                         : fmt::format("row-{}", r.row->index);
   }
+  for (const auto& [sid, last] : last_of_session) reqs_[last.first].last_turn = true;
 }
 
 // Which rows run: the fixed schedule's inclusive offsets (a later turn without a timestamp goes
@@ -460,6 +462,8 @@ void Simulation::dispatch(uint32_t i, double t, std::optional<uint64_t> target) 
   }
   spec.block_hashes = std::move(hashes_);  // the router keeps its own copy; the span is no longer read
   spec.max_output_tokens = std::max<uint64_t>(1, row.output_length.value_or(1));
+  if (!row.session_id.empty()) spec.session = std::hash<std::string>{}(row.session_id) | 1;
+  spec.session_final = r.last_turn;
   auto added = workers_[r.worker].engine->add(std::move(spec));
   if (!added) {
     placed->fail();
