@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Program-aware admission (SPEC 9) live: dyn-route serve in front of dyn-mocker workers, driven by
+# dyn-replay's own live client, once without admission and once with --admission thunderagent, on
+# an agent workload in the regime admission exists for (working set several times the cluster's KV
+# capacity). Both runs use kv routing with hard session affinity and --kv-eviction session on
+# fresh workers. Time runs SPEEDUP times faster than the workload says (dyn-replay --speedup, the
+# mockers' --speedup-ratio, the admission scheduler's intervals divided alike); throughput and
+# TTFT are reported on the workload's clock (wall times x SPEEDUP) next to the same two runs in
+# --sim, so the columns compare. Goal (issue 18): >= 1.12x throughput, a lower p90 TTFT and fewer
+# re-prefilled tokens live; exits 1 on a MISS.
+# Usage: bench/admission-live.sh [BUILD_DIR]   env: SESSIONS=300 WORKERS=2 SPEEDUP=10 OUTPUT=100 SEED=1 KEEP=DIR
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bin="${1:-$root/build}/bin"
+sessions="${SESSIONS:-300}"
+workers="${WORKERS:-2}"
+speed="${SPEEDUP:-10}"
+output="${OUTPUT:-100}"
+seed="${SEED:-1}"
+block=64
+tmp="${KEEP:-$(mktemp -d /tmp/dyn-bench-adm-live.XXXXXX)}"
+mkdir -p "$tmp"
+pids=()
+cleanup() {
+  local p
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+trap 'cleanup; [[ -n "${KEEP:-}" ]] || rm -rf "$tmp"' EXIT
+
+"$bin/dyn-trace" generate --seed "$seed" --block-size "$block" --sessions "$sessions" --session-rate 5 \
+  --turns-min 6 --turns-max 14 --system-prompt-tokens 2048 --task-tokens 1024 \
+  --tool-output-tokens 2500 --output-tokens "$output" --tool-gap-ms 8000 \
+  --subagent-probability 0.1 --subagent-turns-min 2 --subagent-turns-max 5 \
+  --max-context-tokens 60000 --wait-for --summary -o "$tmp/agents.jsonl" 2>"$tmp/summary.txt"
+ws=$(sed -n 's/.*working_set_tokens \([0-9]*\).*/\1/p' "$tmp/summary.txt")
+echo "workload: $(cat "$tmp/summary.txt")"
+echo "cluster: $workers dyn-mocker workers x 16384 KV blocks x $block tokens; working set / capacity =" \
+  "$(echo "scale=2; $ws / ($workers * 16384 * $block)" | bc); speedup $speed"
+
+route_flags=(--router-mode kv --router-session-affinity-ttl-secs 3600 --router-session-affinity-mode hard)
+# wait_port FILE: the port a server wrote once listening.
+wait_port() {
+  local i
+  for i in $(seq 1 200); do [[ -s "$1" ]] && { cat "$1"; return 0; }; sleep 0.05; done
+  echo "no port in $1" >&2
+  return 1
+}
+live() {  # live ADMISSION: one live run -> $tmp/live-ADMISSION.jsonl
+  local a=$1 i urls=() port
+  for i in $(seq 0 $((workers - 1))); do
+    rm -f "$tmp/w$i.port"
+    "$bin/dyn-mocker" --port 0 --port-file "$tmp/w$i.port" --worker-id "$i" --speedup-ratio "$speed" \
+      --kv-eviction session 2>"$tmp/w$i-$a.log" &
+    pids+=($!)
+  done
+  for i in $(seq 0 $((workers - 1))); do urls+=(--worker "http://127.0.0.1:$(wait_port "$tmp/w$i.port")"); done
+  rm -f "$tmp/r.port"
+  "$bin/dyn-route" serve --port 0 --port-file "$tmp/r.port" "${urls[@]}" "${route_flags[@]}" --admission "$a" \
+    --scheduler-interval-seconds "$(echo "scale=4; 5 / $speed" | bc)" \
+    --acting-decay-tau-seconds "$(echo "scale=4; 1 / $speed" | bc)" \
+    --resume-timeout-seconds "$(echo "scale=4; 1800 / $speed" | bc)" 2>"$tmp/r-$a.log" &
+  pids+=($!)
+  port=$(wait_port "$tmp/r.port")
+  for i in $(seq 1 200); do curl -sf -o /dev/null "http://127.0.0.1:$port/health" && break; sleep 0.05; done
+  "$bin/dyn-replay" "$tmp/agents.jsonl" -u "http://127.0.0.1:$port" --streaming --ignore-eos \
+    --block-size "$block" --speedup "$speed" -m mock-model -o "$tmp/live-$a.jsonl" 2>"$tmp/replay-$a.log" ||
+    { tail -5 "$tmp/replay-$a.log" >&2; exit 1; }
+  cleanup
+}
+sim() {  # sim ADMISSION: the same run in the simulator -> $tmp/sim-ADMISSION.jsonl
+  "$bin/dyn-replay" --sim "$tmp/agents.jsonl" --block-size "$block" --kv-cache-block-size "$block" \
+    --workers "$workers" --seed "$seed" "${route_flags[@]}" --kv-eviction session --admission "$1" \
+    -o "$tmp/sim-$1.jsonl" 2>/dev/null
+}
+for a in none thunderagent; do
+  live "$a"
+  sim "$a"
+done
+
+# SPEC 7 figures per run on the workload's clock (live wall times x SPEEDUP), and the verdict.
+python3 - "$tmp" "$speed" <<'PY'
+import json, math, sys
+tmp, speed = sys.argv[1], float(sys.argv[2])
+def pct(vals, q):
+    s = sorted(vals); n = len(s)
+    p = (n - 1) * q / 100; i = math.floor(p)
+    return s[i] + (s[i + 1] - s[i]) * (p - i) if i + 1 < n else s[i]
+def figures(path, scale):
+    rows = [json.loads(l) for l in open(path) if l.strip()]
+    r = [x for x in rows if x.get("event_type") == "request_end" and x.get("dyn", {}).get("status") == "ok"]
+    t0 = min(x["request"]["request_received_ms"] for x in r)
+    t1 = max(x["event_time_unix_ms"] for x in r)
+    seen, re = set(), 0
+    for x in sorted(r, key=lambda x: (x["request"]["request_received_ms"], x["request"]["request_id"])):
+        bs = x["dyn"].get("block_size", 0); ids = x["dyn"].get("hash_ids", [])
+        lead = next((k for k, h in enumerate(ids) if h not in seen), len(ids))
+        re += max(0, min(lead * bs, x["request"]["input_tokens"]) - x["request"]["cached_tokens"])
+        seen.update(ids)
+    return {"n": len(rows), "ok": len(r), "rps": len(r) / ((t1 - t0) / 1000 * scale),
+            "p90": pct([x["request"]["ttft_ms"] for x in r], 90) * scale,
+            "hit": 100 * sum(x["request"]["cached_tokens"] for x in r) / sum(x["request"]["input_tokens"] for x in r),
+            "re": re}
+f = {(m, a): figures(f"{tmp}/{m}-{a}.jsonl", speed if m == "live" else 1.0)
+     for m in ("live", "sim") for a in ("none", "thunderagent")}
+print(f"\n{'':6} {'admission':>12} | {'requests ok':>11} {'req/s':>7} {'p90 TTFT ms':>11} {'hit %':>6} {'re-prefilled':>12}")
+for (m, a), v in f.items():
+    print(f"{m:6} {a:>12} | {v['ok']:>5}/{v['n']:<5} {v['rps']:7.3f} {v['p90']:11.0f} {v['hit']:6.2f} {v['re']:12d}")
+print()
+ok = True
+for m in ("live", "sim"):
+    b, a = f[(m, "none")], f[(m, "thunderagent")]
+    r = a["rps"] / b["rps"]
+    good = r >= 1.12 and a["p90"] < b["p90"] and a["re"] < b["re"] and a["ok"] == a["n"] and b["ok"] == b["n"]
+    ok = ok and good
+    print(f"{m}: throughput {r:.3f}x (goal >= 1.12), p90 TTFT {a['p90'] / b['p90']:.3f}x (goal < 1), "
+          f"re-prefilled {a['re'] / max(b['re'], 1):.3f}x (goal < 1): {'PASS' if good else 'MISS'}")
+sys.exit(0 if ok else 1)
+PY
