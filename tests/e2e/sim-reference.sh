@@ -27,6 +27,17 @@ jq -s -c '.[0].summary as $s | .[1] as $b | {pooled_close: (($b.pooled_cache_hit
     | fabs < 1), belady_close: (($b.belady_cache_hit_rate.avg - $s.references.belady.hit_pct) | fabs < 1),
     of_pooled_close: (($b.hit_rate_vs_pooled.avg - $s.references.pooled.run_ratio) | fabs < 0.02)}' \
   aff.summary.json bench.json
+# Under admission a request waits before any worker holds its blocks (dyn.pause_ms in its row):
+# dyn-bench's caches hold them from dispatch, as the simulator's do (from arrival its Belady
+# figure was 6 points low).
+sim adm --router-mode kv --router-session-affinity-ttl-secs 600 --router-session-affinity-mode hard \
+  --admission thunderagent
+dyn-bench report adm.jsonl --reference pooled --reference belady --reference-kv-blocks 1024 --format json \
+  > bench-adm.json
+jq -s -c '.[0].summary as $s | .[1] as $b | {paused_requests: (.[2] > 0),
+    pooled_close: (($b.pooled_cache_hit_rate.avg - $s.references.pooled.hit_pct) | fabs < 1),
+    belady_close: (($b.belady_cache_hit_rate.avg - $s.references.belady.hit_pct) | fabs < 1)}' \
+  adm.summary.json bench-adm.json <(jq -s 'map(select(.dyn.pause_ms > 0)) | length' adm.jsonl)
 # Misuse: an unknown policy, --reference on a live run, dyn-bench without the cache size.
 expect_status 2 dyn-replay --sim w.jsonl --block-size 64 --reference lru >/dev/null 2>&1
 expect_status 2 dyn-replay w.jsonl --url http://127.0.0.1:9 --block-size 64 --reference pooled >/dev/null 2>&1

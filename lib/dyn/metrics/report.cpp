@@ -215,7 +215,9 @@ void reference_scalars(const std::vector<const RequestRecord*>& rows, const Repo
   for (const RequestRecord* r : rows) {
     if (!r->start_ns || !r->end_ns) continue;
     const auto isl = static_cast<uint64_t>(std::max(0.0, *r->isl));
-    v.push_back({static_cast<double>(*r->start_ns) / 1e6, static_cast<double>(*r->end_ns) / 1e6, isl,
+    // A request that waited in admission held no KV until it was dispatched.
+    const double start_ms = static_cast<double>(*r->start_ns) / 1e6 + r->pause_ms.value_or(0);
+    v.push_back({start_ms, static_cast<double>(*r->end_ns) / 1e6, isl,
                  tokens::sequence_from_ids(r->hash_ids, r->hash_block_size, false, isl, options.kv_block_size)});
     input += static_cast<double>(isl);
     cached += r->cached.value_or(0);

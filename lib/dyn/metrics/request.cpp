@@ -166,6 +166,7 @@ std::optional<RequestRecord> parse_request_end(const Json& row, std::string wher
     }
     if (*r.osl - first >= 1) r.itl_per_token = (*r.latency - *r.ttft) / (*r.osl - first);
   }
+  if (auto p = num_at(row, "dyn.pause_ms"); p && *p > 0) r.pause_ms = *p;
   r.hash_ids = u64_array(find_path(row, "dyn.hash_ids"));
   if (r.hash_ids.empty()) r.hash_ids = u64_array(find_path(row, "request.replay.input_sequence_hashes"));
   else if (auto b = num_at(row, "dyn.block_size"); b && *b >= 1 && *b <= UINT32_MAX)

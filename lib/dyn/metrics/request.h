@@ -47,6 +47,9 @@ struct RequestRecord {
   std::optional<double> schedule_lag_ms;
   std::vector<uint64_t> hash_ids;  ///< dyn.hash_ids or request.replay.input_sequence_hashes
   uint32_t hash_block_size = 0;    ///< dyn.block_size: tokens per hash id (0 = not recorded)
+  /// dyn.pause_ms: time the request waited in admission before a worker got it (SPEC 9; router
+  /// traces and --sim rows), so a reference cache holds its blocks from dispatch, not arrival.
+  std::optional<double> pause_ms;
   /// AIPerf metrics this toolkit does not know, kept as (tag, unit, values) in record order so
   /// an AIPerf run's other aggregates are still reproduced.
   std::vector<std::tuple<std::string, std::string, std::vector<double>>> extra;
