@@ -6,6 +6,7 @@
 
 #include <CLI/CLI.hpp>
 
+#include "dyn/cli/checks.h"
 #include "dyn/engine/config.h"
 
 namespace dyn::cmd {
@@ -21,25 +22,25 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, bool with
   if (with_block_size)
     app.add_option("--block-size", cfg.block_size, "Tokens per KV block")
         ->capture_default_str()
-        ->check(CLI::PositiveNumber)
+        ->check(dyn::cli::positive())
         ->group(group);
   app.add_option("--num-gpu-blocks-override", cfg.num_blocks, "KV blocks in each engine's pool")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(dyn::cli::positive())
       ->group(group);
   app.add_option("--max-num-seqs", cfg.max_num_seqs, "Most sequences running at once")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(dyn::cli::positive())
       ->group(group);
   app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens,
                  "Token budget per engine step (prefill chunks + decodes)")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(dyn::cli::positive())
       ->group(group);
   app.add_option("--speedup-ratio", cfg.speedup_ratio, "Divide every step time by this")
       ->envname("DYN_MOCKER_SPEEDUP_RATIO")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber)
+      ->check(dyn::cli::positive())
       ->group(group);
   app.add_flag("!--no-prefix-caching", cfg.enable_prefix_caching, "Do not reuse cached KV blocks across requests")
       ->group(group);
@@ -49,10 +50,10 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, bool with
   app.add_option("--kv-eviction", cfg.kv_eviction,
                  "Which cached KV blocks go first when the pool is full: lru (least recently used, as vLLM), or "
                  "session (the blocks of sessions whose last turn said x-dynamo-session-final, then LRU)")
-      ->transform(CLI::CheckedTransformer(
-          std::map<std::string, engine::KvEviction>{{"lru", engine::KvEviction::kLru},
-                                                    {"session", engine::KvEviction::kSession}},
-          CLI::ignore_case))
+      ->transform(
+          CLI::CheckedTransformer(std::map<std::string, engine::KvEviction>{{"lru", engine::KvEviction::kLru},
+                                                                            {"session", engine::KvEviction::kSession}},
+                                  CLI::ignore_case))
       ->default_str("lru")
       ->group(group);
 }

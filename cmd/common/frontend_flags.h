@@ -148,8 +148,10 @@ inline std::string startup_line(const dyn::serve::FrontendOptions& opt, int port
            std::to_string(opt.router.affinity_ttl_secs) + " s";
     else s += ", no session affinity";
   }
-  s += "; trace " +
-       (opt.trace ? opt.trace_file.prefix + ".*.jsonl" + (opt.trace_file.gzip ? ".gz" : "") : std::string("off"));
+  // gzip writes numbered segments PREFIX.NNNNNN.jsonl.gz; jsonl appends to the one file PREFIX.
+  s += "; trace " + (!opt.trace            ? std::string("off")
+                     : opt.trace_file.gzip ? opt.trace_file.prefix + ".*.jsonl.gz"
+                                           : opt.trace_file.prefix);
   if (opt.admin_listen.port >= 0) s += "; admin on " + opt.admin_listen.host;
   return s;
 }

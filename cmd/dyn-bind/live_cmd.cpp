@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include "commands.h"
+#include "dyn/cli/checks.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
 #include "dyn/http/client.h"
@@ -28,7 +29,7 @@ void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
       ->check(CLI::IsMember({"auto", "table", "jsonl"}))
       ->capture_default_str();
   sub->add_option("--timeout-secs", o->timeout_secs, "Connect and read timeout")
-      ->check(CLI::PositiveNumber)
+      ->check(dyn::cli::positive())
       ->capture_default_str();
   cli::add_output_options(*sub, o->out);
   dispatch.add_filter(sub, nullptr, &o->out, [o](cli::Sink& sink) {

@@ -1,6 +1,7 @@
 // dyn-mocker: a mock OpenAI-compatible inference engine running the SPEC 8 engine model in
 // real time. Flags and start-up only: the server is dyn::mocker (lib/dyn/mocker), the model and
 // wire shapes live in lib/dyn/engine and lib/dyn/api.
+#include "dyn/cli/checks.h"
 #include "dyn/base/error.h"
 #include "dyn/cli/run_tool.h"
 #include "dyn/mocker/server.h"
@@ -33,7 +34,7 @@ int main(int argc, char** argv) {
       ->check(CLI::ExistingFile);
   app.add_option("--default-max-tokens", o.default_max_tokens, "Output tokens when a request sets no limit")
       ->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(dyn::cli::positive());
   app.add_option("--threads", o.listen.threads, "HTTP worker threads (one per concurrent stream)")
       ->capture_default_str()
       ->check(CLI::Range(4, 65536));

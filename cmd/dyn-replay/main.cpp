@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include "dyn/cli/checks.h"
 #include "dyn/base/diag.h"
 #include "dyn/cli/run_config.h"
 #include "dyn/cli/run_tool.h"
@@ -210,7 +211,15 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
     if (c == std::string::npos || c == 0) throw Fatal(kExitUsage, "--header " + h + ": expected 'Name: value'");
     std::string v = h.substr(c + 1);
     v.erase(0, v.find_first_not_of(" \t"));
-    lo.extra_headers.emplace_back(h.substr(0, c), v);
+    const std::string name = h.substr(0, c);
+    // The style writes its headers from each row's session: a second value of the same header
+    // would make every request's identity conflict (the router answers 400).
+    for (const auto& w : lo.header_style->writes)
+      if (dyn::http::header_name_equal(name, w.name))
+        throw Fatal(kExitUsage, "--header " + name + ": --session-headers " + o.session_headers +
+                                    " sends this header from each row's session; use --session-headers none to send "
+                                    "your own");
+    lo.extra_headers.emplace_back(name, v);
   }
   // What the live replay cannot honour is a usage error, as in --sim, before the workload is read.
   const replay::LoadFlags lf = load_flags(o, app);
@@ -305,26 +314,26 @@ int main(int argc, char** argv) {
   app.add_option("--fixed-schedule-end-offset", o.end_offset, "Skip rows after this timestamp (ms, inclusive)")
       ->type_name("MS");
   app.add_option("--speedup", o.speedup, "Divide every timestamp gap and delay by this factor")
-      ->check(CLI::PositiveNumber)
+      ->check(dyn::cli::positive())
       ->capture_default_str();
   app.add_option("--request-rate", o.request_rate,
                  "Start sessions / requests at this rate (req/s) instead of the schedule")
-      ->check(CLI::PositiveNumber);
+      ->check(dyn::cli::positive());
   app.add_option("--request-rate-mode", o.rate_mode, "Arrival process of --request-rate")
       ->check(CLI::IsMember({"constant", "poisson", "gamma"}))
       ->capture_default_str();
   app.add_option("--request-rate-gamma-shape", o.gamma_shape,
                  "Shape of gamma arrivals (1 = Poisson, larger = smoother)")
-      ->check(CLI::PositiveNumber)
+      ->check(dyn::cli::positive())
       ->capture_default_str();
   app.add_option("--concurrency", o.concurrency,
                  "Requests in flight at most; alone, it selects closed-loop concurrency mode")
-      ->check(CLI::PositiveNumber);
+      ->check(dyn::cli::positive());
   app.add_option("--request-count,--num-requests", o.request_count, "Send only the first N requests of the plan")
-      ->check(CLI::PositiveNumber);
+      ->check(dyn::cli::positive());
   app.add_option("--benchmark-duration", o.duration_s, "Stop sending new requests after this many seconds")
       ->type_name("S")
-      ->check(CLI::PositiveNumber);
+      ->check(dyn::cli::positive());
   app.add_option("--warmup-request-count", o.warmup, "Warmup requests sent first (rows flagged dyn.warmup)");
   app.add_option("--tokenizer-url", o.tokenizer_url,
                  "Size each synthetic prompt to exactly input_length tokens of the engine's tokenizer at URL "
@@ -342,13 +351,13 @@ int main(int argc, char** argv) {
   app.add_option("--header,-H", o.headers, "Extra request header 'Name: value'")->type_name("HEADER");
   app.add_option("--request-timeout-seconds", o.request_timeout_s,
                  "Fail a request after this long (also the idle read limit)")
-      ->check(CLI::PositiveNumber)
+      ->check(dyn::cli::positive())
       ->capture_default_str();
   app.add_option("--connect-timeout-seconds", o.connect_timeout_s, "Fail a connection attempt after this long")
-      ->check(CLI::PositiveNumber)
+      ->check(dyn::cli::positive())
       ->capture_default_str();
   app.add_option("--max-connections", o.max_connections, "Connections (worker threads) at most")
-      ->check(CLI::PositiveNumber)
+      ->check(dyn::cli::positive())
       ->capture_default_str();
   app.add_flag_function(
       "--progress,!--no-progress", [&](int64_t n) { o.progress = n > 0; },

@@ -4,7 +4,7 @@
 # equivalents; a bad value in an environment variable names the variable; a setting taken from
 # the environment is said on stderr and recorded in the run's summary with the input's SHA-256;
 # tables only on a terminal (JSON in a pipe) and never HTML to a terminal; servers print one
-# start-up line.
+# start-up line (naming the one file of a jsonl trace); errors name what the user typed.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 head -12 "$DYN_ROOT/data/quickstart/conversation-slice.jsonl" >w.jsonl
 echo "== unknown flags"
@@ -46,3 +46,17 @@ _dyn_pids+=($!)
 wait_file c.port
 sleep 0.2
 grep 'listening on' c.log | sed 's/:[0-9]*;/:PORT;/; s/upstream http:\/\/127.0.0.1:[0-9]*/upstream URL/'
+echo "== a jsonl trace: the start-up line names its one file; a glob over the prefix skips the run config"
+start_router j --worker "$m_url" --request-trace --request-trace-file-format jsonl \
+  --request-trace-file-path "$PWD/jt.jsonl" --request-trace-file-flush-interval-ms 60000
+grep 'listening on' j.log | sed "s/:[0-9]*;/:PORT;/; s|$PWD/||"
+chat "$j_url" '{}' '[{"role":"user","content":"hi"}]' >/dev/null
+stop "$j_pid"
+ls jt*
+dyn-trace cat jt* 2>cat.err | jq -r .event_type
+sed "s|$PWD/||" cat.err
+echo "== messages that name what the user typed"
+expect_status 2 dyn-replay w.jsonl --sim --speedup -1 2>&1
+expect_status 2 dyn-replay w.jsonl --url "$m_url" -H 'X-Dynamo-Session-ID: mine' 2>&1
+expect_status 4 dyn-trace cat w.jsonl -o /nonexistent/out.jsonl 2>&1
+script -qec "dyn-trace cat" /dev/null </dev/null | tr -d '\r' | grep '^Usage'

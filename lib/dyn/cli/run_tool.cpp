@@ -251,7 +251,8 @@ void Dispatch::add_filter(CLI::App* sub, const std::vector<std::string>* inputs,
                           std::function<int(Sink&)> action) {
   add(sub, [sub, inputs, out, action = std::move(action)] {
     if (inputs && stdin_is_interactive(*inputs)) {
-      std::fputs(sub->help().c_str(), stderr);
+      // As --help prints it: "Usage: dyn-trace cat ...", not the bare subcommand.
+      std::fputs(sub->help(sub->get_parent() ? sub->get_parent()->get_name() : "").c_str(), stderr);
       return static_cast<int>(kExitUsage);
     }
     Sink sink(*out);

@@ -124,7 +124,8 @@ void Engine::release_blocks(Seq& s, bool done) {
   pool_.free_private(s.held_private);
   s.held_private = 0;
   // Last block first: leaves enter the LRU before their prefixes and are evicted first.
-  const uint64_t last_of = done && s.spec.session_final && cfg_.kv_eviction == KvEviction::kSession ? s.spec.session : 0;
+  const uint64_t last_of =
+      done && s.spec.session_final && cfg_.kv_eviction == KvEviction::kSession ? s.spec.session : 0;
   for (size_t i = s.held_hashed; i-- > 0;) {
     const uint32_t slot = s.slots[i];
     pool_.release_slot(slot, cfg_.enable_prefix_caching, last_of != 0 && pool_.owner(slot) == last_of);

@@ -83,9 +83,7 @@ class KvPool {
     else if (owners_[slot] != session) owners_[slot] = 0;
   }
   /// The block's session (see claim()); 0 when shared, unclaimed, or owners are not tracked.
-  uint64_t owner(uint32_t slot) const {
-    return !track_owners_ || owners_[slot] == kUnclaimed ? 0 : owners_[slot];
-  }
+  uint64_t owner(uint32_t slot) const { return !track_owners_ || owners_[slot] == kUnclaimed ? 0 : owners_[slot]; }
   /// Drops one reference; at 0 the block becomes the most recently used inactive block, or is
   /// dropped at once when prefix caching is off (`cache` false). Unknown or inactive: no-op.
   void release(uint64_t hash, bool cache = true);
@@ -120,7 +118,7 @@ class KvPool {
     uint32_t refs = 0;
     uint32_t prev = kNil;  // LRU links, valid while refs == 0
     uint32_t next = kNil;
-    uint8_t list = 0;      // while refs == 0: 0 = the LRU, 1 = the first-out list
+    uint8_t list = 0;  // while refs == 0: 0 = the LRU, 1 = the first-out list
   };
   uint32_t find_slot(uint64_t hash) const;
   static uint64_t scramble(uint64_t hash) { return hash * 0x9E3779B97F4A7C15ULL; }

@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstring>
+#include <string_view>
 
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
@@ -29,6 +30,15 @@ std::string Line::where() const { return (file ? *file : std::string("<input>"))
 LineReader::LineReader(std::vector<std::string> paths, LineReaderOptions options)
     : paths_(std::move(paths)), opts_(options) {
   if (paths_.empty()) paths_.push_back("-");
+  // The run configuration a frontend writes beside its trace (PREFIX.run-config.json) is one
+  // indented JSON document, never rows; a glob such as PREFIX* picks it up with the segments, and
+  // it would give a malformed-row warning per line. One note instead.
+  std::erase_if(paths_, [](const std::string& p) {
+    const std::string_view suffix = ".run-config.json";
+    if (p.size() < suffix.size() || p.compare(p.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
+    diag::note(p + ": the run configuration written beside a trace, not trace rows: skipped");
+    return true;
+  });
   for (auto& p : paths_) names_.push_back(p == "-" ? "<stdin>" : p);
   raw_.resize(kRawChunk);
   buf_.resize(kOutChunk * 2);

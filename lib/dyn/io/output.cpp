@@ -114,7 +114,8 @@ Output::Output(const std::string& path, bool line_buffered) {
       fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
       if (fd_ < 0) {
         unregister_temp(slot_);
-        throw Fatal(kExitIo, tmp_ + ": cannot create: " + std::strerror(errno));
+        // Named by the file the user asked for: the temporary is an implementation detail.
+        throw Fatal(kExitIo, path + ": cannot create: " + std::strerror(errno));
       }
     }
   }
