@@ -1,33 +1,187 @@
 #!/usr/bin/env bash
-# Benchmark: TTFT and throughput through dyn-route serve (tracing on) against the same dyn-mocker
-# reached directly, at 256 concurrent streaming clients. Prints both runs and the router's cost:
-# added p50 TTFT (goal <= 0.2 ms) and throughput ratio (goal >= 0.7x direct); exit 1 on a miss.
-# Baselines are measured in the same run. Usage: bench/serve-ttft.sh [BUILD_DIR] [CLIENTS] [SECONDS]
-set -eu
+# Benchmark (issue 16): the live data plane against the proxy people already run. One dyn-mocker
+# is reached four ways, interleaved round by round (A B C D A B C D ...) so a shared machine's
+# load hits all alike, each path driven by bench/serve_load with CLIENTS streaming agent sessions
+# (one growing conversation per client, x-session-id):
+#   A direct to the mocker;
+#   B nginx (Debian's; upstream keepalive, proxy_buffering off, HTTP/1.1 upstream);
+#   C dyn-route serve, kv routing, hard session affinity, request tracing on;
+#   D dyn-trace capture (tracing on).
+# Per path: TTFT p50 / p99 and requests/s (medians over the rounds), errors, and CPU seconds per
+# 1,000 requests of the proxy's processes (utime + stime from /proc, nginx's workers included),
+# with the mocker's own CPU per request from the direct rounds. Goals, for C and D against B:
+# added TTFT p50 at most nginx's added p50 + 1 ms, throughput at least 0.95x nginx's, CPU per
+# request at most 1.5x nginx's. Then one round at BIG streams (default 2,000) through nginx and
+# dyn-route serve: errors, the router's peak thread count, p99 TTFT against nginx's.
+# Prints PASS/MISS per goal; exits 1 on a MISS.
+# Usage: bench/serve-ttft.sh [BUILD_DIR] [CLIENTS] [SECONDS] [ROUNDS]   env: BIG=2000 (0 = skip)
+set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
 n="${2:-256}"
-secs="${3:-10}"
-work="$(mktemp -d /tmp/dyn-bench-serve.XXXXXX)"
-pids=()
-trap 'for p in "${pids[@]}"; do kill -TERM $p 2>/dev/null; wait $p 2>/dev/null; done; rm -rf "$work"' EXIT
-"$build/bin/dyn-mocker" --port 0 --port-file "$work/m.port" 2>"$work/m.err" &
-pids+=($!)
-for _ in $(seq 100); do [[ -s "$work/m.port" ]] && break; sleep 0.05; done
-"$build/bin/dyn-route" serve --worker "http://127.0.0.1:$(cat "$work/m.port")" --port 0 --port-file "$work/r.port" \
-  --request-trace --request-trace-file-path "$work/trace" 2>"$work/r.err" &
-pids+=($!)
-for _ in $(seq 100); do [[ -s "$work/r.port" ]] && break; sleep 0.05; done
+secs="${3:-8}"
+rounds="${4:-3}"
+big="${BIG:-2000}"
+bin="$build/bin"
 load="$build/bench/serve_load"
-"$load" "http://127.0.0.1:$(cat "$work/m.port")" 32 2 >/dev/null || true  # warm up both paths
-"$load" "http://127.0.0.1:$(cat "$work/r.port")" 32 2 >/dev/null || true
-direct=$("$load" "http://127.0.0.1:$(cat "$work/m.port")" "$n" "$secs" || true)
-routed=$("$load" "http://127.0.0.1:$(cat "$work/r.port")" "$n" "$secs" || true)
-echo "direct: $direct"
-echo "routed: $routed"
-jq -n -r --argjson d "$direct" --argjson r "$routed" '
-  ($r.ttft_p50_ms - $d.ttft_p50_ms) as $add | ($r.requests_per_s / $d.requests_per_s) as $ratio |
-  "added TTFT p50: \($add * 1000 | round / 1000) ms (goal <= 0.2)  p99: \(($r.ttft_p99_ms - $d.ttft_p99_ms) * 1000 | round / 1000) ms",
-  "throughput: \($ratio * 1000 | round / 1000)x direct (goal >= 0.7)  errors: direct \($d.errors), routed \($r.errors)",
-  (if $add <= 0.2 and $ratio >= 0.7 and $d.errors == 0 and $r.errors == 0 then "PASS" else "MISS" end)' | tee "$work/verdict"
-grep -qx PASS "$work/verdict"
+command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx)" >&2; exit 2; }
+work="$(mktemp -d /tmp/dyn-bench-serve.XXXXXX)"
+chmod 755 "$work"
+pids=()
+stop_all() {
+  local p
+  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
+  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
+  pids=()
+}
+trap 'stop_all; rm -rf "$work"' EXIT
+wait_port() {
+  local i
+  for i in $(seq 1 200); do [[ -s "$1" ]] && { cat "$1"; return 0; }; sleep 0.05; done
+  echo "no port in $1" >&2
+  return 1
+}
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
+
+"$bin/dyn-mocker" --port 0 --port-file "$work/m.port" 2>"$work/m.err" &
+pids+=($!)
+m_pid=$!
+m_url="http://127.0.0.1:$(wait_port "$work/m.port")"
+"$bin/dyn-route" serve --worker "$m_url" --port 0 --port-file "$work/r.port" --router-mode kv \
+  --router-session-affinity-ttl-secs 300 --router-session-affinity-mode hard \
+  --request-trace --request-trace-file-path "$work/rtrace" 2>"$work/r.err" &
+pids+=($!)
+r_pid=$!
+r_url="http://127.0.0.1:$(wait_port "$work/r.port")"
+"$bin/dyn-trace" capture --upstream "$m_url/v1" --port 0 --port-file "$work/c.port" \
+  --request-trace-file-path "$work/ctrace" 2>"$work/c.err" &
+pids+=($!)
+c_pid=$!
+c_url="http://127.0.0.1:$(wait_port "$work/c.port")"
+n_port=$(free_port)
+user_line=""
+[[ $EUID == 0 ]] && user_line="user root root;"
+cat >"$work/nginx.conf" <<EOF
+$user_line
+worker_processes auto;
+pid $work/nginx.pid;
+error_log $work/nginx.err warn;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  client_body_temp_path $work/nginx-body;
+  proxy_temp_path $work/nginx-proxy;
+  upstream mocker { server 127.0.0.1:${m_url##*:}; keepalive 512; }
+  server {
+    listen 127.0.0.1:$n_port;
+    client_max_body_size 64m;
+    client_body_buffer_size 1m;
+    location / {
+      proxy_pass http://mocker;
+      proxy_http_version 1.1;
+      proxy_set_header Connection "";
+      proxy_buffering off;
+      proxy_request_buffering off;
+      proxy_read_timeout 600s;
+    }
+  }
+}
+EOF
+nginx -c "$work/nginx.conf" -g 'daemon off;' 2>"$work/nginx.start" &
+pids+=($!)
+n_pid=$!
+n_url="http://127.0.0.1:$n_port"
+for _ in $(seq 1 100); do curl -sf -o /dev/null "$n_url/health" && break; sleep 0.05; done
+
+# cpu PID: utime + stime of PID and its children processes (nginx's workers), in clock ticks.
+cpu() {
+  local p t=0
+  for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    t=$((t + $(awk '{print $14 + $15}' /proc/"$p"/stat 2>/dev/null || echo 0)))
+  done
+  echo "$t"
+}
+# threads PID: the process's thread count now.
+threads() { awk '$1 == "Threads:" {print $2}' /proc/"$1"/status; }
+# run NAME URL PID CLIENTS: one timed load; appends {name, figures, cpu_s, mocker_cpu_s} to runs.jsonl.
+run() {
+  local c0 m0 out peak=0 t
+  c0=$(cpu "$3")
+  m0=$(cpu "$m_pid")
+  "$load" "$2" "$4" "$secs" --sessions >"$work/out.json" 2>"$work/load.err" &
+  local lp=$!
+  while kill -0 "$lp" 2>/dev/null; do
+    t=$(threads "$3" 2>/dev/null || echo 0)
+    ((t > peak)) && peak=$t
+    sleep 0.2
+  done
+  wait "$lp" || true
+  local hz
+  hz=$(getconf CLK_TCK)
+  jq -c --arg name "$1" --argjson cpu "$(( $(cpu "$3") - c0 ))" --argjson mcpu "$(( $(cpu "$m_pid") - m0 ))" \
+    --argjson hz "$hz" --argjson peak "$peak" --argjson clients "$4" \
+    '. + {name: $name, clients: $clients, cpu_s: ($cpu / $hz), mocker_cpu_s: ($mcpu / $hz), peak_threads: $peak}' \
+    "$work/out.json" >>"$work/runs.jsonl"
+}
+# Warm every path (connections, the mocker's cache, the router's bindings).
+for u in "$m_url" "$n_url" "$r_url" "$c_url"; do "$load" "$u" 32 1 --sessions >/dev/null 2>&1 || true; done
+for _ in $(seq 1 "$rounds"); do
+  run direct "$m_url" "$m_pid" "$n"
+  run nginx "$n_url" "$n_pid" "$n"
+  run dyn-route "$r_url" "$r_pid" "$n"
+  run capture "$c_url" "$c_pid" "$n"
+done
+if ((big > 0)); then
+  run nginx-big "$n_url" "$n_pid" "$big"
+  run dyn-route-big "$r_url" "$r_pid" "$big"
+fi
+
+python3 - "$work/runs.jsonl" "$n" "$big" <<'PY'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+n, big = int(sys.argv[2]), int(sys.argv[3])
+def med(name, key):
+    return statistics.median(r[key] for r in runs if r["name"] == name)
+def tot(name, key):
+    return sum(r[key] for r in runs if r["name"] == name)
+paths = ["direct", "nginx", "dyn-route", "capture"]
+f = {}
+for p in paths:
+    f[p] = {"p50": med(p, "ttft_p50_ms"), "p99": med(p, "ttft_p99_ms"), "rps": med(p, "requests_per_s"),
+            "errors": tot(p, "errors"), "ok": tot(p, "requests_ok"),
+            "cpu_per_k": 1000 * tot(p, "cpu_s") / max(tot(p, "requests_ok"), 1)}
+mocker_per_k = 1000 * tot("direct", "mocker_cpu_s") / max(tot("direct", "requests_ok"), 1)
+d = f["direct"]
+print(f"{n} streaming clients, medians of {sum(1 for r in runs if r['name'] == 'direct')} rounds")
+print(f"{'path':10} {'TTFT p50':>9} {'p99':>8} {'added p50':>9} {'added p99':>9} {'req/s':>8} {'x direct':>8} {'errors':>6} {'CPU s/1k req':>12}")
+for p in paths:
+    v = f[p]
+    cpu = "" if p == "direct" else f"{v['cpu_per_k']:12.3f}"
+    print(f"{p:10} {v['p50']:9.2f} {v['p99']:8.2f} {v['p50'] - d['p50']:9.2f} {v['p99'] - d['p99']:9.2f} "
+          f"{v['rps']:8.1f} {v['rps'] / d['rps']:8.3f} {v['errors']:6d} {cpu}")
+print(f"dyn-mocker itself: {mocker_per_k:.3f} CPU s per 1,000 requests (direct rounds)")
+ok = True
+ng = f["nginx"]
+for p in ("dyn-route", "capture"):
+    v = f[p]
+    add, nadd = v["p50"] - d["p50"], ng["p50"] - d["p50"]
+    checks = [
+        (f"added TTFT p50 {add:.2f} ms vs nginx {nadd:.2f} + 1 ms", add <= nadd + 1),
+        (f"throughput {v['rps'] / ng['rps']:.3f}x nginx (>= 0.95)", v["rps"] >= 0.95 * ng["rps"]),
+        (f"CPU/request {v['cpu_per_k'] / ng['cpu_per_k']:.2f}x nginx (<= 1.5)", v["cpu_per_k"] <= 1.5 * ng["cpu_per_k"]),
+        (f"errors {v['errors']}", v["errors"] == 0),
+    ]
+    for text, good in checks:
+        ok = ok and good
+        print(f"{p}: {text}: {'PASS' if good else 'MISS'}")
+if big:
+    b = {r["name"]: r for r in runs if r["name"].endswith("-big")}
+    nb, rb = b["nginx-big"], b["dyn-route-big"]
+    good = rb["errors"] == 0 and rb["peak_threads"] < big / 2
+    ok = ok and good
+    print(f"{big} streams: nginx p99 TTFT {nb['ttft_p99_ms']:.1f} ms, {nb['errors']} errors; dyn-route p99 "
+          f"{rb['ttft_p99_ms']:.1f} ms ({rb['ttft_p99_ms'] / max(nb['ttft_p99_ms'], 1e-9):.2f}x), {rb['errors']} errors, "
+          f"peak {rb['peak_threads']} threads: {'PASS' if good else 'MISS'} (no errors, threads well below streams)")
+print("PASS" if ok else "MISS")
+sys.exit(0 if ok else 1)
+PY
