@@ -24,7 +24,11 @@ rounds="${4:-3}"
 big="${BIG:-2000}"
 bin="$build/bin"
 load="$build/bench/serve_load"
-command -v nginx >/dev/null || { echo "nginx is not installed (apt-get install nginx)" >&2; exit 2; }
+if ! command -v nginx >/dev/null; then
+  # The baseline comes from Debian, installed here when this runs as root.
+  if [[ $EUID == 0 ]]; then apt-get install -y -qq nginx >/dev/null || { apt-get update -qq && apt-get install -y -qq nginx; }
+  else echo "nginx is not installed (sudo apt-get install nginx)" >&2; exit 2; fi
+fi
 work="$(mktemp -d /tmp/dyn-bench-serve.XXXXXX)"
 chmod 755 "$work"
 pids=()
