@@ -385,6 +385,8 @@ void Simulation::complete(uint32_t i, double t) {
   if (admission_ && !r.row->session_id.empty()) {
     if (r.error) admission_->on_request_failed(r.row->session_id, t);
     else admission_->on_response(r.row->session_id, r.row->input_length, r.generated, t);
+    // The session's last turn ends its program (TERMINATED), as x-dynamo-session-final does live.
+    if (r.last_turn) admission_->release_program(r.row->session_id, t);
   }
   // Its concurrency slot goes to the request that has waited longest for one.
   --in_flight_;
