@@ -1,6 +1,7 @@
 # Shows that dyn-bind live fetches a router's GET /v1/bindings over HTTP (a test server on
 # 127.0.0.1, port 0) and prints it as JSONL or a table, accepting both a bare array and
 # {"bindings": [...]}, and that an unreachable router is an I/O error (exit 4).
+source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 mkdir -p a/v1 b/v1
 cat >a/v1/bindings <<'JSON'
 [{"key":"session:s1","worker":0,"active_leases":1,"idle_deadline_unix_ms":null,"parent_group":null},
@@ -20,9 +21,9 @@ s.serve_forever()' "$1" >"$1.port" &
 }
 command -v python3 >/dev/null || { echo "python3 is needed for the test server" >&2; exit 77; }
 serve a; serve b
-trap 'kill $(cat a.pid) $(cat b.pid) 2>/dev/null' EXIT
+_dyn_pids+=("$(cat a.pid)" "$(cat b.pid)")
 expect_status 0 dyn-bind live --url "http://127.0.0.1:$(cat a.port)"
 expect_status 0 dyn-bind live --url "http://127.0.0.1:$(cat b.port)/" --format table
 dyn-bind live --url "127.0.0.1:$(cat b.port)/v1/bindings" | wc -l
-kill "$(cat a.pid)"; wait "$(cat a.pid)" 2>/dev/null
+stop "$(cat a.pid)"
 expect_status 4 dyn-bind live --url "http://127.0.0.1:$(cat a.port)" --timeout-secs 2 2>&1 | sed 's/:[0-9]*\/v1/:PORT\/v1/'

@@ -1,9 +1,21 @@
 # Helpers for e2e tests that start real servers on 127.0.0.1 (sourced, not a test). Every process
 # started here is stopped when the test's shell exits, whatever happens.
 _dyn_pids=()
+# _dyn_kill [-SIG] PID...: signals each PID that is still a child of this shell. A PID whose
+# process has ended may already belong to another test's process: pid_max is 32,768 here and a
+# ctest -j2 run spawns more processes than that, so an unguarded kill at exit of a server stopped
+# earlier can stop another test's router (which then leaves without a word in its log).
+_dyn_kill() {
+  local sig=-TERM p
+  [[ $1 == -* ]] && { sig=$1; shift; }
+  for p in "$@"; do
+    [[ $(awk '{print $4}' "/proc/$p/stat" 2>/dev/null) == "$$" ]] && kill "$sig" "$p" 2>/dev/null
+  done
+  return 0
+}
 _dyn_cleanup() {
   local p
-  for p in "${_dyn_pids[@]}"; do kill "$p" 2>/dev/null; done
+  _dyn_kill "${_dyn_pids[@]}"
   for p in "${_dyn_pids[@]}"; do wait "$p" 2>/dev/null; done
 }
 trap _dyn_cleanup EXIT
@@ -53,7 +65,7 @@ _start_server() {
 
 # stop PID: SIGTERM and wait (the frontends flush their traces on SIGTERM).
 stop() {
-  kill "$1" 2>/dev/null
+  _dyn_kill "$1"
   wait "$1" 2>/dev/null
   return 0
 }
