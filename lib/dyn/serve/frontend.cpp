@@ -319,7 +319,8 @@ struct Frontend::Impl {
   void add_admin_routes(httplib::Server& s, bool guarded);
 
   // ---- admin -------------------------------------------------------------------------------
-  Json bindings_json() const;
+  /// GET /v1/bindings: {"affinity", "store"?, "count", "bindings": [...]}, one binding per line.
+  std::string bindings_text() const;
   std::string metrics_text() const;
   Json health_json(bool* any_healthy) const;
   /// Hands the controller the healthy workers, so a program assigned to a worker that went away
@@ -554,8 +555,7 @@ void Frontend::Impl::add_admin_routes(httplib::Server& s, bool guarded) {
   };
   if (!opt.capture) {
     s.Get("/v1/bindings", admin([this](const httplib::Request&, httplib::Response& res) {
-            res.set_content(bindings_json().dump(2, ' ', false, Json::error_handler_t::replace) + "\n",
-                            "application/json");
+            res.set_content(bindings_text(), "application/json");
           }));
     s.Get("/v1/programs", admin([this](const httplib::Request&, httplib::Response& res) {
             Json j = admission ? admission->snapshot_json(clock.now_ms())
@@ -1109,19 +1109,39 @@ Json binding_key_json(const std::string& key, const std::string& parent) {
 }
 }  // namespace
 
-Json Frontend::Impl::bindings_json() const {
-  Json arr = Json::array();
+std::string Frontend::Impl::bindings_text() const {
   double now = clock.now_ms();
   uint64_t unix_now = clock.unix_ms();
   auto local = router->bindings();
   std::optional<Expected<std::vector<StoredBinding>>> stored;
   if (shared && shared->store().up()) stored = shared->store().list();
-  if (stored && *stored) {
+  const bool from_store = stored && *stored;
+  // The document is written row by row, each binding on one line: the table can hold 65,536
+  // bindings, and one Json tree of them all (plus its indented dump) peaked at about 150 MB.
+  Json head = Json::object();
+  head["affinity"] = opt.router.affinity_enabled() ? Json{{"ttl_secs", opt.router.affinity_ttl_secs},
+                                                          {"mode", route::affinity_mode_name(opt.router.affinity_mode)}}
+                                                   : Json(nullptr);
+  if (shared) {
+    // Which table this is: the shared one, or this replica's own while the store is unreachable.
+    head["store"] = Json{{"url", opt.binding_store}, {"up", from_store}, {"table", from_store ? "shared" : "local"}};
+  }
+  head["count"] = from_store ? (**stored).size() : local.size();
+  std::string out = head.dump(2, ' ', false, Json::error_handler_t::replace);
+  out.resize(out.size() - 2);  // "\n}": the rows follow
+  out += ",\n  \"bindings\": [";
+  bool first = true;
+  auto emit = [&](const Json& j) {
+    out += first ? "\n    " : ",\n    ";
+    first = false;
+    out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  };
+  if (from_store) {
     // The shared table: every replica's bindings as the store holds them; leases, state and
     // version are this replica's view (other replicas' leases are not in the store).
     std::map<std::pair<std::string, std::string>, const route::BindingInfo*> mine;
     for (const auto& b : local) mine[{b.key, b.parent_session_id}] = &b;
-    std::vector<StoredBinding> rows = std::move(**stored);
+    std::vector<StoredBinding>& rows = **stored;
     std::sort(rows.begin(), rows.end(), [](const StoredBinding& a, const StoredBinding& b) {
       return std::tie(a.session_id, a.parent_session_id) < std::tie(b.session_id, b.parent_session_id);
     });
@@ -1142,36 +1162,27 @@ Json Frontend::Impl::bindings_json() const {
       } else {
         j["idle_deadline_unix_ms"] = nullptr;
       }
-      arr.push_back(std::move(j));
+      emit(j);
+    }
+  } else {
+    for (const auto& b : local) {
+      Json j = binding_key_json(b.key, b.parent_session_id);
+      j["worker"] = b.worker;
+      j["worker_url"] = b.worker < opt.workers.size() ? opt.workers[b.worker] : "";
+      j["state"] = b.initializing ? "initializing" : "bound";
+      j["active_leases"] = b.active_leases;
+      j["version"] = b.version;
+      if (b.idle_deadline_ms) {
+        double left = *b.idle_deadline_ms - now;
+        j["idle_deadline_unix_ms"] = unix_now + static_cast<uint64_t>(std::max(0.0, left));
+        j["idle_expires_in_ms"] = std::max(0.0, left);
+      } else {
+        j["idle_deadline_unix_ms"] = nullptr;
+      }
+      emit(j);
     }
   }
-  for (const auto& b : stored&&* stored ? std::vector<route::BindingInfo>{} : local) {
-    Json j = binding_key_json(b.key, b.parent_session_id);
-    j["worker"] = b.worker;
-    j["worker_url"] = b.worker < opt.workers.size() ? opt.workers[b.worker] : "";
-    j["state"] = b.initializing ? "initializing" : "bound";
-    j["active_leases"] = b.active_leases;
-    j["version"] = b.version;
-    if (b.idle_deadline_ms) {
-      double left = *b.idle_deadline_ms - now;
-      j["idle_deadline_unix_ms"] = unix_now + static_cast<uint64_t>(std::max(0.0, left));
-      j["idle_expires_in_ms"] = std::max(0.0, left);
-    } else {
-      j["idle_deadline_unix_ms"] = nullptr;
-    }
-    arr.push_back(std::move(j));
-  }
-  Json out = Json::object();
-  out["affinity"] = opt.router.affinity_enabled() ? Json{{"ttl_secs", opt.router.affinity_ttl_secs},
-                                                         {"mode", route::affinity_mode_name(opt.router.affinity_mode)}}
-                                                  : Json(nullptr);
-  if (shared) {
-    // Which table this is: the shared one, or this replica's own while the store is unreachable.
-    out["store"] =
-        Json{{"url", opt.binding_store}, {"up", stored && *stored}, {"table", stored && *stored ? "shared" : "local"}};
-  }
-  out["count"] = arr.size();
-  out["bindings"] = std::move(arr);
+  out += first ? "]\n}\n" : "\n  ]\n}\n";
   return out;
 }
 
