@@ -29,6 +29,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
 bin="$build/bin"
+[[ -x "$bin/dyn-replay" ]] || { echo "$0: no dyn-replay in $bin (build first: scripts/setup.sh, or give BUILD_DIR)" >&2; exit 2; }
 workers="${WORKERS:-4}"
 kv_blocks="${KV_BLOCKS:-16384}"   # per worker
 eviction="${EVICTION:-session}"
@@ -91,7 +92,7 @@ for n in $levels; do
       "$bin/dyn-replay" --sim "$d/agents.jsonl" --block-size "$block" --workers "$workers" \
         --kv-cache-block-size "$block" --num-gpu-blocks-override "$kv_blocks" --seed "$sd" \
         --router-mode kv --router-session-affinity-ttl-secs 3600 --router-session-affinity-mode hard \
-        --kv-eviction "$eviction" --admission "$a" -o "$d/$a.jsonl" 2>"$d/$a.note"
+        --kv-eviction "$eviction" --admission "$a" -o "$d/$a.jsonl" 2>"$d/$a.note" || { cat "$d/$a.note" >&2; exit 2; }
       metrics "$d/$a.jsonl" >"$d/$a.metrics"
     done
   done

@@ -12,6 +12,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${1:-$root/build}/bin"
+[[ -x "$bin/dyn-replay" ]] || { echo "$0: no dyn-replay in $bin (build first: scripts/setup.sh, or give BUILD_DIR)" >&2; exit 2; }
 sessions="${SESSIONS:-300}"
 workers="${WORKERS:-2}"
 speed="${SPEEDUP:-10}"

@@ -12,6 +12,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 bin="${1:-$root/build}/bin"
+[[ -x "$bin/dyn-replay" ]] || { echo "$0: no dyn-replay in $bin (build first: scripts/setup.sh, or give BUILD_DIR)" >&2; exit 2; }
 tmp="$(mktemp -d /tmp/dyn-bench-evict.XXXXXX)"
 trap 'rm -rf "$tmp"' EXIT
 "$bin/dyn-trace" generate --seed 1 --block-size 64 --sessions 48 --session-rate 5 --turns-min 6 --turns-max 14 \
@@ -27,7 +28,7 @@ for w in agents mooncake; do
     declare -n flags="$w"
     "$bin/dyn-replay" --sim "$tmp/$w.jsonl" "${flags[@]}" --router-mode kv --router-session-affinity-mode hard \
       --seed 1 --kv-eviction "$ev" --reference pooled --reference belady --summary "$tmp/$w-$ev.json" \
-      -o /dev/null 2>/dev/null
+      -o /dev/null 2>"$tmp/$w-$ev.err" || { cat "$tmp/$w-$ev.err" >&2; exit 2; }
   done
 done
 python3 - "$tmp" <<'PY'

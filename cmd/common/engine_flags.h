@@ -1,12 +1,12 @@
 // The engine flags of dyn-mocker (docs/cli.md, SPEC 8 defaults), shared with `dyn-replay --sim`.
 #pragma once
 
-#include <map>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 #include "dyn/cli/checks.h"
+#include "dyn/cli/choices.h"
 #include "dyn/engine/config.h"
 
 namespace dyn::cmd {
@@ -47,13 +47,11 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, bool with
   app.add_flag("!--no-chunked-prefill", cfg.enable_chunked_prefill,
                "Prefill each prompt in one step instead of budget-sized chunks")
       ->group(group);
-  app.add_option("--kv-eviction", cfg.kv_eviction,
-                 "Which cached KV blocks go first when the pool is full: lru (least recently used, as vLLM), or "
-                 "session (the blocks of sessions whose last turn said x-dynamo-session-final, then LRU)")
-      ->transform(
-          CLI::CheckedTransformer(std::map<std::string, engine::KvEviction>{{"lru", engine::KvEviction::kLru},
-                                                                            {"session", engine::KvEviction::kSession}},
-                                  CLI::ignore_case))
+  app.add_option_function<std::string>(
+         "--kv-eviction", [&cfg](const std::string& v) { cfg.kv_eviction = *parse_in(engine::kKvEvictions, v); },
+         "Which cached KV blocks go first when the pool is full: " +
+             cli::choices_help(engine::kKvEvictions, "; ", ": "))
+      ->check(CLI::IsMember(cli::choice_names(engine::kKvEvictions)))
       ->default_str("lru")
       ->group(group);
 }

@@ -13,6 +13,7 @@
 
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
+#include "dyn/cli/checks.h"
 #include "dyn/cli/run_config.h"
 #include "dyn/route/config.h"
 #include "dyn/io/segment_writer.h"
@@ -55,6 +56,7 @@ struct FrontendFlags {
     sub.add_option("--drain-timeout-secs", opt.drain_timeout_s,
                    "On SIGTERM, wait this long for requests in flight to finish (new ones get 503)")
         ->capture_default_str()
+        ->check(dyn::cli::finite())
         ->check(CLI::Range(0.0, 86400.0));
     sub.add_option("--admin-host", opt.admin_listen.host, "Address of the separate admin listener (--admin-port)")
         ->capture_default_str();
@@ -67,10 +69,12 @@ struct FrontendFlags {
     sub.add_flag("--admin-allow-remote", opt.admin_allow_remote,
                  "Answer admin endpoints on the main listener to non-loopback clients too (default: 403)");
     sub.add_option("--upstream-connect-timeout-secs", opt.upstream.connect_s, "Connect timeout to a worker")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(dyn::cli::positive());
     sub.add_option("--upstream-read-timeout-secs", opt.upstream.read_s,
                    "Longest silence while reading a worker's response")
-        ->capture_default_str();
+        ->capture_default_str()
+        ->check(dyn::cli::positive());
     // SPEC 5.2's environment names, read by CLI11 (envname) like every other option: a flag wins
     // over its variable, a bad value is a usage error naming it, and the run record says which
     // variable set what.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "dyn/cli/checks.h"
 #include "dyn/cli/choices.h"
 #include "dyn/route/config.h"
 
@@ -119,6 +120,7 @@ inline void add_router_flags(CLI::App& app, RouterFlags& f) {
   app.add_option("--active-decode-blocks-threshold", f.active_decode_blocks_threshold,
                  "A worker is busy when its active blocks exceed this fraction (0-1) of its KV blocks; unset = never")
       ->envname("DYN_ROUTER_ACTIVE_DECODE_BLOCKS_THRESHOLD")
+      ->check(dyn::cli::finite())
       ->check(CLI::Range(0.0, 1.0))
       ->type_name("FRACTION")
       ->group(g);

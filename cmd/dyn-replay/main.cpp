@@ -183,6 +183,17 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
     throw Fatal(kExitUsage,
                 "--reference needs --sim (for a live run's rows: dyn-bench report --reference NAME "
                 "--reference-kv-blocks N)");
+  // The simulated cluster's settings mean nothing to a live endpoint: typed, they are usage
+  // errors, not silently ignored (an accepted flag works).
+  for (const CLI::Option* opt : app.get_options()) {
+    const std::string& g = opt->get_group();
+    const bool sim_only = g == "Simulation" || g == "Engine (--sim)" || g == "Router" || g == "Admission (SPEC 9)";
+    if (!sim_only || opt->get_lnames().empty() || opt->get_lnames().front() == "sim" || !cli::on_command_line(opt))
+      continue;
+    throw Fatal(kExitUsage, "--" + opt->get_lnames().front() +
+                                " configures the simulated cluster (--sim); a live run uses the endpoint's own "
+                                "workers, router and engines");
+  }
   replay::LiveOptions lo;
   auto ep = http::Endpoint::parse(o.url);
   if (!ep) throw Fatal(ep.error().exit_code, ep.error().message);
@@ -212,6 +223,11 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
     std::string v = h.substr(c + 1);
     v.erase(0, v.find_first_not_of(" \t"));
     const std::string name = h.substr(0, c);
+    // RFC 9110 5.1/5.5: a field name is a token (no spaces: "Name : v" or " Name: v" would go
+    // out as a malformed or continued line), and a value holds no CR, LF or NUL.
+    if (name.find_first_of(" \t\r\n") != std::string::npos ||
+        v.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
+      throw Fatal(kExitUsage, "--header '" + h + "': expected 'Name: value' (no spaces in the name, no line breaks)");
     // The style writes its headers from each row's session: a second value of the same header
     // would make every request's identity conflict (the router answers 400).
     for (const auto& w : lo.header_style->writes)

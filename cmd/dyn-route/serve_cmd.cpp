@@ -3,6 +3,7 @@
 #include <memory>
 #include <optional>
 
+#include "dyn/cli/checks.h"
 #include "dyn/base/defaults.h"
 
 #include "admission_flags.h"
@@ -45,10 +46,12 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   sub->add_option("--seed", o->seed, "Seed of every random routing choice")->capture_default_str();
   sub->add_option("--health-interval-ms", o->health_interval_ms, "Poll each worker's GET /health this often")
       ->capture_default_str()
+      ->check(dyn::cli::finite())
       ->check(CLI::Range(10.0, 3.6e6));
   sub->add_option("--health-timeout-ms", o->health_timeout_ms,
                   "A /health poll slower than this counts as a failed poll")
       ->capture_default_str()
+      ->check(dyn::cli::finite())
       ->check(CLI::Range(1.0, 3.6e6));
   sub->add_option("--health-failure-threshold", o->health_failure_threshold,
                   "Consecutive failed /health polls before a worker is marked down (a failed request marks it "

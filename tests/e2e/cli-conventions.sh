@@ -60,3 +60,7 @@ expect_status 2 dyn-replay w.jsonl --sim --speedup -1 2>&1
 expect_status 2 dyn-replay w.jsonl --url "$m_url" -H 'X-Dynamo-Session-ID: mine' 2>&1
 expect_status 4 dyn-trace cat w.jsonl -o /nonexistent/out.jsonl 2>&1
 script -qec "dyn-trace cat" /dev/null </dev/null | tr -d '\r' | grep '^Usage'
+expect_status 2 dyn-replay w.jsonl --url "$m_url" -H 'X-Foo : bar' 2>&1
+expect_status 2 dyn-replay w.jsonl --url "$m_url" --kv-eviction session 2>&1
+expect_status 2 dyn-route serve --worker "$m_url" --upstream-read-timeout-secs 0 2>&1
+expect_status 2 dyn-mocker --speedup-ratio inf 2>&1

@@ -1,23 +1,39 @@
 // CLI11 validators with errors a user can read.
 #pragma once
 
+#include <cmath>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
 namespace dyn::cli {
 
-/// A number > 0, shown as POSITIVE in --help like CLI::PositiveNumber, whose error names the
-/// rule ("must be > 0, got -1"): CLI11's own prints its range up to DBL_MAX in full, 300 digits.
+/// A finite number > 0, shown as POSITIVE in --help like CLI::PositiveNumber, whose error names
+/// the rule ("must be > 0, got -1"): CLI11's own prints its range up to DBL_MAX in full (300
+/// digits) and lets inf through.
 inline const CLI::Validator& positive() {
   static const CLI::Validator v(
       [](std::string& s) -> std::string {
         double d = 0;
         if (!CLI::detail::lexical_cast(s, d)) return "must be a number, got '" + s + "'";
-        if (!(d > 0)) return "must be > 0, got " + s;
+        if (!std::isfinite(d) || !(d > 0)) return "must be a finite number > 0, got " + s;
         return {};
       },
       "POSITIVE");
+  return v;
+}
+
+/// A finite number (no nan, inf or overflow such as 1e400), to go before a CLI::Range, which
+/// lets nan through (every comparison with it is false).
+inline const CLI::Validator& finite() {
+  static const CLI::Validator v(
+      [](std::string& s) -> std::string {
+        double d = 0;
+        if (!CLI::detail::lexical_cast(s, d)) return "must be a number, got '" + s + "'";
+        if (!std::isfinite(d)) return "must be a finite number, got " + s;
+        return {};
+      },
+      "");
   return v;
 }
 

@@ -20,6 +20,8 @@ std::vector<std::string>& argv_store() {
   return v;
 }
 
+}  // namespace
+
 bool on_command_line(const CLI::Option* o) {
   const auto& argv = argv_store();
   for (size_t i = 1; i < argv.size(); ++i) {
@@ -32,6 +34,8 @@ bool on_command_line(const CLI::Option* o) {
   }
   return false;
 }
+
+namespace {
 
 std::string primary_name(const CLI::Option* o) {
   if (!o->get_lnames().empty()) return "--" + o->get_lnames().front();

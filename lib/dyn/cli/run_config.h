@@ -18,6 +18,11 @@ const std::vector<std::string>& command_line();
 /// Records argv for command_line() (run_tool calls it before parsing).
 void set_command_line(int argc, char** argv);
 
+/// True when `o` was spelled on the command line (set_command_line), not only set from its
+/// environment variable: a flag that makes no sense in a mode is refused only when typed, so a
+/// variable exported for another tool (DYN_ROUTER_MODE for dyn-route) does not break this one.
+bool on_command_line(const CLI::Option* o);
+
 /// {"tool", "version", "command_line": [...], "subcommand"?: name, "options": {"--name": value},
 ///  "sources": {"--name": "command line" | "env VAR"}, "environment": {"VAR": value},
 ///  "inputs": [{"path", "bytes", "sha256"}]}.

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dyn/base/defaults.h"
+#include "dyn/base/named.h"
 
 namespace dyn::engine {
 
@@ -17,6 +18,13 @@ namespace dyn::engine {
 ///   alike, ordering them by release time plus a mean gap is MRU, which measured far worse than
 ///   LRU (agent workload 52 % vs 57 % hit, sessionized Mooncake 8 % vs 26 %).
 enum class KvEviction { kLru, kSession };
+
+/// Names of --kv-eviction.
+inline constexpr Named<KvEviction> kKvEvictions[] = {
+    {KvEviction::kLru, "lru", "least recently used first, as vLLM"},
+    {KvEviction::kSession, "session",
+     "the blocks of sessions whose last turn said x-dynamo-session-final first, then LRU"},
+};
 
 /// Settings of one simulated inference worker. Defaults follow SPEC 8 (Dynamo's mocker).
 struct EngineConfig {
