@@ -21,14 +21,8 @@ seed="${SEED:-1}"
 block=64
 tmp="${KEEP:-$(mktemp -d /tmp/dyn-bench-adm-live.XXXXXX)}"
 mkdir -p "$tmp"
-pids=()
-cleanup() {
-  local p
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
-trap 'cleanup; [[ -n "${KEEP:-}" ]] || rm -rf "$tmp"' EXIT
+source "$root/bench/servers.sh"
+trap 'stop_all; [[ -n "${KEEP:-}" ]] || rm -rf "$tmp"' EXIT
 
 "$bin/dyn-trace" generate --seed "$seed" --block-size "$block" --sessions "$sessions" --session-rate 5 \
   --turns-min 6 --turns-max 14 --system-prompt-tokens 2048 --task-tokens 1024 \
@@ -41,13 +35,6 @@ echo "cluster: $workers dyn-mocker workers x 16384 KV blocks x $block tokens; wo
   "$(echo "scale=2; $ws / ($workers * 16384 * $block)" | bc); speedup $speed"
 
 route_flags=(--router-mode kv --router-session-affinity-ttl-secs 3600 --router-session-affinity-mode hard)
-# wait_port FILE: the port a server wrote once listening.
-wait_port() {
-  local i
-  for i in $(seq 1 200); do [[ -s "$1" ]] && { cat "$1"; return 0; }; sleep 0.05; done
-  echo "no port in $1" >&2
-  return 1
-}
 live() {  # live ADMISSION: one live run -> $tmp/live-ADMISSION.jsonl
   local a=$1 i urls=() port
   for i in $(seq 0 $((workers - 1))); do
@@ -68,7 +55,7 @@ live() {  # live ADMISSION: one live run -> $tmp/live-ADMISSION.jsonl
   "$bin/dyn-replay" "$tmp/agents.jsonl" -u "http://127.0.0.1:$port" --streaming --ignore-eos \
     --block-size "$block" --speedup "$speed" -m mock-model -o "$tmp/live-$a.jsonl" 2>"$tmp/replay-$a.log" ||
     { tail -5 "$tmp/replay-$a.log" >&2; exit 1; }
-  cleanup
+  stop_all
 }
 sim() {  # sim ADMISSION: the same run in the simulator -> $tmp/sim-ADMISSION.jsonl
   "$bin/dyn-replay" --sim "$tmp/agents.jsonl" --block-size "$block" --kv-cache-block-size "$block" \

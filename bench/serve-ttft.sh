@@ -31,20 +31,8 @@ if ! command -v nginx >/dev/null; then
 fi
 work="$(mktemp -d /tmp/dyn-bench-serve.XXXXXX)"
 chmod 755 "$work"
-pids=()
-stop_all() {
-  local p
-  for p in "${pids[@]}"; do kill -TERM "$p" 2>/dev/null || true; done
-  for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-  pids=()
-}
+source "$root/bench/servers.sh"
 trap 'stop_all; rm -rf "$work"' EXIT
-wait_port() {
-  local i
-  for i in $(seq 1 200); do [[ -s "$1" ]] && { cat "$1"; return 0; }; sleep 0.05; done
-  echo "no port in $1" >&2
-  return 1
-}
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 "$bin/dyn-mocker" --port 0 --port-file "$work/m.port" 2>"$work/m.err" &
