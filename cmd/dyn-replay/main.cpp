@@ -185,11 +185,8 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
                 "--reference-kv-blocks N)");
   // The simulated cluster's settings mean nothing to a live endpoint: typed, they are usage
   // errors, not silently ignored (an accepted flag works).
-  for (const CLI::Option* opt : app.get_options()) {
-    const std::string& g = opt->get_group();
-    const bool sim_only = g == "Simulation" || g == "Engine (--sim)" || g == "Router" || g == "Admission (SPEC 9)";
-    if (!sim_only || opt->get_lnames().empty() || opt->get_lnames().front() == "sim" || !cli::on_command_line(opt))
-      continue;
+  for (const CLI::Option* opt : o.sim.cluster_options) {
+    if (!cli::on_command_line(opt)) continue;
     throw Fatal(kExitUsage, "--" + opt->get_lnames().front() +
                                 " configures the simulated cluster (--sim); a live run uses the endpoint's own "
                                 "workers, router and engines");

@@ -19,6 +19,7 @@ void add_sim_flags(CLI::App& app, SimFlags& f, bool add_seed, bool add_model) {
          "--sim", f.sim,
          "Replay through the simulated cluster on a virtual clock instead of an endpoint (the load flags apply as they do live; endpoint-only flags are usage errors)")
       ->group(g);
+  const size_t first = app.get_options().size();
   app.add_option("--workers", f.workers, "Simulated engines (--sim)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 4096u))
@@ -38,6 +39,12 @@ void add_sim_flags(CLI::App& app, SimFlags& f, bool add_seed, bool add_model) {
   add_engine_flags(app, f.engine, /*with_block_size=*/false, "Engine (--sim)");
   add_router_flags(app, f.router);
   add_admission_flags(app, f.admission, /*with_kv_blocks=*/false);
+  // --seed and --model name the run, not the cluster (live runs have them too).
+  const auto all = app.get_options();
+  for (size_t i = first; i < all.size(); ++i) {
+    const std::string& n = all[i]->get_lnames().front();
+    if (n != "seed" && n != "model") f.cluster_options.push_back(all[i]);
+  }
 }
 
 int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_size, const SimFlags& f,

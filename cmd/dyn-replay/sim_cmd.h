@@ -29,6 +29,9 @@ struct SimFlags {
   uint64_t concurrency = 0;
   double duration_s = 0;
   std::vector<std::string> references;  ///< --reference names (tokens::kReferencePolicies)
+  /// The options add_sim_flags registered after --sim itself (workers, references, engine,
+  /// router, admission): what only the simulated cluster reads.
+  std::vector<const CLI::Option*> cluster_options;
 };
 
 /// Adds --sim, --workers, the engine flags of dyn-mocker (the engine block size is the router's
