@@ -43,37 +43,8 @@ cap=$((workers * kv_blocks * block))
 printf 'cluster: %d workers x %d KV blocks x %d tokens = %d tokens; kv + hard affinity, --kv-eviction %s\n\n' \
   "$workers" "$kv_blocks" "$block" "$cap" "$eviction"
 
-# metrics FILE: one JSON line of SPEC 7 figures from the request_end rows (percentiles by linear
-# interpolation), in one Python pass (a jq reduction over a growing "seen" object took minutes).
-metrics() {
-  python3 - "$1" <<'PY'
-import json, math, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-r = [x for x in rows if x.get("event_type") == "request_end" and x.get("dyn", {}).get("status") == "ok"]
-def pct(vals, q):
-    s = sorted(vals); n = len(s)
-    if n == 0: return None
-    p = (n - 1) * q / 100; i = math.floor(p)
-    return s[i] + (s[i + 1] - s[i]) * (p - i) if i + 1 < n else s[i]
-t0 = min(x["request"]["request_received_ms"] for x in r)
-t1 = max(x["event_time_unix_ms"] for x in r)
-dur = (t1 - t0) / 1000
-# re-prefilled: leading blocks already seen earlier in the run (infinite-cache prefix) minus what
-# the worker actually had cached
-seen, re = set(), 0
-for x in sorted(r, key=lambda x: (x["request"]["request_received_ms"], x["request"]["request_id"])):
-    bs = x["dyn"].get("block_size", 0); ids = [str(h) for h in x["dyn"].get("hash_ids", [])]
-    lead = next((k for k, h in enumerate(ids) if h not in seen), len(ids))
-    known = min(lead * bs, x["request"]["input_tokens"])
-    re += max(0, known - x["request"]["cached_tokens"])
-    seen.update(ids)
-print(json.dumps({
-    "requests": len(r), "req_per_s": len(r) / dur,
-    "p90_ttft_ms": pct([x["request"]["ttft_ms"] for x in r], 90),
-    "hit_pct": 100 * sum(x["request"]["cached_tokens"] for x in r) / sum(x["request"]["input_tokens"] for x in r),
-    "reprefill_tokens": re}))
-PY
-}
+# metrics FILE: one JSON line of SPEC 7 figures from the request_end rows (bench/request_figures.py).
+metrics() { python3 "$root/bench/request_figures.py" "$1"; }
 
 printf '%-9s %7s | %9s %9s %7s %-20s | %9s %9s | %6s %6s | %11s %11s | %s\n' sessions ws/cap "base r/s" "adm r/s" \
   ratio "(per seed)" "base p90" "adm p90" "base%" "adm%" "base re-pf" "adm re-pf" verdict

@@ -68,41 +68,26 @@ for a in none thunderagent; do
 done
 
 # SPEC 7 figures per run on the workload's clock (live wall times x SPEEDUP), and the verdict.
-python3 - "$tmp" "$speed" <<'PY'
-import json, math, sys
+PYTHONPATH="$root/bench" python3 - "$tmp" "$speed" <<'PY'
+import sys
+from request_figures import figures
 tmp, speed = sys.argv[1], float(sys.argv[2])
-def pct(vals, q):
-    s = sorted(vals); n = len(s)
-    p = (n - 1) * q / 100; i = math.floor(p)
-    return s[i] + (s[i + 1] - s[i]) * (p - i) if i + 1 < n else s[i]
-def figures(path, scale):
-    rows = [json.loads(l) for l in open(path) if l.strip()]
-    r = [x for x in rows if x.get("event_type") == "request_end" and x.get("dyn", {}).get("status") == "ok"]
-    t0 = min(x["request"]["request_received_ms"] for x in r)
-    t1 = max(x["event_time_unix_ms"] for x in r)
-    seen, re = set(), 0
-    for x in sorted(r, key=lambda x: (x["request"]["request_received_ms"], x["request"]["request_id"])):
-        bs = x["dyn"].get("block_size", 0); ids = x["dyn"].get("hash_ids", [])
-        lead = next((k for k, h in enumerate(ids) if h not in seen), len(ids))
-        re += max(0, min(lead * bs, x["request"]["input_tokens"]) - x["request"]["cached_tokens"])
-        seen.update(ids)
-    return {"n": len(rows), "ok": len(r), "rps": len(r) / ((t1 - t0) / 1000 * scale),
-            "p90": pct([x["request"]["ttft_ms"] for x in r], 90) * scale,
-            "hit": 100 * sum(x["request"]["cached_tokens"] for x in r) / sum(x["request"]["input_tokens"] for x in r),
-            "re": re}
 f = {(m, a): figures(f"{tmp}/{m}-{a}.jsonl", speed if m == "live" else 1.0)
      for m in ("live", "sim") for a in ("none", "thunderagent")}
 print(f"\n{'':6} {'admission':>12} | {'requests ok':>11} {'req/s':>7} {'p90 TTFT ms':>11} {'hit %':>6} {'re-prefilled':>12}")
 for (m, a), v in f.items():
-    print(f"{m:6} {a:>12} | {v['ok']:>5}/{v['n']:<5} {v['rps']:7.3f} {v['p90']:11.0f} {v['hit']:6.2f} {v['re']:12d}")
+    print(f"{m:6} {a:>12} | {v['ok']:>5}/{v['requests']:<5} {v['req_per_s']:7.3f} {v['p90_ttft_ms']:11.0f} "
+          f"{v['hit_pct']:6.2f} {v['reprefill_tokens']:12d}")
 print()
 ok = True
 for m in ("live", "sim"):
     b, a = f[(m, "none")], f[(m, "thunderagent")]
-    r = a["rps"] / b["rps"]
-    good = r >= 1.12 and a["p90"] < b["p90"] and a["re"] < b["re"] and a["ok"] == a["n"] and b["ok"] == b["n"]
+    r = a["req_per_s"] / b["req_per_s"]
+    good = (r >= 1.12 and a["p90_ttft_ms"] < b["p90_ttft_ms"] and a["reprefill_tokens"] < b["reprefill_tokens"]
+            and a["ok"] == a["requests"] and b["ok"] == b["requests"])
     ok = ok and good
-    print(f"{m}: throughput {r:.3f}x (goal >= 1.12), p90 TTFT {a['p90'] / b['p90']:.3f}x (goal < 1), "
-          f"re-prefilled {a['re'] / max(b['re'], 1):.3f}x (goal < 1): {'PASS' if good else 'MISS'}")
+    print(f"{m}: throughput {r:.3f}x (goal >= 1.12), p90 TTFT {a['p90_ttft_ms'] / b['p90_ttft_ms']:.3f}x (goal < 1), "
+          f"re-prefilled {a['reprefill_tokens'] / max(b['reprefill_tokens'], 1):.3f}x (goal < 1): "
+          f"{'PASS' if good else 'MISS'}")
 sys.exit(0 if ok else 1)
 PY
