@@ -8,6 +8,7 @@
 
 #include "dyn/http/client.h"
 #include "dyn/http/pool.h"
+#include "dyn/http/proxy.h"
 #include "dyn/http/server.h"
 #include "dyn/http/sse.h"
 #include "dyn/http/sse_openai.h"
@@ -469,4 +470,53 @@ TEST_CASE("is_loopback_address and header_with_control_bytes") {
   CHECK(header_with_control_bytes(h) == "x-c");
   httplib::Headers nul{{"x-d", std::string("a\0b", 3)}};
   CHECK(header_with_control_bytes(nul) == "x-d");
+}
+
+TEST_CASE("proxy: idle connections the upstream closed are dropped, not a failed request; slow headers time out") {
+  TestServer up;
+  up.server.set_keep_alive_timeout(1);  // the upstream closes a connection idle for 1 s
+  std::atomic<int> served{0};
+  up.server.Post("/v1/x", [&](const httplib::Request& req, httplib::Response& res) {
+    if (req.has_header("x-slow")) std::this_thread::sleep_for(std::chrono::milliseconds(1500));
+    res.set_content("{\"n\":" + std::to_string(++served) + "}", "application/json");
+  });
+  up.start();
+  auto url = UpstreamUrl::parse(up.url());
+  REQUIRE(url);
+  UpstreamPool pool(*url, UpstreamTimeouts{1, 1});
+  auto& clock = dyn::RealClock::instance();
+  auto exchange = [&](const std::shared_ptr<ProxyCall>& call) {
+    httplib::Request creq;
+    httplib::Response cres;
+    std::optional<ProxyOutcome> end;
+    call->relay(creq, cres, {}, [&](const ProxyOutcome& o) { end = o; });
+    REQUIRE(end);
+    CHECK(end->kind == ProxyOutcome::Kind::kOk);
+    CHECK(cres.status == 200);
+    return cres.body;
+  };
+  ProxyRequest r;
+  r.path = "/v1/x";
+  r.body = "{}";
+  // Two exchanges open at once leave two keep-alive connections in the pool.
+  auto a = ProxyCall::start(pool, r, nullptr, clock);
+  auto b = ProxyCall::start(pool, r, nullptr, clock);
+  REQUIRE(a->wait_response());
+  REQUIRE(b->wait_response());
+  exchange(a);
+  exchange(b);
+  // Both go stale; the next call must neither fail nor spend its retry on the second stale one.
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  auto c = ProxyCall::start(pool, r, nullptr, clock);
+  REQUIRE(c->wait_response());
+  CHECK(exchange(c) == "{\"n\":3}");
+  // Headers later than the read timeout: timed out, never resent.
+  ProxyRequest slow = r;
+  slow.headers.emplace("x-slow", "1");
+  auto d = ProxyCall::start(pool, slow, nullptr, clock);
+  CHECK_FALSE(d->wait_response());
+  CHECK(d->timed_out());
+  CHECK(d->error().find("read timeout") != std::string::npos);
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  CHECK(served == 4);
 }

@@ -1,8 +1,29 @@
-// Streaming reverse proxy: one upstream thread per exchange feeding the server's chunked provider.
+// Streaming reverse proxy: the server thread reads the upstream (Boost.Beast) and feeds its own
+// chunked provider.
 #include "dyn/http/proxy.h"
 
+#include <array>
 #include <chrono>
+#include <limits>
 #include <optional>
+
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+// <utility> first: Boost 1.74's Asio uses std::exchange without including it.
+#include <boost/asio/connect.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/ssl.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/write.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 
 #include <fmt/format.h>
 
@@ -32,32 +53,53 @@ Expected<UpstreamUrl> UpstreamUrl::parse(std::string_view url) {
   return u;
 }
 
-UpstreamPool::UpstreamPool(UpstreamUrl url, UpstreamTimeouts timeouts) : url_(std::move(url)), timeouts_(timeouts) {}
-
-std::unique_ptr<httplib::Client> UpstreamPool::acquire() {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (!idle_.empty()) {
-      auto c = std::move(idle_.back());
-      idle_.pop_back();
-      return c;
-    }
+UpstreamPool::UpstreamPool(UpstreamUrl url, UpstreamTimeouts timeouts) : url_(std::move(url)), timeouts_(timeouts) {
+  // scheme_host_port is "http[s]://HOST[:PORT]" (UpstreamUrl::parse); HOST may be "[v6]".
+  std::string_view hp = url_.scheme_host_port;
+  tls_ = hp.rfind("https://", 0) == 0;
+  hp.remove_prefix(hp.find("://") + 3);
+  size_t colon = hp.rfind(':');
+  if (colon != std::string_view::npos && hp.find(']', colon) == std::string_view::npos) {
+    host_ = std::string(hp.substr(0, colon));
+    port_ = std::string(hp.substr(colon + 1));
+  } else {
+    host_ = std::string(hp);
+    port_ = tls_ ? "443" : "80";
   }
-  auto c = std::make_unique<httplib::Client>(url_.scheme_host_port);
-  auto secs = [](double s) { return std::chrono::microseconds(static_cast<int64_t>(s * 1e6)); };
-  c->set_connection_timeout(secs(timeouts_.connect_s));
-  c->set_read_timeout(secs(timeouts_.read_s));
-  c->set_write_timeout(secs(timeouts_.read_s));
-  c->set_keep_alive(true);
-  c->set_tcp_nodelay(true);
-  return c;
+  if (host_.size() > 2 && host_.front() == '[' && host_.back() == ']') host_ = host_.substr(1, host_.size() - 2);
 }
 
-void UpstreamPool::release(std::unique_ptr<httplib::Client> client, bool reusable) {
-  if (!reusable || !client) return;
-  std::lock_guard<std::mutex> lk(mu_);
+UpstreamPool::~UpstreamPool() {
+  for (int fd : idle_) ::close(fd);
+}
+
+int UpstreamPool::take_idle() {
+  for (;;) {
+    int fd;
+    {
+      std::lock_guard<std::mutex> lk(mu_);
+      if (idle_.empty()) return -1;
+      fd = idle_.back();
+      idle_.pop_back();
+    }
+    // An idle connection is readable only when the upstream closed it (or sent bytes nobody
+    // asked for): drop those before sending, as curl and cpp-httplib do, so a server's
+    // keep-alive timeout does not cost the request its one retry.
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 0) == 0) return fd;
+    ::close(fd);
+  }
+}
+
+void UpstreamPool::put_idle(int fd) {
+  std::unique_lock<std::mutex> lk(mu_);
   // Enough idle connections for a burst of concurrent streams; beyond that close them.
-  if (idle_.size() < 4096) idle_.push_back(std::move(client));
+  if (idle_.size() < 4096) {
+    idle_.push_back(fd);
+    return;
+  }
+  lk.unlock();
+  ::close(fd);
 }
 
 const char* outcome_name(ProxyOutcome::Kind k) {
@@ -151,26 +193,101 @@ std::string cut_event(const std::string& message) {
 }
 }  // namespace
 
-ProxyCall::ProxyCall(UpstreamPool& pool, std::shared_ptr<StreamTap> tap, const Clock& clock)
-    : pool_(pool), tap_(std::move(tap)), clock_(clock) {}
+namespace {
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+/// The calling thread's event loop. Every ProxyCall runs its I/O to completion on the thread
+/// that calls it (run_op), so the loop never runs handlers for two calls at once; sockets move
+/// between threads only as plain descriptors through UpstreamPool. Shared with each call so a
+/// call destroyed late in a thread's exit still finds its loop.
+std::shared_ptr<asio::io_context> thread_loop() {
+  thread_local std::shared_ptr<asio::io_context> loop = std::make_shared<asio::io_context>(1);
+  return loop;
+}
+
+/// One TLS context for all https upstreams: the system's CA certificates, peer verification.
+asio::ssl::context& tls_context() {
+  static asio::ssl::context* ctx = [] {
+    auto* c = new asio::ssl::context(asio::ssl::context::tls_client);
+    c->set_default_verify_paths();
+    c->set_verify_mode(asio::ssl::verify_peer);
+    return c;
+  }();
+  return *ctx;
+}
+
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(std::chrono::duration<double>(s));
+}
+}  // namespace
+
+struct ProxyCall::Io {
+  std::shared_ptr<asio::io_context> loop = thread_loop();
+  ProxyRequest request;
+  bhttp::request<bhttp::string_body> req;
+  std::optional<beast::tcp_stream> tcp;  // plain upstreams
+  std::optional<beast::ssl_stream<beast::tcp_stream>> tls;  // https upstreams
+  beast::flat_buffer buf;
+  std::optional<bhttp::response_parser<bhttp::buffer_body>> parser;
+  std::array<char, 16384> piece{};
+
+  beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *tcp; }
+
+  /// Starts one asynchronous operation with `start(handler)` and runs this thread's loop until
+  /// it completes (leftover handlers of earlier calls, such as cancelled timers, run on the way).
+  template <class Start>
+  beast::error_code run_op(Start&& start) {
+    beast::error_code result;
+    bool done = false;
+    start([&](beast::error_code ec, auto&&...) {
+      result = ec;
+      done = true;
+    });
+    loop->restart();
+    while (!done && loop->run_one() > 0) {
+    }
+    return result;
+  }
+  template <class Fn>
+  beast::error_code with_stream(Fn&& fn) {
+    if (tls) return run_op([&](auto h) { fn(*tls, std::move(h)); });
+    return run_op([&](auto h) { fn(*tcp, std::move(h)); });
+  }
+  void close() {
+    beast::error_code ignored;
+    if (tcp || tls) lowest().socket().close(ignored);
+    tls.reset();
+    tcp.reset();
+  }
+};
+
+ProxyCall::ProxyCall(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap, const Clock& clock)
+    : pool_(pool), tap_(std::move(tap)), clock_(clock), io_(std::make_unique<Io>()) {
+  io_->request = std::move(request);
+}
 
 std::shared_ptr<ProxyCall> ProxyCall::start(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap,
                                             const Clock& clock) {
-  std::shared_ptr<ProxyCall> call(new ProxyCall(pool, std::move(tap), clock));
-  // The thread holds a raw pointer: the destructor stops and joins it, so it never outlives the call.
-  call->thread_ = std::thread([p = call.get(), r = std::move(request)]() mutable { p->run(std::move(r)); });
-  return call;
+  return std::shared_ptr<ProxyCall>(new ProxyCall(pool, std::move(request), std::move(tap), clock));
 }
 
-ProxyCall::~ProxyCall() {
-  stop_upstream();
-  join();
+ProxyCall::~ProxyCall() { stop_upstream(); }
+
+bool ProxyCall::wait_response() {
+  if (!have_response_ && !done_) exchange();
+  return have_response_;
 }
 
-void ProxyCall::run(ProxyRequest request) {
-  httplib::Request r;
-  r.method = request.method;
-  r.path = pool_.url().path_prefix + request.path;
+bool ProxyCall::exchange() {
+  Io& x = *io_;
+  ProxyRequest& request = x.request;
+  auto& r = x.req;
+  r.version(11);
+  r.method_string(request.method);
+  r.target(pool_.url().path_prefix + request.path);
   bool have_ct = false;
   const std::vector<std::string> nominated = connection_nominated(request.headers);
   for (const auto& [k, v] : request.headers) {
@@ -180,84 +297,93 @@ void ProxyCall::run(ProxyRequest request) {
         v.find_first_of(std::string_view("\r\n\0", 3)) != std::string::npos)
       continue;
     if (header_name_equal(k, "content-type")) have_ct = true;
-    r.headers.emplace(k, v);
+    r.insert(k, v);
   }
-  if (!have_ct && !request.body.empty()) r.headers.emplace("Content-Type", request.content_type);
-  r.headers.emplace("Accept-Encoding", "identity");
-  r.body = std::move(request.body);
-  r.response_handler = [this](const httplib::Response& res) {
-    double t = clock_.now_ms();
-    if (tap_) tap_->on_response(res.status, res.headers, t);
-    std::lock_guard<std::mutex> lk(mu_);
-    status_ = res.status;
-    headers_ = res.headers;
-    have_response_ = true;
-    cv_.notify_all();
-    return !client_gone_ && !stopped_;
-  };
-  r.content_receiver = [this](const char* d, size_t n, uint64_t, uint64_t) {
-    double t = clock_.now_ms();
-    std::lock_guard<std::mutex> lk(mu_);
-    if (client_gone_ || stopped_) return false;
-    queue_.emplace_back(t, std::string(d, n));
-    cv_.notify_all();
-    return true;
-  };
+  const bool default_port = pool_.port() == (pool_.tls() ? "443" : "80");
+  r.set(bhttp::field::host, default_port ? pool_.host() : pool_.host() + ":" + pool_.port());
+  if (!have_ct && !request.body.empty()) r.set(bhttp::field::content_type, request.content_type);
+  r.set(bhttp::field::accept_encoding, "identity");
+  r.keep_alive(true);
+  r.body() = std::move(request.body);
+  r.prepare_payload();
+  const UpstreamTimeouts& to = pool_.timeouts();
 
-  bool ok = false;
   std::string err;
   // A pooled keep-alive connection may have been closed by the upstream just now; when such a
   // connection fails before any response byte, try once more on a fresh connection.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    auto cli = pool_.acquire();
-    bool fresh = !cli->is_socket_open();
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (stopped_) break;
-      active_ = cli.get();
+    x.close();
+    x.buf.clear();
+    int fd = pool_.tls() || attempt > 0 ? -1 : pool_.take_idle();
+    const bool fresh = fd < 0;
+    beast::error_code ec;
+    if (!fresh) {
+      sockaddr_storage sa{};
+      socklen_t len = sizeof(sa);
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
+      x.tcp.emplace(*x.loop);
+      x.tcp->socket().assign(sa.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
+      if (ec) ::close(fd);
+    } else {
+      tcp::resolver resolver(*x.loop);
+      auto endpoints = resolver.resolve(pool_.host(), pool_.port(), ec);
+      if (!ec) {
+        if (pool_.tls()) x.tls.emplace(*x.loop, tls_context());
+        else x.tcp.emplace(*x.loop);
+        x.lowest().expires_after(seconds(to.connect_s));
+        ec = x.run_op([&](auto h) { x.lowest().async_connect(endpoints, std::move(h)); });
+      }
+      if (!ec) x.lowest().socket().set_option(tcp::no_delay(true), ec);
+      if (!ec && x.tls) {
+        // SNI and the certificate's host name, as any HTTPS client checks them.
+        SSL_set_tlsext_host_name(x.tls->native_handle(), pool_.host().c_str());
+        x.tls->set_verify_callback(asio::ssl::host_name_verification(pool_.host()));
+        x.lowest().expires_after(seconds(to.connect_s));
+        ec = x.run_op([&](auto h) { x.tls->async_handshake(asio::ssl::stream_base::client, std::move(h)); });
+      }
+      if (ec) {
+        err = fmt::format("cannot connect to {}: {}", pool_.url().scheme_host_port, ec.message());
+        break;
+      }
     }
-    httplib::Response res;
-    httplib::Error e = httplib::Error::Success;
-    const auto sent_at = std::chrono::steady_clock::now();
-    ok = cli->send(r, res, e);
-    const double waited_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - sent_at).count();
-    bool got_response;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      active_ = nullptr;
-      got_response = have_response_;
+    if (!ec) {
+      x.lowest().expires_after(seconds(to.read_s));
+      ec = x.with_stream([&](auto& s, auto h) { bhttp::async_write(s, r, std::move(h)); });
     }
-    // cpp-httplib reports a read timeout and a reset alike (Error::Read); the time spent tells
-    // them apart. A timed-out request may be running upstream, so it is never sent again.
-    bool timed_out = !ok && !got_response && e == httplib::Error::Read && waited_s >= pool_.timeouts().read_s * 0.9;
-    if (!ok) {
-      err = timed_out ? fmt::format("no response headers within {:g} s (read timeout)", pool_.timeouts().read_s)
-                      : httplib::to_string(e);
+    if (!ec) {
+      x.parser.emplace();
+      // A proxy relays any length. Not boost::none: Beast 1.74 compares a Content-Length with the
+      // empty optional as if it were a limit below every value and fails every sized body.
+      x.parser->body_limit(std::numeric_limits<std::uint64_t>::max());
+      x.parser->header_limit(256 * 1024);  // Beast's default 8 KiB is below what servers send
+      x.lowest().expires_after(seconds(to.read_s));
+      ec = x.with_stream([&](auto& s, auto h) { bhttp::async_read_header(s, x.buf, *x.parser, std::move(h)); });
     }
-    pool_.release(std::move(cli), ok && !stopped_);
-    if (timed_out) {
-      std::lock_guard<std::mutex> lk(mu_);
+    if (!ec) {
+      const double t = clock_.now_ms();
+      const auto& msg = x.parser->get();
+      status_ = static_cast<int>(msg.result_int());
+      for (const auto& f : msg) headers_.emplace(std::string(f.name_string()), std::string(f.value()));
+      if (tap_) tap_->on_response(status_, headers_, t);
+      have_response_ = true;
+      return true;
+    }
+    // A timed-out request may be running upstream, so it is never sent again.
+    if (ec == beast::error::timeout) {
       timed_out_ = true;
+      err = fmt::format("no response headers within {:g} s (read timeout)", to.read_s);
+      break;
     }
-    if (ok || got_response || fresh || timed_out) break;
+    err = ec.message();
+    if (fresh) break;
   }
-  std::lock_guard<std::mutex> lk(mu_);
+  x.close();
   done_ = true;
-  body_complete_ = ok;
-  if (!ok) error_ = stopped_ || client_gone_ ? "cancelled" : err;
-  cv_.notify_all();
+  error_ = err;
+  return false;
 }
 
-bool ProxyCall::wait_response() {
-  std::unique_lock<std::mutex> lk(mu_);
-  cv_.wait(lk, [&] { return have_response_ || done_; });
-  return have_response_;
-}
-
-std::string ProxyCall::error() const {
-  std::lock_guard<std::mutex> lk(mu_);
-  return error_;
-}
+std::string ProxyCall::error() const { return error_; }
 
 std::string ProxyCall::content_type() const {
   auto it = headers_.find("Content-Type");
@@ -267,63 +393,68 @@ std::string ProxyCall::content_type() const {
 bool ProxyCall::is_event_stream() const { return content_type().rfind("text/event-stream", 0) == 0; }
 
 void ProxyCall::stop_upstream() {
-  std::lock_guard<std::mutex> lk(mu_);
-  stopped_ = true;
-  if (active_ && !done_) active_->stop();
-  cv_.notify_all();
+  if (done_) return;
+  done_ = true;
+  if (error_.empty() && !body_complete_) error_ = "cancelled";
+  io_->close();
 }
 
-void ProxyCall::join() {
-  if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
-}
+void ProxyCall::cancel() { stop_upstream(); }
 
-void ProxyCall::cancel() {
-  stop_upstream();
-  join();
-}
-
-bool ProxyCall::drain(std::string& out, bool block) {
-  std::vector<std::pair<double, std::string>> q;
-  bool done;
-  {
-    std::unique_lock<std::mutex> lk(mu_);
-    if (block) cv_.wait(lk, [&] { return !queue_.empty() || done_; });
-    q.swap(queue_);
-    done = done_;
-  }
-  for (auto& [t, s] : q) {
-    if (tap_) {
-      tap_->on_data(s, t, out);
-    } else {
-      out.append(s);
+bool ProxyCall::read_body(std::string& out) {
+  Io& x = *io_;
+  while (!done_) {
+    auto& p = *x.parser;
+    if (p.is_done()) {
+      done_ = true;
+      body_complete_ = true;
+      // Back to the pool only when both sides keep the connection and nothing unread is left.
+      if (!x.tls && p.keep_alive() && x.buf.size() == 0) {
+        x.tcp->expires_never();
+        pool_.put_idle(x.tcp->release_socket().release());
+      }
+      x.close();
+      return true;
     }
+    p.get().body().data = x.piece.data();
+    p.get().body().size = x.piece.size();
+    x.lowest().expires_after(seconds(pool_.timeouts().read_s));
+    beast::error_code ec = x.with_stream([&](auto& s, auto h) { bhttp::async_read_some(s, x.buf, p, std::move(h)); });
+    if (ec == bhttp::error::need_buffer) ec = {};
+    const size_t n = x.piece.size() - p.get().body().size;
+    if (n > 0) {
+      const std::string_view data(x.piece.data(), n);
+      if (tap_) tap_->on_data(data, clock_.now_ms(), out);
+      else out.append(data);
+    }
+    if (ec) {
+      done_ = true;
+      error_ = ec == beast::error::timeout
+                   ? fmt::format("no data within {:g} s (read timeout)", pool_.timeouts().read_s)
+                   : ec.message();
+      x.close();
+      return true;
+    }
+    if (n > 0) return false;
   }
-  return done;
+  return true;
 }
 
 void ProxyCall::finish_once(ProxyOutcome::Kind kind) {
+  if (ended_) return;
+  ended_ = true;
   ProxyOutcome o;
-  std::function<void(const ProxyOutcome&)> cb;
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    if (ended_) return;
-    ended_ = true;
-    o.kind = kind;
-    o.status = status_;
-    o.message = kind == ProxyOutcome::Kind::kOk ? "" : error_;
-    cb = std::move(on_end_);
-  }
+  o.kind = kind;
+  o.status = status_;
+  o.message = kind == ProxyOutcome::Kind::kOk ? "" : error_;
   o.end_ms = clock_.now_ms();
-  if (cb) cb(o);
+  if (auto cb = std::move(on_end_)) cb(o);
 }
 
 void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
                       const std::vector<std::pair<std::string, std::string>>& extra_headers,
                       std::function<void(const ProxyOutcome&)> on_end) {
-  {
-    std::lock_guard<std::mutex> lk(mu_);
-    on_end_ = std::move(on_end);
-  }
+  on_end_ = std::move(on_end);
   res.status = status_;
   const std::vector<std::string> nominated = connection_nominated(headers_);
   for (const auto& [k, v] : headers_) {
@@ -342,25 +473,16 @@ void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
 
   if (!is_event_stream()) {
     std::string body;
-    while (!drain(body, true)) {
+    while (!read_body(body)) {
     }
-    drain(body, false);
     if (tap_) tap_->on_end(clock_.now_ms(), body);
-    join();
-    bool complete;
-    std::string err;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      complete = body_complete_;
-      err = error_;
-    }
-    if (complete) {
+    if (body_complete_) {
       res.set_content(body, ct);
       finish_once(ProxyOutcome::Kind::kOk);
     } else {
       res.headers.clear();
       for (const auto& [k, v] : extra_headers) res.headers.emplace(k, v);
-      set_error(res, 502, "stream_cut", "upstream response ended early: " + err);
+      set_error(res, 502, "stream_cut", "upstream response ended early: " + error_);
       finish_once(ProxyOutcome::Kind::kStreamCut);
     }
     return;
@@ -375,13 +497,8 @@ void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
       ct,
       [self, result](size_t, httplib::DataSink& sink) {
         std::string out;
-        bool done = self->drain(out, true);
-        if (done) self->drain(out, false);
+        const bool done = self->read_body(out);
         if (!out.empty() && !sink.write(out.data(), out.size())) {
-          {
-            std::lock_guard<std::mutex> lk(self->mu_);
-            self->client_gone_ = true;
-          }
           *result = ProxyOutcome::Kind::kCancelled;
           self->stop_upstream();
           return false;
@@ -389,14 +506,7 @@ void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
         if (!done) return true;
         std::string tail;
         if (self->tap_) self->tap_->on_end(self->clock_.now_ms(), tail);
-        bool complete;
-        std::string err;
-        {
-          std::lock_guard<std::mutex> lk(self->mu_);
-          complete = self->body_complete_;
-          err = self->error_;
-        }
-        if (complete) {
+        if (self->body_complete_) {
           if (!tail.empty() && !sink.write(tail.data(), tail.size())) {
             *result = ProxyOutcome::Kind::kCancelled;
             return false;
@@ -412,24 +522,17 @@ void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
         // a router that already knows the worker failed.
         *result = ProxyOutcome::Kind::kStreamCut;
         self->finish_once(ProxyOutcome::Kind::kStreamCut);
-        tail += cut_event(err);
+        tail += cut_event(self->error_);
         sink.write(tail.data(), tail.size());
         return false;  // abort the chunked body: the client sees an incomplete response
       },
-      [self, result](bool success) {
+      [self, result](bool) {
+        // The client went away before the body was relayed, or the server is stopping (then
+        // cpp-httplib ends a chunked body early even with success): never recorded as ok.
         if (!result->has_value()) {
-          // The client went away before the body was relayed (or the server is stopping).
-          {
-            std::lock_guard<std::mutex> lk(self->mu_);
-            self->client_gone_ = true;
-          }
           self->stop_upstream();
-          // Even with success (cpp-httplib ends a chunked body early when its server stops) the
-          // client never got the whole response: never record it as ok.
-          (void)success;
           *result = ProxyOutcome::Kind::kCancelled;
         }
-        self->join();
         self->finish_once(**result);
       });
 }

@@ -1,15 +1,14 @@
-// Streaming reverse proxy on cpp-httplib: forwards a request to one upstream and relays its
-// response (status, headers, body chunks flushed as they arrive) through an observing tap.
+// Streaming reverse proxy: forwards a request to one upstream (Boost.Beast client) and relays its
+// response (status, headers, body chunks flushed as they arrive) through an observing tap to the
+// cpp-httplib server thread that handles the client.
 #pragma once
 
-#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <string_view>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -38,27 +37,39 @@ struct UpstreamTimeouts {
 };
 
 /// Keep-alive connections to one upstream, reused across requests so the proxy does not pay a TCP
-/// handshake per call. Thread-safe.
+/// handshake per call. Idle connections are kept as plain sockets (file descriptors), so any
+/// thread's call can take one up. https upstreams are not pooled (a TLS session cannot be handed
+/// over as a socket): each call connects and handshakes anew. Thread-safe.
 class UpstreamPool {
  public:
   UpstreamPool(UpstreamUrl url, UpstreamTimeouts timeouts = {});
+  ~UpstreamPool();
+  UpstreamPool(const UpstreamPool&) = delete;
+  UpstreamPool& operator=(const UpstreamPool&) = delete;
   const UpstreamUrl& url() const { return url_; }
   const UpstreamTimeouts& timeouts() const { return timeouts_; }
-  /// A connected-or-fresh client (never null).
-  std::unique_ptr<httplib::Client> acquire();
-  /// Returns a client after a completed exchange; `reusable` false drops it (cut, cancelled).
-  void release(std::unique_ptr<httplib::Client> client, bool reusable);
+  bool tls() const { return tls_; }
+  /// Host and port of the URL ("127.0.0.1", "8000"; the port defaults to 80 or 443).
+  const std::string& host() const { return host_; }
+  const std::string& port() const { return port_; }
+  /// An idle connected socket (>= 0, now owned by the caller) or -1 when none is idle; sockets
+  /// the upstream closed while idle are dropped on the way.
+  int take_idle();
+  /// Returns a socket after a complete exchange whose response allowed keep-alive (or closes it
+  /// when enough are idle already).
+  void put_idle(int fd);
 
  private:
   UpstreamUrl url_;
   UpstreamTimeouts timeouts_;
+  bool tls_ = false;
+  std::string host_, port_;
   std::mutex mu_;
-  std::vector<std::unique_ptr<httplib::Client>> idle_;
+  std::vector<int> idle_;
 };
 
-/// Observes (and may rewrite) a response on its way to the client. Called from one thread at a
-/// time (the server thread relaying the body; on_response from the upstream thread before any
-/// on_data). Implementations see bytes exactly as the upstream sent them, possibly split anywhere.
+/// Observes (and may rewrite) a response on its way to the client. Called on the server thread
+/// that handles the exchange (on_response before any on_data). Implementations see bytes exactly as the upstream sent them, possibly split anywhere.
 class StreamTap {
  public:
   virtual ~StreamTap() = default;
@@ -108,24 +119,28 @@ std::vector<std::string> connection_nominated(const httplib::Headers& headers);
 /// forwardable_header(name) and not one of `nominated` (see connection_nominated).
 bool forwardable_header(std::string_view name, const std::vector<std::string>& nominated);
 
-/// One proxied exchange. start() sends the request from a thread of its own; the server's handler
-/// waits for the upstream status (wait_response), may decide to retry elsewhere (cancel), and
-/// otherwise hands the response to cpp-httplib with relay(). SSE bodies (text/event-stream) are
-/// relayed chunk by chunk through a chunked content provider as they arrive; other bodies are
-/// buffered and sent with a Content-Length. A client that disconnects stops the upstream request
-/// (detected on the next write). Thread-safe as described per method.
+/// One proxied exchange. The handler's thread does its I/O: wait_response() connects (or takes a
+/// pooled connection), sends the request and reads the upstream's status and headers; the caller
+/// may decide to retry elsewhere (cancel) and otherwise hands the response to cpp-httplib with
+/// relay(), whose content provider reads the upstream body on the same thread, piece by piece as
+/// it arrives. No thread per call and no hand-over between threads per chunk (issue 16: both were
+/// the proxy's top costs). SSE bodies (text/event-stream) are relayed through a chunked content
+/// provider; other bodies are buffered and sent with a Content-Length. A client that disconnects
+/// stops the upstream request (detected on the next write). Not thread-safe: one thread at a time
+/// (cpp-httplib runs a connection's handler and content provider on one thread).
 class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
  public:
-  /// Starts forwarding `request` to `pool`'s upstream. `tap` may be null. `clock` must outlive
-  /// the call.
+  /// An exchange forwarding `request` to `pool`'s upstream (nothing is sent before
+  /// wait_response()). `tap` may be null. `pool` and `clock` must outlive the call.
   static std::shared_ptr<ProxyCall> start(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap,
                                           const Clock& clock);
   ~ProxyCall();
   ProxyCall(const ProxyCall&) = delete;
   ProxyCall& operator=(const ProxyCall&) = delete;
 
-  /// Blocks until the upstream's status line and headers arrived (true) or the exchange failed
-  /// before them (false; see error()).
+  /// Sends the request and reads the upstream's status line and headers (true), or fails before
+  /// them (false; see error()). A pooled connection that fails before any response is retried
+  /// once on a fresh connection (the upstream may have closed it while idle). Call once.
   bool wait_response();
   int status() const { return status_; }
   const httplib::Headers& headers() const { return headers_; }
@@ -133,10 +148,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   std::string error() const;
   /// True when wait_response() failed because no status line arrived within the read timeout
   /// (the request was sent and may be running upstream: callers must not resend it).
-  bool timed_out() const {
-    std::lock_guard<std::mutex> lk(mu_);
-    return timed_out_;
-  }
+  bool timed_out() const { return timed_out_; }
   /// Content-Type of the upstream response.
   std::string content_type() const;
   bool is_event_stream() const;
@@ -150,36 +162,31 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   void relay(const httplib::Request& req, httplib::Response& res,
              const std::vector<std::pair<std::string, std::string>>& extra_headers,
              std::function<void(const ProxyOutcome&)> on_end);
-  /// Abandons the exchange (no relay): stops the upstream request and waits for its thread.
+  /// Abandons the exchange (no relay): closes the upstream connection.
   void cancel();
 
  private:
-  ProxyCall(UpstreamPool& pool, std::shared_ptr<StreamTap> tap, const Clock& clock);
-  void run(ProxyRequest request);
+  struct Io;  // the Beast connection, parser and buffers (proxy.cpp)
+  ProxyCall(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap, const Clock& clock);
+  bool exchange();
   void stop_upstream();
-  void join();
   void finish_once(ProxyOutcome::Kind kind);
-  /// Moves queued upstream bytes through the tap into `out`; returns true when the upstream is done.
-  bool drain(std::string& out, bool block);
+  /// Reads the next piece of the upstream body (at least one byte unless the body ended) and
+  /// appends it, through the tap, to `out`; returns true when the upstream body is done.
+  bool read_body(std::string& out);
 
   UpstreamPool& pool_;
   std::shared_ptr<StreamTap> tap_;
   const Clock& clock_;
-  std::thread thread_;
-  mutable std::mutex mu_;
-  std::condition_variable cv_;
-  httplib::Client* active_ = nullptr;  ///< the client in use, for stop() (guarded by mu_)
+  std::unique_ptr<Io> io_;
   bool have_response_ = false;
   bool done_ = false;
-  bool client_gone_ = false;
-  bool stopped_ = false;
   bool ended_ = false;
   int status_ = 0;
   httplib::Headers headers_;
   std::string error_;
   bool body_complete_ = false;
   bool timed_out_ = false;
-  std::vector<std::pair<double, std::string>> queue_;
   std::function<void(const ProxyOutcome&)> on_end_;
 };
 
