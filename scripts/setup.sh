@@ -12,7 +12,7 @@ pkgs=(build-essential cmake pkg-config libcli11-dev libfmt-dev nlohmann-json3-de
 # engines' KV events (vLLM's ZMQ + msgpack format) and the test's independent publisher
 pkgs+=(libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack)
 # the proxy's upstream client (Boost.Beast/Asio) and its TLS for https upstreams
-pkgs+=(libboost-dev libssl-dev)
+pkgs+=(libboost-dev libssl-dev openssl)  # openssl: e2e.serve-https-upstream makes its certificate
 # router replicas: bindings in Redis (hiredis client, redis-server for the tests)
 pkgs+=(libhiredis-dev redis-server)
 # the completion test (e2e.completions) loads and runs each generated script in its own shell
