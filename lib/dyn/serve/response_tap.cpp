@@ -1,26 +1,62 @@
 // ResponseTap: SSE event splitting and per-API extraction of timings, usage and finish reasons.
 #include "dyn/serve/response_tap.h"
 
+#include <simdjson.h>
+
 namespace dyn::serve {
 
 namespace {
+using Elem = simdjson::dom::element;
+
+// The same few accessors over both JSON representations, so each rule below is written once:
+// nlohmann's Json for whole bodies, simdjson's DOM element for SSE events. A JSON null reads as
+// absent.
 const Json* member(const Json& j, const char* key) {
   if (!j.is_object()) return nullptr;
   auto it = j.find(key);
   if (it == j.end() || it->is_null()) return nullptr;
   return &*it;
 }
-std::optional<uint64_t> u64_at(const Json& j, const char* key) {
-  const Json* v = member(j, key);
-  if (!v) return std::nullopt;
-  if (v->is_number_unsigned()) return v->get<uint64_t>();
-  if (v->is_number_integer() && v->get<int64_t>() >= 0) return static_cast<uint64_t>(v->get<int64_t>());
+std::optional<Elem> member(const Elem& j, const char* key) {
+  Elem v;
+  if (!j.is_object() || j.at_key(key).get(v) || v.is_null()) return std::nullopt;
+  return v;
+}
+std::optional<uint64_t> u64_of(const Json& v) {
+  if (v.is_number_unsigned()) return v.get<uint64_t>();
+  if (v.is_number_integer() && v.get<int64_t>() >= 0) return static_cast<uint64_t>(v.get<int64_t>());
   return std::nullopt;
 }
+std::optional<uint64_t> u64_of(const Elem& v) {
+  uint64_t n;
+  if (v.is_uint64() && !v.get_uint64().get(n)) return n;
+  return std::nullopt;
+}
+template <class V>
+std::optional<uint64_t> u64_at(const V& j, const char* key) {
+  auto v = member(j, key);
+  return v ? u64_of(*v) : std::nullopt;
+}
 uint64_t text_len(const Json* v) { return v && v->is_string() ? v->get_ref<const std::string&>().size() : 0; }
-std::string str_at(const Json& j, const char* key) {
-  const Json* v = member(j, key);
-  return v && v->is_string() ? v->get<std::string>() : std::string();
+uint64_t text_len(const std::optional<Elem>& v) {
+  std::string_view s;
+  return v && !v->get_string().get(s) ? s.size() : 0;
+}
+std::string str_of(const Json& v) { return v.is_string() ? v.get<std::string>() : std::string(); }
+std::string str_of(const Elem& v) {
+  std::string_view s;
+  return v.get_string().get(s) ? std::string() : std::string(s);
+}
+template <class V>
+std::string str_at(const V& j, const char* key) {
+  auto v = member(j, key);
+  return v ? str_of(*v) : std::string();
+}
+/// The elements of an array (none when `v` is not one).
+simdjson::dom::array elements(const Elem& v) {
+  simdjson::dom::array a;
+  if (v.get_array().get(a)) return {};
+  return a;
 }
 /// Cumulative counters never go down (case 27: a final message_delta with input_tokens 0).
 void raise(std::optional<uint64_t>& have, std::optional<uint64_t> v) {
@@ -61,19 +97,20 @@ void ResponseTap::content(double t, uint64_t bytes) {
   facts_.last_content_ms = t;
 }
 
-void ResponseTap::usage(const Json& u) {
+template <class V>
+void ResponseTap::usage(const V& u) {
   if (!u.is_object()) return;  // "usage": null is absent (case 03 stream-c)
   switch (api_) {
     case Api::kChat:
     case Api::kCompletions:
       raise(facts_.input_tokens, u64_at(u, "prompt_tokens"));
       raise(facts_.output_tokens, u64_at(u, "completion_tokens"));
-      if (const Json* d = member(u, "prompt_tokens_details")) raise(facts_.cached_tokens, u64_at(*d, "cached_tokens"));
+      if (auto d = member(u, "prompt_tokens_details")) raise(facts_.cached_tokens, u64_at(*d, "cached_tokens"));
       break;
     case Api::kResponses:
       raise(facts_.input_tokens, u64_at(u, "input_tokens"));
       raise(facts_.output_tokens, u64_at(u, "output_tokens"));
-      if (const Json* d = member(u, "input_tokens_details")) raise(facts_.cached_tokens, u64_at(*d, "cached_tokens"));
+      if (auto d = member(u, "input_tokens_details")) raise(facts_.cached_tokens, u64_at(*d, "cached_tokens"));
       break;
     case Api::kMessages: {
       // Anthropic's input_tokens excludes cache reads and writes; the trace's input is the whole
@@ -175,14 +212,18 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
     if (api_ == Api::kChat || api_ == Api::kCompletions) facts_.terminal_event = true;
     return true;
   }
-  Json j = Json::parse(data, nullptr, false);
+  // One parser per thread, reused: its buffers grow to the largest event and stay (a tap runs on
+  // one thread at a time and keeps no element past this call).
+  thread_local simdjson::dom::parser parser;
+  Elem j;
+  const bool is_object = !parser.parse(data.data(), data.size()).get(j) && j.is_object();
   if (event_name == "error") {
     // Anthropic: event: error, data {"type":"error","error":{"type":"overloaded_error",...}};
     // a payload that is not JSON keeps its first bytes as the message.
-    if (j.is_discarded() || !j.is_object()) note_error(Json(std::string(data.substr(0, 500))));
+    if (!is_object) note_error(Json(std::string(data.substr(0, 500))));
   }
-  if (j.is_discarded() || !j.is_object()) return true;
-  if (const Json* e = member(j, "error")) {
+  if (!is_object) return true;
+  if (auto e = member(j, "error")) {
     note_error(*e);
   } else if (event_name == "error" || str_at(j, "type") == "error") {
     note_error(j);  // Responses: {"type":"error","code":...,"message":...}
@@ -190,16 +231,16 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
   if (facts_.model.empty()) {
     facts_.model = str_at(j, "model");
     if (facts_.model.empty()) {
-      if (const Json* m = member(j, "message")) facts_.model = str_at(*m, "model");
-      if (const Json* r = member(j, "response")) facts_.model = str_at(*r, "model");
+      if (auto m = member(j, "message")) facts_.model = str_at(*m, "model");
+      if (auto r = member(j, "response")) facts_.model = str_at(*r, "model");
     }
   }
   switch (api_) {
     case Api::kChat:
     case Api::kCompletions: {
-      const Json* choices = member(j, "choices");
-      bool empty_choices = !choices || !choices->is_array() || choices->empty();
-      if (const Json* u = member(j, "usage")) usage(*u);
+      auto choices = member(j, "choices");
+      bool empty_choices = !choices || elements(*choices).size() == 0;
+      if (auto u = member(j, "usage")) usage(*u);
       if (empty_choices) {
         if (hide_usage_ && member(j, "usage")) {
           facts_.dropped_events++;
@@ -209,10 +250,9 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
       }
       uint64_t bytes = 0;
       bool any = false;
-      for (const Json& c : *choices) {
+      for (Elem c : elements(*choices)) {
         uint64_t ci = u64_at(c, "index").value_or(0);
-        if (const Json* fr = member(c, "finish_reason"); fr && fr->is_string())
-          facts_.finish_reason = fr->get<std::string>();
+        if (auto fr = member(c, "finish_reason"); fr && fr->is_string()) facts_.finish_reason = str_of(*fr);
         if (api_ == Api::kCompletions) {
           uint64_t n = text_len(member(c, "text"));
           if (n) {
@@ -221,7 +261,7 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
           }
           continue;
         }
-        const Json* d = member(c, "delta");
+        auto d = member(c, "delta");
         if (!d) continue;
         for (const char* k : {"content", "reasoning_content", "reasoning"}) {
           uint64_t n = text_len(member(*d, k));
@@ -230,11 +270,11 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
             any = true;
           }
         }
-        if (const Json* tcs = member(*d, "tool_calls"); tcs && tcs->is_array()) {
-          for (const Json& tc : *tcs) {
+        if (auto tcs = member(*d, "tool_calls"); tcs && tcs->is_array()) {
+          for (Elem tc : elements(*tcs)) {
             ToolCall& rec = tool_call(ci, u64_at(tc, "index").value_or(0));
             if (std::string id = str_at(tc, "id"); !id.empty()) rec.id = id;
-            if (const Json* f = member(tc, "function")) {
+            if (auto f = member(tc, "function")) {
               if (std::string nm = str_at(*f, "name"); !nm.empty()) rec.name = nm;
               bytes += text_len(member(*f, "arguments"));
             }
@@ -245,7 +285,7 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
       if (any) {
         content(t, bytes);
         std::optional<uint64_t> cum;
-        if (const Json* u = member(j, "usage")) cum = u64_at(*u, "completion_tokens");
+        if (auto u = member(j, "usage")) cum = u64_at(*u, "completion_tokens");
         if (chunk_usage_ok_ && cum && *cum >= chunk_usage_prev_) {
           facts_.chunk_tokens.push_back(*cum - chunk_usage_prev_);
           chunk_usage_prev_ = *cum;
@@ -259,11 +299,11 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
     case Api::kMessages: {
       std::string type = str_at(j, "type");
       if (type == "message_start") {
-        if (const Json* m = member(j, "message")) {
-          if (const Json* u = member(*m, "usage")) usage(*u);
+        if (auto m = member(j, "message")) {
+          if (auto u = member(*m, "usage")) usage(*u);
         }
       } else if (type == "content_block_start") {
-        const Json* b = member(j, "content_block");
+        auto b = member(j, "content_block");
         if (b && str_at(*b, "type") == "tool_use") {
           uint64_t idx = facts_.tool_calls.size();
           ToolCall& rec = tool_call(0, idx);
@@ -271,18 +311,18 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
           rec.name = str_at(*b, "name");
         }
       } else if (type == "content_block_delta") {
-        if (const Json* d = member(j, "delta")) {
+        if (auto d = member(j, "delta")) {
           uint64_t n =
               text_len(member(*d, "text")) + text_len(member(*d, "thinking")) + text_len(member(*d, "partial_json"));
           if (n) content(t, n);
         }
       } else if (type == "message_delta") {
-        if (const Json* d = member(j, "delta")) {
+        if (auto d = member(j, "delta")) {
           if (std::string sr = str_at(*d, "stop_reason"); !sr.empty()) facts_.finish_reason = sr;
         }
         // message_delta carries the final output count (and may repeat the input counts, as 0,
         // or leave them out: usage() never lowers a count, case 27).
-        if (const Json* u = member(j, "usage")) usage(*u);
+        if (auto u = member(j, "usage")) usage(*u);
       } else if (type == "message_stop") {
         facts_.terminal_event = true;
       }
@@ -295,7 +335,7 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
         uint64_t n = text_len(member(j, "delta"));
         if (n) content(t, n);
       } else if (type == "response.output_item.added" || type == "response.output_item.done") {
-        const Json* item = member(j, "item");
+        auto item = member(j, "item");
         if (item && str_at(*item, "type") == "function_call") {
           uint64_t oi = u64_at(j, "output_index").value_or(facts_.tool_calls.size());
           ToolCall& rec = tool_call(0, oi);
@@ -303,16 +343,18 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
           if (std::string nm = str_at(*item, "name"); !nm.empty()) rec.name = nm;
         }
       } else if (type == "response.completed" || type == "response.incomplete" || type == "response.failed") {
-        if (const Json* r = member(j, "response")) {
-          Json copy = *r;
-          copy.erase("output");  // items were seen as events; observe_body would re-add them
+        if (auto r = member(j, "response")) {
+          // Once per response: the whole-body rules run on a Json copy.
+          Json copy = Json::parse(simdjson::minify(*r), nullptr, false);
+          if (copy.is_object()) copy.erase("output");  // items were seen as events; observe_body would re-add them
           observe_body(copy);
         }
         facts_.terminal_event = true;
         if (type == "response.failed" && !facts_.error_event) {
-          const Json* r = member(j, "response");
-          const Json* e = r ? member(*r, "error") : nullptr;
-          note_error(e ? *e : Json(std::string("response.failed")));
+          auto r = member(j, "response");
+          auto e = r ? member(*r, "error") : std::nullopt;
+          if (e) note_error(*e);
+          else note_error(Json(std::string("response.failed")));
           if (facts_.error_type.empty() || facts_.error_type == "stream_error") facts_.error_type = "response.failed";
         }
       }
@@ -322,7 +364,8 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
   return true;
 }
 
-void ResponseTap::note_error(const Json& e) {
+template <class V>
+void ResponseTap::note_error(const V& e) {
   if (facts_.error_event) return;  // the first error is the cause; later ones are its echoes
   facts_.error_event = true;
   if (e.is_object()) {
@@ -335,7 +378,7 @@ void ResponseTap::note_error(const Json& e) {
     facts_.error_message = str_at(e, "message");
   } else if (e.is_string()) {
     facts_.error_type = "stream_error";
-    facts_.error_message = e.get<std::string>();
+    facts_.error_message = str_of(e);
   } else {
     facts_.error_type = "stream_error";
   }

@@ -99,9 +99,13 @@ class ResponseTap : public http::StreamTap {
   /// Handles one complete SSE event; returns false to drop it from the relayed bytes.
   bool on_event(std::string_view event_name, std::string_view data, double t);
   void content(double t, uint64_t bytes);
-  void usage(const Json& u);
+  /// `V` is Json (whole bodies) or simdjson::dom::element (each SSE event, parsed without a
+  /// tree of allocations: issue 16 found per-chunk nlohmann parsing among the proxy's top costs).
+  template <class V>
+  void usage(const V& u);
   /// Records the first upstream error: an error object ({type|code, message}) or a string.
-  void note_error(const Json& e);
+  template <class V>
+  void note_error(const V& e);
   ToolCall& tool_call(uint64_t choice, uint64_t index);
 
   Api api_;
