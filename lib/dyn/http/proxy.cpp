@@ -228,7 +228,7 @@ struct ProxyCall::Io {
   std::shared_ptr<asio::io_context> loop = thread_loop();
   ProxyRequest request;
   bhttp::request<bhttp::string_body> req;
-  std::optional<beast::tcp_stream> tcp;  // plain upstreams
+  std::optional<beast::tcp_stream> tcp;                     // plain upstreams
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls;  // https upstreams
   beast::flat_buffer buf;
   std::optional<bhttp::response_parser<bhttp::buffer_body>> parser;

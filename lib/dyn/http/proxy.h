@@ -69,7 +69,8 @@ class UpstreamPool {
 };
 
 /// Observes (and may rewrite) a response on its way to the client. Called on the server thread
-/// that handles the exchange (on_response before any on_data). Implementations see bytes exactly as the upstream sent them, possibly split anywhere.
+/// that handles the exchange (on_response before any on_data). Implementations see bytes exactly
+/// as the upstream sent them, possibly split anywhere.
 class StreamTap {
  public:
   virtual ~StreamTap() = default;
