@@ -3,13 +3,18 @@
 
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <cmath>
 #include <condition_variable>
+#include <cstring>
 #include <deque>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <random>
 #include <thread>
+
+#include <unistd.h>
 
 #include <fmt/format.h>
 
@@ -587,6 +592,14 @@ Frontend::~Frontend() {
 }
 
 Expected<int> Frontend::bind() {
+  if (impl_->opt.trace) {
+    // serve() opens the trace; a folder it cannot write to is an error before the server says
+    // "listening" (and before its port file appears), not right after.
+    std::string dir = std::filesystem::path(impl_->opt.trace_file.prefix).parent_path().string();
+    if (dir.empty()) dir = ".";
+    if (::access(dir.c_str(), W_OK | X_OK) != 0)
+      return Error{dir + ": trace folder cannot be written: " + std::strerror(errno), kExitIo};
+  }
   if (impl_->admin_separate()) {
     auto a = http::bind_server(impl_->admin_server, impl_->opt.admin_listen);
     if (!a) return a.error();
