@@ -115,6 +115,25 @@ TEST_CASE("case 03: usage from the final empty-choices chunk or the last content
   }
 }
 
+TEST_CASE("events of the wrong shape are relayed and counted, never read as content") {
+  // choices, delta, tool_calls, usage and their fields of unexpected JSON types (a string for an
+  // array, an array for an object, a negative or fractional count): the bytes pass unchanged.
+  ResponseTap tap(Api::kChat, false);
+  const std::string in =
+      "data: {\"choices\":\"x\"}\n\n"
+      "data: {\"choices\":{\"0\":1},\"usage\":[1]}\n\n"
+      "data: {\"choices\":[1,null,{\"delta\":\"x\"},{\"delta\":{\"tool_calls\":\"x\",\"content\":7}}]}\n\n"
+      "data: {\"choices\":[{\"delta\":{\"tool_calls\":[1,{\"function\":[]}]}}]}\n\n"
+      "data: {\"choices\":[],\"usage\":{\"prompt_tokens\":-1,\"completion_tokens\":2.5}}\n\n"
+      "data: [1,2]\n\ndata: \"s\"\n\ndata: [DONE]\n\n";
+  CHECK(feed(tap, {in}) == in);
+  CHECK(tap.facts().events == 8);
+  CHECK(tap.facts().content_bytes == 0);
+  CHECK_FALSE(tap.facts().input_tokens.has_value());
+  CHECK_FALSE(tap.facts().output_tokens.has_value());
+  CHECK(tap.facts().terminal_event);
+}
+
 TEST_CASE("tool calls, Anthropic and Responses streams") {
   ResponseTap chat(Api::kChat, false);
   feed(

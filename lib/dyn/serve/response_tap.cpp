@@ -52,11 +52,15 @@ std::string str_at(const V& j, const char* key) {
   auto v = member(j, key);
   return v ? str_of(*v) : std::string();
 }
-/// The elements of an array (none when `v` is not one).
+/// The elements of an array; none when `v` is not one. (A default-constructed dom::array has no
+/// document behind it and crashes when read, so "none" is a parsed empty array, read-only and
+/// shared by all threads.)
 simdjson::dom::array elements(const Elem& v) {
   simdjson::dom::array a;
-  if (v.get_array().get(a)) return {};
-  return a;
+  if (!v.get_array().get(a)) return a;
+  static simdjson::dom::parser empty_doc;
+  static const simdjson::dom::array empty = empty_doc.parse(std::string_view("[]")).get_array().value();
+  return empty;
 }
 /// Cumulative counters never go down (case 27: a final message_delta with input_tokens 0).
 void raise(std::optional<uint64_t>& have, std::optional<uint64_t> v) {
