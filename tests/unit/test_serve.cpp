@@ -383,6 +383,10 @@ TEST_CASE("upstream URLs") {
   REQUIRE(u.ok());
   CHECK(u->scheme_host_port == "http://127.0.0.1:8000");
   CHECK(u->path_prefix == "");
+  CHECK((u->host == "127.0.0.1" && u->port == "8000" && !u->tls));
+  auto v6 = dyn::http::UpstreamUrl::parse("https://[::1]/p");
+  REQUIRE(v6.ok());
+  CHECK((v6->host == "::1" && v6->port == "443" && v6->tls && v6->path_prefix == "/p"));
   CHECK_FALSE(dyn::http::UpstreamUrl::parse("127.0.0.1:8000").ok());
 }
 

@@ -46,6 +46,17 @@ Expected<UpstreamUrl> UpstreamUrl::parse(std::string_view url) {
       url.substr(host_start, path_start == std::string_view::npos ? std::string_view::npos : path_start - host_start);
   if (host.empty()) return bad();
   u.scheme_host_port = std::string(url.substr(0, host_start)) + std::string(host);
+  u.tls = scheme == "https";
+  // HOST[:PORT], HOST possibly "[v6]" (whose colons are inside the brackets).
+  size_t colon = host.rfind(':');
+  if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos) {
+    u.host = std::string(host.substr(0, colon));
+    u.port = std::string(host.substr(colon + 1));
+  } else {
+    u.host = std::string(host);
+    u.port = u.tls ? "443" : "80";
+  }
+  if (u.host.size() > 2 && u.host.front() == '[' && u.host.back() == ']') u.host = u.host.substr(1, u.host.size() - 2);
   std::string prefix = path_start == std::string_view::npos ? "" : std::string(url.substr(path_start));
   while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
   if (prefix.size() >= 3 && prefix.compare(prefix.size() - 3, 3, "/v1") == 0) prefix.resize(prefix.size() - 3);
@@ -53,21 +64,7 @@ Expected<UpstreamUrl> UpstreamUrl::parse(std::string_view url) {
   return u;
 }
 
-UpstreamPool::UpstreamPool(UpstreamUrl url, UpstreamTimeouts timeouts) : url_(std::move(url)), timeouts_(timeouts) {
-  // scheme_host_port is "http[s]://HOST[:PORT]" (UpstreamUrl::parse); HOST may be "[v6]".
-  std::string_view hp = url_.scheme_host_port;
-  tls_ = hp.rfind("https://", 0) == 0;
-  hp.remove_prefix(hp.find("://") + 3);
-  size_t colon = hp.rfind(':');
-  if (colon != std::string_view::npos && hp.find(']', colon) == std::string_view::npos) {
-    host_ = std::string(hp.substr(0, colon));
-    port_ = std::string(hp.substr(colon + 1));
-  } else {
-    host_ = std::string(hp);
-    port_ = tls_ ? "443" : "80";
-  }
-  if (host_.size() > 2 && host_.front() == '[' && host_.back() == ']') host_ = host_.substr(1, host_.size() - 2);
-}
+UpstreamPool::UpstreamPool(UpstreamUrl url, UpstreamTimeouts timeouts) : url_(std::move(url)), timeouts_(timeouts) {}
 
 UpstreamPool::~UpstreamPool() {
   for (int fd : idle_) ::close(fd);
@@ -281,7 +278,7 @@ bool ProxyCall::wait_response() {
   return have_response_;
 }
 
-bool ProxyCall::exchange() {
+void ProxyCall::exchange() {
   Io& x = *io_;
   ProxyRequest& request = x.request;
   auto& r = x.req;
@@ -299,8 +296,9 @@ bool ProxyCall::exchange() {
     if (header_name_equal(k, "content-type")) have_ct = true;
     r.insert(k, v);
   }
-  const bool default_port = pool_.port() == (pool_.tls() ? "443" : "80");
-  r.set(bhttp::field::host, default_port ? pool_.host() : pool_.host() + ":" + pool_.port());
+  // The URL's authority as written: "host:port", "[v6]:port", or the host alone on the default port.
+  const std::string& shp = pool_.url().scheme_host_port;
+  r.set(bhttp::field::host, shp.substr(shp.find("://") + 3));
   if (!have_ct && !request.body.empty()) r.set(bhttp::field::content_type, request.content_type);
   r.set(bhttp::field::accept_encoding, "identity");
   r.keep_alive(true);
@@ -314,7 +312,7 @@ bool ProxyCall::exchange() {
   for (int attempt = 0; attempt < 2; ++attempt) {
     x.close();
     x.buf.clear();
-    int fd = pool_.tls() || attempt > 0 ? -1 : pool_.take_idle();
+    int fd = pool_.url().tls || attempt > 0 ? -1 : pool_.take_idle();
     const bool fresh = fd < 0;
     beast::error_code ec;
     if (!fresh) {
@@ -326,9 +324,9 @@ bool ProxyCall::exchange() {
       if (ec) ::close(fd);
     } else {
       tcp::resolver resolver(*x.loop);
-      auto endpoints = resolver.resolve(pool_.host(), pool_.port(), ec);
+      auto endpoints = resolver.resolve(pool_.url().host, pool_.url().port, ec);
       if (!ec) {
-        if (pool_.tls()) x.tls.emplace(*x.loop, tls_context());
+        if (pool_.url().tls) x.tls.emplace(*x.loop, tls_context());
         else x.tcp.emplace(*x.loop);
         x.lowest().expires_after(seconds(to.connect_s));
         ec = x.run_op([&](auto h) { x.lowest().async_connect(endpoints, std::move(h)); });
@@ -336,8 +334,8 @@ bool ProxyCall::exchange() {
       if (!ec) x.lowest().socket().set_option(tcp::no_delay(true), ec);
       if (!ec && x.tls) {
         // SNI and the certificate's host name, as any HTTPS client checks them.
-        SSL_set_tlsext_host_name(x.tls->native_handle(), pool_.host().c_str());
-        x.tls->set_verify_callback(asio::ssl::host_name_verification(pool_.host()));
+        SSL_set_tlsext_host_name(x.tls->native_handle(), pool_.url().host.c_str());
+        x.tls->set_verify_callback(asio::ssl::host_name_verification(pool_.url().host));
         x.lowest().expires_after(seconds(to.connect_s));
         ec = x.run_op([&](auto h) { x.tls->async_handshake(asio::ssl::stream_base::client, std::move(h)); });
       }
@@ -366,7 +364,7 @@ bool ProxyCall::exchange() {
       for (const auto& f : msg) headers_.emplace(std::string(f.name_string()), std::string(f.value()));
       if (tap_) tap_->on_response(status_, headers_, t);
       have_response_ = true;
-      return true;
+      return;
     }
     // A timed-out request may be running upstream, so it is never sent again.
     if (ec == beast::error::timeout) {
@@ -380,7 +378,6 @@ bool ProxyCall::exchange() {
   x.close();
   done_ = true;
   error_ = err;
-  return false;
 }
 
 std::string ProxyCall::error() const { return error_; }

@@ -26,6 +26,9 @@ struct UpstreamUrl {
   std::string text;              ///< as given
   std::string scheme_host_port;  ///< "http://127.0.0.1:8000"
   std::string path_prefix;       ///< "" or "/prefix" (no trailing slash)
+  bool tls = false;              ///< https
+  std::string host;              ///< "127.0.0.1" (an IPv6 literal without its brackets)
+  std::string port;              ///< "8000"; 80 or 443 when the URL names none
   /// Errors (exit code 2): not http(s)://host[:port][/path].
   static Expected<UpstreamUrl> parse(std::string_view url);
 };
@@ -48,10 +51,6 @@ class UpstreamPool {
   UpstreamPool& operator=(const UpstreamPool&) = delete;
   const UpstreamUrl& url() const { return url_; }
   const UpstreamTimeouts& timeouts() const { return timeouts_; }
-  bool tls() const { return tls_; }
-  /// Host and port of the URL ("127.0.0.1", "8000"; the port defaults to 80 or 443).
-  const std::string& host() const { return host_; }
-  const std::string& port() const { return port_; }
   /// An idle connected socket (>= 0, now owned by the caller) or -1 when none is idle; sockets
   /// the upstream closed while idle are dropped on the way.
   int take_idle();
@@ -62,8 +61,6 @@ class UpstreamPool {
  private:
   UpstreamUrl url_;
   UpstreamTimeouts timeouts_;
-  bool tls_ = false;
-  std::string host_, port_;
   std::mutex mu_;
   std::vector<int> idle_;
 };
@@ -169,7 +166,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
  private:
   struct Io;  // the Beast connection, parser and buffers (proxy.cpp)
   ProxyCall(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap, const Clock& clock);
-  bool exchange();
+  void exchange();
   void stop_upstream();
   void finish_once(ProxyOutcome::Kind kind);
   /// Reads the next piece of the upstream body (at least one byte unless the body ended) and
