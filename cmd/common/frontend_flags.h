@@ -42,7 +42,7 @@ struct FrontendFlags {
     sub.add_option("--port-file", opt.listen.port_file, "Write the bound port to FILE once listening")
         ->type_name("FILE");
     sub.add_option("--threads", opt.listen.threads,
-                   "Server threads = most concurrent client connections (one per connection)")
+                   "Most handler threads (admission waits, tokenizer and store calls, admin endpoints); connections and streams run on an event loop, not bounded by this")
         ->check(CLI::Range(size_t{1}, size_t{65536}))
         ->capture_default_str();
     sub.add_option("--max-request-bytes", opt.max_request_bytes,

@@ -1,10 +1,11 @@
 # Shows that every kind of bad HTTP input to dyn-route serve and dyn-trace capture gets a clear
 # OpenAI-style error with the right status while the proxy keeps serving: an 8 KiB+ header (400),
-# CR/LF smuggled into a header value percent-encoded or raw (400, and nothing reaches the worker
-# or the trace), a body over --max-request-bytes and over the 32 MiB default (413), non-UTF-8
-# JSON and header values (400), nesting deeper than 128 levels (400, no stack overflow), an empty
-# body (400); unknown fields pass through to the worker untouched. A header line without a colon is
-# dropped by cpp-httplib and the request served.
+# a raw CR in a header value and a header line without a colon (400: malformed, nothing reaches
+# the worker or the trace), a body over --max-request-bytes and over the 32 MiB default (413),
+# non-UTF-8 JSON and header values (400), nesting deeper than 128 levels (400, no stack overflow),
+# an empty body (400); unknown fields pass through to the worker untouched. Percent-encoded CR/LF
+# ("%0d%0a") is plain text in HTTP: it stays those six characters in one header value, as nginx
+# keeps it (the session id below), and no header is injected.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 start_mocker w0
 start_router r --worker "$w0_url" --max-request-bytes 4096 --router-session-affinity-ttl-secs 60 \
@@ -28,8 +29,6 @@ big=$(head -c 9000 /dev/zero | tr '\0' a)
 post "header over 8 KiB" -H "x-big: $big" "$r_url/v1/chat/completions" -d "$good"
 post "percent-encoded CRLF in a header" -H 'x-session-id: a%0d%0ax-injected: yes' "$r_url/v1/chat/completions" -d "$good"
 raw "raw CR in a header" 'POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-note: a\rx-injected: yes\r\nContent-Length: 2\r\nConnection: close\r\n\r\n{}'
-# cpp-httplib 0.11 drops a header line without a colon before the router sees the request, so no
-# 400 is possible from here: the request is served without that line (pinned so a change shows).
 raw "header line without a colon" "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nx-no-colon-here\r\ncontent-type: application/json\r\nContent-Length: ${#good}\r\nConnection: close\r\n\r\n$good"
 head -c 5000 /dev/zero | tr '\0' ' ' >pad.txt
 jq -c --rawfile p pad.txt '.messages[0].content = $p' <<<"$good" >big.json
@@ -47,7 +46,7 @@ echo "requests that reached the worker: $(curl -sS "$w0_url/metrics" | awk '/^dy
 stop "$r_pid"
 echo "trace rows (status, error code):"
 jq -r '[.dyn.status, (.dyn.error.code // "-"), (.agent_context.session_id // "-")] | @tsv' tr
-echo "injected header text in the trace: $(grep -c -i -e x-injected -e $'\r' tr)"
+echo "raw CR or LF inside a trace row: $(grep -c $'\r' tr)"
 echo "== the 32 MiB default, and dyn-trace capture"
 dyn-trace capture --upstream "$w0_url" --port 0 --port-file cap.port --request-trace-file-path "$PWD/cap" 2>cap.log &
 cap_pid=$!; _dyn_pids+=("$cap_pid")

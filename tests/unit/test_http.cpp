@@ -483,13 +483,14 @@ TEST_CASE("proxy: idle connections the upstream closed are dropped, not a failed
   up.start();
   auto url = UpstreamUrl::parse(up.url());
   REQUIRE(url);
-  UpstreamPool pool(*url, UpstreamTimeouts{1, 1});
+  EventLoop loop(1, 4);
+  loop.start();
+  UpstreamPool pool(*url, loop, UpstreamTimeouts{1, 1});
   auto& clock = dyn::RealClock::instance();
   auto exchange = [&](const std::shared_ptr<ProxyCall>& call) {
-    httplib::Request creq;
-    httplib::Response cres;
+    ServerResponse cres;
     std::optional<ProxyOutcome> end;
-    call->relay(creq, cres, {}, [&](const ProxyOutcome& o) { end = o; });
+    call->relay_blocking(cres, {}, [&](const ProxyOutcome& o) { end = o; });
     REQUIRE(end);
     CHECK(end->kind == ProxyOutcome::Kind::kOk);
     CHECK(cres.status == 200);

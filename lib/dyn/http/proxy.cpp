@@ -1,10 +1,11 @@
-// Streaming reverse proxy: the server thread reads the upstream (Boost.Beast) and feeds its own
-// chunked provider.
+// Streaming reverse proxy on the event loop: Boost.Beast reads the upstream, a coroutine per call
+// relays it through the tap to the client connection.
 #include "dyn/http/proxy.h"
 
 #include <array>
 #include <chrono>
 #include <limits>
+#include <future>
 #include <optional>
 
 #include <poll.h>
@@ -12,7 +13,13 @@
 #include <unistd.h>
 
 // <utility> first: Boost 1.74's Asio uses std::exchange without including it.
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/ssl.hpp>
@@ -64,7 +71,8 @@ Expected<UpstreamUrl> UpstreamUrl::parse(std::string_view url) {
   return u;
 }
 
-UpstreamPool::UpstreamPool(UpstreamUrl url, UpstreamTimeouts timeouts) : url_(std::move(url)), timeouts_(timeouts) {}
+UpstreamPool::UpstreamPool(UpstreamUrl url, EventLoop& loop, UpstreamTimeouts timeouts)
+    : url_(std::move(url)), timeouts_(timeouts), loop_(loop) {}
 
 UpstreamPool::~UpstreamPool() {
   for (int fd : idle_) ::close(fd);
@@ -195,15 +203,9 @@ namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
-
-/// The calling thread's event loop. Every ProxyCall runs its I/O to completion on the thread
-/// that calls it (run_op), so the loop never runs handlers for two calls at once; sockets move
-/// between threads only as plain descriptors through UpstreamPool. Shared with each call so a
-/// call destroyed late in a thread's exit still finds its loop.
-std::shared_ptr<asio::io_context> thread_loop() {
-  thread_local std::shared_ptr<asio::io_context> loop = std::make_shared<asio::io_context>(1);
-  return loop;
-}
+using asio::awaitable;
+using asio::redirect_error;
+using asio::use_awaitable;
 
 /// One TLS context for all https upstreams: the system's CA certificates, peer verification.
 asio::ssl::context& tls_context() {
@@ -221,8 +223,11 @@ std::chrono::steady_clock::duration seconds(double s) {
 }
 }  // namespace
 
+/// The upstream connection of one call. Every operation on it runs on `strand` (a call's I/O
+/// never runs on two threads at once; a handler thread only waits for results).
 struct ProxyCall::Io {
-  std::shared_ptr<asio::io_context> loop = thread_loop();
+  Io(asio::io_context& ctx, asio::any_io_executor ex) : strand(ex ? std::move(ex) : asio::make_strand(ctx)) {}
+  asio::any_io_executor strand;
   ProxyRequest request;
   bhttp::request<bhttp::string_body> req;
   std::optional<beast::tcp_stream> tcp;                     // plain upstreams
@@ -232,53 +237,67 @@ struct ProxyCall::Io {
   std::array<char, 16384> piece{};
 
   beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *tcp; }
-
-  /// Starts one asynchronous operation with `start(handler)` and runs this thread's loop until
-  /// it completes (leftover handlers of earlier calls, such as cancelled timers, run on the way).
-  template <class Start>
-  beast::error_code run_op(Start&& start) {
-    beast::error_code result;
-    bool done = false;
-    start([&](beast::error_code ec, auto&&...) {
-      result = ec;
-      done = true;
-    });
-    loop->restart();
-    while (!done && loop->run_one() > 0) {
-    }
-    return result;
-  }
-  template <class Fn>
-  beast::error_code with_stream(Fn&& fn) {
-    if (tls) return run_op([&](auto h) { fn(*tls, std::move(h)); });
-    return run_op([&](auto h) { fn(*tcp, std::move(h)); });
-  }
   void close() {
     beast::error_code ignored;
     if (tcp || tls) lowest().socket().close(ignored);
     tls.reset();
     tcp.reset();
   }
+  /// Reads the next piece of the body into `piece`; its size, and the error (need_buffer is
+  /// not one: the piece is full).
+  awaitable<std::pair<size_t, beast::error_code>> read_piece(double read_s) {
+    auto& p = *parser;
+    if (p.is_done()) co_return std::pair{size_t{0}, beast::error_code{}};
+    p.get().body().data = piece.data();
+    p.get().body().size = piece.size();
+    lowest().expires_after(seconds(read_s));
+    beast::error_code ec;
+    if (tls) co_await bhttp::async_read_some(*tls, buf, p, redirect_error(use_awaitable, ec));
+    else co_await bhttp::async_read_some(*tcp, buf, p, redirect_error(use_awaitable, ec));
+    if (ec == bhttp::error::need_buffer) ec = {};
+    co_return std::pair{piece.size() - p.get().body().size, ec};
+  }
 };
 
-ProxyCall::ProxyCall(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap, const Clock& clock)
-    : pool_(pool), tap_(std::move(tap)), clock_(clock), io_(std::make_unique<Io>()) {
+ProxyCall::ProxyCall(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap, const Clock& clock,
+                     asio::any_io_executor executor)
+    : pool_(pool), tap_(std::move(tap)), clock_(clock), io_(std::make_unique<Io>(pool.loop().context(), executor)) {
   io_->request = std::move(request);
 }
 
 std::shared_ptr<ProxyCall> ProxyCall::start(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap,
-                                            const Clock& clock) {
-  return std::shared_ptr<ProxyCall>(new ProxyCall(pool, std::move(request), std::move(tap), clock));
+                                            const Clock& clock, asio::any_io_executor executor) {
+  return std::shared_ptr<ProxyCall>(new ProxyCall(pool, std::move(request), std::move(tap), clock, std::move(executor)));
 }
 
+// No operation is running when the last reference goes (each holds one).
 ProxyCall::~ProxyCall() { stop_upstream(); }
 
+void ProxyCall::start_async(std::function<void(bool)> on_headers) {
+  auto self = shared_from_this();
+  asio::co_spawn(
+      io_->strand, [self]() { return self->exchange(); },
+      [self, cb = std::move(on_headers)](std::exception_ptr) { cb(self->have_response_); });
+}
+
+namespace {
+/// Waits on the calling thread (never a loop thread: the loop does the work) until `start(done)`
+/// has called done.
+template <class Start>
+void wait_for(Start start) {
+  auto p = std::make_shared<std::promise<void>>();
+  std::future<void> f = p->get_future();
+  start([p] { p->set_value(); });
+  f.wait();
+}
+}  // namespace
+
 bool ProxyCall::wait_response() {
-  if (!have_response_ && !done_) exchange();
+  wait_for([&](auto done) { start_async([done](bool) { done(); }); });
   return have_response_;
 }
 
-void ProxyCall::exchange() {
+awaitable<void> ProxyCall::exchange() {
   Io& x = *io_;
   ProxyRequest& request = x.request;
   auto& r = x.req;
@@ -305,6 +324,7 @@ void ProxyCall::exchange() {
   r.body() = std::move(request.body);
   r.prepare_payload();
   const UpstreamTimeouts& to = pool_.timeouts();
+  const UpstreamUrl& url = pool_.url();
 
   std::string err;
   // A pooled keep-alive connection may have been closed by the upstream just now; when such a
@@ -312,41 +332,42 @@ void ProxyCall::exchange() {
   for (int attempt = 0; attempt < 2; ++attempt) {
     x.close();
     x.buf.clear();
-    int fd = pool_.url().tls || attempt > 0 ? -1 : pool_.take_idle();
+    int fd = url.tls || attempt > 0 ? -1 : pool_.take_idle();
     const bool fresh = fd < 0;
     beast::error_code ec;
     if (!fresh) {
       sockaddr_storage sa{};
       socklen_t len = sizeof(sa);
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-      x.tcp.emplace(*x.loop);
+      x.tcp.emplace(x.strand);
       x.tcp->socket().assign(sa.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
       if (ec) ::close(fd);
     } else {
-      tcp::resolver resolver(*x.loop);
-      auto endpoints = resolver.resolve(pool_.url().host, pool_.url().port, ec);
+      tcp::resolver resolver(x.strand);
+      auto endpoints = co_await resolver.async_resolve(url.host, url.port, redirect_error(use_awaitable, ec));
       if (!ec) {
-        if (pool_.url().tls) x.tls.emplace(*x.loop, tls_context());
-        else x.tcp.emplace(*x.loop);
+        if (url.tls) x.tls.emplace(x.strand, tls_context());
+        else x.tcp.emplace(x.strand);
         x.lowest().expires_after(seconds(to.connect_s));
-        ec = x.run_op([&](auto h) { x.lowest().async_connect(endpoints, std::move(h)); });
+        co_await x.lowest().async_connect(endpoints, redirect_error(use_awaitable, ec));
       }
       if (!ec) x.lowest().socket().set_option(tcp::no_delay(true), ec);
       if (!ec && x.tls) {
         // SNI and the certificate's host name, as any HTTPS client checks them.
-        SSL_set_tlsext_host_name(x.tls->native_handle(), pool_.url().host.c_str());
-        x.tls->set_verify_callback(asio::ssl::host_name_verification(pool_.url().host));
+        SSL_set_tlsext_host_name(x.tls->native_handle(), url.host.c_str());
+        x.tls->set_verify_callback(asio::ssl::host_name_verification(url.host));
         x.lowest().expires_after(seconds(to.connect_s));
-        ec = x.run_op([&](auto h) { x.tls->async_handshake(asio::ssl::stream_base::client, std::move(h)); });
+        co_await x.tls->async_handshake(asio::ssl::stream_base::client, redirect_error(use_awaitable, ec));
       }
       if (ec) {
-        err = fmt::format("cannot connect to {}: {}", pool_.url().scheme_host_port, ec.message());
+        err = fmt::format("cannot connect to {}: {}", url.scheme_host_port, ec.message());
         break;
       }
     }
     if (!ec) {
       x.lowest().expires_after(seconds(to.read_s));
-      ec = x.with_stream([&](auto& s, auto h) { bhttp::async_write(s, r, std::move(h)); });
+      if (x.tls) co_await bhttp::async_write(*x.tls, r, redirect_error(use_awaitable, ec));
+      else co_await bhttp::async_write(*x.tcp, r, redirect_error(use_awaitable, ec));
     }
     if (!ec) {
       x.parser.emplace();
@@ -355,7 +376,8 @@ void ProxyCall::exchange() {
       x.parser->body_limit(std::numeric_limits<std::uint64_t>::max());
       x.parser->header_limit(256 * 1024);  // Beast's default 8 KiB is below what servers send
       x.lowest().expires_after(seconds(to.read_s));
-      ec = x.with_stream([&](auto& s, auto h) { bhttp::async_read_header(s, x.buf, *x.parser, std::move(h)); });
+      if (x.tls) co_await bhttp::async_read_header(*x.tls, x.buf, *x.parser, redirect_error(use_awaitable, ec));
+      else co_await bhttp::async_read_header(*x.tcp, x.buf, *x.parser, redirect_error(use_awaitable, ec));
     }
     if (!ec) {
       const double t = clock_.now_ms();
@@ -364,7 +386,7 @@ void ProxyCall::exchange() {
       for (const auto& f : msg) headers_.emplace(std::string(f.name_string()), std::string(f.value()));
       if (tap_) tap_->on_response(status_, headers_, t);
       have_response_ = true;
-      return;
+      co_return;
     }
     // A timed-out request may be running upstream, so it is never sent again.
     if (ec == beast::error::timeout) {
@@ -396,44 +418,36 @@ void ProxyCall::stop_upstream() {
   io_->close();
 }
 
-void ProxyCall::cancel() { stop_upstream(); }
+void ProxyCall::cancel() {
+  auto self = shared_from_this();
+  asio::dispatch(io_->strand, [self] { self->stop_upstream(); });
+}
 
-bool ProxyCall::read_body(std::string& out) {
+bool ProxyCall::take_piece(size_t n, boost::system::error_code ec, std::string& out) {
   Io& x = *io_;
-  while (!done_) {
-    auto& p = *x.parser;
-    if (p.is_done()) {
-      done_ = true;
-      body_complete_ = true;
-      // Back to the pool only when both sides keep the connection and nothing unread is left.
-      if (!x.tls && p.keep_alive() && x.buf.size() == 0) {
-        x.tcp->expires_never();
-        pool_.put_idle(x.tcp->release_socket().release());
-      }
-      x.close();
-      return true;
-    }
-    p.get().body().data = x.piece.data();
-    p.get().body().size = x.piece.size();
-    x.lowest().expires_after(seconds(pool_.timeouts().read_s));
-    beast::error_code ec = x.with_stream([&](auto& s, auto h) { bhttp::async_read_some(s, x.buf, p, std::move(h)); });
-    if (ec == bhttp::error::need_buffer) ec = {};
-    const size_t n = x.piece.size() - p.get().body().size;
-    if (n > 0) {
-      const std::string_view data(x.piece.data(), n);
-      if (tap_) tap_->on_data(data, clock_.now_ms(), out);
-      else out.append(data);
-    }
-    if (ec) {
-      done_ = true;
+  if (n > 0) {
+    const std::string_view data(x.piece.data(), n);
+    if (tap_) tap_->on_data(data, clock_.now_ms(), out);
+    else out.append(data);
+  }
+  if (ec) {
+    done_ = true;
+    if (error_.empty())
       error_ = ec == beast::error::timeout
                    ? fmt::format("no data within {:g} s (read timeout)", pool_.timeouts().read_s)
                    : ec.message();
-      x.close();
-      return true;
-    }
-    if (n > 0) return false;
+    x.close();
+    return true;
   }
+  if (!x.parser->is_done()) return false;
+  done_ = true;
+  body_complete_ = true;
+  // Back to the pool only when both sides keep the connection and nothing unread is left.
+  if (!x.tls && x.parser->keep_alive() && x.buf.size() == 0) {
+    x.tcp->expires_never();
+    pool_.put_idle(x.tcp->release_socket().release());
+  }
+  x.close();
   return true;
 }
 
@@ -448,9 +462,8 @@ void ProxyCall::finish_once(ProxyOutcome::Kind kind) {
   if (auto cb = std::move(on_end_)) cb(o);
 }
 
-void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
-                      const std::vector<std::pair<std::string, std::string>>& extra_headers,
-                      std::function<void(const ProxyOutcome&)> on_end) {
+void ProxyCall::relay(ServerResponse& res, const std::vector<std::pair<std::string, std::string>>& extra_headers,
+                      std::function<void(const ProxyOutcome&)> on_end, std::function<void()> ready) {
   on_end_ = std::move(on_end);
   res.status = status_;
   const std::vector<std::string> nominated = connection_nominated(headers_);
@@ -467,71 +480,102 @@ void ProxyCall::relay(const httplib::Request& req, httplib::Response& res,
   for (const auto& [k, v] : extra_headers) res.headers.emplace(k, v);
   std::string ct = content_type();
   if (ct.empty()) ct = "application/octet-stream";
+  auto self = shared_from_this();
 
   if (!is_event_stream()) {
-    std::string body;
-    while (!read_body(body)) {
-    }
-    if (tap_) tap_->on_end(clock_.now_ms(), body);
-    if (body_complete_) {
-      res.set_content(body, ct);
-      finish_once(ProxyOutcome::Kind::kOk);
-    } else {
-      res.headers.clear();
-      for (const auto& [k, v] : extra_headers) res.headers.emplace(k, v);
-      set_error(res, 502, "stream_cut", "upstream response ended early: " + error_);
-      finish_once(ProxyOutcome::Kind::kStreamCut);
-    }
+    // A whole body (JSON answers, model lists): read on the loop, then answered with a length.
+    auto body = std::make_shared<std::string>();
+    asio::co_spawn(
+        io_->strand,
+        [self, body]() -> awaitable<void> {
+          while (!self->done_) {
+            auto [n, ec] = co_await self->io_->read_piece(self->pool_.timeouts().read_s);
+            self->take_piece(n, ec, *body);
+          }
+        },
+        [self, body, &res, ct, extra_headers, ready = std::move(ready)](std::exception_ptr) {
+          if (self->tap_) self->tap_->on_end(self->clock_.now_ms(), *body);
+          if (self->body_complete_) {
+            res.set_content(std::move(*body), ct);
+            self->finish_once(ProxyOutcome::Kind::kOk);
+          } else {
+            res.headers.clear();
+            for (const auto& [k, v] : extra_headers) res.headers.emplace(k, v);
+            set_error(res, 502, "stream_cut", "upstream response ended early: " + self->error_);
+            self->finish_once(ProxyOutcome::Kind::kStreamCut);
+          }
+          ready();
+        });
     return;
   }
+  // SSE: relayed on the loop piece by piece as it arrives, byte for byte (the server never
+  // compresses it).
+  res.headers.emplace("Content-Type", ct);
+  res.stream = [self](std::shared_ptr<BodyStream> out) {
+    // The server closing the connection (stop) ends the upstream read at once.
+    out->on_close([self] {
+      asio::dispatch(self->io_->strand, [self] {
+        self->client_gone_ = true;
+        self->stop_upstream();
+      });
+    });
+    asio::co_spawn(self->io_->strand, self->pump(out), asio::detached);
+  };
+  ready();
+}
 
-  // SSE must reach the client byte for byte and unbuffered: cpp-httplib would gzip a
-  // "text/event-stream; charset=..." body for a client that accepts gzip, so drop that wish.
-  const_cast<httplib::Request&>(req).headers.erase("Accept-Encoding");
+void ProxyCall::relay_blocking(ServerResponse& res,
+                               const std::vector<std::pair<std::string, std::string>>& extra_headers,
+                               std::function<void(const ProxyOutcome&)> on_end) {
+  wait_for([&](auto done) { relay(res, extra_headers, std::move(on_end), done); });
+}
+
+awaitable<void> ProxyCall::pump(std::shared_ptr<BodyStream> out) {
   auto self = shared_from_this();
-  auto result = std::make_shared<std::optional<ProxyOutcome::Kind>>();
-  res.set_chunked_content_provider(
-      ct,
-      [self, result](size_t, httplib::DataSink& sink) {
-        std::string out;
-        const bool done = self->read_body(out);
-        if (!out.empty() && !sink.write(out.data(), out.size())) {
-          *result = ProxyOutcome::Kind::kCancelled;
-          self->stop_upstream();
-          return false;
-        }
-        if (!done) return true;
-        std::string tail;
-        if (self->tap_) self->tap_->on_end(self->clock_.now_ms(), tail);
-        if (self->body_complete_) {
-          if (!tail.empty() && !sink.write(tail.data(), tail.size())) {
-            *result = ProxyOutcome::Kind::kCancelled;
-            return false;
-          }
-          // End the exchange (lease, trace row) before the terminating chunk, so a client that
-          // sends its next turn at once finds the previous lease released.
-          *result = ProxyOutcome::Kind::kOk;
-          self->finish_once(ProxyOutcome::Kind::kOk);
-          sink.done();
-          return true;
-        }
+  // Resumes on this call's strand once the client side has taken a chunk.
+  asio::use_awaitable_t<> token;
+  auto send = [&](std::string data) {
+    return asio::async_initiate<asio::use_awaitable_t<>, void(bool)>(
+        [out, data = std::move(data)](auto handler) mutable {
+          auto h = std::make_shared<decltype(handler)>(std::move(handler));
+          out->write(std::move(data), [h](bool ok) {
+            auto ex = asio::get_associated_executor(*h);
+            asio::dispatch(ex, [h, ok] { (*h)(ok); });
+          });
+        },
+        token);
+  };
+  for (;;) {
+    std::string chunk;
+    bool done = done_;
+    if (!done) {
+      auto [n, ec] = co_await io_->read_piece(pool_.timeouts().read_s);
+      done = take_piece(n, ec, chunk);
+    }
+    if (client_gone_) break;
+    if (done) {
+      if (tap_) tap_->on_end(clock_.now_ms(), chunk);
+      if (!body_complete_) {
         // Record the cut before the client can see it, so a client that retries at once meets
         // a router that already knows the worker failed.
-        *result = ProxyOutcome::Kind::kStreamCut;
-        self->finish_once(ProxyOutcome::Kind::kStreamCut);
-        tail += cut_event(self->error_);
-        sink.write(tail.data(), tail.size());
-        return false;  // abort the chunked body: the client sees an incomplete response
-      },
-      [self, result](bool) {
-        // The client went away before the body was relayed, or the server is stopping (then
-        // cpp-httplib ends a chunked body early even with success): never recorded as ok.
-        if (!result->has_value()) {
-          self->stop_upstream();
-          *result = ProxyOutcome::Kind::kCancelled;
-        }
-        self->finish_once(**result);
-      });
+        finish_once(ProxyOutcome::Kind::kStreamCut);
+        chunk += cut_event(error_);
+        co_await send(std::move(chunk));
+        out->abort();  // the client sees an incomplete response
+        co_return;
+      }
+      if (!chunk.empty() && !co_await send(std::move(chunk))) break;
+      // End the exchange (lease, trace row) before the terminating chunk, so a client that sends
+      // its next turn at once finds the previous lease released.
+      finish_once(ProxyOutcome::Kind::kOk);
+      out->end();
+      co_return;
+    }
+    if (!chunk.empty() && !co_await send(std::move(chunk))) break;
+  }
+  // The client went away (or the server is closing): the upstream request is stopped.
+  stop_upstream();
+  finish_once(ProxyOutcome::Kind::kCancelled);
 }
 
 }  // namespace dyn::http

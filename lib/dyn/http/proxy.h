@@ -1,6 +1,6 @@
-// Streaming reverse proxy: forwards a request to one upstream (Boost.Beast client) and relays its
-// response (status, headers, body chunks flushed as they arrive) through an observing tap to the
-// cpp-httplib server thread that handles the client.
+// Streaming reverse proxy: forwards a request to one upstream (Boost.Beast client on the server's
+// event loop) and relays its response (status, headers, body chunks flushed as they arrive)
+// through an observing tap to the client's connection.
 #pragma once
 
 #include <cstdint>
@@ -12,10 +12,15 @@
 #include <utility>
 #include <vector>
 
+// <utility> first: Boost 1.74's Asio uses std::exchange without including it.
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/system/error_code.hpp>
 #include <httplib.h>
 
 #include "dyn/base/clock.h"
 #include "dyn/base/error.h"
+#include "dyn/http/event_server.h"
 
 namespace dyn::http {
 
@@ -42,15 +47,17 @@ struct UpstreamTimeouts {
 /// Keep-alive connections to one upstream, reused across requests so the proxy does not pay a TCP
 /// handshake per call. Idle connections are kept as plain sockets (file descriptors), so any
 /// thread's call can take one up. https upstreams are not pooled (a TLS session cannot be handed
-/// over as a socket): each call connects and handshakes anew. Thread-safe.
+/// over as a socket): each call connects and handshakes anew. Calls run their I/O on `loop`,
+/// which must outlive the pool. Thread-safe.
 class UpstreamPool {
  public:
-  UpstreamPool(UpstreamUrl url, UpstreamTimeouts timeouts = {});
+  UpstreamPool(UpstreamUrl url, EventLoop& loop, UpstreamTimeouts timeouts = {});
   ~UpstreamPool();
   UpstreamPool(const UpstreamPool&) = delete;
   UpstreamPool& operator=(const UpstreamPool&) = delete;
   const UpstreamUrl& url() const { return url_; }
   const UpstreamTimeouts& timeouts() const { return timeouts_; }
+  EventLoop& loop() const { return loop_; }
   /// An idle connected socket (>= 0, now owned by the caller) or -1 when none is idle; sockets
   /// the upstream closed while idle are dropped on the way.
   int take_idle();
@@ -61,12 +68,13 @@ class UpstreamPool {
  private:
   UpstreamUrl url_;
   UpstreamTimeouts timeouts_;
+  EventLoop& loop_;
   std::mutex mu_;
   std::vector<int> idle_;
 };
 
-/// Observes (and may rewrite) a response on its way to the client. Called on the server thread
-/// that handles the exchange (on_response before any on_data). Implementations see bytes exactly
+/// Observes (and may rewrite) a response on its way to the client. Called from one thread at a
+/// time (the event loop, in order: on_response before any on_data). Implementations see bytes exactly
 /// as the upstream sent them, possibly split anywhere.
 class StreamTap {
  public:
@@ -117,61 +125,72 @@ std::vector<std::string> connection_nominated(const httplib::Headers& headers);
 /// forwardable_header(name) and not one of `nominated` (see connection_nominated).
 bool forwardable_header(std::string_view name, const std::vector<std::string>& nominated);
 
-/// One proxied exchange. The handler's thread does its I/O: wait_response() connects (or takes a
-/// pooled connection), sends the request and reads the upstream's status and headers; the caller
-/// may decide to retry elsewhere (cancel) and otherwise hands the response to cpp-httplib with
-/// relay(), whose content provider reads the upstream body on the same thread, piece by piece as
-/// it arrives. No thread per call and no hand-over between threads per chunk (issue 16: both were
-/// the proxy's top costs). SSE bodies (text/event-stream) are relayed through a chunked content
-/// provider; other bodies are buffered and sent with a Content-Length. A client that disconnects
-/// stops the upstream request (detected on the next write). Not thread-safe: one thread at a time
-/// (cpp-httplib runs a connection's handler and content provider on one thread).
+/// One proxied exchange. Its upstream I/O runs on the pool's event loop, on one strand (the
+/// client connection's when the server passes it). start_async() connects (or takes a pooled
+/// connection), sends the request and reads the upstream's status and headers; the caller may
+/// then retry elsewhere (cancel) or answer with relay(). An SSE body (text/event-stream) is
+/// relayed on the loop piece by piece as it arrives, through the tap, as a chunked response: no
+/// thread per stream and no thread switch per chunk (issue 16). Other bodies are read whole and
+/// answered with a Content-Length. A client that disconnects stops the upstream request (seen at
+/// the next write, or at once when the server closes the connection).
 class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
  public:
   /// An exchange forwarding `request` to `pool`'s upstream (nothing is sent before
-  /// wait_response()). `tap` may be null. `pool` and `clock` must outlive the call.
+  /// start_async()). `tap` may be null. `pool` and `clock` must outlive the call.
+  /// `executor` (a strand) runs the call's I/O; a server passes the client connection's, so the
+  /// relay never changes threads. Default: a strand of its own on the pool's loop.
   static std::shared_ptr<ProxyCall> start(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap,
-                                          const Clock& clock);
+                                          const Clock& clock, boost::asio::any_io_executor executor = {});
   ~ProxyCall();
   ProxyCall(const ProxyCall&) = delete;
   ProxyCall& operator=(const ProxyCall&) = delete;
 
-  /// Sends the request and reads the upstream's status line and headers (true), or fails before
-  /// them (false; see error()). A pooled connection that fails before any response is retried
-  /// once on a fresh connection (the upstream may have closed it while idle). Call once.
+  /// Sends the request and reads the upstream's status line and headers; then `on_headers(ok)`
+  /// runs on the call's executor: true with the response's status and headers, false when it
+  /// failed before them (see error()). A pooled connection that fails before any response is
+  /// retried once on a fresh connection (the upstream may have closed it while idle). Call once.
+  void start_async(std::function<void(bool ok)> on_headers);
+  /// start_async() waited for, from a thread that is not one of the loop's.
   bool wait_response();
   int status() const { return status_; }
   const httplib::Headers& headers() const { return headers_; }
   /// Transport error text ("" when none).
   std::string error() const;
-  /// True when wait_response() failed because no status line arrived within the read timeout
+  /// True when the exchange failed because no status line arrived within the read timeout
   /// (the request was sent and may be running upstream: callers must not resend it).
   bool timed_out() const { return timed_out_; }
   /// Content-Type of the upstream response.
   std::string content_type() const;
   bool is_event_stream() const;
 
-  /// Hands the response to cpp-httplib: status and upstream headers (minus hop-by-hop) plus
-  /// `extra_headers`, then the body. `on_end` runs exactly once, when the response to the client
-  /// has ended (on the server thread; for a buffered body before relay() returns). When the
-  /// upstream is cut mid-stream, an SSE error event {"error": {..., "type": "stream_cut"}} is sent
-  /// and the chunked response is aborted, so the client sees an error rather than a hang. Call
-  /// after wait_response() returned true, from the handler thread, at most once.
-  void relay(const httplib::Request& req, httplib::Response& res,
-             const std::vector<std::pair<std::string, std::string>>& extra_headers,
-             std::function<void(const ProxyOutcome&)> on_end);
-  /// Abandons the exchange (no relay): closes the upstream connection.
+  /// Answers with the upstream response: status and upstream headers (minus hop-by-hop) plus
+  /// `extra_headers`, then the body: read whole (a 502 stream_cut error when it breaks off) or,
+  /// for SSE, set as `res.stream`, which the server starts on the loop. `ready` runs once `res`
+  /// may be sent (at once for SSE; on the call's executor once a whole body is read); `res` must
+  /// live until then. `on_end` runs exactly once, when the response to the client has ended.
+  /// When the upstream is cut mid-stream, an SSE error event {"error": {..., "type":
+  /// "stream_cut"}} is sent and the chunked response is aborted, so the client sees an error
+  /// rather than a hang. Call after the headers arrived, at most once.
+  void relay(ServerResponse& res, const std::vector<std::pair<std::string, std::string>>& extra_headers,
+             std::function<void(const ProxyOutcome&)> on_end, std::function<void()> ready);
+  /// relay() waited for, from a thread that is not one of the loop's.
+  void relay_blocking(ServerResponse& res, const std::vector<std::pair<std::string, std::string>>& extra_headers,
+                      std::function<void(const ProxyOutcome&)> on_end);
+  /// Abandons the exchange (no relay): closes the upstream connection (on the loop, soon after).
   void cancel();
 
  private:
   struct Io;  // the Beast connection, parser and buffers (proxy.cpp)
-  ProxyCall(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap, const Clock& clock);
-  void exchange();
+  ProxyCall(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap, const Clock& clock,
+            boost::asio::any_io_executor executor);
+  boost::asio::awaitable<void> exchange();
+  /// Relays an SSE body to `out` until it ends, the upstream fails or the client goes away.
+  boost::asio::awaitable<void> pump(std::shared_ptr<BodyStream> out);
   void stop_upstream();
   void finish_once(ProxyOutcome::Kind kind);
-  /// Reads the next piece of the upstream body (at least one byte unless the body ended) and
-  /// appends it, through the tap, to `out`; returns true when the upstream body is done.
-  bool read_body(std::string& out);
+  /// Takes one upstream read of `n` bytes ending with `ec` and appends it, through the tap, to
+  /// `out`; returns true when the upstream body is done (complete, failed or cancelled).
+  bool take_piece(size_t n, boost::system::error_code ec, std::string& out);
 
   UpstreamPool& pool_;
   std::shared_ptr<StreamTap> tap_;
@@ -185,6 +204,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   std::string error_;
   bool body_complete_ = false;
   bool timed_out_ = false;
+  bool client_gone_ = false;
   std::function<void(const ProxyOutcome&)> on_end_;
 };
 

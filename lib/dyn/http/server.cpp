@@ -38,19 +38,23 @@ Expected<int> bind_server(httplib::Server& server, const ListenOptions& o) {
   // cpp-httplib 0.11 listens with a backlog of 5: a burst of connects (1,000 sessions starting
   // together) would overflow it and clients would see resets.
   widen_listen_backlog(port);
-  if (!o.port_file.empty()) {
-    std::string tmp = o.port_file + ".tmp." + std::to_string(::getpid());
-    {
-      std::ofstream f(tmp, std::ios::trunc);
-      f << port << "\n";
-      if (!f) return Error{"cannot write port file " + o.port_file, kExitIo};
-    }
-    if (std::rename(tmp.c_str(), o.port_file.c_str()) != 0) {
-      std::remove(tmp.c_str());
-      return Error{"cannot write port file " + o.port_file, kExitIo};
-    }
-  }
+  if (auto e = write_port_file(o.port_file, port)) return *e;
   return port;
+}
+
+std::optional<Error> write_port_file(const std::string& path, int port) {
+  if (path.empty()) return std::nullopt;
+  std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::trunc);
+    f << port << "\n";
+    if (!f) return Error{"cannot write port file " + path, kExitIo};
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    return Error{"cannot write port file " + path, kExitIo};
+  }
+  return std::nullopt;
 }
 
 SignalWatcher::SignalWatcher(std::function<void(int)> on_signal, bool exit_on_second)

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
@@ -37,6 +38,10 @@ struct ListenOptions {
 /// A port another process listens on is a bind failure (no SO_REUSEPORT sharing: issue 16).
 /// Errors: bind failure or an unwritable port file -> Error (exit code 4).
 Expected<int> bind_server(httplib::Server& server, const ListenOptions& options);
+
+/// Writes `port` and a newline to `path` through a temp file and rename (a reader never sees a
+/// partial number); "" = nothing to write. Errors: Error (exit code 4) naming the file.
+std::optional<Error> write_port_file(const std::string& path, int port);
 
 /// Blocks SIGTERM and SIGINT in the calling thread (call before any other thread starts, so every
 /// thread inherits the mask) and runs a watcher thread that calls `on_signal(signo)` once when

@@ -465,6 +465,7 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
     auto it = I.table.find(key);
     if (it != I.table.end() && it->second.initializing) {
       if (req.wait_for_initializing) {
+        if (req.fail_instead_of_waiting) return Error{"the session's binding is initializing", kPlaceWouldWait};
         ++I.stats.waits;
         uint64_t g = it->second.gen;
         bool changed = I.cv.wait_until(lk, deadline, [&] {

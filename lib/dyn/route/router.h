@@ -69,7 +69,14 @@ struct RouteRequest {
   /// commits or fails (SPEC 2.2.2). false (single-threaded simulator): it follows the
   /// initializing placement's worker at once instead of blocking.
   bool wait_for_initializing = true;
+  /// With wait_for_initializing: where the request would block, place() fails at once with
+  /// kPlaceWouldWait instead, changing nothing, so an event-loop caller can repeat the call on a
+  /// thread that may block.
+  bool fail_instead_of_waiting = false;
 };
+
+/// The Error::exit_code of a place() that would have waited (RouteRequest::fail_instead_of_waiting).
+inline constexpr int kPlaceWouldWait = -1;
 
 /// One worker's score in a decision (SPEC 3.2), for --explain and logs.
 struct WorkerScore {

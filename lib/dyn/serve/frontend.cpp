@@ -13,6 +13,7 @@
 #include <mutex>
 #include <random>
 #include <thread>
+#include <algorithm>
 
 #include <unistd.h>
 
@@ -153,9 +154,13 @@ std::pair<std::string, std::string> response_error(const Exchange& ex, const htt
 struct Frontend::Impl {
   FrontendOptions opt;
   const Clock& clock;
-  httplib::Server server;
-  httplib::Server admin_server;  ///< used when opt.admin_listen.port >= 0
-  std::thread admin_thread;
+  /// Loop threads serve every connection and stream; handlers run on its pool (--threads).
+  http::EventLoop loop;
+  http::EventServer server;
+  http::EventServer admin_server;  ///< used when opt.admin_listen.port >= 0
+  std::mutex stop_mu;
+  std::condition_variable stop_cv;
+  bool stop_requested = false;  ///< stop() has drained: serve() closes the listeners
   std::atomic<size_t> api_in_flight{0};
   std::atomic<bool> draining{false};  ///< stop() was called: new API requests get 503
   std::vector<std::unique_ptr<http::UpstreamPool>> pools;
@@ -222,36 +227,48 @@ struct Frontend::Impl {
   /// Token ids of a request from the tokenizer endpoint; an Error when it fails.
   Expected<std::vector<uint32_t>> tokenize(Api api, const Json& body, const std::string& model);
 
-  Impl(FrontendOptions o, const Clock& c) : opt(std::move(o)), clock(c) {}
+  Impl(FrontendOptions o, const Clock& c)
+      : opt(std::move(o)),
+        clock(c),
+        loop(loop_threads(), opt.listen.threads),
+        server(loop, opt.max_request_bytes),
+        admin_server(loop, opt.max_request_bytes) {}
+  /// One loop thread per core (up to 8): more would only add wake-ups.
+  static size_t loop_threads() { return std::clamp<size_t>(std::thread::hardware_concurrency(), 1, 8); }
 
   // ---- request handling (SPEC 1, 2, 5) --------------------------------------------------------
   // handle_api runs one API request through the stages below, in this order. A stage that answers
   // the request itself (an error) returns false or nullopt; it has then set the response and
   // ended the exchange (finish: its request_end row is written), and the handler stops.
 
-  /// The whole request: the stages in order.
-  void handle_api(Api api, const httplib::Request& req, httplib::Response& res);
+  using ReqPtr = std::shared_ptr<const http::ServerRequest>;
+  using ResPtr = std::shared_ptr<http::ServerResponse>;
+  using Done = std::function<void()>;
+  /// The whole request, started on the loop (issue 16: no thread switch per request): the
+  /// stages in order; `done` when the response is set. The stages that may block (the
+  /// tokenizer, the admission wait, the shared binding store) run on the handler pool.
+  void handle_api(Api api, ReqPtr req, ResPtr res, Done done);
   /// Arrival: a new exchange with its request id and arrival times, counted in requests_total.
   std::shared_ptr<Exchange> open_exchange(Api api);
   /// Identity (SPEC 1): the session headers normalized into the exchange's agent_context and
   /// x-request-id, and the client's worker pin into `d`. 400 for conflicting or over-long session
   /// headers (session::normalize) and for session ids or x-request-id that are not valid UTF-8
   /// (they end up in trace rows and /v1/bindings, which must stay printable JSON).
-  bool read_identity(const std::shared_ptr<Exchange>& ex, const httplib::Request& req, httplib::Response& res,
+  bool read_identity(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req, http::ServerResponse& res,
                      Dispatch& d);
   /// Admission to the server: takes a slot of api_in_flight (the exchange frees it when it ends).
   /// 503 while draining (Connection: close), 429 over --max-concurrent-requests (Retry-After: 1).
-  bool take_slot(const std::shared_ptr<Exchange>& ex, httplib::Response& res);
+  bool take_slot(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res);
   /// The JSON body: 400 when empty, nested deeper than kMaxJsonDepth, malformed (the byte offset
   /// only: the parser's message quotes body bytes) or not an object. Notes the request's model
   /// and whether it streams in the exchange.
-  std::optional<Json> parse_body(const std::shared_ptr<Exchange>& ex, const httplib::Request& req,
-                                 httplib::Response& res);
+  std::optional<Json> parse_body(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req,
+                                 http::ServerResponse& res);
   /// The request to the worker, into `d`: the origin-form target (RFC 9112 3.2.2), the client's
   /// headers and its body; a chat/completions stream that does not ask for usage gets
   /// stream_options.include_usage added to `body` (for the trace's token counts) and the usage
   /// chunk hidden from the client.
-  void build_upstream(const Exchange& ex, Json& body, const httplib::Request& req, Dispatch& d);
+  void build_upstream(const Exchange& ex, Json& body, const http::ServerRequest& req, Dispatch& d);
   /// Prompt hashing: SPEC 4.2 tokens (or the --tokenizer-url ids) and SPEC 4.1 sequence hashes of
   /// the rendered request at the trace block size, the trailing partial block included (routing
   /// uses the complete blocks only).
@@ -260,37 +277,41 @@ struct Frontend::Impl {
   /// tick releases it or the resume timeout forces it in (the wait is dyn.pause_ms); its worker
   /// goes into `d`. 503 when the router shuts down meanwhile. Without admission or a session:
   /// nothing to do.
-  bool admit(const std::shared_ptr<Exchange>& ex, httplib::Response& res, Dispatch& d);
+  bool admit(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, Dispatch& d);
   /// Placement and proxying with one retry: leases a worker, sends the request, and relays the
   /// response (relay_response), or, when the worker sent no response, marks it down and retries
-  /// once elsewhere (no_response).
-  void dispatch(const std::shared_ptr<Exchange>& ex, const httplib::Request& req, httplib::Response& res,
-                const Dispatch& d);
+  /// once elsewhere (no_response). Runs on the loop, or on the pool where it may block: a
+  /// placement that would wait for an initializing binding, or the shared binding store.
+  void dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res, std::shared_ptr<const Dispatch> d,
+                int attempt, std::optional<route::RetryAdvice> retry, Done done);
   /// The worker of one attempt: the router's placement (shared store or this replica's table;
   /// the client's pin, else on the first attempt the admission controller's worker, else the
   /// policy; `retry` avoids the failed worker), held in the exchange as a lease until finish;
   /// worker 0 in capture mode. Counts the dispatch (requests, in_flight). nullopt = rejected
   /// with the router's status (503 no healthy worker or a full binding table, 4xx identity).
-  std::optional<size_t> lease_worker(const std::shared_ptr<Exchange>& ex, httplib::Response& res, const Dispatch& d,
-                                     int attempt, const std::optional<route::RetryAdvice>& retry);
+  /// `may_wait` false (on the loop): where the router would block, nothing is leased and
+  /// *would_wait is set instead.
+  std::optional<size_t> lease_worker(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, const Dispatch& d,
+                                     int attempt, const std::optional<route::RetryAdvice>& retry, bool may_wait,
+                                     bool* would_wait);
   /// The worker sent no response (unreachable, or no headers within the read timeout): marks it
   /// down until the health poller sees it again and fails the placement (hard mode invalidates
   /// the binding). True = retry once on another worker (`retry` set to the router's advice):
   /// only for a first attempt that did not time out, without a client pin, with another worker.
   /// Otherwise answers 504 (timed out: the worker may be running the request, so it is never
   /// resent, SPEC 2.3) or 502 and ends the exchange.
-  bool no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& call, httplib::Response& res,
+  bool no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& call, http::ServerResponse& res,
                    const Dispatch& d, int attempt, std::optional<route::RetryAdvice>& retry);
   /// The worker answered: commits the placement on a 2xx (the first token then tells the router
   /// prefill is done) or fails it (a 5xx invalidates a hard binding, a 4xx leaves it), and relays
   /// the response as it arrives with x-dyn-worker (serve mode). The exchange ends when the
   /// response to the client has ended, with the error response_error names (a cut stream also
   /// marks the worker down).
-  void relay_response(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<http::ProxyCall>& call,
-                      const httplib::Request& req, httplib::Response& res);
+  void relay_response(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<http::ProxyCall>& call, ResPtr res,
+                      Done done);
   /// Answers the request with an error of the frontend's own (before or instead of a dispatch)
   /// and ends the exchange; counted in rejected_total.
-  void reject(const std::shared_ptr<Exchange>& ex, httplib::Response& res, int status, const std::string& type,
+  void reject(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, int status, const std::string& type,
               const std::string& msg) {
     rejected_total++;
     http::set_error(res, status, type, msg);
@@ -311,17 +332,17 @@ struct Frontend::Impl {
   /// The request_end row of a finished exchange (trace::append_request_end), no newline.
   std::string request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
                               const std::string& err_type, const std::string& err_msg) const;
-  void forward_plain(size_t worker, const httplib::Request& req, httplib::Response& res);
-  /// Reads the request body into req.body for a content-reader route. False (the response set)
-  /// for bodies a JSON API cannot take: form and multipart content types (415), over
-  /// --max-request-bytes (413), unreadable (400).
-  bool read_body(const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader);
+  void forward_plain(size_t worker, const http::ServerRequest& req, http::ServerResponse& res);
+  /// The content types a JSON API cannot take: form and multipart bodies get 415 (the server
+  /// answered 413 over --max-request-bytes and 400 for an unreadable body already). False = the
+  /// response is set.
+  bool check_content_type(const http::ServerRequest& req, http::ServerResponse& res);
   bool admin_separate() const { return opt.admin_listen.port >= 0; }
   /// Admin endpoints on the main listener: loopback peers, or anyone with admin_allow_remote.
-  bool admin_allowed(const httplib::Request& req) const {
+  bool admin_allowed(const http::ServerRequest& req) const {
     return opt.admin_allow_remote || http::is_loopback_address(req.remote_addr);
   }
-  void add_admin_routes(httplib::Server& s, bool guarded);
+  void add_admin_routes(http::EventServer& s, bool guarded);
 
   // ---- admin -------------------------------------------------------------------------------
   /// GET /v1/bindings: {"affinity", "store"?, "count", "bindings": [...]}, one binding per line.
@@ -357,7 +378,7 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
   for (const auto& w : m.opt.workers) {
     auto u = http::UpstreamUrl::parse(w);
     if (!u) throw Fatal(kExitUsage, u.error().message);
-    m.pools.push_back(std::make_unique<http::UpstreamPool>(*u, m.opt.upstream));
+    m.pools.push_back(std::make_unique<http::UpstreamPool>(*u, m.loop, m.opt.upstream));
     m.counters.push_back(std::make_unique<WorkerCounters>());
   }
   m.healthy = std::make_unique<std::atomic<bool>[]>(m.opt.workers.size());
@@ -418,44 +439,32 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
   std::random_device rd;
   m.id_prefix = fmt::format("{:08x}", rd());
 
-  // Request bodies are read by the handlers (content-reader routes), not by cpp-httplib before
-  // routing: its own reader parses application/x-www-form-urlencoded bodies as form fields and
-  // answers a false 413 above 8 KiB, and drops multipart bodies. A JSON API gets JSON; other
-  // content types get a clear 415 (issue 21.10).
-  auto with_body = [&m](std::function<void(const httplib::Request&, httplib::Response&)> fn) {
-    return [&m, fn](const httplib::Request& req, httplib::Response& res, const httplib::ContentReader& reader) {
-      if (!m.read_body(req, res, reader)) return;
-      fn(req, res);
+  // The server reads bodies before routing, as JSON (no form parsing); other content types get
+  // a clear 415 here (issue 21.10).
+  auto with_body = [&m](http::EventServer::Handler fn) {
+    return [&m, fn](const http::ServerRequest& req, http::ServerResponse& res) {
+      if (m.check_content_type(req, res)) fn(req, res);
     };
   };
-  auto api_route = [&m, with_body](Api api) {
-    return with_body([&m, api](const httplib::Request& req, httplib::Response& res) { m.handle_api(api, req, res); });
+  auto api_route = [&m](Api api) {
+    return [&m, api](Impl::ReqPtr req, Impl::ResPtr res, Impl::Done done) {
+      if (!m.check_content_type(*req, *res)) return done();
+      m.handle_api(api, std::move(req), std::move(res), std::move(done));
+    };
   };
   // Each route also matches the absolute form of its target ("POST http://host/v1/messages",
   // RFC 9112 3.2.2), which clients configured to use the router as an HTTP proxy send.
-  for (const api::ApiInfo& a : api::kApis) m.server.Post(absolute_or_origin(a.path), api_route(a.api));
+  for (const api::ApiInfo& a : api::kApis) m.server.route_async("POST", absolute_or_origin(a.path), api_route(a.api));
   if (!m.opt.capture) {
     // Anthropic's token counting (the SDK's messages.count_tokens): no generation, so no routing
     // state; any healthy worker answers it.
-    m.server.Post(absolute_or_origin("/v1/messages/count_tokens"),
-                  with_body([&m](const httplib::Request& req, httplib::Response& res) {
-                    for (size_t i = 0; i < m.pools.size(); ++i) {
-                      if (m.healthy[i]) return m.forward_plain(i, req, res);
-                    }
-                    http::set_error(res, 503, "service_unavailable", "no healthy worker");
-                  }));
-  }
-  // Pre-routing: header bytes that would inject headers upstream or into traces never get past here.
-  auto guard_headers = [](const httplib::Request& req, httplib::Response& res) {
-    std::string bad = http::header_with_control_bytes(req.headers);
-    if (bad.empty()) return httplib::Server::HandlerResponse::Unhandled;
-    http::set_error(res, 400, "invalid_request_error", "header '" + bad.substr(0, 64) + "' contains CR, LF or NUL");
-    return httplib::Server::HandlerResponse::Handled;
-  };
-  for (httplib::Server* s : {&m.server, &m.admin_server}) {
-    s->set_pre_routing_handler(guard_headers);
-    http::install_error_bodies(*s);
-    if (m.opt.max_request_bytes) s->set_payload_max_length(m.opt.max_request_bytes);
+    m.server.route("POST", absolute_or_origin("/v1/messages/count_tokens"),
+                   with_body([&m](const http::ServerRequest& req, http::ServerResponse& res) {
+                     for (size_t i = 0; i < m.pools.size(); ++i) {
+                       if (m.healthy[i]) return m.forward_plain(i, req, res);
+                     }
+                     http::set_error(res, 503, "service_unavailable", "no healthy worker");
+                   }));
   }
   if (m.admin_separate()) {
     m.add_admin_routes(m.admin_server, /*guarded=*/false);
@@ -464,23 +473,24 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
   }
   if (!m.opt.capture) {
     // Liveness for load balancers stays on the main listener; worker URLs only for admin peers.
-    m.server.Get("/health", [&m](const httplib::Request& req, httplib::Response& res) {
+    m.server.route("GET", "/health", [&m](const http::ServerRequest& req, http::ServerResponse& res) {
       bool any = false;
       Json j = m.health_json(&any);
       res.status = any ? 200 : 503;
       if (m.admin_separate() || !m.admin_allowed(req)) j.erase("workers");
       res.set_content(j.dump() + "\n", "application/json");
     });
-    m.server.Get(absolute_or_origin("/v1/models(?:/.*)?"), [&m](const httplib::Request& req, httplib::Response& res) {
-      for (size_t i = 0; i < m.pools.size(); ++i) {
-        if (m.healthy[i]) return m.forward_plain(i, req, res);
-      }
-      http::set_error(res, 503, "service_unavailable", "no healthy worker");
-    });
+    m.server.route("GET", absolute_or_origin("/v1/models(?:/.*)?"),
+                   [&m](const http::ServerRequest& req, http::ServerResponse& res) {
+                     for (size_t i = 0; i < m.pools.size(); ++i) {
+                       if (m.healthy[i]) return m.forward_plain(i, req, res);
+                     }
+                     http::set_error(res, 503, "service_unavailable", "no healthy worker");
+                   });
   }
-  // GET or HEAD / (cpp-httplib answers HEAD with the GET handler, without the body): what this
+  // GET or HEAD / (the server answers HEAD with the GET handler, without the body): what this
   // is, for load balancers and people probing the port.
-  m.server.Get(absolute_or_origin("/"), [&m](const httplib::Request&, httplib::Response& res) {
+  m.server.route("GET", absolute_or_origin("/"), [&m](const http::ServerRequest&, http::ServerResponse& res) {
     Json j = Json::object();
     j["service"] = m.opt.capture ? "dyn-trace capture" : "dyn-route serve";
     j["apis"] = Json::array();
@@ -488,68 +498,42 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
     res.set_content(j.dump() + "\n", "application/json");
   });
   // OPTIONS (any target, and "*"): the methods this server takes; no CORS grants.
-  m.server.Options(".*", [](const httplib::Request&, httplib::Response& res) {
+  m.server.route("OPTIONS", ".*", [](const http::ServerRequest&, http::ServerResponse& res) {
     res.status = 204;
     res.set_header("Allow", "GET, HEAD, POST, OPTIONS");
   });
-  auto other = [&m](const httplib::Request& req, httplib::Response& res) {
+  auto other = [&m](const http::ServerRequest& req, http::ServerResponse& res) {
     if (m.opt.capture) return m.forward_plain(0, req, res);
     http::set_error(res, 404, "not_found_error", "unknown route " + req.method + " " + req.path);
   };
-  m.server.Get(".*", other);
-  m.server.Post(".*", with_body(other));
-  m.server.Put(".*", with_body(other));
-  m.server.Delete(".*", other);
-  m.server.Patch(".*", with_body(other));
+  m.server.route("GET", ".*", other);
+  for (const char* method : {"POST", "PUT", "PATCH"}) m.server.route(method, ".*", with_body(other));
+  m.server.route("DELETE", ".*", other);
   // Last: the subscriber threads use the router, health flags and admission set up above. A bad
   // ZMQ address is a usage error here, before any thread of serve() exists.
   for (auto& k : m.kv) k->sub->start();
 }
 
-bool Frontend::Impl::read_body(const httplib::Request& req, httplib::Response& res,
-                               const httplib::ContentReader& reader) {
-  std::string ct = req.get_header_value("Content-Type");
+bool Frontend::Impl::check_content_type(const http::ServerRequest& req, http::ServerResponse& res) {
   auto unsupported = [&](const std::string& what) {
     http::set_error(res, 415, "invalid_request_error",
                     "Content-Type " + what + " is not supported: send the JSON body with " +
                         "'Content-Type: application/json' (curl: -H 'Content-Type: application/json')");
+    return false;
   };
-  if (req.is_multipart_form_data()) {
-    // Drained so the connection stays usable; the parts are not kept.
-    reader([](const httplib::MultipartFormData&) { return true; }, [](const char*, size_t) { return true; });
-    unsupported("multipart/form-data");
-    return false;
-  }
-  std::string body;
-  bool ok = reader([&body](const char* d, size_t n) {
-    body.append(d, n);
-    return true;
-  });
-  if (!ok) {
-    // cpp-httplib set the status (413 over --max-request-bytes, 400 for a bad chunked body).
-    int st = res.status >= 400 ? res.status : 400;
-    std::string msg = st == 413 ? fmt::format("request body over {} bytes (--max-request-bytes)", opt.max_request_bytes)
-                                : std::string("the request body could not be read");
-    http::set_error(res, st, http::error_type_for_status(st), msg);
-    return false;
-  }
+  if (req.is_multipart_form_data()) return unsupported("multipart/form-data");
+  std::string ct = req.get_header_value("Content-Type");
   std::string lower = ct.substr(0, ct.find(';'));
   for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   while (!lower.empty() && lower.back() == ' ') lower.pop_back();
-  if (lower == "application/x-www-form-urlencoded") {
-    unsupported(lower);
-    return false;
-  }
-  // The handlers read req.body as for any cpp-httplib route; the Request object is the server's
-  // own non-const one, passed to handlers as const.
-  const_cast<httplib::Request&>(req).body = std::move(body);
+  if (lower == "application/x-www-form-urlencoded") return unsupported(lower);
   return true;
 }
 
-void Frontend::Impl::add_admin_routes(httplib::Server& s, bool guarded) {
+void Frontend::Impl::add_admin_routes(http::EventServer& s, bool guarded) {
   // Wraps an admin handler: on the main listener only loopback peers (or --admin-allow-remote).
-  auto admin = [this, guarded](std::function<void(const httplib::Request&, httplib::Response&)> fn) {
-    return [this, guarded, fn](const httplib::Request& req, httplib::Response& res) {
+  auto admin = [this, guarded](http::EventServer::Handler fn) {
+    return [this, guarded, fn](const http::ServerRequest& req, http::ServerResponse& res) {
       if (guarded && !admin_allowed(req)) {
         return http::set_error(res, 403, "permission_error",
                                "admin endpoint " + req.path +
@@ -559,26 +543,26 @@ void Frontend::Impl::add_admin_routes(httplib::Server& s, bool guarded) {
     };
   };
   if (!opt.capture) {
-    s.Get("/v1/bindings", admin([this](const httplib::Request&, httplib::Response& res) {
+    s.route("GET", "/v1/bindings", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
             res.set_content(bindings_text(), "application/json");
           }));
-    s.Get("/v1/programs", admin([this](const httplib::Request&, httplib::Response& res) {
+    s.route("GET", "/v1/programs", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
             Json j = admission ? admission->snapshot_json(clock.now_ms())
                                : Json{{"admission", "none"}, {"programs", Json::array()}};
             res.set_content(j.dump(2) + "\n", "application/json");
           }));
   }
   if (!opt.run_config.is_null()) {
-    s.Get("/v1/run-config", admin([this](const httplib::Request&, httplib::Response& res) {
+    s.route("GET", "/v1/run-config", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
             res.set_content(opt.run_config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n",
                             "application/json");
           }));
   }
-  s.Get("/metrics", admin([this](const httplib::Request&, httplib::Response& res) {
+  s.route("GET", "/metrics", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
           res.set_content(metrics_text(), "text/plain; version=0.0.4");
         }));
   if (guarded || opt.capture) return;
-  s.Get("/health", [this](const httplib::Request&, httplib::Response& res) {
+  s.route("GET", "/health", [this](const http::ServerRequest&, http::ServerResponse& res) {
     bool any = false;
     Json j = health_json(&any);
     res.status = any ? 200 : 503;
@@ -586,10 +570,7 @@ void Frontend::Impl::add_admin_routes(httplib::Server& s, bool guarded) {
   });
 }
 
-Frontend::~Frontend() {
-  stop();
-  if (impl_->admin_thread.joinable()) impl_->admin_thread.join();
-}
+Frontend::~Frontend() { stop(); }
 
 Expected<int> Frontend::bind() {
   if (impl_->opt.trace) {
@@ -601,10 +582,10 @@ Expected<int> Frontend::bind() {
       return Error{dir + ": trace folder cannot be written: " + std::strerror(errno), kExitIo};
   }
   if (impl_->admin_separate()) {
-    auto a = http::bind_server(impl_->admin_server, impl_->opt.admin_listen);
+    auto a = impl_->admin_server.bind(impl_->opt.admin_listen);
     if (!a) return a.error();
   }
-  return http::bind_server(impl_->server, impl_->opt.listen);
+  return impl_->server.bind(impl_->opt.listen);
 }
 
 void Frontend::serve() {
@@ -628,12 +609,19 @@ void Frontend::serve() {
   }
   if (!m.opt.capture) m.health_thread = std::thread([&m] { m.health_loop(); });
   if (m.admission) m.admission_ticker = std::make_unique<route::AdmissionTicker>(*m.admission, m.clock);
-  if (m.admin_separate()) m.admin_thread = std::thread([&m] { m.admin_server.listen_after_bind(); });
-  // Returns after stop(); its pool has finished every request. A stop() that came first (a
-  // signal during start-up) would not reach a server that is not listening yet.
-  if (!m.draining.load()) m.server.listen_after_bind();
-  m.admin_server.stop();
-  if (m.admin_thread.joinable()) m.admin_thread.join();
+  m.loop.start();
+  m.server.start();
+  if (m.admin_separate()) m.admin_server.start();
+  {
+    // Until stop() has drained (at once when it came first: a signal during start-up).
+    std::unique_lock lk(m.stop_mu);
+    m.stop_cv.wait(lk, [&m] { return m.stop_requested; });
+  }
+  // Streams still running after the drain are cut (their rows say cancelled); the loop then
+  // finishes the handlers and the last operations.
+  m.server.close();
+  m.admin_server.close();
+  m.loop.shutdown();
   if (m.admission_ticker) m.admission_ticker->stop();
   {
     std::lock_guard<std::mutex> lk(m.health_mu);
@@ -649,9 +637,8 @@ void Frontend::stop() {
   Impl& m = *impl_;
   // Requests blocked in admission wake and are answered 503, so the server's pool can drain.
   if (m.admission) m.admission->shutdown();
-  // Drain first: cpp-httplib's stop() ends chunked bodies at once, which would cut every stream
-  // in flight. New requests get 503 meanwhile; streams still running after drain_timeout_s are
-  // cut (their rows say cancelled).
+  // Drain first: closing the listeners cuts every stream in flight. New requests get 503
+  // meanwhile; streams still running after drain_timeout_s are cut (their rows say cancelled).
   if (!m.draining.exchange(true)) {
     // Real time, not the injected clock: a fake clock would never reach the deadline.
     auto deadline =
@@ -659,8 +646,11 @@ void Frontend::stop() {
     while (m.api_in_flight.load() > 0 && std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  impl_->server.stop();
-  impl_->admin_server.stop();
+  {
+    std::lock_guard lk(m.stop_mu);
+    m.stop_requested = true;
+  }
+  m.stop_cv.notify_all();
   {
     std::lock_guard<std::mutex> lk(impl_->health_mu);
     impl_->stopping = true;
@@ -670,16 +660,20 @@ void Frontend::stop() {
 
 // ---- request handling ------------------------------------------------------------------------
 
-void Frontend::Impl::handle_api(Api api, const httplib::Request& req, httplib::Response& res) {
+void Frontend::Impl::handle_api(Api api, ReqPtr req, ResPtr res, Done done) {
   std::shared_ptr<Exchange> ex = open_exchange(api);
-  Dispatch d;
-  if (!read_identity(ex, req, res, d) || !take_slot(ex, res)) return;
-  std::optional<Json> body = parse_body(ex, req, res);
-  if (!body) return;
-  build_upstream(*ex, *body, req, d);
-  hash_prompt(*ex, *body);
-  if (!admit(ex, res, d)) return;
-  dispatch(ex, req, res, d);
+  auto d = std::make_shared<Dispatch>();
+  if (!read_identity(ex, *req, *res, *d) || !take_slot(ex, *res)) return done();
+  auto body = parse_body(ex, *req, *res);
+  if (!body) return done();
+  build_upstream(*ex, *body, *req, *d);
+  auto rest = [this, ex, req, res, d, done, body = std::make_shared<Json>(std::move(*body))] {
+    hash_prompt(*ex, *body);
+    if (!admit(ex, *res, *d)) return done();
+    dispatch(ex, req, res, d, 0, std::nullopt, done);
+  };
+  if (!opt.tokenizer_url.empty() || admission || shared) return loop.handlers().post(std::move(rest));
+  rest();
 }
 
 std::shared_ptr<Exchange> Frontend::Impl::open_exchange(Api api) {
@@ -692,8 +686,8 @@ std::shared_ptr<Exchange> Frontend::Impl::open_exchange(Api api) {
   return ex;
 }
 
-bool Frontend::Impl::read_identity(const std::shared_ptr<Exchange>& ex, const httplib::Request& req,
-                                   httplib::Response& res, Dispatch& d) {
+bool Frontend::Impl::read_identity(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req,
+                                   http::ServerResponse& res, Dispatch& d) {
   auto ident = session::normalize(http::header_list(req.headers));
   if (!ident) {
     reject(ex, res, http_status(ident.error()), "invalid_request_error", ident.error().message);
@@ -713,7 +707,7 @@ bool Frontend::Impl::read_identity(const std::shared_ptr<Exchange>& ex, const ht
   return true;
 }
 
-bool Frontend::Impl::take_slot(const std::shared_ptr<Exchange>& ex, httplib::Response& res) {
+bool Frontend::Impl::take_slot(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res) {
   ex->slot = &api_in_flight;
   size_t n = api_in_flight.fetch_add(1) + 1;
   if (draining.load()) {
@@ -731,8 +725,8 @@ bool Frontend::Impl::take_slot(const std::shared_ptr<Exchange>& ex, httplib::Res
   return true;
 }
 
-std::optional<Json> Frontend::Impl::parse_body(const std::shared_ptr<Exchange>& ex, const httplib::Request& req,
-                                               httplib::Response& res) {
+std::optional<Json> Frontend::Impl::parse_body(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req,
+                                               http::ServerResponse& res) {
   auto bad = [&](const std::string& msg) {
     reject(ex, res, 400, "invalid_request_error", msg);
     return std::nullopt;
@@ -754,7 +748,7 @@ std::optional<Json> Frontend::Impl::parse_body(const std::shared_ptr<Exchange>& 
   return body;
 }
 
-void Frontend::Impl::build_upstream(const Exchange& ex, Json& body, const httplib::Request& req, Dispatch& d) {
+void Frontend::Impl::build_upstream(const Exchange& ex, Json& body, const http::ServerRequest& req, Dispatch& d) {
   http::ProxyRequest& p = d.request;
   p.method = "POST";
   p.path = origin_form(req.target.empty() ? req.path : req.target);
@@ -788,7 +782,7 @@ void Frontend::Impl::hash_prompt(Exchange& ex, const Json& body) {
   ex.sequence_hashes = tokens::sequence_hashes(blocks);
 }
 
-bool Frontend::Impl::admit(const std::shared_ptr<Exchange>& ex, httplib::Response& res, Dispatch& d) {
+bool Frontend::Impl::admit(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, Dispatch& d) {
   if (!admission || !ex->ctx) return true;
   double waited = 0, t0 = clock.now_ms();
   route::AdmitDecision a =
@@ -804,22 +798,31 @@ bool Frontend::Impl::admit(const std::shared_ptr<Exchange>& ex, httplib::Respons
   return true;
 }
 
-void Frontend::Impl::dispatch(const std::shared_ptr<Exchange>& ex, const httplib::Request& req, httplib::Response& res,
-                              const Dispatch& d) {
-  std::optional<route::RetryAdvice> retry;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    std::optional<size_t> worker = lease_worker(ex, res, d, attempt, retry);
-    if (!worker) return;
-    ex->tap = std::make_shared<ResponseTap>(ex->api, d.hide_usage);
-    auto call = http::ProxyCall::start(*pools[*worker], d.request, ex->tap, clock);
-    if (call->wait_response()) return relay_response(ex, call, req, res);
-    if (!no_response(ex, *call, res, d, attempt, retry)) return;
-  }
+void Frontend::Impl::dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res,
+                              std::shared_ptr<const Dispatch> d, int attempt, std::optional<route::RetryAdvice> retry,
+                              Done done) {
+  const bool on_loop = loop.in_loop_thread();
+  auto on_pool = [&] {
+    loop.handlers().post([=, this] { dispatch(ex, req, res, d, attempt, retry, done); });
+  };
+  if (on_loop && shared) return on_pool();  // the store is a Redis round trip
+  bool would_wait = false;
+  std::optional<size_t> worker = lease_worker(ex, *res, *d, attempt, retry, !on_loop, &would_wait);
+  if (would_wait) return on_pool();
+  if (!worker) return done();
+  ex->tap = std::make_shared<ResponseTap>(ex->api, d->hide_usage);
+  auto call = http::ProxyCall::start(*pools[*worker], d->request, ex->tap, clock, req->executor);
+  call->start_async([this, ex, req, res, d, attempt, retry, done, call](bool ok) mutable {
+    if (ok) return relay_response(ex, call, res, done);
+    if (no_response(ex, *call, *res, *d, attempt, retry)) return dispatch(ex, req, res, d, attempt + 1, retry, done);
+    done();
+  });
 }
 
-std::optional<size_t> Frontend::Impl::lease_worker(const std::shared_ptr<Exchange>& ex, httplib::Response& res,
+std::optional<size_t> Frontend::Impl::lease_worker(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res,
                                                    const Dispatch& d, int attempt,
-                                                   const std::optional<route::RetryAdvice>& retry) {
+                                                   const std::optional<route::RetryAdvice>& retry, bool may_wait,
+                                                   bool* would_wait) {
   size_t worker = 0;
   if (router) {
     route::RouteRequest rr;
@@ -833,7 +836,12 @@ std::optional<size_t> Frontend::Impl::lease_worker(const std::shared_ptr<Exchang
     rr.worker = d.pinned_worker;
     if (!rr.worker && attempt == 0) rr.worker = d.admitted_worker;  // the retry lets the router choose
     rr.retry = retry;
+    rr.fail_instead_of_waiting = !may_wait;
     auto placed = shared ? shared->place(rr) : router->place(rr);
+    if (!placed && placed.error().exit_code == route::kPlaceWouldWait) {
+      *would_wait = true;
+      return std::nullopt;
+    }
     if (!placed) {
       int status = http_status(placed.error());
       reject(ex, res, status, http::error_type_for_status(status), placed.error().message);
@@ -853,7 +861,7 @@ std::optional<size_t> Frontend::Impl::lease_worker(const std::shared_ptr<Exchang
   return worker;
 }
 
-bool Frontend::Impl::no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& call, httplib::Response& res,
+bool Frontend::Impl::no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& call, http::ServerResponse& res,
                                  const Dispatch& d, int attempt, std::optional<route::RetryAdvice>& retry) {
   const size_t worker = static_cast<size_t>(ex->worker);
   std::string err = call.error();
@@ -893,7 +901,7 @@ bool Frontend::Impl::no_response(const std::shared_ptr<Exchange>& ex, http::Prox
 }
 
 void Frontend::Impl::relay_response(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<http::ProxyCall>& call,
-                                    const httplib::Request& req, httplib::Response& res) {
+                                    ResPtr res, Done done) {
   int status = call->status();
   if (ex->placement) {
     if (status >= 200 && status < 300) {
@@ -909,12 +917,15 @@ void Frontend::Impl::relay_response(const std::shared_ptr<Exchange>& ex, const s
   }
   std::vector<std::pair<std::string, std::string>> extra;
   if (router) extra.emplace_back("x-dyn-worker", std::to_string(ex->worker));
-  call->relay(req, res, extra, [this, ex](const http::ProxyOutcome& o) {
-    if (o.kind == http::ProxyOutcome::Kind::kStreamCut && router)
-      set_worker_health(ex->worker, false, "a stream was cut: " + o.message);
-    auto [type, msg] = response_error(*ex, o);
-    finish(ex, &o, o.status, type, msg);
-  });
+  call->relay(
+      *res, extra,
+      [this, ex](const http::ProxyOutcome& o) {
+        if (o.kind == http::ProxyOutcome::Kind::kStreamCut && router)
+          set_worker_health(ex->worker, false, "a stream was cut: " + o.message);
+        auto [type, msg] = response_error(*ex, o);
+        finish(ex, &o, o.status, type, msg);
+      },
+      [res, done] { done(); });
 }
 
 void Frontend::Impl::finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out, int status,
@@ -1090,7 +1101,7 @@ Expected<std::vector<uint32_t>> Frontend::Impl::tokenize(Api api, const Json& bo
   return http::tokenize(opt.tokenizer_url, http::tokenize_request(kind, body, model, &tokens::render_request));
 }
 
-void Frontend::Impl::forward_plain(size_t worker, const httplib::Request& req, httplib::Response& res) {
+void Frontend::Impl::forward_plain(size_t worker, const http::ServerRequest& req, http::ServerResponse& res) {
   http::ProxyRequest preq;
   preq.method = req.method;
   preq.path = origin_form(req.target.empty() ? req.path : req.target);
@@ -1101,7 +1112,7 @@ void Frontend::Impl::forward_plain(size_t worker, const httplib::Request& req, h
     http::set_error(res, 502, "connection", "upstream unreachable: " + call->error());
     return;
   }
-  call->relay(req, res, {}, nullptr);
+  call->relay_blocking(res, {}, nullptr);
 }
 
 // ---- admin ---------------------------------------------------------------------------------

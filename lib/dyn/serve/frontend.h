@@ -62,8 +62,7 @@ struct FrontendOptions {
   /// body before any of it is buffered past the limit. 0 = no limit.
   size_t max_request_bytes = size_t{32} << 20;
   /// Most API requests in flight at once (a stream counts until it ends); one more gets 429
-  /// (rate_limit_error, Retry-After: 1), as SGLang's router answers. 0 = no limit beyond
-  /// listen.threads connections.
+  /// (rate_limit_error, Retry-After: 1), as SGLang's router answers. 0 = no limit.
   size_t max_concurrent_requests = 0;
   /// A separate admin listener for /v1/bindings, /v1/programs, /metrics and the detailed /health
   /// (port < 0 = none; then those endpoints are on the main listener and answer only loopback

@@ -1,0 +1,611 @@
+// The event-loop HTTP/1.1 server: Beast's request parser, responses written by hand (status line,
+// headers, Content-Length or chunked framing), handlers on an elastic pool.
+#include "dyn/http/event_server.h"
+
+#include <array>
+#include <chrono>
+#include <future>
+#include <limits>
+#include <optional>
+#include <unordered_map>
+
+#include <boost/asio/dispatch.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/strand.hpp>
+#include <boost/asio/write.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/status.hpp>
+#include <boost/beast/http/string_body.hpp>
+
+#include <fmt/format.h>
+
+#include "dyn/base/diag.h"
+#include "dyn/base/json.h"
+
+namespace dyn::http {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace bhttp = boost::beast::http;
+using tcp = asio::ip::tcp;
+
+// ---- HandlerPool -------------------------------------------------------------------------------
+
+HandlerPool::HandlerPool(size_t max_threads, double idle_s) : max_(max_threads ? max_threads : 1), idle_s_(idle_s) {}
+
+HandlerPool::~HandlerPool() { join(); }
+
+void HandlerPool::post(std::function<void()> task) {
+  std::lock_guard lk(mu_);
+  if (stopping_) return;
+  queue_.push_back(std::move(task));
+  // A new thread only when every idle one already has a task waiting for it.
+  if (queue_.size() <= idle_) {
+    cv_.notify_one();
+  } else if (alive_ < max_) {
+    ++alive_;
+    std::thread([this] { worker(); }).detach();
+  }
+}
+
+void HandlerPool::worker() {
+  std::unique_lock lk(mu_);
+  const auto idle_for = std::chrono::duration<double>(idle_s_);
+  for (;;) {
+    if (queue_.empty()) {
+      if (stopping_) break;
+      ++idle_;
+      bool woke = cv_.wait_for(lk, idle_for, [&] { return !queue_.empty() || stopping_; });
+      --idle_;
+      if (!woke) break;  // idle too long: the pool shrinks back
+      continue;
+    }
+    std::function<void()> task = std::move(queue_.front());
+    queue_.pop_front();
+    lk.unlock();
+    task();
+    task = nullptr;  // its captures go before the lock is taken again
+    lk.lock();
+  }
+  --alive_;
+  cv_.notify_all();  // join() waits for alive_ == 0
+}
+
+void HandlerPool::join() {
+  std::unique_lock lk(mu_);
+  stopping_ = true;
+  cv_.notify_all();
+  cv_.wait(lk, [&] { return alive_ == 0; });
+}
+
+size_t HandlerPool::threads() const {
+  std::lock_guard lk(mu_);
+  return alive_;
+}
+
+// ---- EventLoop ---------------------------------------------------------------------------------
+
+namespace {
+thread_local const EventLoop* tl_loop = nullptr;
+}
+
+EventLoop::EventLoop(size_t loop_threads, size_t handler_threads)
+    : ctx_(static_cast<int>(std::max<size_t>(1, loop_threads))),
+      guard_(asio::make_work_guard(ctx_)),
+      handlers_(handler_threads),
+      loop_threads_(std::max<size_t>(1, loop_threads)) {}
+
+EventLoop::~EventLoop() { shutdown(); }
+
+void EventLoop::start() {
+  if (started_.exchange(true)) return;
+  for (size_t i = 0; i < loop_threads_; ++i) {
+    threads_.emplace_back([this] {
+      tl_loop = this;
+      // A handler that throws loses its own request (its connection is closed when the session
+      // goes), never the loop thread that serves every other one.
+      for (;;) {
+        try {
+          ctx_.run();
+          return;
+        } catch (const std::exception& e) {
+          diag::error("event loop", std::string("a handler failed: ") + e.what());
+        }
+      }
+    });
+  }
+}
+
+void EventLoop::shutdown() {
+  if (shut_.exchange(true)) return;
+  // Handlers first: they may wait on upstream operations that only the running loop completes.
+  handlers_.join();
+  guard_.reset();
+  if (!started_) return;
+  // The loop ends when its last operations (streams told to stop, closing sockets) are done; an
+  // operation that would outlive 10 s (a peer that never answers) is abandoned.
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (!ctx_.stopped() && std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  ctx_.stop();
+  for (auto& t : threads_) t.join();
+}
+
+bool EventLoop::in_loop_thread() const { return tl_loop == this; }
+
+// ---- requests and responses --------------------------------------------------------------------
+
+std::string ServerRequest::get_header_value(const std::string& name) const {
+  auto it = headers.find(name);
+  return it == headers.end() ? std::string() : it->second;
+}
+
+bool ServerRequest::is_multipart_form_data() const {
+  std::string ct = get_header_value("Content-Type");
+  for (auto& c : ct) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ct.rfind("multipart/form-data", 0) == 0;
+}
+
+void ServerResponse::set_header(const std::string& name, const std::string& value) {
+  headers.erase(name);
+  headers.emplace(name, value);
+}
+
+void ServerResponse::set_content(std::string b, const std::string& content_type) {
+  body = std::move(b);
+  set_header("Content-Type", content_type);
+}
+
+void set_error(ServerResponse& res, int status, std::string_view type, std::string_view message) {
+  res.status = status;
+  // replace: messages may quote client bytes (a path, a header name) that are not UTF-8.
+  res.set_content(openai_error_body(message, type, status).dump(-1, ' ', false, Json::error_handler_t::replace) + "\n",
+                  "application/json");
+}
+
+// ---- EventServer -------------------------------------------------------------------------------
+
+namespace {
+constexpr size_t kMaxHeaderLine = 8192;  // as cpp-httplib and nginx's default buffers
+constexpr size_t kMaxTarget = 8192;
+constexpr auto kBodyReadTimeout = std::chrono::seconds(60);
+constexpr auto kWriteTimeout = std::chrono::seconds(60);
+
+const char* const kMalformed = "malformed request (a header line over 8 KiB, or a bad request line or header)";
+
+struct ServerSession;
+}  // namespace
+
+struct EventServer::Impl : std::enable_shared_from_this<EventServer::Impl> {
+  struct Route {
+    std::string method;
+    std::regex re;
+    Handler handler;        // or
+    AsyncHandler async_handler;
+  };
+  EventLoop& loop;
+  size_t max_body;
+  ListenOptions opt;
+  std::vector<Route> routes;
+  std::optional<asio::strand<asio::io_context::executor_type>> strand;
+  std::optional<tcp::acceptor> acceptor;
+  std::mutex mu;  // sessions, closing
+  std::unordered_map<ServerSession*, std::weak_ptr<ServerSession>> sessions;
+  bool closing = false;
+
+  Impl(EventLoop& l, size_t mb) : loop(l), max_body(mb) {}
+  void do_accept();
+  const Route* find(const std::string& method, const std::string& path) const {
+    const bool head = method == "HEAD";
+    for (const Route& r : routes) {
+      if ((r.method == method || (head && r.method == "GET")) && std::regex_match(path, r.re)) return &r;
+    }
+    return nullptr;
+  }
+};
+
+namespace {
+
+/// One client connection: reads a request, runs its handler on the pool, writes the response,
+/// then waits for the next request (keep-alive). Everything runs on the connection's strand.
+struct ServerSession : std::enable_shared_from_this<ServerSession> {
+  std::shared_ptr<EventServer::Impl> srv;
+  beast::tcp_stream stream;
+  beast::flat_buffer buf;
+  std::optional<bhttp::request_parser<bhttp::string_body>> parser;
+  std::string remote;
+  std::string out;   // the head or whole response being written
+  std::string data;  // a streamed chunk being written
+  std::array<char, 24> size_line{};
+  bool keep_alive = true;
+  bool head_only = false;
+  bool streaming = false;
+  bool closed = false;
+  size_t served = 0;
+  std::function<void()> on_close;
+
+  ServerSession(std::shared_ptr<EventServer::Impl> s, tcp::socket sock) : srv(std::move(s)), stream(std::move(sock)) {
+    beast::error_code ec;
+    auto ep = stream.socket().remote_endpoint(ec);
+    if (!ec) remote = ep.address().to_string();
+  }
+
+  void start() {
+    {
+      std::lock_guard lk(srv->mu);
+      if (srv->closing) return close_now();
+      srv->sessions.emplace(this, weak_from_this());
+    }
+    read_next();
+  }
+
+  void forget() {
+    std::lock_guard lk(srv->mu);
+    srv->sessions.erase(this);
+  }
+
+  void close_now() {
+    if (closed) return;
+    closed = true;
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
+    stream.socket().close(ignored);
+    forget();
+    if (auto fn = std::move(on_close)) fn();
+  }
+
+  /// Closes after the response without resetting the peer: the send side first, then unread
+  /// request bytes (a refused body) are read and dropped for up to 2 s, so the client reads
+  /// the error instead of a connection reset.
+  void linger_close() {
+    beast::error_code ignored;
+    stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+    stream.expires_after(std::chrono::seconds(2));
+    drain();
+  }
+  void drain() {
+    auto self = shared_from_this();
+    stream.async_read_some(asio::buffer(size_line), [self](beast::error_code ec, size_t) {
+      if (ec) return self->close_now();
+      self->drain();
+    });
+  }
+
+  void read_next() {
+    if (closed) return;
+    parser.emplace();
+    parser->header_limit(64 * 1024);
+    parser->body_limit(srv->max_body ? srv->max_body : std::numeric_limits<std::uint64_t>::max());
+    stream.expires_after(std::chrono::seconds(std::max<time_t>(1, srv->opt.keep_alive_timeout_s)));
+    auto self = shared_from_this();
+    bhttp::async_read_header(stream, buf, *parser, [self](beast::error_code ec, size_t) { self->on_header(ec); });
+  }
+
+  void fail(int status, const std::string& msg) {
+    keep_alive = false;
+    ServerResponse res;
+    set_error(res, status, error_type_for_status(status), msg);
+    respond(std::move(res));
+  }
+
+  void on_read_error(beast::error_code ec) {
+    if (ec == bhttp::error::body_limit) {
+      return fail(413, fmt::format("request body over {} bytes (--max-request-bytes)", srv->max_body));
+    }
+    // The peer left or went quiet between requests, or the server is closing: nothing to answer.
+    if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
+        ec == asio::error::connection_reset || ec == asio::error::eof || closed)
+      return close_now();
+    if (ec == bhttp::error::partial_message) return close_now();
+    const bool in_body = parser && parser->is_header_done();
+    fail(400, in_body ? "the request body could not be read" : kMalformed);
+  }
+
+  void on_header(beast::error_code ec) {
+    if (ec) return on_read_error(ec);
+    auto& m = parser->get();
+    if (m.target().size() > kMaxTarget) return fail(414, "request target over 8 KiB");
+    for (const auto& f : m) {
+      if (f.name_string().size() + f.value().size() + 2 > kMaxHeaderLine) return fail(400, kMalformed);
+    }
+    if (!parser->is_done() && beast::iequals(m[bhttp::field::expect], "100-continue")) {
+      out = "HTTP/1.1 100 Continue\r\n\r\n";
+      auto self = shared_from_this();
+      stream.expires_after(kWriteTimeout);
+      asio::async_write(stream, asio::buffer(out), [self](beast::error_code ec, size_t) {
+        if (ec) return self->close_now();
+        self->read_body();
+      });
+      return;
+    }
+    read_body();
+  }
+
+  void read_body() {
+    if (parser->is_done()) return dispatch();
+    stream.expires_after(kBodyReadTimeout);
+    auto self = shared_from_this();
+    bhttp::async_read(stream, buf, *parser, [self](beast::error_code ec, size_t) {
+      if (ec) return self->on_read_error(ec);
+      self->dispatch();
+    });
+  }
+
+  void dispatch() {
+    stream.expires_never();
+    auto& m = parser->get();
+    auto req = std::make_shared<ServerRequest>();
+    req->method = std::string(m.method_string());
+    req->target = std::string(m.target());
+    const std::string raw_path = req->target.substr(0, req->target.find('?'));
+    req->path = httplib::detail::decode_url(raw_path, false);
+    for (const auto& f : m) req->headers.emplace(std::string(f.name_string()), std::string(f.value()));
+    req->body = std::move(m.body());
+    req->remote_addr = remote;
+    keep_alive = m.keep_alive() && ++served < srv->opt.keep_alive_max_count;
+    head_only = req->method == "HEAD";
+    parser.reset();
+    std::string bad = header_with_control_bytes(req->headers);
+    if (!bad.empty()) return fail(400, "header '" + bad.substr(0, 64) + "' contains CR, LF or NUL");
+    req->executor = stream.get_executor();
+    const EventServer::Impl::Route* r = srv->find(req->method, req->path);
+    if (!r) {
+      ServerResponse res;
+      set_error(res, 404, "not_found_error", "unknown route " + req->method + " " + req->path);
+      return respond(std::move(res));
+    }
+    auto self = shared_from_this();
+    if (r->async_handler) {
+      auto res = std::make_shared<ServerResponse>();
+      auto done = [self, res] { asio::dispatch(self->stream.get_executor(), [self, res] { self->respond(std::move(*res)); }); };
+      try {
+        r->async_handler(req, res, std::move(done));
+      } catch (const std::exception& e) {
+        // Only before the handler handed its work on; after that it reports through done.
+        ServerResponse err;
+        set_error(err, 500, "internal_server_error", std::string("handler failed: ") + e.what());
+        respond(std::move(err));
+      }
+      return;
+    }
+    srv->loop.handlers().post([self, req, r] {
+      auto res = std::make_shared<ServerResponse>();
+      try {
+        r->handler(*req, *res);
+      } catch (const std::exception& e) {
+        *res = ServerResponse{};
+        set_error(*res, 500, "internal_server_error", std::string("handler failed: ") + e.what());
+      }
+      asio::post(self->stream.get_executor(), [self, res] { self->respond(std::move(*res)); });
+    });
+  }
+
+  void respond(ServerResponse res) {
+    if (closed) {
+      // The client is gone: a stream is still started, so its producer ends the exchange.
+      if (res.stream) res.stream(make_stream());
+      return;
+    }
+    bool close_after = !keep_alive;
+    {
+      std::lock_guard lk(srv->mu);
+      close_after = close_after || srv->closing;
+    }
+    const int st = res.status;
+    std::string reason(bhttp::obsolete_reason(static_cast<bhttp::status>(st)));
+    out.clear();
+    out += fmt::format("HTTP/1.1 {} {}\r\n", st, reason == "<unknown-status>" ? "Unknown" : reason);
+    for (const auto& [k, v] : res.headers) {
+      if (beast::iequals(k, "connection")) {
+        if (v.find("close") != std::string::npos) close_after = true;
+        continue;
+      }
+      if (beast::iequals(k, "content-length") || beast::iequals(k, "transfer-encoding")) continue;
+      out += k;
+      out += ": ";
+      out += v;
+      out += "\r\n";
+    }
+    const bool bodiless = st == 204 || st == 304 || (st >= 100 && st < 200);
+    if (res.stream) {
+      out += "Transfer-Encoding: chunked\r\n";
+    } else if (!bodiless) {
+      out += fmt::format("Content-Length: {}\r\n", res.body.size());
+    }
+    if (close_after) out += "Connection: close\r\n";
+    out += "\r\n";
+    keep_alive = !close_after;
+    stream.expires_after(kWriteTimeout);
+    auto self = shared_from_this();
+    if (!res.stream) {
+      if (!head_only && !bodiless) out += res.body;
+      asio::async_write(stream, asio::buffer(out), [self](beast::error_code ec, size_t) {
+        if (ec) return self->close_now();
+        self->next_or_close();
+      });
+      return;
+    }
+    streaming = true;
+    asio::async_write(stream, asio::buffer(out), [self, fn = std::move(res.stream)](beast::error_code ec, size_t) {
+      if (ec) self->close_now();
+      fn(self->make_stream());
+    });
+  }
+
+  void next_or_close() {
+    if (keep_alive) return read_next();
+    linger_close();
+  }
+
+  std::shared_ptr<BodyStream> make_stream();
+
+  // ---- the BodyStream side (each call hops onto the strand) ----
+  void write_chunk(std::string d, std::function<void(bool)> done) {
+    if (closed) return done(false);
+    if (d.empty() || head_only) return done(true);  // an empty chunk would end the body
+    data = std::move(d);
+    auto n = fmt::format_to_n(size_line.data(), size_line.size(), "{:x}\r\n", data.size());
+    std::array<asio::const_buffer, 3> bufs{asio::buffer(size_line.data(), n.size), asio::buffer(data),
+                                           asio::buffer("\r\n", 2)};
+    stream.expires_after(kWriteTimeout);
+    auto self = shared_from_this();
+    asio::async_write(stream, bufs, [self, done = std::move(done)](beast::error_code ec, size_t) {
+      if (ec) {
+        self->close_now();
+        return done(false);
+      }
+      done(true);
+    });
+  }
+  void end_body() {
+    if (closed || !streaming) return;
+    streaming = false;
+    on_close = nullptr;
+    if (head_only) return next_or_close();
+    out = "0\r\n\r\n";
+    stream.expires_after(kWriteTimeout);
+    auto self = shared_from_this();
+    asio::async_write(stream, asio::buffer(out), [self](beast::error_code ec, size_t) {
+      if (ec) return self->close_now();
+      self->next_or_close();
+    });
+  }
+  void abort_body() {
+    streaming = false;
+    on_close = nullptr;
+    close_now();
+  }
+};
+
+class ServerChunkStream : public BodyStream {
+ public:
+  explicit ServerChunkStream(std::shared_ptr<ServerSession> s) : s_(std::move(s)) {}
+  void write(std::string data, std::function<void(bool)> done) override {
+    auto s = s_;
+    asio::dispatch(s->stream.get_executor(), [s, data = std::move(data), done = std::move(done)]() mutable {
+      s->write_chunk(std::move(data), std::move(done));
+    });
+  }
+  void end() override {
+    auto s = s_;
+    asio::dispatch(s->stream.get_executor(), [s] { s->end_body(); });
+  }
+  void abort() override {
+    auto s = s_;
+    asio::dispatch(s->stream.get_executor(), [s] { s->abort_body(); });
+  }
+  void on_close(std::function<void()> fn) override {
+    auto s = s_;
+    asio::dispatch(s->stream.get_executor(), [s, fn = std::move(fn)]() mutable {
+      if (s->closed) return fn();
+      if (s->streaming) s->on_close = std::move(fn);
+    });
+  }
+
+ private:
+  std::shared_ptr<ServerSession> s_;
+};
+
+std::shared_ptr<BodyStream> ServerSession::make_stream() { return std::make_shared<ServerChunkStream>(shared_from_this()); }
+
+}  // namespace
+
+void EventServer::Impl::do_accept() {
+  auto self = shared_from_this();
+  acceptor->async_accept(asio::make_strand(loop.context()), [self](beast::error_code ec, tcp::socket sock) {
+    if (!self->acceptor->is_open()) return;
+    if (ec) {
+      // Out of descriptors or a transient failure: try again shortly instead of spinning.
+      auto t = std::make_shared<asio::steady_timer>(*self->strand, std::chrono::milliseconds(20));
+      t->async_wait([self, t](beast::error_code) {
+        if (self->acceptor->is_open()) self->do_accept();
+      });
+      return;
+    }
+    beast::error_code ignored;
+    sock.set_option(tcp::no_delay(true), ignored);
+    std::make_shared<ServerSession>(self, std::move(sock))->start();
+    self->do_accept();
+  });
+}
+
+EventServer::EventServer(EventLoop& loop, size_t max_body_bytes)
+    : impl_(std::make_shared<Impl>(loop, max_body_bytes)) {}
+
+EventServer::~EventServer() { close(); }
+
+void EventServer::route(std::string method, const std::string& path_regex, Handler h) {
+  impl_->routes.push_back(Impl::Route{std::move(method), std::regex(path_regex), std::move(h), nullptr});
+}
+
+void EventServer::route_async(std::string method, const std::string& path_regex, AsyncHandler h) {
+  impl_->routes.push_back(Impl::Route{std::move(method), std::regex(path_regex), nullptr, std::move(h)});
+}
+
+Expected<int> EventServer::bind(const ListenOptions& o) {
+  Impl& m = *impl_;
+  m.opt = o;
+  m.strand.emplace(asio::make_strand(m.loop.context()));
+  beast::error_code ec;
+  tcp::resolver resolver(m.loop.context());
+  auto eps = resolver.resolve(o.host, std::to_string(o.port), tcp::resolver::numeric_service, ec);
+  const std::string where = o.port == 0 ? o.host + " to a free port" : o.host + ":" + std::to_string(o.port);
+  if (ec || eps.empty()) return Error{"cannot bind " + where + ": " + (ec ? ec.message() : "no address"), kExitIo};
+  tcp::endpoint ep = eps.begin()->endpoint();
+  m.acceptor.emplace(*m.strand);
+  m.acceptor->open(ep.protocol(), ec);
+  // SO_REUSEADDR allows a restart on a port in TIME_WAIT; without SO_REUSEPORT a port someone
+  // listens on fails to bind (issue 16: a second server must not share it silently).
+  if (!ec) m.acceptor->set_option(tcp::acceptor::reuse_address(true), ec);
+  if (!ec) m.acceptor->bind(ep, ec);
+  if (!ec) m.acceptor->listen(4096, ec);
+  if (ec) {
+    m.acceptor.reset();
+    return o.port == 0 ? Error{"cannot bind " + where, kExitIo}
+                       : Error{"cannot bind " + where + " (port in use, or not allowed)", kExitIo};
+  }
+  int port = m.acceptor->local_endpoint().port();
+  if (auto e = write_port_file(o.port_file, port)) return *e;
+  return port;
+}
+
+void EventServer::start() {
+  auto m = impl_;
+  if (!m->acceptor) return;
+  asio::dispatch(*m->strand, [m] { m->do_accept(); });
+}
+
+void EventServer::close() {
+  auto m = impl_;
+  std::vector<std::shared_ptr<ServerSession>> live;
+  {
+    std::lock_guard lk(m->mu);
+    if (m->closing) return;
+    m->closing = true;
+    for (auto& [p, w] : m->sessions)
+      if (auto s = w.lock()) live.push_back(std::move(s));
+  }
+  if (m->acceptor) {
+    if (!m->loop.running()) {
+      beast::error_code ignored;
+      m->acceptor->close(ignored);
+    } else {
+      auto done = std::make_shared<std::promise<void>>();
+      asio::dispatch(*m->strand, [m, done] {
+        beast::error_code ignored;
+        m->acceptor->close(ignored);
+        done->set_value();
+      });
+      done->get_future().wait();
+    }
+  }
+  for (auto& s : live) asio::dispatch(s->stream.get_executor(), [s] { s->close_now(); });
+}
+
+}  // namespace dyn::http
