@@ -30,10 +30,12 @@
 
 namespace dyn::http {
 
+namespace {  // the same aliases as proxy.cpp's, so a unity build sees one declaration twice
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace bhttp = boost::beast::http;
 using tcp = asio::ip::tcp;
+}  // namespace
 
 // ---- HandlerPool -------------------------------------------------------------------------------
 
