@@ -86,11 +86,6 @@ void HandlerPool::join() {
   cv_.wait(lk, [&] { return alive_ == 0; });
 }
 
-size_t HandlerPool::threads() const {
-  std::lock_guard lk(mu_);
-  return alive_;
-}
-
 // ---- EventLoop ---------------------------------------------------------------------------------
 
 namespace {
@@ -148,12 +143,6 @@ std::string ServerRequest::get_header_value(const std::string& name) const {
   return it == headers.end() ? std::string() : it->second;
 }
 
-bool ServerRequest::is_multipart_form_data() const {
-  std::string ct = get_header_value("Content-Type");
-  for (auto& c : ct) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return ct.rfind("multipart/form-data", 0) == 0;
-}
-
 void ServerResponse::set_header(const std::string& name, const std::string& value) {
   headers.erase(name);
   headers.emplace(name, value);
@@ -166,9 +155,7 @@ void ServerResponse::set_content(std::string b, const std::string& content_type)
 
 void set_error(ServerResponse& res, int status, std::string_view type, std::string_view message) {
   res.status = status;
-  // replace: messages may quote client bytes (a path, a header name) that are not UTF-8.
-  res.set_content(openai_error_body(message, type, status).dump(-1, ' ', false, Json::error_handler_t::replace) + "\n",
-                  "application/json");
+  res.set_content(openai_error_text(message, type, status), "application/json");
 }
 
 // ---- EventServer -------------------------------------------------------------------------------
@@ -301,10 +288,9 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
       return fail(413, fmt::format("request body over {} bytes (--max-request-bytes)", srv->max_body));
     }
     // The peer left or went quiet between requests, or the server is closing: nothing to answer.
-    if (ec == bhttp::error::end_of_stream || ec == beast::error::timeout || ec == asio::error::operation_aborted ||
-        ec == asio::error::connection_reset || ec == asio::error::eof || closed)
+    if (ec == bhttp::error::end_of_stream || ec == bhttp::error::partial_message || ec == beast::error::timeout ||
+        ec == asio::error::operation_aborted || ec == asio::error::connection_reset || ec == asio::error::eof || closed)
       return close_now();
-    if (ec == bhttp::error::partial_message) return close_now();
     const bool in_body = parser && parser->is_header_done();
     fail(400, in_body ? "the request body could not be read" : kMalformed);
   }
@@ -363,28 +349,30 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
       return respond(std::move(res));
     }
     auto self = shared_from_this();
+    auto res = std::make_shared<ServerResponse>();
+    auto send = [self, res] { asio::dispatch(self->stream.get_executor(), [self, res] { self->respond(std::move(*res)); }); };
+    // A handler that throws before it answered gets a 500 (an async one reports later failures
+    // through its own response).
+    auto failed = [res](const std::exception& e) {
+      *res = ServerResponse{};
+      set_error(*res, 500, "internal_server_error", std::string("handler failed: ") + e.what());
+    };
     if (r->async_handler) {
-      auto res = std::make_shared<ServerResponse>();
-      auto done = [self, res] { asio::dispatch(self->stream.get_executor(), [self, res] { self->respond(std::move(*res)); }); };
       try {
-        r->async_handler(req, res, std::move(done));
+        r->async_handler(req, res, send);
       } catch (const std::exception& e) {
-        // Only before the handler handed its work on; after that it reports through done.
-        ServerResponse err;
-        set_error(err, 500, "internal_server_error", std::string("handler failed: ") + e.what());
-        respond(std::move(err));
+        failed(e);
+        send();
       }
       return;
     }
-    srv->loop.handlers().post([self, req, r] {
-      auto res = std::make_shared<ServerResponse>();
+    srv->loop.handlers().post([req, r, res, send, failed] {
       try {
         r->handler(*req, *res);
       } catch (const std::exception& e) {
-        *res = ServerResponse{};
-        set_error(*res, 500, "internal_server_error", std::string("handler failed: ") + e.what());
+        failed(e);
       }
-      asio::post(self->stream.get_executor(), [self, res] { self->respond(std::move(*res)); });
+      send();
     });
   }
 

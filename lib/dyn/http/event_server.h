@@ -40,14 +40,12 @@ class HandlerPool {
   void post(std::function<void()> task);
   /// Runs what is queued, then ends every thread; post() afterwards runs nothing.
   void join();
-  /// Threads alive now (for tests and /metrics).
-  size_t threads() const;
 
  private:
   void worker();
   size_t max_;
   double idle_s_;
-  mutable std::mutex mu_;
+  std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::function<void()>> queue_;
   std::vector<std::thread> threads_;
@@ -93,8 +91,6 @@ struct ServerRequest {
   /// The connection's strand: upstream I/O for this request runs there too (ProxyCall::start).
   boost::asio::any_io_executor executor;
   std::string get_header_value(const std::string& name) const;
-  bool has_header(const std::string& name) const { return headers.find(name) != headers.end(); }
-  bool is_multipart_form_data() const;
 };
 
 /// A streamed response body, written from the event loop. Calls come from the loop: one write

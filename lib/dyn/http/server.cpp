@@ -111,11 +111,14 @@ const char* error_type_for_status(int status) {
   }
 }
 
+std::string openai_error_text(std::string_view message, std::string_view type, int code) {
+  // replace: messages may quote client bytes (a path, a header name) that are not UTF-8.
+  return openai_error_body(message, type, code).dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+}
+
 void set_error(httplib::Response& res, int status, std::string_view type, std::string_view message) {
   res.status = status;
-  // replace: messages may quote client bytes (a path, a header name) that are not UTF-8.
-  res.set_content(openai_error_body(message, type, status).dump(-1, ' ', false, Json::error_handler_t::replace) + "\n",
-                  "application/json");
+  res.set_content(openai_error_text(message, type, status), "application/json");
 }
 
 std::vector<std::pair<std::string, std::string>> header_list(const httplib::Headers& headers) {
@@ -137,23 +140,6 @@ std::string header_with_control_bytes(const httplib::Headers& headers) {
     if (bad(k) || bad(v)) return k;
   }
   return "";
-}
-
-void install_error_bodies(httplib::Server& server) {
-  server.set_error_handler(
-      httplib::Server::HandlerWithResponse([](const httplib::Request& req, httplib::Response& res) {
-        if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-        std::string msg;
-        switch (res.status) {
-          case 400: msg = "malformed request (a header line over 8 KiB, or a bad request line or header)"; break;
-          case 413: msg = "request body too large (over the server's --max-request-bytes)"; break;
-          case 414: msg = "request URI too long"; break;
-          case 404: msg = "unknown route " + req.method + " " + req.path; break;
-          default: msg = "HTTP error " + std::to_string(res.status); break;
-        }
-        set_error(res, res.status, error_type_for_status(res.status), msg);
-        return httplib::Server::HandlerResponse::Handled;
-      }));
 }
 
 bool header_name_equal(std::string_view a, std::string_view b) {

@@ -68,6 +68,9 @@ class SignalWatcher {
 /// OpenAI-style error body: {"error": {"message", "type", "param": null, "code"}}. `code` is the
 /// HTTP status (as OpenAI-compatible servers such as vLLM and Dynamo's frontend send it).
 Json openai_error_body(std::string_view message, std::string_view type, int code);
+/// openai_error_body as the text of a response body: one JSON line; bytes that are not UTF-8
+/// become U+FFFD.
+std::string openai_error_text(std::string_view message, std::string_view type, int code);
 /// Sets `res` to status `status` with an OpenAI-style error body (application/json).
 void set_error(httplib::Response& res, int status, std::string_view type, std::string_view message);
 /// The error type for an HTTP status: 400 invalid_request_error, 404 not_found_error,
@@ -86,10 +89,6 @@ bool is_loopback_address(std::string_view addr);
 /// reach a handler; forwarding them would inject headers upstream, so callers answer 400.
 std::string header_with_control_bytes(const httplib::Headers& headers);
 
-/// Gives every error response that cpp-httplib makes on its own (400 malformed or oversized
-/// headers, 413 body over the payload limit, 414 URI too long, 404 ...) an OpenAI-style error
-/// body, and leaves bodies that handlers set alone.
-void install_error_bodies(httplib::Server& server);
 
 /// Case-insensitive ASCII comparison of header names.
 bool header_name_equal(std::string_view a, std::string_view b);

@@ -521,12 +521,11 @@ bool Frontend::Impl::check_content_type(const http::ServerRequest& req, http::Se
                         "'Content-Type: application/json' (curl: -H 'Content-Type: application/json')");
     return false;
   };
-  if (req.is_multipart_form_data()) return unsupported("multipart/form-data");
   std::string ct = req.get_header_value("Content-Type");
   std::string lower = ct.substr(0, ct.find(';'));
   for (auto& c : lower) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   while (!lower.empty() && lower.back() == ' ') lower.pop_back();
-  if (lower == "application/x-www-form-urlencoded") return unsupported(lower);
+  if (lower == "multipart/form-data" || lower == "application/x-www-form-urlencoded") return unsupported(lower);
   return true;
 }
 
@@ -925,7 +924,7 @@ void Frontend::Impl::relay_response(const std::shared_ptr<Exchange>& ex, const s
         auto [type, msg] = response_error(*ex, o);
         finish(ex, &o, o.status, type, msg);
       },
-      [res, done] { done(); });
+      std::move(done));
 }
 
 void Frontend::Impl::finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out, int status,
