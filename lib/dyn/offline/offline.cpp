@@ -7,7 +7,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <deque>
+#include <iterator>
+#include <memory>
 #include <map>
 #include <queue>
 #include <unordered_map>
@@ -20,6 +23,7 @@
 #include "dyn/io/line_reader.h"
 #include "dyn/kvevents/codec.h"
 #include "dyn/kvevents/translate.h"
+#include "dyn/offline/turns.h"
 #include "dyn/route/router.h"
 #include "dyn/session/normalize.h"
 #include "dyn/tokens/hash.h"
@@ -98,17 +102,13 @@ double EndModel::duration_ms(uint64_t uncached, uint64_t output, double u) const
 
 namespace {
 
-struct Row {
-  uint64_t index = 0;
-  const std::string* file = nullptr;  // "file:line" is formatted only when a diagnostic needs it
-  uint64_t line = 0;
-  std::string where() const { return io::Line{{}, file, line}.where(); }
+// A trace, header or KV event row as its parser fills it, before it is packed into a Row.
+struct Parsed {
   bool has_time = false;
   double arrival_ms = 0;
-  uint64_t event_ms = 0;
   std::string request_id, x_request_id;
   std::optional<session::AgentContext> ctx;
-  // Blocks: ids at ids_bs (Mooncake / Dynamo) or tokens (header rows / text_input).
+  // Blocks: ids at ids_bs (Dynamo) or tokens (header rows).
   std::vector<uint64_t> ids;
   uint32_t ids_bs = 0;
   bool ids_are_sequence = false;
@@ -119,13 +119,134 @@ struct Row {
   std::optional<double> end_ms;
   std::optional<uint64_t> worker;
   std::optional<Error> error;
-  std::vector<uint64_t> seq;
   // A KV event row {"kv_event": {"worker", "payload_hex"}}: a recorded vLLM batch, applied to the
   // index (--router-kv-events) at its time; it writes no output row.
   bool kv = false;
   uint64_t kv_worker = 0;
   std::string kv_payload;
 };
+
+// What only some rows carry (trace and header rows, text prompts, errors, KV events): allocated
+// for those rows alone.
+struct RowExtra {
+  std::string x_request_id;
+  std::optional<bool> session_final;
+  std::optional<Json> compaction;
+  std::vector<uint32_t> toks;  // prompt tokens, when from_tokens
+  bool from_tokens = false;
+  std::optional<uint64_t> worker;
+  std::optional<Error> error;
+  uint64_t kv_worker = 0;
+  std::string kv_payload;
+};
+
+// One row in the reorder window. Up to kReorderWindow rows wait there, so a row is kept small:
+// about 150 bytes plus its ids at 1 to 2 bytes each for Mooncake's ids (issue 17: rows of about
+// 800 bytes made the window most of decide's memory). The identity strings share one buffer
+// (short ones fit in it without an allocation), the ids are delta-encoded, and what few rows have
+// lives in RowExtra.
+struct Row {
+  uint64_t index = 0;
+  const std::string* file = nullptr;  // "file:line" is formatted only when a diagnostic needs it
+  uint64_t line = 0;
+  double arrival_ms = 0;
+  uint64_t tokens = 0;
+  uint64_t output_tokens = 0;  // when has_output
+  double end_ms = 0;           // when has_end
+  uint32_t ids_bs = 0;         // block size of the ids (Mooncake, Dynamo); 0 = none
+  uint32_t n_ids = 0;
+  uint32_t sid_len = 0, parent_len = 0;  // text = session_id, parent_session_id, request_id
+  bool has_time = false, has_output = false, has_end = false, has_ctx = false;
+  bool ids_are_sequence = false, ids_raw = false, kv = false;
+  std::string text;
+  std::string ids;  // n_ids ids: zigzag LEB128 deltas, or raw u64s (ids_raw) when that is shorter
+  std::unique_ptr<RowExtra> extra;
+
+  std::string where() const { return io::Line{{}, file, line}.where(); }
+  std::string_view session_id() const { return std::string_view(text).substr(0, sid_len); }
+  std::string_view parent_session_id() const { return std::string_view(text).substr(sid_len, parent_len); }
+  std::string_view request_id() const { return std::string_view(text).substr(sid_len + parent_len); }
+  RowExtra& more() {
+    if (!extra) extra = std::make_unique<RowExtra>();
+    return *extra;
+  }
+  const Error* error() const { return extra && extra->error ? &*extra->error : nullptr; }
+  void set_error(Error e) { more().error = std::move(e); }
+  void set_identity(std::string_view sid, std::string_view parent, std::string_view rid) {
+    sid_len = static_cast<uint32_t>(sid.size());
+    parent_len = static_cast<uint32_t>(parent.size());
+    text.reserve(sid.size() + parent.size() + rid.size());
+    text.assign(sid).append(parent).append(rid);
+  }
+  void set_ids(std::span<const uint64_t> v) {
+    thread_local std::string code;  // encoded here, then copied once at its exact size
+    code.clear();
+    uint64_t prev = 0;
+    for (uint64_t x : v) {
+      const auto d = static_cast<int64_t>(x - prev);
+      prev = x;
+      auto z = (static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63);
+      for (; z > 0x7f; z >>= 7) code.push_back(static_cast<char>((z & 0x7f) | 0x80));
+      code.push_back(static_cast<char>(z));
+    }
+    n_ids = static_cast<uint32_t>(v.size());
+    ids_raw = code.size() > v.size() * sizeof(uint64_t);
+    if (ids_raw) ids.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(uint64_t));
+    else ids.assign(code);
+  }
+  void ids_into(std::vector<uint64_t>& out) const {
+    out.resize(n_ids);
+    if (ids_raw) {
+      std::memcpy(out.data(), ids.data(), n_ids * sizeof(uint64_t));
+      return;
+    }
+    const auto* p = reinterpret_cast<const unsigned char*>(ids.data());
+    uint64_t prev = 0;
+    for (uint32_t i = 0; i < n_ids; ++i) {
+      uint64_t z = 0;
+      for (int s = 0;; s += 7) {
+        const unsigned char b = *p++;
+        z |= static_cast<uint64_t>(b & 0x7f) << s;
+        if (!(b & 0x80)) break;
+      }
+      prev += (z >> 1) ^ (0 - (z & 1));
+      out[i] = prev;
+    }
+  }
+};
+
+// A parsed trace, header or KV event row -> its window Row (index, file and line are the caller's).
+void pack(Parsed& p, Row& r) {
+  r.has_time = p.has_time;
+  r.arrival_ms = p.arrival_ms;
+  r.tokens = p.tokens;
+  r.has_output = p.output_tokens.has_value();
+  r.output_tokens = p.output_tokens.value_or(0);
+  r.has_end = p.end_ms.has_value();
+  r.end_ms = p.end_ms.value_or(0);
+  r.ids_bs = p.ids_bs;
+  r.ids_are_sequence = p.ids_are_sequence;
+  r.set_ids(p.ids);
+  r.kv = p.kv;
+  r.has_ctx = p.ctx.has_value();
+  if (p.ctx) r.set_identity(p.ctx->session_id, p.ctx->parent_session_id, p.request_id);
+  else r.set_identity({}, {}, p.request_id);
+  if (!p.x_request_id.empty() || p.from_tokens || p.worker || p.error || p.kv ||
+      (p.ctx && (p.ctx->session_final || p.ctx->compaction))) {
+    RowExtra& x = r.more();
+    x.x_request_id = std::move(p.x_request_id);
+    if (p.ctx) {
+      x.session_final = p.ctx->session_final;
+      x.compaction = std::move(p.ctx->compaction);
+    }
+    x.toks = std::move(p.toks);
+    x.from_tokens = p.from_tokens;
+    x.worker = p.worker;
+    x.error = std::move(p.error);
+    x.kv_worker = p.kv_worker;
+    x.kv_payload = std::move(p.kv_payload);
+  }
+}
 
 std::optional<uint64_t> j_u64(const Json* v) {
   if (!v) return std::nullopt;
@@ -143,7 +264,7 @@ std::string j_id(const Json* v) {
 }
 
 // A Dynamo request_end record -> Row. Returns false when it is not routable.
-bool parse_dynamo(const Json& rec, Row& r, std::string* why) {
+bool parse_dynamo(const Json& rec, Parsed& r, std::string* why) {
   const Json* et = trace::find_path(rec, "event_type");
   if (!et || !et->is_string() || *et != trace::event::kRequestEnd) {
     *why = "not a request_end";
@@ -192,7 +313,7 @@ bool parse_dynamo(const Json& rec, Row& r, std::string* why) {
 }
 
 // A KV event row -> Row (r.error on a malformed one).
-void parse_kv_event_row(const Json& row, Row& r) {
+void parse_kv_event_row(const Json& row, Parsed& r) {
   r.kv = true;
   if (auto t = j_num(trace::find_path(row, "timestamp"))) {
     r.arrival_ms = *t;
@@ -226,7 +347,7 @@ void parse_kv_event_row(const Json& row, Row& r) {
 }
 
 // A header row -> Row.
-void parse_headers_row(const Json& row, Row& r) {
+void parse_headers_row(const Json& row, Parsed& r) {
   auto list = session::headers_from_json(row["headers"]);
   if (!list.ok()) {
     r.error = list.error();
@@ -269,27 +390,26 @@ void row_from_workload(bool ok, std::string& err, trace::WorkloadRow& w, Row& r,
     r.has_time = true;
   }
   if (!ok) {
-    r.error = Error{std::move(err), kExitBadData};
+    r.set_error(Error{std::move(err), kExitBadData});
     return;
   }
   r.tokens = w.input_length;
-  r.output_tokens = w.output_length;
+  r.has_output = w.output_length.has_value();
+  r.output_tokens = w.output_length.value_or(0);
   if (!w.hash_ids.empty()) {
-    r.ids = std::move(w.hash_ids);
+    r.set_ids(w.hash_ids);
     r.ids_bs = ids_bs;
   }
   if (w.text_input) {
-    r.toks = tokens::text_to_tokens(*w.text_input);
-    r.from_tokens = true;
+    RowExtra& x = r.more();
+    x.toks = tokens::text_to_tokens(*w.text_input);
+    x.from_tokens = true;
   }
-  if (!w.session_id.empty()) {
-    session::AgentContext c;
-    c.session_id = std::move(w.session_id);
-    c.parent_session_id = std::move(w.parent_session_id);
-    if (c.parent_session_id == c.session_id) c.parent_session_id.clear();
-    r.ctx = std::move(c);
-  }
-  r.request_id = std::move(w.request_id);
+  r.has_ctx = !w.session_id.empty();
+  if (r.has_ctx)
+    r.set_identity(w.session_id, w.parent_session_id == w.session_id ? std::string_view() : w.parent_session_id,
+                   w.request_id);
+  else r.set_identity({}, {}, w.request_id);
 }
 
 // A Mooncake/agentic row -> Row, validated by the workload parser shared with dyn-replay
@@ -322,7 +442,7 @@ class Decider {
   void start_router();
   void route(Row& r);
   void apply_kv_row(Row& r);
-  void write_decision(Row& r, Expected<Placement>& placed);
+  void write_decision(const Row& r, std::string_view request_id, Expected<Placement>& placed);
   void release(uint32_t slot);
   void report(DecideStats* stats);
 
@@ -331,7 +451,7 @@ class Decider {
   const uint32_t mooncake_bs_;
   io::JsonlReader reader_;
   simdjson::dom::object obj_;
-  trace::WorkloadRow scratch_;  // reused: its buffers are moved into the Row
+  trace::WorkloadRow scratch_;  // reused per row
   uint64_t skipped_ = 0, rejected_ = 0, untimed_ = 0;
   uint64_t index_ = 0;
   double last_ = 0;  // arrival of the previous row in input order (rows without a timestamp take it)
@@ -355,7 +475,7 @@ class Decider {
   std::vector<Live> live_;
   std::vector<uint32_t> free_live_;
   EventQueue<uint32_t> ends_;
-  std::unordered_map<std::string, uint64_t> turns_;
+  TurnCounter turns_;  // rows routed per session id (request ids "<session>:<turn>")
   // Event-fed index: each worker's recorded batches go through the same translation as in
   // dyn-route serve, so the same stream gives the same index and the same placements.
   std::vector<kvevents::Translator> translators_;
@@ -365,6 +485,9 @@ class Decider {
   DecideStats st_;
   std::string line_;
   std::vector<trace::RouteDecision::Candidate> candidates_;  // --explain, reused per row
+  // Reused per routed row: its ids decoded, its sequence hashes, a request id made for it.
+  std::vector<uint64_t> ids_, seq_;
+  std::string request_id_;
 };
 
 Decider::Decider(const DecideOptions& o, io::Output& out)
@@ -395,18 +518,22 @@ bool Decider::read_row(std::string_view text, Row& r) {
   if (!reader_.parse_line_dom(obj_)) return false;
   bool is_trace = !obj_["event_type"].error() || !obj_["schema"].error();
   if (!obj_["kv_event"].error()) {
-    parse_kv_event_row(io::to_json(obj_), r);  // not counted in `index` (row-N request ids)
+    Parsed p;
+    parse_kv_event_row(io::to_json(obj_), p);  // not counted in `index` (row-N request ids)
+    pack(p, r);
   } else if (is_trace || !obj_["headers"].error()) {
     Json rec = io::to_json(obj_);  // trace records and header rows are rare: Json-based parsing
+    Parsed p;
     if (is_trace) {
       std::string why;
-      if (!parse_dynamo(rec, r, &why)) {
+      if (!parse_dynamo(rec, p, &why)) {
         ++skipped_;
         return false;
       }
     } else {
-      parse_headers_row(rec, r);
+      parse_headers_row(rec, p);
     }
+    pack(p, r);
   } else {
     parse_mooncake(obj_, r, mooncake_bs_, scratch_);
   }
@@ -458,19 +585,20 @@ void Decider::release(uint32_t slot) {
 // A recorded KV event batch -> the worker's index, translated as dyn-route serve does.
 void Decider::apply_kv_row(Row& r) {
   ++kv_rows_;
-  if (!r.error && !cfg_.kv_events) r.error = Error{"kv_event rows need --router-kv-events", kExitUsage};
-  if (!r.error && r.kv_worker >= o_.workers)
-    r.error =
-        Error{fmt::format("kv_event worker {} is not one of the {} workers", r.kv_worker, o_.workers), kExitBadData};
+  RowExtra& x = r.more();
+  if (!x.error && !cfg_.kv_events) x.error = Error{"kv_event rows need --router-kv-events", kExitUsage};
+  if (!x.error && x.kv_worker >= o_.workers)
+    x.error =
+        Error{fmt::format("kv_event worker {} is not one of the {} workers", x.kv_worker, o_.workers), kExitBadData};
   std::optional<kvevents::EventBatch> batch;
-  if (!r.error) {
-    auto b = kvevents::decode_batch(r.kv_payload);
+  if (!x.error) {
+    auto b = kvevents::decode_batch(x.kv_payload);
     if (b) batch = std::move(*b);
-    else r.error = b.error();
+    else x.error = b.error();
   }
-  if (r.error) {
+  if (x.error) {
     ++rejected_;
-    diag::error(r.where(), r.error->message);
+    diag::error(r.where(), x.error->message);
     return;
   }
   std::vector<kvevents::IndexUpdate> ups;
@@ -478,7 +606,7 @@ void Decider::apply_kv_row(Row& r) {
     if (const auto* st = std::get_if<kvevents::BlockStored>(&e); st && st->block_size != cfg_.block_size)
       diag::warning(r.where(), fmt::format("BlockStored block size {} differs from the router's {}", st->block_size,
                                            cfg_.block_size));
-    if (auto err = translators_[r.kv_worker].translate(e, ups))
+    if (auto err = translators_[x.kv_worker].translate(e, ups))
       diag::warning(r.where(), err->message + " (event skipped)");
   }
   for (auto& u : ups) {
@@ -487,18 +615,18 @@ void Decider::apply_kv_row(Row& r) {
               : u.kind == kvevents::IndexUpdate::Kind::kRemoved ? KvEvent::Kind::kRemoved
                                                                 : KvEvent::Kind::kCleared;
     ke.block_hashes = std::move(u.sequence_hashes);
-    router_->apply_kv_event(r.kv_worker, ke);
+    router_->apply_kv_event(x.kv_worker, ke);
   }
 }
 
 // Routes one row at its arrival (after every end due by then) and writes its route_decision row.
 void Decider::route(Row& r) {
   if (!router_) start_router();
-  if (any_routed_ && r.arrival_ms < routed_arrival_ && !r.error)
-    r.error = Error{fmt::format("row arrives at {} ms, before rows already routed (at {} ms): the input is more "
-                                "than {} rows out of arrival order; sort it by arrival first",
-                                r.arrival_ms, routed_arrival_, kReorderWindow),
-                    kExitBadData};
+  if (any_routed_ && r.arrival_ms < routed_arrival_ && !r.error())
+    r.set_error(Error{fmt::format("row arrives at {} ms, before rows already routed (at {} ms): the input is more "
+                                  "than {} rows out of arrival order; sort it by arrival first",
+                                  r.arrival_ms, routed_arrival_, kReorderWindow),
+                      kExitBadData});
   any_routed_ = true;
   routed_arrival_ = std::max(routed_arrival_, r.arrival_ms);
   if (r.ids_bs && r.ids_bs != cfg_.block_size && warned_.emplace(r.ids_bs, true).second)
@@ -506,55 +634,67 @@ void Decider::route(Row& r) {
                                          "size {}: re-blocking hash ids to {}-token blocks so prefixes still match; "
                                          "use --kv-cache-block-size {} to route on the input's own blocks",
                                          cfg_.block_size, r.ids_bs, cfg_.block_size, r.ids_bs));
-  if (r.from_tokens) {
-    r.seq = tokens::sequence_hashes(tokens::block_hashes(r.toks, cfg_.block_size));
-    r.toks = {};
+  seq_.clear();
+  if (r.extra && r.extra->from_tokens) {
+    seq_ = tokens::sequence_hashes(tokens::block_hashes(r.extra->toks, cfg_.block_size));
   } else if (r.ids_bs) {
-    r.seq = tokens::sequence_from_ids(r.ids, r.ids_bs, r.ids_are_sequence, r.tokens, cfg_.block_size);
-    r.ids = {};
+    r.ids_into(ids_);
+    seq_ = tokens::sequence_from_ids(ids_, r.ids_bs, r.ids_are_sequence, r.tokens, cfg_.block_size);
   }
   ends_.run_until(r.arrival_ms, [&](const auto& end) { release(end.arg); });
   if (r.kv) return apply_kv_row(r);
-  if (r.request_id.empty()) {
-    if (r.ctx) r.request_id = fmt::format(FMT_COMPILE("{}:{}"), r.ctx->session_id, turns_[r.ctx->session_id]++);
-    else r.request_id = fmt::format(FMT_COMPILE("row-{}"), r.index);
-  } else if (r.ctx) {
-    ++turns_[r.ctx->session_id];
+  std::string_view request_id = r.request_id();
+  if (request_id.empty()) {
+    request_id_.clear();
+    if (r.has_ctx)
+      fmt::format_to(std::back_inserter(request_id_), FMT_COMPILE("{}:{}"), r.session_id(),
+                     turns_.next(r.session_id()));
+    else fmt::format_to(std::back_inserter(request_id_), FMT_COMPILE("row-{}"), r.index);
+    request_id = request_id_;
+  } else if (r.has_ctx) {
+    turns_.next(r.session_id());
   }
   Expected<Placement> placed = Error{};
-  if (!r.error) {
+  if (!r.error()) {
     RouteRequest q;
-    if (r.ctx) {
-      q.session_id = r.ctx->session_id;
-      q.parent_session_id = r.ctx->parent_session_id;
+    if (r.has_ctx) {
+      q.session_id = r.session_id();
+      q.parent_session_id = r.parent_session_id();
     }
-    q.sequence_hashes = r.seq;
+    q.sequence_hashes = seq_;
     q.tokens = r.tokens;
-    q.worker = r.worker;
+    if (r.extra) q.worker = r.extra->worker;
     q.explain = o_.explain;
     placed = router_->place(q);
-    if (!placed.ok()) r.error = placed.error();
+    if (!placed.ok()) r.set_error(placed.error());
   }
-  if (r.error) {
+  if (const Error* e = r.error()) {
     ++rejected_;
-    diag::error(r.where(), r.error->message);
+    diag::error(r.where(), e->message);
   }
-  write_decision(r, placed);
+  write_decision(r, request_id, placed);
 }
 
 // The route_decision row; a placed request is committed and its end scheduled (recorded, or
 // estimated with the end model at the worker's load on arrival).
-void Decider::write_decision(Row& r, Expected<Placement>& placed) {
+void Decider::write_decision(const Row& r, std::string_view request_id, Expected<Placement>& placed) {
   line_.clear();
   trace::RouteDecision d;
   d.event_time_unix_ms = r.arrival_ms > 0 ? static_cast<uint64_t>(std::llround(r.arrival_ms)) : 0;
-  if (r.ctx) d.agent_context = trace::ContextRef::of(*r.ctx);
-  d.request_id = r.request_id;
-  d.x_request_id = r.x_request_id;
+  if (r.has_ctx) {
+    d.agent_context.session_id = r.session_id();
+    d.agent_context.parent_session_id = r.parent_session_id();
+    if (r.extra) {
+      d.agent_context.session_final = r.extra->session_final;
+      if (r.extra->compaction) d.agent_context.compaction = &*r.extra->compaction;
+    }
+  }
+  d.request_id = request_id;
+  if (r.extra) d.x_request_id = r.extra->x_request_id;
   d.input_tokens = r.tokens;
-  d.output_tokens = r.output_tokens;
+  if (r.has_output) d.output_tokens = r.output_tokens;
   if (!placed.ok()) {
-    d.error = trace::RouteDecision::Refusal{r.error->exit_code, r.error->message};
+    d.error = trace::RouteDecision::Refusal{r.error()->exit_code, r.error()->message};
     trace::append_route_decision(line_, d);
     ++st_.decisions;
     out_.line(line_);
@@ -581,9 +721,8 @@ void Decider::write_decision(Row& r, Expected<Placement>& placed) {
   st_.input_tokens += r.tokens;
   st_.cached_tokens += p.cached_tokens();
   double u = kv_tokens_ > 0 ? static_cast<double>(active_tokens_[wi] + r.tokens) / kv_tokens_ : 0;
-  double end =
-      r.end_ms ? std::max(*r.end_ms, r.arrival_ms)
-               : r.arrival_ms + o_.end_model.duration_ms(r.tokens - p.cached_tokens(), r.output_tokens.value_or(0), u);
+  double end = r.has_end ? std::max(r.end_ms, r.arrival_ms)
+                         : r.arrival_ms + o_.end_model.duration_ms(r.tokens - p.cached_tokens(), r.output_tokens, u);
   active_tokens_[wi] += r.tokens;
   uint32_t slot;
   if (!free_live_.empty()) {
