@@ -11,14 +11,16 @@
 
 using namespace dyn::kv;
 
-TEST_CASE("flat map matches std::unordered_map under random insert/find_or_insert/erase") {
+TEST_CASE("flat map matches std::unordered_map under random insert/find_or_insert/erase/erase_at") {
   FlatMap m;
   std::unordered_map<uint64_t, uint32_t> ref;
   std::mt19937_64 g(7);
   for (int i = 0; i < 200000; ++i) {
     uint64_t k = g() % 5000;  // small key space: many collisions and erasures
     if (g() % 3 == 0) {
-      m.erase(k);
+      // erase, or erase_at through the value's cell when present (the prefix index's path)
+      if (uint32_t* v = m.find_ptr(k); v && g() % 2 == 0) m.erase_at(v);
+      else m.erase(k);
       ref.erase(k);
     } else if (g() % 2 == 0) {
       // find_or_insert: the present value, or kEmpty after inserting.

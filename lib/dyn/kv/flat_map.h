@@ -3,6 +3,7 @@
 
 #include <sys/mman.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
@@ -152,19 +153,14 @@ class FlatMap {
       if (cells_[i].key == key) break;
       i = (i + 1) & mask_;
     }
-    // Backward-shift deletion keeps probe chains intact without tombstones.
-    size_t j = i;
-    while (true) {
-      j = (j + 1) & mask_;
-      if (cells_[j].value == kEmpty) break;
-      size_t home = slot(cells_[j].key);
-      bool between = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
-      if (between) continue;
-      cells_[i] = cells_[j];
-      i = j;
-    }
-    cells_[i].value = kEmpty;
-    --size_;
+    erase_cell(i);
+  }
+
+  /// Removes the key whose value `value` points to (a pointer from find_ptr() or
+  /// find_or_insert_ptr(), still valid): erase() without probing for the key again.
+  void erase_at(uint32_t* value) {
+    const Cell* c = reinterpret_cast<const Cell*>(reinterpret_cast<char*>(value) - offsetof(Cell, value));
+    erase_cell(static_cast<size_t>(c - cells_.begin()));
   }
 
   void clear() {
@@ -181,6 +177,21 @@ class FlatMap {
     uint32_t value;
   };
   size_t slot(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
+  // Empties cell i. Backward-shift deletion keeps probe chains intact without tombstones.
+  void erase_cell(size_t i) {
+    size_t j = i;
+    while (true) {
+      j = (j + 1) & mask_;
+      if (cells_[j].value == kEmpty) break;
+      size_t home = slot(cells_[j].key);
+      bool between = (i <= j) ? (i < home && home <= j) : (i < home || home <= j);
+      if (between) continue;
+      cells_[i] = cells_[j];
+      i = j;
+    }
+    cells_[i].value = kEmpty;
+    --size_;
+  }
   void rehash(size_t n) {
     HugeArray<Cell> old(n, 0xff);
     old.swap(cells_);

@@ -75,7 +75,7 @@ void PrefixIndex::remove_entry(uint32_t e) {
   Entry& x = entries_[e];
   uint32_t* first = map_.find_ptr(x.hash);
   if (*first == e) {
-    if (x.node_next == kNil) map_.erase(x.hash);  // its last holder: the block leaves the map
+    if (x.node_next == kNil) map_.erase_at(first);  // its last holder: the block leaves the map
     else *first = x.node_next;
   } else {
     for (uint32_t p = *first; p != kNil; p = entries_[p].node_next)

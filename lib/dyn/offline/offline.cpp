@@ -179,20 +179,22 @@ struct Row {
     text.assign(sid).append(parent).append(rid);
   }
   void set_ids(std::span<const uint64_t> v) {
-    thread_local std::string code;  // encoded here, then copied once at its exact size
-    code.clear();
+    thread_local std::string code;  // encoded here (at most 10 bytes an id), then copied at its exact size
+    code.resize(v.size() * 10);
+    char* p = code.data();
     uint64_t prev = 0;
     for (uint64_t x : v) {
       const auto d = static_cast<int64_t>(x - prev);
       prev = x;
       auto z = (static_cast<uint64_t>(d) << 1) ^ static_cast<uint64_t>(d >> 63);
-      for (; z > 0x7f; z >>= 7) code.push_back(static_cast<char>((z & 0x7f) | 0x80));
-      code.push_back(static_cast<char>(z));
+      for (; z > 0x7f; z >>= 7) *p++ = static_cast<char>((z & 0x7f) | 0x80);
+      *p++ = static_cast<char>(z);
     }
+    const auto n = static_cast<size_t>(p - code.data());
     n_ids = static_cast<uint32_t>(v.size());
-    ids_raw = code.size() > v.size() * sizeof(uint64_t);
+    ids_raw = n > v.size() * sizeof(uint64_t);
     if (ids_raw) ids.assign(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(uint64_t));
-    else ids.assign(code);
+    else ids.assign(code.data(), n);
   }
   void ids_into(std::vector<uint64_t>& out) const {
     out.resize(n_ids);
