@@ -13,7 +13,6 @@
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
@@ -92,24 +91,30 @@ namespace {
 thread_local const EventLoop* tl_loop = nullptr;
 }
 
-EventLoop::EventLoop(size_t loop_threads, size_t handler_threads)
-    : ctx_(static_cast<int>(std::max<size_t>(1, loop_threads))),
-      guard_(asio::make_work_guard(ctx_)),
-      handlers_(handler_threads),
-      loop_threads_(std::max<size_t>(1, loop_threads)) {}
+EventLoop::EventLoop(size_t loop_threads, size_t handler_threads) : handlers_(handler_threads) {
+  for (size_t i = 0; i < std::max<size_t>(1, loop_threads); ++i) {
+    // Concurrency hint 1: one thread runs each context (other threads only post to it).
+    contexts_.push_back(std::make_unique<asio::io_context>(1));
+    guards_.push_back(asio::make_work_guard(*contexts_.back()));
+  }
+}
 
 EventLoop::~EventLoop() { shutdown(); }
 
+asio::any_io_executor EventLoop::next_executor() {
+  return contexts_[next_.fetch_add(1, std::memory_order_relaxed) % contexts_.size()]->get_executor();
+}
+
 void EventLoop::start() {
   if (started_.exchange(true)) return;
-  for (size_t i = 0; i < loop_threads_; ++i) {
-    threads_.emplace_back([this] {
+  for (auto& c : contexts_) {
+    threads_.emplace_back([this, ctx = c.get()] {
       tl_loop = this;
       // A handler that throws loses its own request (its connection is closed when the session
       // goes), never the loop thread that serves every other one.
       for (;;) {
         try {
-          ctx_.run();
+          ctx->run();
           return;
         } catch (const std::exception& e) {
           diag::error("event loop", std::string("a handler failed: ") + e.what());
@@ -123,14 +128,19 @@ void EventLoop::shutdown() {
   if (shut_.exchange(true)) return;
   // Handlers first: they may wait on upstream operations that only the running loop completes.
   handlers_.join();
-  guard_.reset();
+  guards_.clear();
   if (!started_) return;
-  // The loop ends when its last operations (streams told to stop, closing sockets) are done; an
+  // Each loop ends when its last operations (streams told to stop, closing sockets) are done; an
   // operation that would outlive 10 s (a peer that never answers) is abandoned.
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
-  while (!ctx_.stopped() && std::chrono::steady_clock::now() < deadline)
+  auto all_stopped = [&] {
+    for (auto& c : contexts_)
+      if (!c->stopped()) return false;
+    return true;
+  };
+  while (!all_stopped() && std::chrono::steady_clock::now() < deadline)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  ctx_.stop();
+  for (auto& c : contexts_) c->stop();
   for (auto& t : threads_) t.join();
 }
 
@@ -175,14 +185,14 @@ struct EventServer::Impl : std::enable_shared_from_this<EventServer::Impl> {
   struct Route {
     std::string method;
     std::regex re;
-    Handler handler;        // or
+    Handler handler;  // or
     AsyncHandler async_handler;
   };
   EventLoop& loop;
   size_t max_body;
   ListenOptions opt;
   std::vector<Route> routes;
-  std::optional<asio::strand<asio::io_context::executor_type>> strand;
+  asio::any_io_executor accept_ex;  // the first loop thread's: the acceptor's operations
   std::optional<tcp::acceptor> acceptor;
   std::mutex mu;  // sessions, closing
   std::unordered_map<ServerSession*, std::weak_ptr<ServerSession>> sessions;
@@ -202,7 +212,7 @@ struct EventServer::Impl : std::enable_shared_from_this<EventServer::Impl> {
 namespace {
 
 /// One client connection: reads a request, runs its handler on the pool, writes the response,
-/// then waits for the next request (keep-alive). Everything runs on the connection's strand.
+/// then waits for the next request (keep-alive). Everything runs on the connection's loop thread.
 struct ServerSession : std::enable_shared_from_this<ServerSession> {
   std::shared_ptr<EventServer::Impl> srv;
   beast::tcp_stream stream;
@@ -350,7 +360,9 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
     }
     auto self = shared_from_this();
     auto res = std::make_shared<ServerResponse>();
-    auto send = [self, res] { asio::dispatch(self->stream.get_executor(), [self, res] { self->respond(std::move(*res)); }); };
+    auto send = [self, res] {
+      asio::dispatch(self->stream.get_executor(), [self, res] { self->respond(std::move(*res)); });
+    };
     // A handler that throws before it answered gets a 500 (an async one reports later failures
     // through its own response).
     auto failed = [res](const std::exception& e) {
@@ -435,7 +447,7 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
 
   std::shared_ptr<BodyStream> make_stream();
 
-  // ---- the BodyStream side (each call hops onto the strand) ----
+  // ---- the BodyStream side (each call hops onto the connection's loop thread) ----
   void write_chunk(std::string d, std::function<void(bool)> done) {
     if (closed) return done(false);
     if (d.empty() || head_only) return done(true);  // an empty chunk would end the body
@@ -502,17 +514,19 @@ class ServerChunkStream : public BodyStream {
   std::shared_ptr<ServerSession> s_;
 };
 
-std::shared_ptr<BodyStream> ServerSession::make_stream() { return std::make_shared<ServerChunkStream>(shared_from_this()); }
+std::shared_ptr<BodyStream> ServerSession::make_stream() {
+  return std::make_shared<ServerChunkStream>(shared_from_this());
+}
 
 }  // namespace
 
 void EventServer::Impl::do_accept() {
   auto self = shared_from_this();
-  acceptor->async_accept(asio::make_strand(loop.context()), [self](beast::error_code ec, tcp::socket sock) {
+  acceptor->async_accept(loop.next_executor(), [self](beast::error_code ec, tcp::socket sock) {
     if (!self->acceptor->is_open()) return;
     if (ec) {
       // Out of descriptors or a transient failure: try again shortly instead of spinning.
-      auto t = std::make_shared<asio::steady_timer>(*self->strand, std::chrono::milliseconds(20));
+      auto t = std::make_shared<asio::steady_timer>(self->accept_ex, std::chrono::milliseconds(20));
       t->async_wait([self, t](beast::error_code) {
         if (self->acceptor->is_open()) self->do_accept();
       });
@@ -541,14 +555,14 @@ void EventServer::route_async(std::string method, const std::string& path_regex,
 Expected<int> EventServer::bind(const ListenOptions& o) {
   Impl& m = *impl_;
   m.opt = o;
-  m.strand.emplace(asio::make_strand(m.loop.context()));
+  m.accept_ex = m.loop.context().get_executor();
   beast::error_code ec;
   tcp::resolver resolver(m.loop.context());
   auto eps = resolver.resolve(o.host, std::to_string(o.port), tcp::resolver::numeric_service, ec);
   const std::string where = o.port == 0 ? o.host + " to a free port" : o.host + ":" + std::to_string(o.port);
   if (ec || eps.empty()) return Error{"cannot bind " + where + ": " + (ec ? ec.message() : "no address"), kExitIo};
   tcp::endpoint ep = eps.begin()->endpoint();
-  m.acceptor.emplace(*m.strand);
+  m.acceptor.emplace(m.accept_ex);
   m.acceptor->open(ep.protocol(), ec);
   // SO_REUSEADDR allows a restart on a port in TIME_WAIT; without SO_REUSEPORT a port someone
   // listens on fails to bind (issue 16: a second server must not share it silently).
@@ -568,7 +582,7 @@ Expected<int> EventServer::bind(const ListenOptions& o) {
 void EventServer::start() {
   auto m = impl_;
   if (!m->acceptor) return;
-  asio::dispatch(*m->strand, [m] { m->do_accept(); });
+  asio::dispatch(m->accept_ex, [m] { m->do_accept(); });
 }
 
 void EventServer::close() {
@@ -587,7 +601,7 @@ void EventServer::close() {
       m->acceptor->close(ignored);
     } else {
       auto done = std::make_shared<std::promise<void>>();
-      asio::dispatch(*m->strand, [m, done] {
+      asio::dispatch(m->accept_ex, [m, done] {
         beast::error_code ignored;
         m->acceptor->close(ignored);
         done->set_value();

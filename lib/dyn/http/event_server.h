@@ -53,16 +53,23 @@ class HandlerPool {
   bool stopping_ = false;
 };
 
-/// An io_context run by `loop_threads` threads plus the handler pool: what a server and the
-/// upstream connections it proxies to share. start() starts the threads; shutdown() joins the
-/// handlers, then lets the loop finish its last operations and joins it.
+/// The loop threads, each running an io_context of its own (nginx's worker model), plus the
+/// handler pool: what a server and the upstream connections it proxies to share. A connection
+/// and the upstream exchanges it starts live on one loop thread, so relaying a chunk never wakes
+/// another thread (issue 16: one context shared by every loop thread cost a cross-thread wake-up
+/// per completion). start() starts the threads; shutdown() joins the handlers, then lets each
+/// loop finish its last operations and joins it.
 class EventLoop {
  public:
   EventLoop(size_t loop_threads, size_t handler_threads);
   ~EventLoop();
   EventLoop(const EventLoop&) = delete;
   EventLoop& operator=(const EventLoop&) = delete;
-  boost::asio::io_context& context() { return ctx_; }
+  /// The first loop thread's context (the listening sockets live there).
+  boost::asio::io_context& context() { return *contexts_.front(); }
+  /// The executor of the next loop thread, round robin (a new connection's, or an exchange's
+  /// that no connection owns). It runs one handler at a time, so it serves as a strand.
+  boost::asio::any_io_executor next_executor();
   HandlerPool& handlers() { return handlers_; }
   void start();
   void shutdown();
@@ -72,23 +79,24 @@ class EventLoop {
   bool in_loop_thread() const;
 
  private:
-  boost::asio::io_context ctx_;
-  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard_;
+  using Guard = boost::asio::executor_work_guard<boost::asio::io_context::executor_type>;
+  std::vector<std::unique_ptr<boost::asio::io_context>> contexts_;
+  std::vector<Guard> guards_;
   HandlerPool handlers_;
-  size_t loop_threads_;
   std::vector<std::thread> threads_;
+  std::atomic<size_t> next_{0};
   std::atomic<bool> started_{false}, shut_{false};
 };
 
 /// A request as a handler sees it.
 struct ServerRequest {
-  std::string method;       ///< "POST" (a HEAD request reaches the GET handler as "HEAD")
-  std::string target;       ///< as sent, e.g. "/v1/messages?beta=true" or an absolute-form URL
-  std::string path;         ///< the target without its query, percent-decoded (routes match it)
+  std::string method;        ///< "POST" (a HEAD request reaches the GET handler as "HEAD")
+  std::string target;        ///< as sent, e.g. "/v1/messages?beta=true" or an absolute-form URL
+  std::string path;          ///< the target without its query, percent-decoded (routes match it)
   httplib::Headers headers;  ///< as received (names case-insensitive, duplicates kept)
   std::string body;
   std::string remote_addr;  ///< the peer's address, e.g. "127.0.0.1" or "::1"
-  /// The connection's strand: upstream I/O for this request runs there too (ProxyCall::start).
+  /// The connection's loop thread: upstream I/O for this request runs there too (ProxyCall::start).
   boost::asio::any_io_executor executor;
   std::string get_header_value(const std::string& name) const;
 };
@@ -127,16 +135,16 @@ void set_error(ServerResponse& res, int status, std::string_view type, std::stri
 
 /// An HTTP/1.1 server on an EventLoop. Routes are (method, regex over the decoded path) pairs
 /// tried in the order added, with a blocking handler (run on the pool) or an asynchronous one
-/// (run on the loop: no thread switch for the request); HEAD runs the GET route without sending the body. Keep-alive and
-/// Expect: 100-continue as clients use them. Errors it answers itself, with OpenAI-style bodies:
-/// 400 for a malformed request (a header line over 8 KiB, a bad request line, header or chunked
-/// body, CR/LF/NUL in a header), 413 for a body over `max_body_bytes`, 414 for a target over
-/// 8 KiB, 404 for no route. Binding a busy port is an error (no SO_REUSEPORT sharing, issue 16).
+/// (run on the loop: no thread switch for the request); HEAD runs the GET route without sending the body. Keep-alive
+/// and Expect: 100-continue as clients use them. Errors it answers itself, with OpenAI-style bodies: 400 for a
+/// malformed request (a header line over 8 KiB, a bad request line, header or chunked body, CR/LF/NUL in a header), 413
+/// for a body over `max_body_bytes`, 414 for a target over 8 KiB, 404 for no route. Binding a busy port is an error (no
+/// SO_REUSEPORT sharing, issue 16).
 class EventServer {
  public:
   /// Runs on the handler pool (it may block); the response is sent when it returns.
   using Handler = std::function<void(const ServerRequest&, ServerResponse&)>;
-  /// Runs on the loop, on the connection's strand, and must not block: it starts the work and
+  /// Runs on the connection's loop thread and must not block: it starts the work and
   /// calls `done` (from any thread, once) when the response is set.
   using AsyncHandler = std::function<void(std::shared_ptr<const ServerRequest>, std::shared_ptr<ServerResponse>,
                                           std::function<void()> done)>;

@@ -18,7 +18,6 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/redirect_error.hpp>
-#include <boost/asio/strand.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -223,11 +222,11 @@ std::chrono::steady_clock::duration seconds(double s) {
 }
 }  // namespace
 
-/// The upstream connection of one call. Every operation on it runs on `strand` (a call's I/O
-/// never runs on two threads at once; a handler thread only waits for results).
+/// The upstream connection of one call. Every operation on it runs on `ex`, one loop thread's (a
+/// call's I/O never runs on two threads at once; a handler thread only waits for results).
 struct ProxyCall::Io {
-  Io(asio::io_context& ctx, asio::any_io_executor ex) : strand(ex ? std::move(ex) : asio::make_strand(ctx)) {}
-  asio::any_io_executor strand;
+  Io(EventLoop& loop, asio::any_io_executor e) : ex(e ? std::move(e) : loop.next_executor()) {}
+  asio::any_io_executor ex;
   ProxyRequest request;
   bhttp::request<bhttp::string_body> req;
   std::optional<beast::tcp_stream> tcp;                     // plain upstreams
@@ -261,13 +260,14 @@ struct ProxyCall::Io {
 
 ProxyCall::ProxyCall(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap, const Clock& clock,
                      asio::any_io_executor executor)
-    : pool_(pool), tap_(std::move(tap)), clock_(clock), io_(std::make_unique<Io>(pool.loop().context(), executor)) {
+    : pool_(pool), tap_(std::move(tap)), clock_(clock), io_(std::make_unique<Io>(pool.loop(), executor)) {
   io_->request = std::move(request);
 }
 
 std::shared_ptr<ProxyCall> ProxyCall::start(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap,
                                             const Clock& clock, asio::any_io_executor executor) {
-  return std::shared_ptr<ProxyCall>(new ProxyCall(pool, std::move(request), std::move(tap), clock, std::move(executor)));
+  return std::shared_ptr<ProxyCall>(
+      new ProxyCall(pool, std::move(request), std::move(tap), clock, std::move(executor)));
 }
 
 // No operation is running when the last reference goes (each holds one).
@@ -276,7 +276,7 @@ ProxyCall::~ProxyCall() { stop_upstream(); }
 void ProxyCall::start_async(std::function<void(bool)> on_headers) {
   auto self = shared_from_this();
   asio::co_spawn(
-      io_->strand, [self]() { return self->exchange(); },
+      io_->ex, [self]() { return self->exchange(); },
       [self, cb = std::move(on_headers)](std::exception_ptr) { cb(self->have_response_); });
 }
 
@@ -339,15 +339,15 @@ awaitable<void> ProxyCall::exchange() {
       sockaddr_storage sa{};
       socklen_t len = sizeof(sa);
       ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-      x.tcp.emplace(x.strand);
+      x.tcp.emplace(x.ex);
       x.tcp->socket().assign(sa.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
       if (ec) ::close(fd);
     } else {
-      tcp::resolver resolver(x.strand);
+      tcp::resolver resolver(x.ex);
       auto endpoints = co_await resolver.async_resolve(url.host, url.port, redirect_error(use_awaitable, ec));
       if (!ec) {
-        if (url.tls) x.tls.emplace(x.strand, tls_context());
-        else x.tcp.emplace(x.strand);
+        if (url.tls) x.tls.emplace(x.ex, tls_context());
+        else x.tcp.emplace(x.ex);
         x.lowest().expires_after(seconds(to.connect_s));
         co_await x.lowest().async_connect(endpoints, redirect_error(use_awaitable, ec));
       }
@@ -420,7 +420,7 @@ void ProxyCall::stop_upstream() {
 
 void ProxyCall::cancel() {
   auto self = shared_from_this();
-  asio::dispatch(io_->strand, [self] { self->stop_upstream(); });
+  asio::dispatch(io_->ex, [self] { self->stop_upstream(); });
 }
 
 bool ProxyCall::take_piece(size_t n, boost::system::error_code ec, std::string& out) {
@@ -486,7 +486,7 @@ void ProxyCall::relay(ServerResponse& res, const std::vector<std::pair<std::stri
     // A whole body (JSON answers, model lists): read on the loop, then answered with a length.
     auto body = std::make_shared<std::string>();
     asio::co_spawn(
-        io_->strand,
+        io_->ex,
         [self, body]() -> awaitable<void> {
           while (!self->done_) {
             auto [n, ec] = co_await self->io_->read_piece(self->pool_.timeouts().read_s);
@@ -514,12 +514,12 @@ void ProxyCall::relay(ServerResponse& res, const std::vector<std::pair<std::stri
   res.stream = [self](std::shared_ptr<BodyStream> out) {
     // The server closing the connection (stop) ends the upstream read at once.
     out->on_close([self] {
-      asio::dispatch(self->io_->strand, [self] {
+      asio::dispatch(self->io_->ex, [self] {
         self->client_gone_ = true;
         self->stop_upstream();
       });
     });
-    asio::co_spawn(self->io_->strand, self->pump(out), asio::detached);
+    asio::co_spawn(self->io_->ex, self->pump(out), asio::detached);
   };
   ready();
 }
@@ -532,7 +532,7 @@ void ProxyCall::relay_blocking(ServerResponse& res,
 
 awaitable<void> ProxyCall::pump(std::shared_ptr<BodyStream> out) {
   auto self = shared_from_this();
-  // Resumes on this call's strand once the client side has taken a chunk.
+  // Resumes on this call's loop thread once the client side has taken a chunk.
   asio::use_awaitable_t<> token;
   auto send = [&](std::string data) {
     return asio::async_initiate<asio::use_awaitable_t<>, void(bool)>(

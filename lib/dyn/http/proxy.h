@@ -125,8 +125,8 @@ std::vector<std::string> connection_nominated(const httplib::Headers& headers);
 /// forwardable_header(name) and not one of `nominated` (see connection_nominated).
 bool forwardable_header(std::string_view name, const std::vector<std::string>& nominated);
 
-/// One proxied exchange. Its upstream I/O runs on the pool's event loop, on one strand (the
-/// client connection's when the server passes it). start_async() connects (or takes a pooled
+/// One proxied exchange. Its upstream I/O runs on one of the pool's loop threads (the client
+/// connection's when the server passes its executor). start_async() connects (or takes a pooled
 /// connection), sends the request and reads the upstream's status and headers; the caller may
 /// then retry elsewhere (cancel) or answer with relay(). An SSE body (text/event-stream) is
 /// relayed on the loop piece by piece as it arrives, through the tap, as a chunked response: no
@@ -137,8 +137,8 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
  public:
   /// An exchange forwarding `request` to `pool`'s upstream (nothing is sent before
   /// start_async()). `tap` may be null. `pool` and `clock` must outlive the call.
-  /// `executor` (a strand) runs the call's I/O; a server passes the client connection's, so the
-  /// relay never changes threads. Default: a strand of its own on the pool's loop.
+  /// `executor` (one loop thread's, or a strand) runs the call's I/O; a server passes the client
+  /// connection's, so the relay never changes threads. Default: the loop's next thread.
   static std::shared_ptr<ProxyCall> start(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap,
                                           const Clock& clock, boost::asio::any_io_executor executor = {});
   ~ProxyCall();
