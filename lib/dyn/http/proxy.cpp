@@ -249,12 +249,28 @@ struct ProxyCall::Io {
     if (p.is_done()) co_return std::pair{size_t{0}, beast::error_code{}};
     p.get().body().data = piece.data();
     p.get().body().size = piece.size();
-    lowest().expires_after(seconds(read_s));
     beast::error_code ec;
+    parse_buffered(ec);
+    const auto got = [&] { return piece.size() - p.get().body().size; };
+    if (ec || p.is_done() || got() > 0) co_return std::pair{got(), ec};
+    lowest().expires_after(seconds(read_s));
     if (tls) co_await bhttp::async_read_some(*tls, buf, p, redirect_error(use_awaitable, ec));
     else co_await bhttp::async_read_some(*tcp, buf, p, redirect_error(use_awaitable, ec));
     if (ec == bhttp::error::need_buffer) ec = {};
-    co_return std::pair{piece.size() - p.get().body().size, ec};
+    if (!ec) parse_buffered(ec);
+    co_return std::pair{got(), ec};
+  }
+  /// Parses what `buf` already holds into the rest of `piece`, without I/O. Beast's read yields
+  /// one chunk at a time, so without this every chunk that came with one read cost the client a
+  /// write of its own (nginx relays what a read returned in one write).
+  void parse_buffered(beast::error_code& ec) {
+    auto& p = *parser;
+    while (buf.size() > 0 && !p.is_done() && p.get().body().size > 0) {
+      const size_t used = p.put(buf.data(), ec);
+      buf.consume(used);
+      if (ec == bhttp::error::need_more) ec = {};
+      if (ec || used == 0) return;
+    }
   }
 };
 
