@@ -4,7 +4,8 @@
 # them, and the drain and the final trace flush always run. A thread that did not block them could
 # be handed the signal by the kernel and the process would die of it, losing the rows still in
 # the trace buffer (e2e.serve-replicas-redis lost the last two rows of one replica that way).
-# The flush interval here is 60 s, so only the stop's flush can write the rows.
+# The flush interval here is 1 h (a loaded machine once took over 60 s to reach the stop), so
+# only the stop's flush can write the rows.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 source "$DYN_ROOT/tests/e2e/helpers/redis.sh"
 need_redis
@@ -16,7 +17,7 @@ start_router r --worker "$w0_url" --worker "$w1_url" --router-mode kv --router-k
   --worker-kv-events "$w0_url=$(ev "$w0_url")" --worker-kv-events "$w1_url=$(ev "$w1_url")" \
   --router-binding-store "redis://127.0.0.1:$rd_port" --router-session-affinity-ttl-secs 60 \
   --request-trace --request-trace-file-format jsonl --request-trace-file-path "$PWD/trace.jsonl" \
-  --request-trace-file-flush-interval-ms 60000
+  --request-trace-file-flush-interval-ms 3600000
 for i in $(seq 1 20); do
   curl -sS -N -o /dev/null -H "x-session-id: s-$((i % 5))" -H 'content-type: application/json' \
     "$r_url/v1/chat/completions" \

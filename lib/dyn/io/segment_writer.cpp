@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
@@ -65,7 +66,7 @@ SegmentWriter::SegmentWriter(SegmentWriterOptions options) : opts_(std::move(opt
         cv_.wait_for(lk, std::chrono::milliseconds(opts_.flush_interval_ms));
         if (stop_) break;
         try {
-          flush_locked();
+          flush_locked(lk);
         } catch (const std::exception& e) {
           diag::warning("trace writer", e.what());
         }
@@ -103,23 +104,55 @@ void SegmentWriter::open_segment_locked() {
 }
 
 void SegmentWriter::write_line(const std::string& line) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::unique_lock<std::mutex> lock(mu_);
   if (closed_) return;
   buf_.append(line);
   buf_.push_back('\n');
   ++buf_lines_;
   bool roll = (opts_.roll_bytes && seg_bytes_ + buf_.size() >= opts_.roll_bytes) ||
               (opts_.roll_lines && seg_lines_ + buf_lines_ >= opts_.roll_lines);
-  if (buf_.size() >= opts_.buffer_bytes || roll) flush_locked();
+  if (buf_.size() >= opts_.buffer_bytes || roll) flush_locked(lock);
 }
 
 void SegmentWriter::flush() {
-  std::lock_guard<std::mutex> lock(mu_);
-  flush_locked();
+  std::unique_lock<std::mutex> lock(mu_);
+  flush_locked(lock);
 }
 
-void SegmentWriter::flush_locked() {
+void SegmentWriter::flush_locked(std::unique_lock<std::mutex>& lk) {
   if (buf_.empty()) return;
+  // The batch is taken now and compressed without the lock: write_line callers (a server's
+  // event loop, serving every connection) must never wait for a compression (issue 16: a 1 s
+  // batch at gzip level 6 stalled every stream for tens of ms). Batches reach the file in the
+  // order they were taken.
+  std::string batch = std::move(buf_);
+  const size_t batch_size = batch.size();
+  const uint64_t lines = buf_lines_;
+  buf_.clear();
+  buf_lines_ = 0;
+  const uint64_t seq = taken_++;
+  std::string payload;
+  std::exception_ptr failed;
+  if (opts_.gzip) {
+    lk.unlock();
+    try {
+      payload = gzip_member(batch);
+    } catch (...) {
+      failed = std::current_exception();
+    }
+    lk.lock();
+  } else {
+    payload = std::move(batch);
+  }
+  turn_.wait(lk, [&] { return written_ == seq; });
+  struct Next {  // the next batch's turn comes however this one ends
+    SegmentWriter& w;
+    ~Next() {
+      ++w.written_;
+      w.turn_.notify_all();
+    }
+  } next{*this};
+  if (failed) std::rethrow_exception(failed);
   if (fd_ < 0 && roll_pending_) {
     // The next segment is created only when it gets data, so a roll never leaves an empty file.
     try {
@@ -135,7 +168,6 @@ void SegmentWriter::flush_locked() {
     }
   }
   if (fd_ < 0) return;
-  std::string payload = opts_.gzip ? gzip_member(buf_) : buf_;
   const off_t start = ::lseek(fd_, 0, SEEK_END);
   const char* p = payload.data();
   size_t n = payload.size();
@@ -151,14 +183,12 @@ void SegmentWriter::flush_locked() {
       }
       std::string what = segment_path(seg_index_) + ": write failed: " + std::strerror(err);
       if (!opts_.drop_on_error) throw Fatal(kExitIo, what);
-      dropped_ += buf_lines_;
-      dropped_in_outage_ += buf_lines_;
+      dropped_ += lines;
+      dropped_in_outage_ += lines;
       if (!failing_) {
         failing_ = true;
         diag::error("trace writer", what + "; dropping trace rows until writes succeed again");
       }
-      buf_.clear();
-      buf_lines_ = 0;
       return;
     }
     p += w;
@@ -170,10 +200,8 @@ void SegmentWriter::flush_locked() {
                std::to_string(dropped_in_outage_) + " trace rows were dropped");
     dropped_in_outage_ = 0;
   }
-  seg_bytes_ += buf_.size();
-  seg_lines_ += buf_lines_;
-  buf_.clear();
-  buf_lines_ = 0;
+  seg_bytes_ += batch_size;
+  seg_lines_ += lines;
   if (opts_.gzip &&
       ((opts_.roll_bytes && seg_bytes_ >= opts_.roll_bytes) || (opts_.roll_lines && seg_lines_ >= opts_.roll_lines))) {
     ++seg_index_;
@@ -196,9 +224,9 @@ void SegmentWriter::close() {
   }
   cv_.notify_all();
   if (flusher_.joinable()) flusher_.join();
-  std::lock_guard<std::mutex> lock(mu_);
-  flush_locked();
-  closed_ = true;
+  std::unique_lock<std::mutex> lock(mu_);
+  closed_ = true;  // first: lines written while the last batch is compressed would be lost
+  flush_locked(lock);
   // A segment that never got a row (no traffic) would not pass gzip -t: remove it.
   if (fd_ >= 0 && opts_.gzip && seg_bytes_ == 0 && ::lseek(fd_, 0, SEEK_END) == 0)
     ::unlink(segment_path(seg_index_).c_str());

@@ -53,13 +53,16 @@ class SegmentWriter {
   uint64_t dropped_rows() const;
 
  private:
-  void flush_locked();
+  /// Writes the buffered lines; `lk` holds mu_ and is released while they are compressed.
+  void flush_locked(std::unique_lock<std::mutex>& lk);
   void open_segment_locked();
   std::string segment_path(uint64_t index) const;
 
   SegmentWriterOptions opts_;
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::condition_variable turn_;      ///< a taken batch waits for the earlier ones to be written
+  uint64_t taken_ = 0, written_ = 0;  ///< batches taken from buf_ / written (or dropped)
   std::string buf_;
   uint64_t buf_lines_ = 0;
   uint64_t seg_index_ = 0;
