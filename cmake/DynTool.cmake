@@ -7,6 +7,12 @@
 function(dyn_unity target)
   if(DYN_UNITY_BUILD)
     set_target_properties(${target} PROPERTIES UNITY_BUILD ON UNITY_BUILD_BATCH_SIZE 16)
+    # In a unity source each .cpp is an included file, so GCC takes a class defined there that
+    # holds an anonymous-namespace type (EventServer::Impl, a coroutine frame) for one in a
+    # header and warns; within one translation unit that is what the code means.
+    if(CMAKE_CXX_COMPILER_ID STREQUAL "GNU")
+      target_compile_options(${target} PRIVATE -Wno-subobject-linkage)
+    endif()
   endif()
 endfunction()
 
