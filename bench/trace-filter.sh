@@ -8,7 +8,8 @@
 #  2. the same filter vs gzip -cd > /dev/null                (goal: at most 1.5x its time);
 #  3. peak RSS of the filter at two file sizes               (goal: flat as the file grows).
 # Inputs go to $BENCH_DIR (default build/bench-data) and are never committed.
-# Usage: bench/trace-filter.sh [BUILD_DIR] [MB]   (defaults: build, 200)
+# Each figure is the median of RUNS (default 3) interleaved rounds.
+# Usage: [RUNS=N] bench/trace-filter.sh [BUILD_DIR] [MB]   (defaults: build, 200)
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
@@ -32,10 +33,24 @@ run() {
 }
 where='request.cached_tokens>30000'
 jqprog='select(.event_type=="request_end" and (.request.cached_tokens|type)=="number" and .request.cached_tokens>30000)'
-read -r gz_s _ < <(run "gzip -cd '$big' >/dev/null")
-read -r dyn_s dyn_rss < <(run "'$bin/dyn-trace' filter --event request_end --where '$where' '$big'")
-read -r dyn_small_s dyn_small_rss < <(run "'$bin/dyn-trace' filter --event request_end --where '$where' '$small'")
-read -r jq_s _ < <(run "gzip -cd '$big' | jq -c '$jqprog'")
+# RUNS rounds, interleaved (gzip, filter, small filter, jq, gzip, ...) so load on a shared machine
+# hits every side alike; each figure is the median of its rounds.
+runs="${RUNS:-3}"
+: >"$data/.runs"
+for _ in $(seq "$runs"); do
+  echo "gz $(run "gzip -cd '$big' >/dev/null")" >>"$data/.runs"
+  echo "dyn $(run "'$bin/dyn-trace' filter --event request_end --where '$where' '$big'")" >>"$data/.runs"
+  echo "small $(run "'$bin/dyn-trace' filter --event request_end --where '$where' '$small'")" >>"$data/.runs"
+  echo "jq $(run "gzip -cd '$big' | jq -c '$jqprog'")" >>"$data/.runs"
+done
+# median NAME COLUMN: the median of that column over NAME's rounds (column 2 seconds, 3 RSS KiB).
+median() {
+  awk -v n="$1" -v c="$2" '$1 == n { print $c }' "$data/.runs" | sort -g |
+    awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
+}
+gz_s=$(median gz 2) dyn_s=$(median dyn 2) dyn_rss=$(median dyn 3)
+dyn_small_s=$(median small 2) dyn_small_rss=$(median small 3) jq_s=$(median jq 2)
+rm -f "$data/.runs"
 "$bin/dyn-trace" filter --event request_end --where "$where" "$big" | jq -cS . >"$data/.ours"
 gzip -cd "$big" | jq -cS "$jqprog" >"$data/.theirs"
 total=$(gzip -cd "$big" | wc -l)
@@ -46,6 +61,7 @@ cmp -s "$data/.ours" "$data/.theirs" && same=PASS
 rm -f "$data/.ours" "$data/.theirs"
 printf 'rows selected: dyn-trace %s, jq %s of %s (%.2f %%); selected rows identical to jq'"'"'s: %s\n' \
   "$ours" "$theirs" "$total" "$(echo "100 * $ours / $total" | bc -l)" "$same"
+printf 'medians of %s interleaved rounds:\n' "$runs"
 printf 'gzip -cd > /dev/null:     %6.2f s\n' "$gz_s"
 printf 'dyn-trace filter:         %6.2f s  peak RSS %s KiB\n' "$dyn_s" "$dyn_rss"
 printf 'gzip -cd | jq select:     %6.2f s\n' "$jq_s"

@@ -7,7 +7,7 @@
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 pkgs=(build-essential cmake pkg-config libcli11-dev libfmt-dev nlohmann-json3-dev libcpp-httplib-dev
-      zlib1g-dev doctest-dev libxxhash-dev libsimdjson-dev jq groff-base curl procps
+      zlib1g-dev libisal-dev doctest-dev libxxhash-dev libsimdjson-dev jq groff-base curl procps
       clang libclang-rt-14-dev llvm-14)  # the fuzz build: clang, libFuzzer/ASan/UBSan runtimes, llvm-symbolizer
 # engines' KV events (vLLM's ZMQ + msgpack format) and the test's independent publisher
 pkgs+=(libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack)

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include <simdjson.h>
+#include <zlib.h>
 
 #include "dyn/base/error.h"
 #include "dyn/io/jsonl.h"
@@ -53,6 +54,36 @@ TEST_CASE("case 23: truncated gzip yields the 3 complete rows; complete file yie
   CHECK(n == 5);
   CHECK(c.truncated_files() == 0);
   LineReader strict({repo("tests/fixtures/cases/23-gzip-truncated-tail/trace.jsonl.gz")}, LineReaderOptions{true});
+  CHECK_THROWS_AS(
+      [&] {
+        while (strict.next(l)) {
+        }
+      }(),
+      dyn::Fatal);
+}
+
+TEST_CASE("gzip: members with zero padding between them all read; a CRC-32 mismatch is reported, strict throws") {
+  std::string d = tmpdir();
+  auto member = [](const std::string& text) {  // one complete gzip member
+    std::string f = tmpdir() + "/m.gz";
+    gzFile g = gzopen(f.c_str(), "wb");
+    gzwrite(g, text.data(), static_cast<unsigned>(text.size()));
+    gzclose(g);
+    std::ifstream in(f, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const std::string a = member("{\"a\":1}\n{\"a\":2}\n"), b = member("{\"b\":3}\n");
+  { std::ofstream(d + "/padded.gz", std::ios::binary) << a << std::string(7, '\0') << b; }
+  CHECK(read_all({d + "/padded.gz"}) == std::vector<std::string>{"{\"a\":1}", "{\"a\":2}", "{\"b\":3}"});
+  std::string bad = a;
+  bad[bad.size() - 8] ^= 0x5a;  // the trailer's CRC-32 (then ISIZE, 4 bytes each)
+  { std::ofstream(d + "/badcrc.gz", std::ios::binary) << bad << b; }
+  LineReader r({d + "/badcrc.gz"});
+  Line l;
+  while (r.next(l)) {
+  }
+  CHECK(r.truncated_files() == 1);
+  LineReader strict({d + "/badcrc.gz"}, LineReaderOptions{true});
   CHECK_THROWS_AS(
       [&] {
         while (strict.next(l)) {

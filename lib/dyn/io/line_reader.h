@@ -1,13 +1,14 @@
 // Reads lines from "-"/stdin and files in order; gzip by magic bytes, multi-member, truncated tails.
 #pragma once
 
-#include <zlib.h>
 
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
+
+struct inflate_state;  // <isa-l/igzip_lib.h>
 
 namespace dyn::io {
 
@@ -63,6 +64,7 @@ class LineReader {
  private:
   bool open_next();
   bool fill();  // appends decoded bytes to buf_; false at end of current file
+  void start_member();  // a gzip member begins: fresh inflate state
   void close_current();
   void report_long_line();
   std::string_view strip_bom(std::string_view text);
@@ -76,8 +78,8 @@ class LineReader {
   bool gzip_ = false;
   bool eof_raw_ = false;
   bool member_done_ = true;
-  bool z_init_ = false;
-  z_stream z_{};
+  // ISA-L's inflate state (about 100 KB, so on the heap), made for the first gzip file.
+  std::unique_ptr<inflate_state> z_;
   std::vector<char> raw_;
   size_t raw_pos_ = 0, raw_len_ = 0;
   std::vector<char> buf_;
