@@ -73,7 +73,7 @@ std::string pick_model(const dyn::http::ClientOptions& co) {
 /// from the rows just written, with the run's configuration as their input_config.
 void write_artifacts(const Opts& o, const dyn::Json& config, const dyn::Json& summary) {
   using namespace dyn;
-  cli::write_run_record(o.artifact_dir + "/summary.json", config, summary);
+  cli::write_run_record(*cli::open_run_record(o.artifact_dir + "/summary.json"), config, summary);
   metrics::RequestSet set = metrics::load_requests({o.out.output});
   metrics::write_aiperf_export(set, metrics::build_report(set), o.artifact_dir, config);
   diag::note("artifacts in " + o.artifact_dir + ": " + o.out.output.substr(o.out.output.rfind('/') + 1) +
@@ -150,6 +150,8 @@ int run(Opts& o, CLI::App& app) {
     if (o.out.output.empty() || o.out.output == "-") o.out.output = o.artifact_dir + "/requests.jsonl";
   }
   const bool record = !o.summary_path.empty() || !o.artifact_dir.empty();
+  std::unique_ptr<io::Output> summary_out;  // opened now: a bad --summary path fails before the run
+  if (!o.summary_path.empty()) summary_out = cli::open_run_record(o.summary_path);
   const Json config = cli::run_config(app, o.inputs);
   // Settings taken from the environment change results as flags do: say so on stderr.
   std::string from_env;
@@ -170,7 +172,7 @@ int run(Opts& o, CLI::App& app) {
   }
   if (record && !summary.is_null()) {
     summary["exit_status"] = rc;
-    if (!o.summary_path.empty()) cli::write_run_record(o.summary_path, config, summary);
+    if (summary_out) cli::write_run_record(*summary_out, config, summary);
     if (!o.artifact_dir.empty()) write_artifacts(o, config, summary);
   }
   return rc;

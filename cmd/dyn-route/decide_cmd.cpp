@@ -54,7 +54,11 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     o->decide.router_block_size_given = o->router.block_size_given();
     // Recorded before routing: the inputs' checksums are of the files as they were read.
     dyn::Json config;
-    if (!o->summary_path.empty()) config = dyn::cli::run_config(*sub->get_parent(), o->decide.inputs);
+    std::unique_ptr<dyn::io::Output> summary_out;  // opened now: a bad --summary path fails before the run
+    if (!o->summary_path.empty()) {
+      config = dyn::cli::run_config(*sub->get_parent(), o->decide.inputs);
+      summary_out = dyn::cli::open_run_record(o->summary_path);
+    }
     dyn::io::Output* out = &sink.get();
     dyn::offline::DecideStats st;
     int rc = dyn::offline::decide(o->decide, *out, &st);
@@ -82,7 +86,7 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                                                                        static_cast<double>(st.input_tokens)
                                                                  : 0.0},
                         {"exit_status", rc}};
-      dyn::cli::write_run_record(o->summary_path, config, summary);
+      dyn::cli::write_run_record(*summary_out, config, summary);
     }
     return rc;
   });

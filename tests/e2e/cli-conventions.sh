@@ -64,3 +64,7 @@ expect_status 2 dyn-replay w.jsonl --url "$m_url" -H 'X-Foo : bar' 2>&1
 expect_status 2 dyn-replay w.jsonl --url "$m_url" --kv-eviction session 2>&1
 expect_status 2 dyn-route serve --worker "$m_url" --upstream-read-timeout-secs 0 2>&1
 expect_status 2 dyn-mocker --speedup-ratio inf 2>&1
+echo "== an unwritable --summary fails before the run (no rows, no run summary), a bad threshold names its value"
+expect_status 4 dyn-replay w.jsonl --sim --summary /nonexistent/s.json 2>&1
+expect_status 4 dyn-route decide --workers 2 --summary /nonexistent/s.json w.jsonl 2>&1
+expect_status 2 dyn-replay w.jsonl --sim --admission thunderagent --pause-threshold 3 2>&1

@@ -44,10 +44,10 @@ TEST_CASE("admission config: SPEC 9 defaults and Dynamo's constraints") {
   CHECK(c.buffer_tokens_per_program == 100);
   CHECK(c.validate().empty());
   c.pause_target = 0.96;
-  CHECK(c.validate() == "--pause-target must be in [0, --pause-threshold]");
+  CHECK(c.validate() == "--pause-target must be in [0, --pause-threshold], got 0.96");
   c = AdmissionConfig{};
   c.pause_threshold = 1.5;
-  CHECK(c.validate() == "--pause-threshold must be in [0, 1]");
+  CHECK(c.validate() == "--pause-threshold must be in [0, 1], got 1.5");
   c = AdmissionConfig{};
   c.scheduler_interval_s = 0;
   CHECK(!c.validate().empty());

@@ -101,8 +101,9 @@ std::string file_sha256(const std::string& path) {
   return out;
 }
 
-void write_run_record(const std::string& path, const Json& config, const Json& summary) {
-  io::Output out(path);
+std::unique_ptr<io::Output> open_run_record(const std::string& path) { return std::make_unique<io::Output>(path); }
+
+void write_run_record(io::Output& out, const Json& config, const Json& summary) {
   out.line(Json{{"config", config}, {"summary", summary}}.dump(2));
   out.close();
 }

@@ -4,12 +4,14 @@
 // the exact settings and data that produced it.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
 #include "dyn/base/json.h"
+#include "dyn/io/output.h"
 
 namespace dyn::cli {
 
@@ -34,11 +36,16 @@ bool on_command_line(const CLI::Option* o);
 /// gets "error" instead of its checksum. Call after parsing.
 Json run_config(const CLI::App& app, const std::vector<std::string>& inputs);
 
-/// Writes a run record {"config": config, "summary": summary} as indented JSON to `path` (a
-/// temporary file renamed into place on success, io::Output), the shape of `dyn-replay --summary`,
-/// `dyn-route decide --summary` and `summary.json` in an --artifact-dir. Errors: Fatal(kExitIo)
-/// naming the file.
-void write_run_record(const std::string& path, const Json& config, const Json& summary);
+/// Opens the file a run record goes to (`--summary FILE`) before the run starts, so an unwritable
+/// path (missing folder, no permission) is an error at once, not after a run of minutes: a
+/// temporary file beside the target (io::Output), renamed into place by write_run_record and
+/// removed if the run fails first. Errors: Fatal(kExitIo) naming the file.
+std::unique_ptr<io::Output> open_run_record(const std::string& path);
+
+/// Writes a run record {"config": config, "summary": summary} as indented JSON to `out` (from
+/// open_run_record) and closes it: the shape of `dyn-replay --summary`, `dyn-route decide
+/// --summary` and `summary.json` in an --artifact-dir. Errors: Fatal(kExitIo) naming the file.
+void write_run_record(io::Output& out, const Json& config, const Json& summary);
 
 /// SHA-256 of a file's bytes as 64 lowercase hex digits (the value `sha256sum` prints).
 /// Throws Fatal(kExitIo) naming the file when it cannot be read.

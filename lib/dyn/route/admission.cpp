@@ -2,6 +2,8 @@
 // boundaries, best-fit-decreasing resume, forced resume, and the blocking wait of the live server.
 #include "dyn/route/admission.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -26,17 +28,22 @@ std::optional<AdmissionMode> parse_admission_mode(const std::string& s) { return
 
 std::string AdmissionConfig::validate() const {
   auto frac = [](double v) { return std::isfinite(v) && v >= 0.0 && v <= 1.0; };
-  if (!frac(pause_threshold)) return "--pause-threshold must be in [0, 1]";
-  if (!frac(pause_target) || pause_target > pause_threshold) return "--pause-target must be in [0, --pause-threshold]";
+  auto got = [](double v) { return fmt::format(", got {}", v); };  // the value the user gave
+  if (!frac(pause_threshold)) return "--pause-threshold must be in [0, 1]" + got(pause_threshold);
+  if (!frac(pause_target) || pause_target > pause_threshold)
+    return "--pause-target must be in [0, --pause-threshold]" + got(pause_target);
   if (!frac(soft_demote_threshold) || soft_demote_threshold > pause_threshold)
-    return "--soft-demote-threshold must be in [0, --pause-threshold]";
+    return "--soft-demote-threshold must be in [0, --pause-threshold]" + got(soft_demote_threshold);
   if (!frac(resume_hysteresis) || resume_hysteresis > pause_threshold)
-    return "--resume-hysteresis must be in [0, --pause-threshold]";
-  if (!(acting_token_weight > 0) || !std::isfinite(acting_token_weight)) return "--acting-token-weight must be > 0";
-  if (!(acting_decay_tau_s > 0) || !std::isfinite(acting_decay_tau_s)) return "--acting-decay-tau-seconds must be > 0";
+    return "--resume-hysteresis must be in [0, --pause-threshold]" + got(resume_hysteresis);
+  if (!(acting_token_weight > 0) || !std::isfinite(acting_token_weight))
+    return "--acting-token-weight must be > 0" + got(acting_token_weight);
+  if (!(acting_decay_tau_s > 0) || !std::isfinite(acting_decay_tau_s))
+    return "--acting-decay-tau-seconds must be > 0" + got(acting_decay_tau_s);
   if (!(scheduler_interval_s > 0) || !std::isfinite(scheduler_interval_s))
-    return "--scheduler-interval-seconds must be > 0";
-  if (!(resume_timeout_s > 0) || !std::isfinite(resume_timeout_s)) return "--resume-timeout-seconds must be > 0";
+    return "--scheduler-interval-seconds must be > 0" + got(scheduler_interval_s);
+  if (!(resume_timeout_s > 0) || !std::isfinite(resume_timeout_s))
+    return "--resume-timeout-seconds must be > 0" + got(resume_timeout_s);
   if (!std::isfinite(soft_demote_priority_jump_s) || !std::isfinite(resume_priority_boost_s))
     return "priority jumps must be finite";
   return "";
