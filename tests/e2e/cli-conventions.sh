@@ -55,6 +55,7 @@ stop "$j_pid"
 ls jt*
 dyn-trace cat jt* 2>cat.err | jq -r .event_type
 sed "s|$PWD/||" cat.err
+expect_status 3 dyn-trace cat jt.jsonl.run-config.json 2>&1  # only the run configuration: nothing to read
 echo "== messages that name what the user typed"
 expect_status 2 dyn-replay w.jsonl --sim --speedup -1 2>&1
 expect_status 2 dyn-replay w.jsonl --url "$m_url" -H 'X-Dynamo-Session-ID: mine' 2>&1

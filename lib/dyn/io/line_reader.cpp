@@ -63,6 +63,12 @@ LineReader::LineReader(std::vector<std::string> paths, LineReaderOptions options
     diag::note(p + ": the run configuration written beside a trace, not trace rows: skipped");
     return true;
   });
+  // Nothing left to read is not an empty run: exit 0 with no rows would hide that the trace
+  // segments themselves were not named (a glob that matched only the run configuration).
+  if (paths_.empty())
+    throw Fatal(kExitBadData,
+                "no trace rows to read: every input is a run configuration; name the trace segments "
+                "(e.g. PREFIX*.jsonl.gz) or the trace file itself");
   for (auto& p : paths_) names_.push_back(p == "-" ? "<stdin>" : p);
   raw_.resize(kRawChunk);
   buf_.resize(kOutChunk * 2);

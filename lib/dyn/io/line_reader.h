@@ -41,6 +41,8 @@ struct LineReaderOptions {
 ///   warning names the file, the complete lines recovered and the bytes lost.
 /// - A plain file whose last line lacks a newline still yields that line.
 /// - A UTF-8 BOM before a file's first line is skipped (counted in boms(); case 42).
+/// - A run configuration written beside a trace (PATH ending in .run-config.json) is skipped with a
+///   note; when every path is one, the constructor throws Fatal(kExitBadData): nothing to read.
 /// Errors: an unreadable file throws Fatal(kExitIo). Not thread-safe.
 class LineReader {
  public:
