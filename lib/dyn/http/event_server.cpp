@@ -192,7 +192,6 @@ struct EventServer::Impl : std::enable_shared_from_this<EventServer::Impl> {
   size_t max_body;
   ListenOptions opt;
   std::vector<Route> routes;
-  asio::any_io_executor accept_ex;  // the first loop thread's: the acceptor's operations
   std::optional<tcp::acceptor> acceptor;
   std::mutex mu;  // sessions, closing
   std::unordered_map<ServerSession*, std::weak_ptr<ServerSession>> sessions;
@@ -526,7 +525,7 @@ void EventServer::Impl::do_accept() {
     if (!self->acceptor->is_open()) return;
     if (ec) {
       // Out of descriptors or a transient failure: try again shortly instead of spinning.
-      auto t = std::make_shared<asio::steady_timer>(self->accept_ex, std::chrono::milliseconds(20));
+      auto t = std::make_shared<asio::steady_timer>(self->acceptor->get_executor(), std::chrono::milliseconds(20));
       t->async_wait([self, t](beast::error_code) {
         if (self->acceptor->is_open()) self->do_accept();
       });
@@ -555,14 +554,13 @@ void EventServer::route_async(std::string method, const std::string& path_regex,
 Expected<int> EventServer::bind(const ListenOptions& o) {
   Impl& m = *impl_;
   m.opt = o;
-  m.accept_ex = m.loop.context().get_executor();
   beast::error_code ec;
   tcp::resolver resolver(m.loop.context());
   auto eps = resolver.resolve(o.host, std::to_string(o.port), tcp::resolver::numeric_service, ec);
   const std::string where = o.port == 0 ? o.host + " to a free port" : o.host + ":" + std::to_string(o.port);
   if (ec || eps.empty()) return Error{"cannot bind " + where + ": " + (ec ? ec.message() : "no address"), kExitIo};
   tcp::endpoint ep = eps.begin()->endpoint();
-  m.acceptor.emplace(m.accept_ex);
+  m.acceptor.emplace(m.loop.context());  // the acceptor runs on the first loop thread
   m.acceptor->open(ep.protocol(), ec);
   // SO_REUSEADDR allows a restart on a port in TIME_WAIT; without SO_REUSEPORT a port someone
   // listens on fails to bind (issue 16: a second server must not share it silently).
@@ -582,7 +580,7 @@ Expected<int> EventServer::bind(const ListenOptions& o) {
 void EventServer::start() {
   auto m = impl_;
   if (!m->acceptor) return;
-  asio::dispatch(m->accept_ex, [m] { m->do_accept(); });
+  asio::dispatch(m->acceptor->get_executor(), [m] { m->do_accept(); });
 }
 
 void EventServer::close() {
@@ -601,7 +599,7 @@ void EventServer::close() {
       m->acceptor->close(ignored);
     } else {
       auto done = std::make_shared<std::promise<void>>();
-      asio::dispatch(m->accept_ex, [m, done] {
+      asio::dispatch(m->acceptor->get_executor(), [m, done] {
         beast::error_code ignored;
         m->acceptor->close(ignored);
         done->set_value();
