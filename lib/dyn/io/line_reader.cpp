@@ -164,7 +164,7 @@ bool LineReader::fill() {
       // The trailer is read and its CRC-32 and length checked; input after it (the next member,
       // or padding) is left unread in next_in.
       member_done_ = true;
-    } else if (rc != ISAL_DECOMP_OK) {
+    } else if (rc != ISAL_DECOMP_OK && rc != ISAL_END_INPUT && rc != ISAL_OUT_OVERFLOW) {  // the rest are errors
       ++truncated_;
       std::string msg = std::string("corrupt gzip data (") + inflate_error(rc) + "): recovered " +
                         std::to_string(line_no_) + " complete lines";
