@@ -33,6 +33,7 @@ void add_sim_flags(CLI::App& app, SimFlags& f, bool add_seed, bool add_model) {
                  "fraction of that cache's: " +
                      cli::choices_help(tokens::kReferencePolicies, "; ", ": "))
       ->check(CLI::IsMember(cli::choice_names(tokens::kReferencePolicies)))
+      ->allow_extra_args(false)  // one policy per --reference: a workload file after it stays the input
       ->group(g);
   if (add_seed) app.add_option("--seed", f.seed, "Seed of every random choice")->capture_default_str()->group(g);
   if (add_model) app.add_option("--model", f.model, "Model name in the records")->capture_default_str()->group(g);
@@ -53,11 +54,6 @@ int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_
   trace::WorkloadOptions wo;
   wo.block_size = workload_block_size;
   wo.require_timestamps = f.schedule.mode == replay::LoadMode::kFixedSchedule;
-  auto wl = trace::load_workload(inputs.empty() ? std::vector<std::string>{"-"} : inputs, wo);
-  if (!wl.ok())
-    throw Fatal(kExitBadData, fmt::format("workload rejected ({} errors); nothing simulated", wl.errors.size()));
-  // Zero usable rows out of a non-empty input is the wrong format, not an empty run (issue 21.8).
-  if (wl.rows.empty() && wl.skipped_rows > 0) throw Fatal(kExitBadData, trace::no_workload_rows_message(inputs));
   replay::SimOptions so;
   so.workers = f.workers;
   so.engine = f.engine;
@@ -73,11 +69,12 @@ int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_
   cli::OutputOptions oo{out_path, line_buffered};
   io::Output* out = nullptr;
   auto owned = cli::open_output(oo, &out);
-  auto s = replay::run_sim(wl, so, *out);
+  auto s = replay::run_sim_files(inputs, wo, so, *out);
   out->close();
   diag::note(replay::sim_summary_line(s, f.workers));
   if (std::string skipped = replay::sim_skipped_line(s); !skipped.empty()) diag::note(skipped);
   if (std::string refs = replay::sim_reference_line(s); !refs.empty()) diag::note(refs);
+  if (std::string streamed = replay::sim_stream_line(s); !streamed.empty()) diag::note(streamed);
   if (summary) *summary = replay::sim_summary_json(s, f.workers);
   return kExitOk;
 }

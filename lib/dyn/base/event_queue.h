@@ -26,7 +26,7 @@ class EventQueue {
   struct Event {
     double t_ms;
     int kind;
-    uint64_t seq;  ///< insertion number
+    uint64_t seq;  ///< insertion number (push_first: its rank)
     Arg arg;
   };
 
@@ -34,6 +34,10 @@ class EventQueue {
 
   /// Schedules `arg` at virtual time `t_ms` with same-instant rank `kind`.
   void push(double t_ms, int kind, Arg arg) { heap_.push(Event{t_ms, kind, seq_++, std::move(arg)}); }
+  /// As push, but it pops before every push() event of the same (time, kind), and among such
+  /// events by `rank` (< 2^62): for events fixed before the run (a workload's arrivals, ranked by
+  /// row), so they keep one order whether pushed at the start or later (a streamed input).
+  void push_first(double t_ms, int kind, Arg arg, uint64_t rank) { heap_.push(Event{t_ms, kind, rank, std::move(arg)}); }
 
   bool empty() const { return heap_.empty(); }
   size_t size() const { return heap_.size(); }
@@ -66,7 +70,7 @@ class EventQueue {
   };
   FakeClock* clock_;
   std::priority_queue<Event, std::vector<Event>, Later> heap_;
-  uint64_t seq_ = 0;
+  uint64_t seq_ = uint64_t{1} << 62;  // push(); push_first's ranks lie below
 };
 
 }  // namespace dyn

@@ -57,10 +57,10 @@ LineReader::LineReader(std::vector<std::string> paths, LineReaderOptions options
   // The run configuration a frontend writes beside its trace (PREFIX.run-config.json) is one
   // indented JSON document, never rows; a glob such as PREFIX* picks it up with the segments, and
   // it would give a malformed-row warning per line. One note instead.
-  std::erase_if(paths_, [](const std::string& p) {
+  std::erase_if(paths_, [this](const std::string& p) {
     const std::string_view suffix = ".run-config.json";
     if (p.size() < suffix.size() || p.compare(p.size() - suffix.size(), suffix.size(), suffix) != 0) return false;
-    diag::note(p + ": the run configuration written beside a trace, not trace rows: skipped");
+    if (!opts_.quiet) diag::note(p + ": the run configuration written beside a trace, not trace rows: skipped");
     return true;
   });
   // Nothing left to read is not an empty run: exit 0 with no rows would hide that the trace
@@ -169,7 +169,7 @@ bool LineReader::fill() {
       std::string msg = std::string("corrupt gzip data (") + inflate_error(rc) + "): recovered " +
                         std::to_string(line_no_) + " complete lines";
       if (opts_.strict) throw Fatal(kExitBadData, *cur_name_ + ": " + msg);
-      diag::warning(*cur_name_, msg);
+      if (!opts_.quiet) diag::warning(*cur_name_, msg);
       end_ = begin_;
       eof_raw_ = true;
       raw_pos_ = raw_len_;
@@ -184,7 +184,7 @@ bool LineReader::fill() {
                         std::to_string(line_no_) + " complete lines, lost " + std::to_string(lost) +
                         " bytes of a partial line";
       if (opts_.strict) throw Fatal(kExitBadData, *cur_name_ + ": " + msg);
-      diag::warning(*cur_name_, msg);
+      if (!opts_.quiet) diag::warning(*cur_name_, msg);
       end_ = begin_;  // drop the partial line
       member_done_ = true;
       return false;
@@ -262,7 +262,8 @@ std::string_view LineReader::strip_bom(std::string_view text) {
 
 void LineReader::report_long_line() {
   ++long_lines_;
-  diag::warning(*cur_name_ + ":" + std::to_string(line_no_),
+  if (!opts_.quiet)
+    diag::warning(*cur_name_ + ":" + std::to_string(line_no_),
                 "line longer than " + std::to_string(opts_.max_line_bytes) + " bytes skipped");
 }
 

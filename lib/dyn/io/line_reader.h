@@ -30,6 +30,8 @@ struct LineReaderOptions {
   /// lines after it still flow. 64 MiB is far above any real trace row (a 1M-token request's
   /// hash list is ~300 KB).
   uint64_t max_line_bytes = uint64_t{64} << 20;
+  /// Print nothing (counts unchanged): a second pass over input whose first pass reported.
+  bool quiet = false;
 };
 
 /// Streams lines from a list of paths ("-" = stdin; an empty list means stdin), one file after

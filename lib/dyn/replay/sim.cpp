@@ -3,8 +3,10 @@
 
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <map>
 #include <queue>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -49,6 +51,58 @@ struct Req {
   double pause_ms = 0;               // time waited in admission control (SPEC 9)
   double dispatched = -1;            // --reference: when the engine got it
   std::vector<uint64_t> ref_blocks;  // --reference: the engine blocks it was routed on
+  uint64_t pos = 0;                  // place in the workload (row order ranks arrivals)
+  bool counted = false;              // in the theoretical hit rate
+  bool released = false;             // complete and its dependents told (streaming: may be dropped)
+};
+
+// select_rows' rule for one row at a time, in workload order (SPEC 6.3): the fixed schedule's
+// inclusive offsets (a later turn without a timestamp goes with its session's previous turn),
+// then the first request_count of the rows those keep.
+struct RowSelector {
+  const replay::ScheduleOptions& so;
+  bool fixed;
+  uint64_t taken = 0, outside = 0, over = 0;
+  /// `prev_in_offsets`: whether the session's previous row passed the offsets (nullopt: no
+  /// previous row). Returns {passed the offsets, kept}.
+  std::pair<bool, bool> keep(const trace::WorkloadRow& row, std::optional<bool> prev_in_offsets) {
+    bool in = true;
+    if (fixed && (so.start_offset_ms || so.end_offset_ms)) {
+      const auto& ts = row.timestamp_ms;
+      if (!ts && prev_in_offsets) in = *prev_in_offsets;
+      else if (ts && ((so.start_offset_ms && *ts < *so.start_offset_ms) || (so.end_offset_ms && *ts > *so.end_offset_ms))) {
+        in = false;
+        ++outside;
+      }
+    }
+    if (!in) return {false, false};
+    if (so.request_count && taken >= so.request_count) return ++over, std::pair{true, false};
+    ++taken;
+    return {true, true};
+  }
+};
+
+// What streaming needs to know of the whole input before the run (run_sim_files' first pass).
+// Per row (by workload place), about 13 bytes: what a turn's end needs to schedule the session's
+// next turn before that row is read (its arrival must enter the queue then, as when loaded whole).
+struct StreamPlan {
+  static constexpr uint32_t kNone = 0xffffffffu;
+  std::vector<bool> last_turn;   // the last row of its session (false without a session)
+  std::vector<bool> kept;        // replayed (RowSelector)
+  std::vector<uint32_t> next;    // the session's next row, or kNone
+  std::vector<double> gap_ms;    // after the session's previous row: its delay, else the timestamp gap
+  bool has_deps = false;         // some kept row waits for its session's previous (kept) turn
+  bool streamable = true;       // no wait_for, Dynamo records or rows out of timestamp order
+};
+
+// A session's latest row read so far (streaming and its plan).
+struct SessionCursor {
+  uint64_t pos = 0;   // its place in the workload
+  uint32_t slot = 0;  // its request (streaming)
+  uint32_t turns = 0;
+  bool in_offsets = true, kept = true;
+  int64_t next_slot = -1;            // streaming: the next turn's request, scheduled before its row was read
+  std::optional<double> timestamp_ms;  // the plan's pass: for the next turn's gap
 };
 
 struct Worker {
@@ -62,7 +116,10 @@ struct Worker {
 // the five event kinds, driven by one EventQueue (the virtual-clock loop decide uses too).
 class Simulation {
  public:
-  Simulation(const trace::Workload& wl, const SimOptions& opt, io::Output& out);
+  /// Over a loaded workload (`wl`), or streaming from `in` (rows of block size `block_size`,
+  /// `plan` from a first pass over the same input).
+  Simulation(const trace::Workload* wl, trace::WorkloadReader* in, const StreamPlan* plan, uint32_t block_size,
+             const SimOptions& opt, io::Output& out);
   SimSummary run();
   /// SimOptions::references into `sum`, after run() (outside its wall time).
   void run_references(SimSummary& sum);
@@ -85,8 +142,19 @@ class Simulation {
   void complete(uint32_t i, double t);
   void write_row(const Req& r);
   void count_theoretical(uint32_t i, std::span<const uint64_t> seq);
+  void push_arrival(double t, uint32_t i);
+  double fixed_arrival_ms(const Req& r) const;
+  // The request in slot i (loaded whole: row i); streaming: reading, and freeing a slot.
+  Req& rq(size_t i) { return reqs_[i]; }
+  double next_read_ms() const;
+  void read_one();
+  void ingest(trace::WorkloadRow&& row);
+  void read_through(double t);
+  uint32_t new_slot();
+  void free_slot(uint32_t i);
 
-  const trace::Workload& wl_;
+  const trace::Workload* wl_;
+  uint32_t wl_block_;
   const SimOptions& opt_;
   io::Output& out_;
   engine::EngineConfig ecfg_;
@@ -104,7 +172,7 @@ class Simulation {
   double stop_at_ = INFINITY;
   double zero_ = 0;  // time zero of the fixed schedule
 
-  std::vector<Req> reqs_;
+  std::deque<Req> reqs_;
   std::vector<int64_t> prev_row_;
   SimSummary sum_;
   // Theoretical hit rate at the engines' block size (SPEC 7, as dyn-bench counts it): input
@@ -114,7 +182,14 @@ class Simulation {
   // in, since each distinct block misses exactly once and every other occurrence hits.
   tokens::InfiniteCache infinite_;
   uint64_t id_tokens_ = 0, id_hits_ = 0;
-  std::vector<bool> counted_;
+  // SimOptions::references: each completed request's timing and blocks, with its row and cached
+  // tokens (kept aside so streaming can drop the request).
+  struct RefRow {
+    uint64_t i;  // workload place
+    uint64_t cached;
+    tokens::ReferenceRequest req;
+  };
+  std::vector<RefRow> refs_;
 
   EventQueue<uint32_t> q_;
   // Pending arrival times (arrivals, admits, ticks): they bound an engine's fast-forward.
@@ -125,10 +200,25 @@ class Simulation {
   // Concurrency (SimOptions::concurrency): requests sent and not yet complete, and those whose
   // start has come while every slot was taken, earliest-ready first (then workload order).
   uint64_t in_flight_ = 0;
-  std::priority_queue<std::pair<double, uint32_t>, std::vector<std::pair<double, uint32_t>>, std::greater<>> waiting_;
+  // (ready time, workload place, slot)
+  using Waiting = std::tuple<double, uint64_t, uint32_t>;
+  std::priority_queue<Waiting, std::vector<Waiting>, std::greater<>> waiting_;
   bool stopped_ = false;  // duration_s ran out: nothing more is sent
   std::string line_;      // one reused buffer for request_end rows
   std::vector<uint64_t> hashes_;
+  // Streaming (run_sim_files): rows are read as the virtual clock reaches their timestamps (and a
+  // session's next turn before its previous turn's end is passed on), one row ahead in `ahead_`;
+  // a request's slot (in reqs_ and rows_) is freed for a later row once it is released.
+  trace::WorkloadReader* in_ = nullptr;
+  const StreamPlan* plan_ = nullptr;
+  trace::WorkloadRow ahead_;
+  bool more_ = false;
+  bool zero_known_ = true;
+  std::deque<trace::WorkloadRow> rows_;
+  std::vector<uint32_t> free_slots_;
+  uint64_t read_ = 0;  // rows read
+  std::unordered_map<std::string, SessionCursor> sessions_;
+  RowSelector sel_;
 };
 
 route::RouterConfig checked(const SimOptions& opt) {
@@ -140,15 +230,20 @@ route::RouterConfig checked(const SimOptions& opt) {
   return opt.router;
 }
 
-Simulation::Simulation(const trace::Workload& wl, const SimOptions& opt, io::Output& out)
+Simulation::Simulation(const trace::Workload* wl, trace::WorkloadReader* in, const StreamPlan* plan,
+                       uint32_t block_size, const SimOptions& opt, io::Output& out)
     : wl_(wl),
+      wl_block_(block_size),
       opt_(opt),
       out_(out),
       ecfg_(opt.engine),
       clock_(0, opt.epoch_unix_ms),
       router_(checked(opt), clock_),
       workers_(opt.workers),
-      q_(clock_) {
+      q_(clock_),
+      in_(in),
+      plan_(plan),
+      sel_{opt.schedule, opt.schedule.mode == replay::LoadMode::kFixedSchedule} {
   ecfg_.kv_events = opt.router.kv_events;
   for (uint32_t w = 0; w < opt.workers; ++w) {
     workers_[w].engine = std::make_unique<engine::Engine>(ecfg_);
@@ -173,14 +268,14 @@ Simulation::Simulation(const trace::Workload& wl, const SimOptions& opt, io::Out
 // Ids and turns are those of the whole workload, so a row keeps its request id whatever the
 // offsets or the request count cut.
 void Simulation::index_requests() {
-  const size_t n = wl_.rows.size();
+  const size_t n = wl_->rows.size();
   reqs_.resize(n);
   prev_row_.assign(n, -1);
-  counted_.assign(n, false);
   std::unordered_map<std::string, std::pair<uint32_t, uint32_t>> last_of_session;  // session -> (row, turns)
   for (size_t i = 0; i < n; ++i) {
-    Req& r = reqs_[i];
-    r.row = &wl_.rows[i];
+    Req& r = rq(i);
+    r.row = &wl_->rows[i];
+    r.pos = i;
     if (!r.row->session_id.empty()) {
       auto [it, fresh] = last_of_session.try_emplace(r.row->session_id, static_cast<uint32_t>(i), 0u);
       if (!fresh) {
@@ -193,37 +288,23 @@ void Simulation::index_requests() {
            : !r.row->session_id.empty() ? fmt::format("{}:{}", r.row->session_id, r.turn)
                                         : fmt::format("row-{}", r.row->index);
   }
-  for (const auto& [sid, last] : last_of_session) reqs_[last.first].last_turn = true;
+  for (const auto& [sid, last] : last_of_session) rq(last.first).last_turn = true;
 }
 
 // Which rows run: the fixed schedule's inclusive offsets (a later turn without a timestamp goes
 // with its session's first turn), then the first request_count of those.
 void Simulation::select_rows() {
-  const replay::ScheduleOptions& so = opt_.schedule;
-  if (fixed_ && (so.start_offset_ms || so.end_offset_ms)) {
-    for (size_t i = 0; i < reqs_.size(); ++i) {
-      const auto& ts = reqs_[i].row->timestamp_ms;
-      if (!ts && prev_row_[i] >= 0) {
-        reqs_[i].kept = reqs_[static_cast<size_t>(prev_row_[i])].kept;
-        continue;
-      }
-      if (ts && ((so.start_offset_ms && *ts < *so.start_offset_ms) || (so.end_offset_ms && *ts > *so.end_offset_ms))) {
-        reqs_[i].kept = false;
-        ++sum_.outside_offsets;
-      }
-    }
+  RowSelector sel{opt_.schedule, fixed_};
+  std::vector<bool> in_offsets(reqs_.size());
+  for (size_t i = 0; i < reqs_.size(); ++i) {
+    std::optional<bool> prev;
+    if (prev_row_[i] >= 0) prev = in_offsets[static_cast<size_t>(prev_row_[i])];
+    const auto [in, kept] = sel.keep(*rq(i).row, prev);
+    in_offsets[i] = in;
+    rq(i).kept = kept;
   }
-  if (so.request_count) {
-    uint64_t taken = 0;
-    for (Req& r : reqs_) {
-      if (!r.kept) continue;
-      if (taken < so.request_count) ++taken;
-      else {
-        r.kept = false;
-        ++sum_.over_count;
-      }
-    }
-  }
+  sum_.outside_offsets = sel.outside;
+  sum_.over_count = sel.over;
 }
 
 // What each kept row waits for: its session's previous turn, outside the fixed schedule a child
@@ -231,13 +312,13 @@ void Simulation::select_rows() {
 void Simulation::link_dependencies() {
   const size_t n = reqs_.size();
   auto depend = [&](size_t on, size_t i) {
-    reqs_[on].dependents.push_back(static_cast<uint32_t>(i));
-    ++reqs_[i].pending;
+    rq(on).dependents.push_back(static_cast<uint32_t>(i));
+    ++rq(i).pending;
   };
   for (size_t i = 0; i < n; ++i) {
-    Req& r = reqs_[i];
+    Req& r = rq(i);
     if (!r.kept) continue;
-    if (const int64_t p = prev_row_[i]; p >= 0 && reqs_[static_cast<size_t>(p)].kept) {
+    if (const int64_t p = prev_row_[i]; p >= 0 && rq(static_cast<size_t>(p)).kept) {
       r.session_prev = p;
       depend(static_cast<size_t>(p), i);
     }
@@ -245,26 +326,26 @@ void Simulation::link_dependencies() {
   if (!fixed_) {
     // A child session's first turn has no time of its own: it starts after its parent's latest
     // preceding turn (the live plan's rule, replay::build_plan).
-    const SessionPlan sp = plan_sessions(wl_.rows);
+    const SessionPlan sp = plan_sessions(wl_->rows);
     for (size_t i = 0; i < n; ++i) {
-      Req& r = reqs_[i];
+      Req& r = rq(i);
       const int64_t p = sp.parent_row[i];
-      if (!r.kept || prev_row_[i] >= 0 || p < 0 || !reqs_[static_cast<size_t>(p)].kept) continue;
+      if (!r.kept || prev_row_[i] >= 0 || p < 0 || !rq(static_cast<size_t>(p)).kept) continue;
       r.parent_dep = p;
       depend(static_cast<size_t>(p), i);
     }
   }
   std::unordered_map<std::string_view, uint32_t> by_id;
-  for (size_t i = 0; i < n; ++i) by_id.emplace(reqs_[i].id, static_cast<uint32_t>(i));
+  for (size_t i = 0; i < n; ++i) by_id.emplace(rq(i).id, static_cast<uint32_t>(i));
   for (size_t i = 0; i < n; ++i) {
-    if (!reqs_[i].kept) continue;
-    for (const std::string& dep : reqs_[i].row->wait_for) {
+    if (!rq(i).kept) continue;
+    for (const std::string& dep : rq(i).row->wait_for) {
       auto it = by_id.find(dep);
       if (it == by_id.end())
-        throw Fatal(kExitBadData, fmt::format("{}: wait_for names unknown request id '{}'", reqs_[i].row->where, dep));
-      if (!reqs_[it->second].kept) continue;  // cut by offsets or the count: this row keeps its own timing
+        throw Fatal(kExitBadData, fmt::format("{}: wait_for names unknown request id '{}'", rq(i).row->where, dep));
+      if (!rq(it->second).kept) continue;  // cut by offsets or the count: this row keeps its own timing
       depend(it->second, i);
-      reqs_[i].waited = true;
+      rq(i).waited = true;
     }
   }
   has_deps_ = cap_ > 0;
@@ -287,18 +368,10 @@ void Simulation::schedule_arrivals() {
   double arrival = 0;
   bool first_arrival = true;
   for (size_t i = 0; i < reqs_.size(); ++i) {
-    if (!reqs_[i].kept || reqs_[i].pending) continue;
+    if (!rq(i).kept || rq(i).pending) continue;
     double at = 0;
     switch (so.mode) {
-      case replay::LoadMode::kFixedSchedule: {
-        const auto& ts = reqs_[i].row->timestamp_ms;
-        if (!ts)
-          throw Fatal(kExitBadData,
-                      fmt::format("{}: missing timestamp (needed to schedule this request)", reqs_[i].row->where));
-        at = (*ts - zero_) / speed_;
-        if (zero_ != 0) at = std::max(0.0, at);
-        break;
-      }
+      case replay::LoadMode::kFixedSchedule: at = fixed_arrival_ms(rq(i)); break;
       case replay::LoadMode::kRequestRate:
         // The live plan's arrival process (replay::build_plan): the same draws from the same seed.
         if (!first_arrival) {
@@ -312,8 +385,129 @@ void Simulation::schedule_arrivals() {
         break;
       case replay::LoadMode::kConcurrency: at = 0; break;
     }
-    push(at, kArrival, static_cast<uint32_t>(i));
+    push_arrival(at, static_cast<uint32_t>(i));
   }
+}
+
+// A row with nothing to wait for, on the fixed schedule: its (offset, sped-up) timestamp.
+double Simulation::fixed_arrival_ms(const Req& r) const {
+  const auto& ts = r.row->timestamp_ms;
+  if (!ts) throw Fatal(kExitBadData, fmt::format("{}: missing timestamp (needed to schedule this request)", r.row->where));
+  const double at = (*ts - zero_) / speed_;
+  return zero_ != 0 ? std::max(0.0, at) : at;
+}
+
+// A workload arrival ranks by row before every event pushed during the run at the same instant,
+// whether it was pushed at the start or, streaming, when its row was read: the same order.
+void Simulation::push_arrival(double t, uint32_t i) {
+  q_.push_first(t, kArrival, i, rq(i).pos);
+  arrivals_.push(t);
+}
+
+// The next unread row's schedule time: -inf when it must be read now (no timestamp: a later turn
+// that waits for its session; or time zero still unknown), +inf at the end of the input.
+double Simulation::next_read_ms() const {
+  if (!more_) return INFINITY;
+  if (!zero_known_ || !ahead_.timestamp_ms) return -INFINITY;
+  const double at = (*ahead_.timestamp_ms - zero_) / speed_;
+  return zero_ != 0 ? std::max(0.0, at) : at;
+}
+
+void Simulation::read_one() {
+  ingest(std::move(ahead_));
+  more_ = in_->next(ahead_);
+}
+
+// Reads every row whose schedule time has come by t, so each arrival is pushed before the clock
+// passes it (rows are in timestamp order, and a later turn never starts before its timestamp's
+// place in the schedule: it starts at its previous turn's end plus the recorded gap).
+void Simulation::read_through(double t) {
+  while (more_ && next_read_ms() <= t) read_one();
+}
+
+// One streamed row: index_requests, select_rows, link_dependencies and schedule_arrivals for it.
+void Simulation::ingest(trace::WorkloadRow&& row) {
+  uint32_t i;
+  int64_t reserved = -1;  // the request complete() scheduled for this row
+  if (!row.session_id.empty())
+    if (auto it = sessions_.find(row.session_id); it != sessions_.end()) reserved = it->second.next_slot;
+  i = reserved >= 0 ? static_cast<uint32_t>(reserved) : new_slot();
+  rows_[i] = std::move(row);
+  Req& r = rq(i);
+  r.row = &rows_[i];
+  const trace::WorkloadRow& w = *r.row;
+  if (reserved >= 0 && r.pos != read_)
+    throw Fatal(kExitBadData, w.where + ": the input changed while it was simulated");
+  r.pos = read_++;
+  std::optional<bool> prev_in;
+  std::optional<SessionCursor> prev;
+  auto it = sessions_.end();
+  if (!w.session_id.empty()) {
+    bool fresh;
+    std::tie(it, fresh) = sessions_.try_emplace(w.session_id);
+    if (!fresh) {
+      prev = it->second;
+      r.turn = ++it->second.turns;
+      prev_in = prev->in_offsets;
+    }
+    r.last_turn = plan_->last_turn[r.pos];
+  }
+  r.id = !w.request_id.empty()   ? w.request_id
+         : !w.session_id.empty() ? fmt::format("{}:{}", w.session_id, r.turn)
+                                 : fmt::format("row-{}", w.index);
+  const auto [in, kept] = sel_.keep(w, prev_in);
+  r.kept = kept;
+  if (it != sessions_.end()) {
+    if (r.last_turn) sessions_.erase(it);
+    else it->second = {r.pos, i, r.turn, in, kept, -1, std::nullopt};
+  }
+  if (reserved >= 0) {  // its arrival is in the queue already
+    if (!kept) throw Fatal(kExitBadData, w.where + ": the input changed while it was simulated");
+    return;
+  }
+  if (!kept) {
+    free_slot(i);
+    return;
+  }
+  if (!zero_known_ && w.timestamp_ms) {  // auto offset: the first kept row's timestamp
+    zero_ = *w.timestamp_ms;
+    zero_known_ = true;
+  }
+  if (prev && prev->kept) {  // held: its turn's end is passed on only once this row is linked
+    Req& p = rq(prev->slot);
+    if (p.released || p.pos != prev->pos)
+      throw Fatal(kExitBadData, w.where + ": the input changed while it was simulated (a turn appeared after its "
+                                          "session's last)");
+    r.session_prev = prev->slot;
+    p.dependents.push_back(i);
+    ++r.pending;
+  } else {
+    push_arrival(fixed_arrival_ms(r), i);
+  }
+}
+
+// Streaming: a fresh request slot (a freed one first).
+uint32_t Simulation::new_slot() {
+  uint32_t i;
+  if (!free_slots_.empty()) {
+    i = free_slots_.back();
+    free_slots_.pop_back();
+    reqs_[i] = Req{};
+  } else {
+    i = static_cast<uint32_t>(reqs_.size());
+    rows_.emplace_back();
+    reqs_.emplace_back();
+  }
+  sum_.held_peak = std::max<uint64_t>(sum_.held_peak, reqs_.size() - free_slots_.size());
+  return i;
+}
+
+// Streaming: a released request's slot, and its row's memory, go to a later row.
+void Simulation::free_slot(uint32_t i) {
+  rows_[i] = {};
+  reqs_[i] = Req{};
+  reqs_[i].kept = false;  // skipped by the end-of-run checks until reused
+  free_slots_.push_back(i);
 }
 
 void Simulation::push(double t, int kind, uint32_t arg) {
@@ -323,9 +517,9 @@ void Simulation::push(double t, int kind, uint32_t arg) {
 }
 
 void Simulation::count_theoretical(uint32_t i, std::span<const uint64_t> seq) {
-  const auto& row = *reqs_[i].row;
-  if (row.hash_ids.empty() || counted_[i]) return;
-  counted_[i] = true;
+  const auto& row = *rq(i).row;
+  if (row.hash_ids.empty() || rq(i).counted) return;
+  rq(i).counted = true;
   id_tokens_ += row.input_length;
   id_hits_ += infinite_.add_sequence(seq, ecfg_.block_size);
 }
@@ -358,7 +552,7 @@ void Simulation::write_row(const Req& r) {
   }
   if (!row.hash_ids.empty()) {
     e.hash_ids = row.hash_ids;
-    e.block_size = wl_.block_size;
+    e.block_size = wl_block_;
   }
   if (!row.session_id.empty()) e.turn = r.turn;
   e.binding = route::binding_name(r.binding);
@@ -371,7 +565,7 @@ void Simulation::write_row(const Req& r) {
 // Request i ended at t: its row, admission's bookkeeping, its concurrency slot, and the requests
 // that waited for it (SPEC 6.1: a later turn starts at this end plus its delay or recorded gap).
 void Simulation::complete(uint32_t i, double t) {
-  Req& r = reqs_[i];
+  Req& r = rq(i);
   r.end = t;
   last_end_ = std::max(last_end_, t);
   ++sum_.requests;
@@ -382,6 +576,8 @@ void Simulation::complete(uint32_t i, double t) {
     sum_.output_tokens += r.generated;
   }
   write_row(r);
+  if (!opt_.references.empty() && !r.error && r.dispatched >= 0)
+    refs_.push_back({r.pos, r.cached, {r.dispatched, t, r.row->input_length, std::move(r.ref_blocks)}});
   if (admission_ && !r.row->session_id.empty()) {
     if (r.error) admission_->on_request_failed(r.row->session_id, t);
     else admission_->on_response(r.row->session_id, r.row->input_length, r.generated, t);
@@ -391,32 +587,47 @@ void Simulation::complete(uint32_t i, double t) {
   // Its concurrency slot goes to the request that has waited longest for one.
   --in_flight_;
   if (!waiting_.empty()) {
-    const uint32_t w = waiting_.top().second;
+    const uint32_t w = std::get<2>(waiting_.top());
     waiting_.pop();
     ++in_flight_;
     push(t, kAdmit, w);
   }
   for (uint32_t d : r.dependents) {
-    Req& x = reqs_[d];
+    Req& x = rq(d);
     const auto self = static_cast<int64_t>(i);
     if (self != x.session_prev && self != x.parent_dep) x.deps_done = std::max(x.deps_done, t);
     if (--x.pending > 0) continue;
     double start = 0;
     if (x.session_prev >= 0) {
-      const Req& p = reqs_[x.session_prev];
+      const Req& p = rq(x.session_prev);
       double gap = 0;
       if (x.row->delay_ms) gap = *x.row->delay_ms;
       else if (x.row->timestamp_ms && p.row->timestamp_ms)
         gap = std::max(0.0, *x.row->timestamp_ms - *p.row->timestamp_ms);
       start = p.end + gap / speed_;
     } else if (x.parent_dep >= 0) {
-      start = reqs_[x.parent_dep].end + x.row->delay_ms.value_or(0.0) / speed_;
+      start = rq(x.parent_dep).end + x.row->delay_ms.value_or(0.0) / speed_;
     } else if (fixed_ && x.row->timestamp_ms) {
       start = (*x.row->timestamp_ms - zero_) / speed_;
     }
     if (x.waited) start = std::max(start, x.deps_done + x.row->tool_wait_ms.value_or(0.0) / speed_);
     push(std::max(start, t), kArrival, d);
   }
+  if (in_ && !r.last_turn && !r.row->session_id.empty()) {
+    // Streaming, the session's next turn not read yet: its request is scheduled now, as the loop
+    // above does for a read one (same rule, from the plan), and takes its row when read.
+    auto it = sessions_.find(r.row->session_id);
+    const uint32_t next = plan_->next[r.pos];
+    if (it != sessions_.end() && it->second.pos == r.pos && next != StreamPlan::kNone && plan_->kept[next]) {
+      const uint32_t x = new_slot();
+      Req& xr = rq(x);
+      xr.pos = next;
+      it->second.next_slot = x;
+      push(std::max(t + plan_->gap_ms[next] / speed_, t), kArrival, x);
+    }
+  }
+  r.released = true;
+  if (in_) free_slot(i);
 }
 
 void Simulation::kick(uint32_t w, double t) {
@@ -429,14 +640,14 @@ void Simulation::kick(uint32_t w, double t) {
 // Routes request i at time t (to `target` when admission placed its program) and hands it to
 // the engine.
 void Simulation::dispatch(uint32_t i, double t, std::optional<uint64_t> target) {
-  Req& r = reqs_[i];
+  Req& r = rq(i);
   const auto& row = *r.row;
   const uint32_t bs = ecfg_.block_size;
   if (row.text_input && row.hash_ids.empty()) {
     auto toks = tokens::text_to_tokens(*row.text_input);
     hashes_ = tokens::sequence_hashes(tokens::block_hashes(toks, bs));
   } else {
-    hashes_ = tokens::sequence_from_ids(row.hash_ids, wl_.block_size, false, row.input_length, bs);
+    hashes_ = tokens::sequence_from_ids(row.hash_ids, wl_block_, false, row.input_length, bs);
     count_theoretical(i, hashes_);
   }
   route::RouteRequest rr;
@@ -488,14 +699,15 @@ void Simulation::on_send(const Event& ev) {
     if (ev.kind == kAdmit) --in_flight_;
     return;
   }
+  while (more_ && !rq(ev.arg).row) read_one();  // streaming: a turn scheduled before its row was read
   if (ev.kind == kArrival) {  // a kAdmit request holds the slot its predecessor freed
     if (cap_ && in_flight_ >= cap_) {
-      waiting_.emplace(ev.t_ms, ev.arg);
+      waiting_.emplace(ev.t_ms, rq(ev.arg).pos, ev.arg);
       return;
     }
     ++in_flight_;
   }
-  Req& r = reqs_[ev.arg];
+  Req& r = rq(ev.arg);
   r.start = ev.t_ms;
   if (first_start_ < 0) first_start_ = ev.t_ms;
   std::optional<uint64_t> target;
@@ -519,9 +731,10 @@ void Simulation::on_tick(const Event& ev) {
     if (it == parked_.end()) continue;
     uint32_t i = it->second;
     parked_.erase(it);
-    reqs_[i].pause_ms = rel.waited_ms;
+    rq(i).pause_ms = rel.waited_ms;
     dispatch(i, ev.t_ms, rel.worker >= 0 ? std::optional<uint64_t>(static_cast<uint64_t>(rel.worker)) : std::nullopt);
   }
+  while (more_ && q_.empty()) read_one();  // streaming: whether any request is still to come
   if (!q_.empty() || !parked_.empty()) push(ev.t_ms + tick_ms_, kTick, 0);
 }
 
@@ -535,7 +748,13 @@ void Simulation::on_kick(const Event& ev) {
   // requests depend on others, since a completion elsewhere can release one at once).
   if (uint64_t k = wk.engine->steady_decode_steps(); k >= 2) {
     const double d = wk.engine->decode_step_ms();
-    double bound = has_deps_ ? q_.next_ms() : (arrivals_.empty() ? INFINITY : arrivals_.top());
+    auto next_change = [&] { return has_deps_ ? q_.next_ms() : (arrivals_.empty() ? INFINITY : arrivals_.top()); };
+    double bound = next_change();
+    // Streaming: the rows due by then are read first, so the bound is the one the whole workload gives.
+    while (more_ && next_read_ms() <= bound) {
+      read_one();
+      bound = next_change();
+    }
     uint64_t m = k;
     if (std::isfinite(bound)) m = std::min<uint64_t>(k, static_cast<uint64_t>(std::floor((bound - ev.t_ms) / d)));
     if (m >= 2) {
@@ -567,7 +786,7 @@ void Simulation::on_step_end(const Event& ev) {
     }
   }
   for (const engine::TokenOutput& o : wk.pending.outputs) {
-    Req& r = reqs_[o.id];
+    Req& r = rq(o.id);
     r.generated = o.generated;
     r.cached = o.cached_tokens;
     if (r.first < 0) {
@@ -585,12 +804,28 @@ void Simulation::on_step_end(const Event& ev) {
 }
 
 SimSummary Simulation::run() {
-  index_requests();
-  select_rows();
-  link_dependencies();
-  schedule_arrivals();
+  if (in_) {
+    has_deps_ = cap_ > 0 || plan_->has_deps;
+    const replay::ScheduleOptions& so = opt_.schedule;
+    if (so.start_offset_ms) zero_ = *so.start_offset_ms;
+    else zero_known_ = !so.auto_offset;
+    more_ = in_->next(ahead_);
+  } else {
+    index_requests();
+    select_rows();
+    link_dependencies();
+    schedule_arrivals();
+  }
   if (admission_) push(tick_ms_, kTick, 0);
-  while (!q_.empty()) {
+  for (;;) {
+    if (more_) {  // streaming: the rows due by the next event first
+      if (q_.empty()) {
+        read_one();
+        continue;
+      }
+      read_through(q_.next_ms());
+    }
+    if (q_.empty()) break;
     const Event ev = q_.pop();
     switch (ev.kind) {
       case kArrival:
@@ -600,12 +835,18 @@ SimSummary Simulation::run() {
       default: on_step_end(ev); break;
     }
   }
+  if (in_) {
+    sum_.streamed = true;
+    sum_.outside_offsets = sel_.outside;
+    sum_.over_count = sel_.over;
+  }
+  // Requests still held (all of them unless streaming): the kept rows never dispatched.
   const uint32_t bs = ecfg_.block_size;
   for (size_t i = 0; i < reqs_.size(); ++i) {
-    if (!reqs_[i].kept || counted_[i] || reqs_[i].row->hash_ids.empty()) continue;
-    const auto& row = *reqs_[i].row;
+    if (!rq(i).kept || rq(i).counted || rq(i).row->hash_ids.empty()) continue;
+    const auto& row = *rq(i).row;
     count_theoretical(static_cast<uint32_t>(i),
-                      tokens::sequence_from_ids(row.hash_ids, wl_.block_size, false, row.input_length, bs));
+                      tokens::sequence_from_ids(row.hash_ids, wl_block_, false, row.input_length, bs));
   }
   sum_.theoretical_hit = id_tokens_ ? static_cast<double>(id_hits_) / static_cast<double>(id_tokens_) : 0.0;
   for (const Req& r : reqs_) {
@@ -620,13 +861,13 @@ SimSummary Simulation::run() {
 // The same requests, timing and engine blocks through one cache of the whole cluster's KV.
 void Simulation::run_references(SimSummary& sum) {
   if (opt_.references.empty()) return;
+  std::sort(refs_.begin(), refs_.end(), [](const RefRow& a, const RefRow& b) { return a.i < b.i; });  // row order
   std::vector<tokens::ReferenceRequest> v;
   uint64_t input = 0, cached = 0;
-  for (Req& r : reqs_) {
-    if (r.error || r.dispatched < 0 || r.end < 0) continue;
-    v.push_back({r.dispatched, r.end, r.row->input_length, std::move(r.ref_blocks)});
-    input += r.row->input_length;
+  for (RefRow& r : refs_) {
+    input += r.req.input_tokens;
     cached += r.cached;
+    v.push_back(std::move(r.req));
   }
   sum.reference_blocks = static_cast<uint64_t>(opt_.workers) * ecfg_.num_blocks;
   auto share = [&](uint64_t tokens) { return input ? static_cast<double>(tokens) / static_cast<double>(input) : 0.0; };
@@ -635,11 +876,82 @@ void Simulation::run_references(SimSummary& sum) {
     sum.references.push_back({p, share(tokens::reference_hit_tokens(v, sum.reference_blocks, ecfg_.block_size, p))});
 }
 
+// The first pass of run_sim_files: last turns, whether any row waits for its session, and
+// whether the input can stream; the reader reports every bad row on the way.
+StreamPlan plan_stream(trace::WorkloadReader& in, const SimOptions& opt) {
+  RowSelector sel{opt.schedule, true};
+  std::unordered_map<std::string, SessionCursor> sessions;
+  StreamPlan p;
+  trace::WorkloadRow row;
+  while (in.next(row)) {
+    const auto i = static_cast<uint32_t>(p.last_turn.size());
+    p.last_turn.push_back(false);
+    p.next.push_back(StreamPlan::kNone);
+    if (!row.wait_for.empty()) p.streamable = false;
+    std::optional<bool> prev_in;
+    bool prev_kept = false;
+    double gap = 0;  // Simulation::complete's rule
+    SessionCursor* cur = nullptr;
+    if (!row.session_id.empty()) {
+      auto [it, fresh] = sessions.try_emplace(row.session_id);
+      cur = &it->second;
+      if (!fresh) {
+        prev_in = cur->in_offsets;
+        prev_kept = cur->kept;
+        p.last_turn[cur->pos] = false;
+        p.next[cur->pos] = i;
+        if (row.delay_ms) gap = *row.delay_ms;
+        else if (row.timestamp_ms && cur->timestamp_ms) gap = std::max(0.0, *row.timestamp_ms - *cur->timestamp_ms);
+      }
+      p.last_turn[i] = true;
+    }
+    p.gap_ms.push_back(gap);
+    const auto [in_offsets, kept] = sel.keep(row, prev_in);
+    p.kept.push_back(kept);
+    if (prev_in && prev_kept && kept) p.has_deps = true;
+    if (cur) *cur = {i, 0, 0, in_offsets, kept, -1, row.timestamp_ms};
+  }
+  if (!in.dynamo().empty() || !in.in_time_order()) p.streamable = false;
+  return p;
+}
+
+// A loaded workload the simulator can run: Fatal(kExitBadData) for a rejected one, or zero usable
+// rows out of a non-empty input (the wrong format, not an empty run: issue 21.8).
+void check_workload(const trace::Workload& wl, size_t rows, const std::vector<std::string>& paths) {
+  if (!wl.ok())
+    throw Fatal(kExitBadData, fmt::format("workload rejected ({} errors); nothing simulated", wl.errors.size()));
+  if (rows == 0 && wl.skipped_rows > 0) throw Fatal(kExitBadData, trace::no_workload_rows_message(paths));
+}
+
 }  // namespace
+
+SimSummary run_sim_files(const std::vector<std::string>& paths, const trace::WorkloadOptions& wo,
+                         const SimOptions& opt, io::Output& out) {
+  const bool files = !paths.empty() && std::none_of(paths.begin(), paths.end(), [](auto& p) { return p == "-"; });
+  trace::WorkloadOptions quiet = wo;
+  if (files && opt.schedule.mode == replay::LoadMode::kFixedSchedule) {
+    trace::WorkloadReader first(paths, wo);
+    const StreamPlan plan = plan_stream(first, opt);
+    if (plan.streamable) {
+      check_workload(first.meta(), plan.last_turn.size(), paths);
+      trace::WorkloadReader in(paths, wo, /*second_pass=*/true);
+      const auto wall0 = std::chrono::steady_clock::now();
+      Simulation sim(nullptr, &in, &plan, first.meta().block_size, opt, out);
+      SimSummary sum = sim.run();
+      sum.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
+      sim.run_references(sum);
+      return sum;
+    }
+    quiet.quiet = true;  // the first pass printed what the reader finds; the load adds the rest
+  }
+  const trace::Workload wl = trace::load_workload(paths.empty() ? std::vector<std::string>{"-"} : paths, quiet);
+  check_workload(wl, wl.rows.size(), paths);
+  return run_sim(wl, opt, out);
+}
 
 SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output& out) {
   const auto wall0 = std::chrono::steady_clock::now();
-  Simulation sim(wl, opt, out);
+  Simulation sim(&wl, nullptr, nullptr, wl.block_size, opt, out);
   SimSummary sum = sim.run();
   sum.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
   sim.run_references(sum);  // yardsticks, not the simulator's speed

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "dyn/engine/config.h"
 #include "dyn/io/output.h"
@@ -76,6 +77,9 @@ struct SimSummary {
   std::vector<Reference> references;
   double reference_run_hit = 0;
   uint64_t reference_blocks = 0;
+  /// run_sim_files streamed the input: requests (rows read and not yet dropped) held at most.
+  bool streamed = false;
+  uint64_t held_peak = 0;
 };
 
 /// Runs the workload through `options.workers` engines and the router (the same Router the live
@@ -102,5 +106,18 @@ struct SimSummary {
 /// dyn.status "error"; an unknown wait_for id is Fatal(kExitBadData) before the run.
 /// Deterministic for a given workload and options. Not thread-safe (single-threaded).
 SimSummary run_sim(const trace::Workload& workload, const SimOptions& options, io::Output& out);
+
+/// run_sim over JSONL workload files ("-" or none = stdin), read with `wo` (load_workload's
+/// parsing, checks and reports). On the fixed schedule a file input streams (issue 17): a first
+/// pass checks every row and learns each session's last turn, then the run reads rows as the
+/// virtual clock reaches their timestamps and drops each request once it and all before it are
+/// complete, so memory follows the cluster and the requests in flight, not the trace (the
+/// --reference yardsticks keep every request's blocks, and the theoretical hit rate every
+/// distinct block). Input that cannot stream (stdin, other load modes, Dynamo trace records,
+/// rows out of timestamp order, wait_for) is loaded whole. Either way the rows and the summary
+/// are those of run_sim on load_workload's result. Errors: Fatal(kExitBadData) for a rejected
+/// workload or one with no usable rows (no_workload_rows_message), and as run_sim.
+SimSummary run_sim_files(const std::vector<std::string>& paths, const trace::WorkloadOptions& wo,
+                         const SimOptions& options, io::Output& out);
 
 }  // namespace dyn::replay

@@ -82,6 +82,12 @@ std::string sim_skipped_line(const SimSummary& s) {
       s.outside_offsets, s.over_count, s.not_sent);
 }
 
+std::string sim_stream_line(const SimSummary& s) {
+  if (!s.streamed) return "";
+  return fmt::format("workload streamed: at most {} of {} requests held at once", s.held_peak,
+                     s.requests + s.outside_offsets + s.over_count + s.not_sent);
+}
+
 std::string sim_reference_line(const SimSummary& s) {
   if (s.references.empty()) return "";
   std::string line =

@@ -53,6 +53,10 @@ std::string sim_skipped_line(const SimSummary& s);
 /// same requests as a fraction of it; "" without --reference.
 std::string sim_reference_line(const SimSummary& s);
 
+/// "workload streamed: at most H of N requests held at once" when the run streamed its input
+/// (run_sim_files), else "".
+std::string sim_stream_line(const SimSummary& s);
+
 /// The --sim summary JSON: {mode "sim", requests, errors, workers, simulated_s, wall_s,
 /// prompt_cache_hit_pct, theoretical_hit_pct, preemptions, outside_offsets, over_count, not_sent},
 /// with --reference also reference_blocks, reference_run_hit_pct and references: {NAME:

@@ -526,56 +526,123 @@ Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& r
   return w;
 }
 
-Workload load_workload(const std::vector<std::string>& paths, const WorkloadOptions& opts) {
-  io::JsonlReader reader(paths);
+struct WorkloadReader::State {
+  State(const std::vector<std::string>& paths, const WorkloadOptions& o, bool second)
+      : opts(o), quiet(o.quiet || second), second_pass(second), reader(paths, quiet ? io::JsonlOptions{.lines = {.quiet = true}, .max_reports = 0} : io::JsonlOptions{}) {
+    w.block_size = opts.block_size ? opts.block_size : 512;
+  }
+  WorkloadOptions opts;
+  bool quiet, second_pass;
+  io::JsonlReader reader;
   simdjson::dom::object obj;
-  std::string where;
-  std::vector<std::pair<Json, std::string>> dynamo;
   Workload w;
-  w.block_size = opts.block_size ? opts.block_size : 512;
+  std::vector<std::pair<Json, std::string>> dynamo;
+  bool done = false, in_order = true, first = true, need_ts = false;
+  uint64_t rows = 0;
+  std::optional<double> last_ts;  // the latest timestamp so far
+  // Session validation (SPEC 6.1): sessions seen, and the kind of timing their later turns use.
+  std::map<std::string, std::pair<int, std::string>> later_kind;  // session -> (1 delay | 2 timestamp, where)
+  std::unordered_map<std::string, bool> seen;
+
+  void report(const std::string& msg) {
+    if (!quiet) diag::error("", msg);
+    w.errors.push_back(msg);
+  }
+  void warn(const std::string& msg) {
+    if (!quiet) diag::warning("", msg);
+    ++w.warnings;
+  }
+  // One parsed row's checks; false when it is rejected.
+  bool check(WorkloadRow& r) {
+    if (!r.hash_ids_consistent) {
+      uint64_t need = (r.input_length + w.block_size - 1) / w.block_size;
+      std::string msg = r.where + ": input_length " + std::to_string(r.input_length) + " needs " +
+                        std::to_string(need) + " hash_ids at block size " + std::to_string(w.block_size) +
+                        ", row has " + std::to_string(r.hash_ids.size());
+      if (opts.strict_hash_ids) return report(msg), false;
+      warn(msg + " (lenient: sending exactly input_length tokens)");
+    }
+    if (first) {
+      first = false;
+      w.has_timestamps = r.timestamp_ms.has_value();
+      need_ts = opts.require_timestamps || (opts.require_timestamps_if_first_has && w.has_timestamps);
+    }
+    if (r.timestamp_ms) {
+      if (last_ts && *r.timestamp_ms < *last_ts) in_order = false;
+      last_ts = r.timestamp_ms;
+    }
+    if (second_pass) return true;  // the first pass validated the sessions
+    const bool first_turn = r.session_id.empty() || !seen.count(r.session_id);
+    if (!r.session_id.empty()) seen[r.session_id] = true;
+    if (first_turn) {
+      if (need_ts && !r.timestamp_ms) report(r.where + ": missing field 'timestamp' (required in fixed-schedule mode)");
+      return true;
+    }
+    const int kind = r.delay_ms ? 1 : r.timestamp_ms ? 2 : 0;
+    if (kind == 0) return true;
+    auto [it, fresh] = later_kind.emplace(r.session_id, std::make_pair(kind, r.where));
+    if (!fresh && it->second.first != kind)
+      report(r.where + ": session '" + r.session_id + "' mixes 'delay' and 'timestamp' on later turns (" +
+             it->second.second + " uses '" + (it->second.first == 1 ? "delay" : "timestamp") + "'): ambiguous");
+    return true;
+  }
+  void finish() {
+    done = true;
+    if (!quiet) reader.summarize();
+    w.skipped_rows = reader.malformed();
+    if (reader.out_of_range())  // each was reported with its file:line and field; the run is refused
+      report(std::to_string(reader.out_of_range()) + " row(s) with an integer out of 64-bit range");
+  }
+};
+
+WorkloadReader::WorkloadReader(const std::vector<std::string>& paths, const WorkloadOptions& options, bool second_pass)
+    : s_(std::make_unique<State>(paths, options, second_pass)) {}
+WorkloadReader::~WorkloadReader() = default;
+
+bool WorkloadReader::next(WorkloadRow& r) {
+  State& s = *s_;
+  if (s.done) return false;
+  std::string_view text;
+  while (s.reader.next_line(text)) {
+    r.where = s.reader.line().where();
+    if (parse_workload_line_fast(text, s.w.block_size, r)) {
+      s.reader.accept_line();
+    } else {
+      if (!s.reader.parse_line_dom(s.obj)) continue;
+      if (!s.obj["event_type"].error() || !s.obj["schema"].error()) {  // is_trace_record: Dynamo records are rare
+        s.dynamo.emplace_back(io::to_json(s.obj), r.where);
+        continue;
+      }
+      std::string err;
+      if (!parse_workload_object(s.obj, s.w.block_size, r, &err)) {
+        s.report(r.where + ": " + err);
+        continue;
+      }
+    }
+    if (!s.check(r)) continue;
+    r.index = s.rows++;
+    return true;
+  }
+  s.finish();
+  return false;
+}
+
+Workload& WorkloadReader::meta() { return s_->w; }
+bool WorkloadReader::in_time_order() const { return s_->in_order; }
+std::vector<std::pair<Json, std::string>>& WorkloadReader::dynamo() { return s_->dynamo; }
+
+Workload load_workload(const std::vector<std::string>& paths, const WorkloadOptions& opts) {
+  WorkloadReader in(paths, opts);
+  WorkloadRow r;
+  std::vector<WorkloadRow> rows;
+  while (in.next(r)) rows.push_back(std::move(r));
+  Workload& w = in.meta();
+  w.rows = std::move(rows);
   auto report = [&](const std::string& msg) {
     diag::error("", msg);
     w.errors.push_back(msg);
   };
-  WorkloadRow r;
-  std::string_view text;
-  while (reader.next_line(text)) {
-    where = reader.line().where();
-    r.where = where;
-    if (parse_workload_line_fast(text, w.block_size, r)) {
-      reader.accept_line();
-    } else {
-      if (!reader.parse_line_dom(obj)) continue;
-      if (!obj["event_type"].error() || !obj["schema"].error()) {  // is_trace_record: Dynamo records are rare
-        dynamo.emplace_back(io::to_json(obj), where);
-        continue;
-      }
-      std::string err;
-      r.where = where;
-      if (!parse_workload_object(obj, w.block_size, r, &err)) {
-        report(where + ": " + err);
-        continue;
-      }
-    }
-    if (!r.hash_ids_consistent) {
-      uint64_t need = (r.input_length + w.block_size - 1) / w.block_size;
-      std::string msg = where + ": input_length " + std::to_string(r.input_length) + " needs " + std::to_string(need) +
-                        " hash_ids at block size " + std::to_string(w.block_size) + ", row has " +
-                        std::to_string(r.hash_ids.size());
-      if (opts.strict_hash_ids) {
-        report(msg);
-        continue;
-      }
-      diag::warning("", msg + " (lenient: sending exactly input_length tokens)");
-      ++w.warnings;
-    }
-    r.index = w.rows.size();
-    w.rows.push_back(std::move(r));
-  }
-  reader.summarize();
-  w.skipped_rows = reader.malformed();
-  if (reader.out_of_range())  // each was reported with its file:line and field; the run is refused
-    report(std::to_string(reader.out_of_range()) + " row(s) with an integer out of 64-bit range");
+  auto& dynamo = in.dynamo();
   if (!dynamo.empty()) {
     if (!w.rows.empty()) report("input mixes Dynamo trace records and workload rows");
     Workload d = workload_from_dynamo(dynamo, opts.block_size);
@@ -601,25 +668,6 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
       }
     }
     return d;
-  }
-  // Session validation (SPEC 6.1).
-  std::map<std::string, std::pair<int, std::string>> later_kind;  // session -> (1 delay | 2 timestamp, where)
-  std::unordered_map<std::string, bool> seen;
-  w.has_timestamps = !w.rows.empty() && w.rows.front().timestamp_ms.has_value();
-  const bool need_ts = opts.require_timestamps || (opts.require_timestamps_if_first_has && w.has_timestamps);
-  for (auto& r : w.rows) {
-    bool first_turn = r.session_id.empty() || !seen.count(r.session_id);
-    if (!r.session_id.empty()) seen[r.session_id] = true;
-    if (first_turn) {
-      if (need_ts && !r.timestamp_ms) report(r.where + ": missing field 'timestamp' (required in fixed-schedule mode)");
-      continue;
-    }
-    int kind = r.delay_ms ? 1 : r.timestamp_ms ? 2 : 0;
-    if (kind == 0) continue;
-    auto [it, fresh] = later_kind.emplace(r.session_id, std::make_pair(kind, r.where));
-    if (!fresh && it->second.first != kind)
-      report(r.where + ": session '" + r.session_id + "' mixes 'delay' and 'timestamp' on later turns (" +
-             it->second.second + " uses '" + (it->second.first == 1 ? "delay" : "timestamp") + "'): ambiguous");
   }
   if (opts.sort_by_timestamp && w.has_timestamps) {
     bool sorted = true;

@@ -3,7 +3,9 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
+#include <utility>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -49,6 +51,9 @@ struct WorkloadOptions {
   bool require_timestamps_if_first_has = false;
   /// Sort stably by timestamp when rows are out of order (a note says so).
   bool sort_by_timestamp = true;
+  /// Print nothing while reading (errors are still collected): a second reading of input whose
+  /// problems were already printed.
+  bool quiet = false;
 };
 
 /// A loaded workload. `errors` holds "file:line: what" messages for rejected rows; the loader
@@ -109,6 +114,34 @@ std::optional<WorkloadRow> parse_workload_row(const Json& row, uint32_t block_si
 /// numbers involved, and collected in Workload::errors. Malformed JSON lines are skipped and
 /// counted (JsonlReader, simdjson fast path). Fatal only for unreadable files.
 Workload load_workload(const std::vector<std::string>& paths, const WorkloadOptions& options);
+
+/// Workload rows one at a time, in load order, with load_workload's parsing, checks and reports
+/// (SPEC 6.1; it is load_workload's reader): what lets dyn-replay --sim stream a trace instead of
+/// holding it (issue 17). Dynamo trace records are not converted here (SPEC 6.2 needs the whole
+/// input): they are collected in dynamo() for load_workload; a streaming caller cannot stream
+/// them. Session checks (mixed delay/timestamp, missing timestamps) run as rows are read.
+/// Fatal only for unreadable files. Not thread-safe.
+class WorkloadReader {
+ public:
+  /// `second_pass`: print nothing and skip the session checks (input that a first, reporting
+  /// pass accepted); options.quiet prints nothing but checks.
+  WorkloadReader(const std::vector<std::string>& paths, const WorkloadOptions& options, bool second_pass = false);
+  ~WorkloadReader();
+  /// The next valid row into `row` (`index` = its position among the valid rows); false at the
+  /// end, after which meta() is complete. Rejected rows are reported, added to meta().errors
+  /// and skipped; malformed lines are skipped and counted (JsonlReader).
+  bool next(WorkloadRow& row);
+  /// Errors, warnings, skipped rows, block_size and has_timestamps so far (`rows` stays empty).
+  Workload& meta();
+  /// No row's timestamp so far is below an earlier row's (rows without one not compared).
+  bool in_time_order() const;
+  /// Dynamo trace records met so far, with their "file:line".
+  std::vector<std::pair<Json, std::string>>& dynamo();
+
+ private:
+  struct State;
+  std::unique_ptr<State> s_;
+};
 
 /// Converts Dynamo trace records (already parsed) into workload rows (SPEC 6.2). Rows that are
 /// not request_end or lack request.replay are skipped. Block size mismatch between rows, or
