@@ -49,8 +49,10 @@ std::optional<int64_t> ms_to_ns(double ms) { return to_i64(ms * 1e6); }
 // a + b and a - b, nullopt on overflow. GCC 12 at -O3 in the unity build warns that the optional
 // arguments' payloads "may be used uninitialized" once inlined into a caller that builds them with
 // a conditional; every read is guarded by has_value(), so the warning is a known false positive.
+#if defined(__GNUC__) && !defined(__clang__)  // clang (the fuzz build) has no such warning
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 std::optional<int64_t> add_ns(std::optional<int64_t> a, std::optional<int64_t> b) {
   int64_t r;
   if (!a || !b || __builtin_add_overflow(*a, *b, &r)) return std::nullopt;
@@ -61,7 +63,9 @@ std::optional<int64_t> sub_ns(std::optional<int64_t> a, std::optional<int64_t> b
   if (!a || !b || __builtin_sub_overflow(*a, *b, &r)) return std::nullopt;
   return r;
 }
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 // Exact integer ns from a JSON number in ns (u64 kept exact up to 2^63-1; floats rounded).
 std::optional<int64_t> exact_ns(const Json& v) {
