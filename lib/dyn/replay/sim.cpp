@@ -53,7 +53,6 @@ struct Req {
   std::vector<uint64_t> ref_blocks;  // --reference: the engine blocks it was routed on
   uint64_t pos = 0;                  // place in the workload (row order ranks arrivals)
   bool counted = false;              // in the theoretical hit rate
-  bool released = false;             // complete and its dependents told (streaming: may be dropped)
 };
 
 // select_rows' rule for one row at a time, in workload order (SPEC 6.3): the fixed schedule's
@@ -94,6 +93,14 @@ struct StreamPlan {
   bool has_deps = false;         // some kept row waits for its session's previous (kept) turn
   bool streamable = true;       // no wait_for, Dynamo records or rows out of timestamp order
 };
+
+// SPEC 6.1: how long after its session's previous turn ends a later turn starts (before
+// --speedup): its delay, else the gap between the two turns' timestamps, else 0.
+double session_gap_ms(const trace::WorkloadRow& x, const std::optional<double>& prev_timestamp_ms) {
+  if (x.delay_ms) return *x.delay_ms;
+  if (x.timestamp_ms && prev_timestamp_ms) return std::max(0.0, *x.timestamp_ms - *prev_timestamp_ms);
+  return 0;
+}
 
 // A session's latest row read so far (streaming and its plan).
 struct SessionCursor {
@@ -143,6 +150,7 @@ class Simulation {
   void write_row(const Req& r);
   void count_theoretical(uint32_t i, std::span<const uint64_t> seq);
   void push_arrival(double t, uint32_t i);
+  double schedule_ms(double timestamp_ms) const;
   double fixed_arrival_ms(const Req& r) const;
   // The request in slot i (loaded whole: row i); streaming: reading, and freeing a slot.
   Req& rq(size_t i) { return reqs_[i]; }
@@ -206,9 +214,9 @@ class Simulation {
   bool stopped_ = false;  // duration_s ran out: nothing more is sent
   std::string line_;      // one reused buffer for request_end rows
   std::vector<uint64_t> hashes_;
-  // Streaming (run_sim_files): rows are read as the virtual clock reaches their timestamps (and a
-  // session's next turn before its previous turn's end is passed on), one row ahead in `ahead_`;
-  // a request's slot (in reqs_ and rows_) is freed for a later row once it is released.
+  // Streaming (run_sim_files): rows are read as the virtual clock reaches their timestamps, one
+  // row ahead in `ahead_`; a request's slot (in reqs_ and rows_) is freed for a later row once
+  // it completes.
   trace::WorkloadReader* in_ = nullptr;
   const StreamPlan* plan_ = nullptr;
   trace::WorkloadRow ahead_;
@@ -284,9 +292,7 @@ void Simulation::index_requests() {
         it->second.first = static_cast<uint32_t>(i);
       }
     }
-    r.id = !r.row->request_id.empty()   ? r.row->request_id
-           : !r.row->session_id.empty() ? fmt::format("{}:{}", r.row->session_id, r.turn)
-                                        : fmt::format("row-{}", r.row->index);
+    r.id = request_id_for(*r.row, r.turn, r.row->index);
   }
   for (const auto& [sid, last] : last_of_session) rq(last.first).last_turn = true;
 }
@@ -389,12 +395,17 @@ void Simulation::schedule_arrivals() {
   }
 }
 
-// A row with nothing to wait for, on the fixed schedule: its (offset, sped-up) timestamp.
+// A timestamp's place on the fixed schedule: offset and sped up.
+double Simulation::schedule_ms(double timestamp_ms) const {
+  const double at = (timestamp_ms - zero_) / speed_;
+  return zero_ != 0 ? std::max(0.0, at) : at;
+}
+
+// A row with nothing to wait for, on the fixed schedule.
 double Simulation::fixed_arrival_ms(const Req& r) const {
   const auto& ts = r.row->timestamp_ms;
   if (!ts) throw Fatal(kExitBadData, fmt::format("{}: missing timestamp (needed to schedule this request)", r.row->where));
-  const double at = (*ts - zero_) / speed_;
-  return zero_ != 0 ? std::max(0.0, at) : at;
+  return schedule_ms(*ts);
 }
 
 // A workload arrival ranks by row before every event pushed during the run at the same instant,
@@ -409,8 +420,7 @@ void Simulation::push_arrival(double t, uint32_t i) {
 double Simulation::next_read_ms() const {
   if (!more_) return INFINITY;
   if (!zero_known_ || !ahead_.timestamp_ms) return -INFINITY;
-  const double at = (*ahead_.timestamp_ms - zero_) / speed_;
-  return zero_ != 0 ? std::max(0.0, at) : at;
+  return schedule_ms(*ahead_.timestamp_ms);
 }
 
 void Simulation::read_one() {
@@ -418,20 +428,20 @@ void Simulation::read_one() {
   more_ = in_->next(ahead_);
 }
 
-// Reads every row whose schedule time has come by t, so each arrival is pushed before the clock
-// passes it (rows are in timestamp order, and a later turn never starts before its timestamp's
-// place in the schedule: it starts at its previous turn's end plus the recorded gap).
+// Reads every row whose schedule time has come by t, so each arrival of a row with nothing to wait
+// for is pushed before the clock passes it (rows are in timestamp order; a later turn's arrival is
+// pushed by its previous turn's end, read or not: complete()).
 void Simulation::read_through(double t) {
   while (more_ && next_read_ms() <= t) read_one();
 }
 
 // One streamed row: index_requests, select_rows, link_dependencies and schedule_arrivals for it.
 void Simulation::ingest(trace::WorkloadRow&& row) {
-  uint32_t i;
-  int64_t reserved = -1;  // the request complete() scheduled for this row
-  if (!row.session_id.empty())
-    if (auto it = sessions_.find(row.session_id); it != sessions_.end()) reserved = it->second.next_slot;
-  i = reserved >= 0 ? static_cast<uint32_t>(reserved) : new_slot();
+  auto it = sessions_.end();
+  bool first_turn = true;
+  if (!row.session_id.empty()) std::tie(it, first_turn) = sessions_.try_emplace(row.session_id);
+  const int64_t reserved = first_turn ? -1 : it->second.next_slot;  // the request complete() scheduled
+  const uint32_t i = reserved >= 0 ? static_cast<uint32_t>(reserved) : new_slot();
   rows_[i] = std::move(row);
   Req& r = rq(i);
   r.row = &rows_[i];
@@ -441,20 +451,15 @@ void Simulation::ingest(trace::WorkloadRow&& row) {
   r.pos = read_++;
   std::optional<bool> prev_in;
   std::optional<SessionCursor> prev;
-  auto it = sessions_.end();
-  if (!w.session_id.empty()) {
-    bool fresh;
-    std::tie(it, fresh) = sessions_.try_emplace(w.session_id);
-    if (!fresh) {
+  if (it != sessions_.end()) {
+    if (!first_turn) {
       prev = it->second;
       r.turn = ++it->second.turns;
       prev_in = prev->in_offsets;
     }
     r.last_turn = plan_->last_turn[r.pos];
   }
-  r.id = !w.request_id.empty()   ? w.request_id
-         : !w.session_id.empty() ? fmt::format("{}:{}", w.session_id, r.turn)
-                                 : fmt::format("row-{}", w.index);
+  r.id = request_id_for(w, r.turn, w.index);
   const auto [in, kept] = sel_.keep(w, prev_in);
   r.kept = kept;
   if (it != sessions_.end()) {
@@ -475,7 +480,7 @@ void Simulation::ingest(trace::WorkloadRow&& row) {
   }
   if (prev && prev->kept) {  // held: its turn's end is passed on only once this row is linked
     Req& p = rq(prev->slot);
-    if (p.released || p.pos != prev->pos)
+    if (p.pos != prev->pos)
       throw Fatal(kExitBadData, w.where + ": the input changed while it was simulated (a turn appeared after its "
                                           "session's last)");
     r.session_prev = prev->slot;
@@ -506,7 +511,8 @@ uint32_t Simulation::new_slot() {
 void Simulation::free_slot(uint32_t i) {
   rows_[i] = {};
   reqs_[i] = Req{};
-  reqs_[i].kept = false;  // skipped by the end-of-run checks until reused
+  reqs_[i].kept = false;            // skipped by the end-of-run checks until reused
+  reqs_[i].pos = UINT64_MAX;        // no row's: a turn linking to it finds the input changed
   free_slots_.push_back(i);
 }
 
@@ -600,11 +606,7 @@ void Simulation::complete(uint32_t i, double t) {
     double start = 0;
     if (x.session_prev >= 0) {
       const Req& p = rq(x.session_prev);
-      double gap = 0;
-      if (x.row->delay_ms) gap = *x.row->delay_ms;
-      else if (x.row->timestamp_ms && p.row->timestamp_ms)
-        gap = std::max(0.0, *x.row->timestamp_ms - *p.row->timestamp_ms);
-      start = p.end + gap / speed_;
+      start = p.end + session_gap_ms(*x.row, p.row->timestamp_ms) / speed_;
     } else if (x.parent_dep >= 0) {
       start = rq(x.parent_dep).end + x.row->delay_ms.value_or(0.0) / speed_;
     } else if (fixed_ && x.row->timestamp_ms) {
@@ -626,7 +628,6 @@ void Simulation::complete(uint32_t i, double t) {
       push(std::max(t + plan_->gap_ms[next] / speed_, t), kArrival, x);
     }
   }
-  r.released = true;
   if (in_) free_slot(i);
 }
 
@@ -890,7 +891,7 @@ StreamPlan plan_stream(trace::WorkloadReader& in, const SimOptions& opt) {
     if (!row.wait_for.empty()) p.streamable = false;
     std::optional<bool> prev_in;
     bool prev_kept = false;
-    double gap = 0;  // Simulation::complete's rule
+    double gap = 0;
     SessionCursor* cur = nullptr;
     if (!row.session_id.empty()) {
       auto [it, fresh] = sessions.try_emplace(row.session_id);
@@ -900,8 +901,7 @@ StreamPlan plan_stream(trace::WorkloadReader& in, const SimOptions& opt) {
         prev_kept = cur->kept;
         p.last_turn[cur->pos] = false;
         p.next[cur->pos] = i;
-        if (row.delay_ms) gap = *row.delay_ms;
-        else if (row.timestamp_ms && cur->timestamp_ms) gap = std::max(0.0, *row.timestamp_ms - *cur->timestamp_ms);
+        gap = session_gap_ms(row, cur->timestamp_ms);
       }
       p.last_turn[i] = true;
     }
@@ -913,6 +913,17 @@ StreamPlan plan_stream(trace::WorkloadReader& in, const SimOptions& opt) {
   }
   if (!in.dynamo().empty() || !in.in_time_order()) p.streamable = false;
   return p;
+}
+
+// One timed run; the yardsticks after it (not the simulator's speed).
+SimSummary simulate(const trace::Workload* wl, trace::WorkloadReader* in, const StreamPlan* plan, uint32_t block_size,
+                    const SimOptions& opt, io::Output& out) {
+  const auto wall0 = std::chrono::steady_clock::now();
+  Simulation sim(wl, in, plan, block_size, opt, out);
+  SimSummary sum = sim.run();
+  sum.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
+  sim.run_references(sum);
+  return sum;
 }
 
 // A loaded workload the simulator can run: Fatal(kExitBadData) for a rejected one, or zero usable
@@ -935,12 +946,7 @@ SimSummary run_sim_files(const std::vector<std::string>& paths, const trace::Wor
     if (plan.streamable) {
       check_workload(first.meta(), plan.last_turn.size(), paths);
       trace::WorkloadReader in(paths, wo, /*second_pass=*/true);
-      const auto wall0 = std::chrono::steady_clock::now();
-      Simulation sim(nullptr, &in, &plan, first.meta().block_size, opt, out);
-      SimSummary sum = sim.run();
-      sum.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
-      sim.run_references(sum);
-      return sum;
+      return simulate(nullptr, &in, &plan, first.meta().block_size, opt, out);
     }
     quiet.quiet = true;  // the first pass printed what the reader finds; the load adds the rest
   }
@@ -950,12 +956,7 @@ SimSummary run_sim_files(const std::vector<std::string>& paths, const trace::Wor
 }
 
 SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output& out) {
-  const auto wall0 = std::chrono::steady_clock::now();
-  Simulation sim(&wl, nullptr, nullptr, wl.block_size, opt, out);
-  SimSummary sum = sim.run();
-  sum.wall_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - wall0).count();
-  sim.run_references(sum);  // yardsticks, not the simulator's speed
-  return sum;
+  return simulate(&wl, nullptr, nullptr, wl.block_size, opt, out);
 }
 
 }  // namespace dyn::replay
