@@ -641,7 +641,7 @@ void Decider::route(Row& r) {
     seq_ = tokens::sequence_hashes(tokens::block_hashes(r.extra->toks, cfg_.block_size));
   } else if (r.ids_bs) {
     r.ids_into(ids_);
-    seq_ = tokens::sequence_from_ids(ids_, r.ids_bs, r.ids_are_sequence, r.tokens, cfg_.block_size);
+    tokens::sequence_from_ids(ids_, r.ids_bs, r.ids_are_sequence, r.tokens, cfg_.block_size, seq_);
   }
   ends_.run_until(r.arrival_ms, [&](const auto& end) { release(end.arg); });
   if (r.kv) return apply_kv_row(r);

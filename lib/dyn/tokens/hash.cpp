@@ -48,18 +48,28 @@ std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> blocks) {
 std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t ids_bs, bool ids_are_sequence,
                                         uint64_t input_length, uint32_t router_bs) {
   std::vector<uint64_t> seq;
-  if (ids_bs == 0 || router_bs == 0) return seq;
+  sequence_from_ids(ids, ids_bs, ids_are_sequence, input_length, router_bs, seq);
+  return seq;
+}
+
+void sequence_from_ids(std::span<const uint64_t> ids, uint32_t ids_bs, bool ids_are_sequence, uint64_t input_length,
+                       uint32_t router_bs, std::vector<uint64_t>& seq) {
+  seq.clear();
+  if (ids_bs == 0 || router_bs == 0) return;
   uint64_t full = input_length / router_bs;
   if (ids_bs == router_bs) {
     full = std::min<uint64_t>(full, ids.size());
     seq.reserve(full);
-    if (ids_are_sequence) return std::vector<uint64_t>(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(full));
+    if (ids_are_sequence) {
+      seq.assign(ids.begin(), ids.begin() + static_cast<ptrdiff_t>(full));
+      return;
+    }
     uint64_t prev = 0;
     for (uint64_t i = 0; i < full; ++i) {
       prev = chain_hash(prev, ids[i]);
       seq.push_back(prev);
     }
-    return seq;
+    return;
   }
   // Different sizes: router block j covers tokens [j*R, (j+1)*R); hash the (id, range) pieces.
   uint64_t covered = ids.size() * ids_bs;
@@ -80,7 +90,7 @@ std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t 
       prev = j == 0 ? h : chain_hash(prev, h);
       seq.push_back(prev);
     }
-    return seq;
+    return;
   }
   // A block's first piece hashes (kStart, id): when router blocks are smaller than id blocks, the
   // blocks cut from one id share it, so it is computed once per id (same values, fewer hashes).
@@ -106,7 +116,6 @@ std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t 
     prev = j == 0 ? h : chain_hash(prev, h);
     seq.push_back(prev);
   }
-  return seq;
 }
 
 }  // namespace dyn::tokens

@@ -40,6 +40,9 @@ std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> block_hashes);
 /// exactly when they share the ids under its tokens.
 std::vector<uint64_t> sequence_from_ids(std::span<const uint64_t> ids, uint32_t ids_bs, bool ids_are_sequence,
                                         uint64_t input_length, uint32_t router_bs);
+/// The same into `out` (cleared first), reusing its buffer: for callers hashing one row after another.
+void sequence_from_ids(std::span<const uint64_t> ids, uint32_t ids_bs, bool ids_are_sequence, uint64_t input_length,
+                       uint32_t router_bs, std::vector<uint64_t>& out);
 
 /// The infinite prefix cache behind the theoretical hit rate (SPEC 7): every full block of size
 /// `engine_bs` any earlier request had is cached. Requests are added in order of start; the one

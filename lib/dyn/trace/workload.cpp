@@ -249,9 +249,14 @@ bool parse_workload_line_fast(std::string_view line, uint32_t block_size, Worklo
   };
   Val v[kKeyCount];
   thread_local std::vector<uint64_t> ids;  // parse buffer, reused across rows
+  // A row reused from call to call (dyn-route decide's scratch row) keeps its where and hash_ids
+  // buffers: no allocation per row once they are large enough.
   std::string where = std::move(r.where);
+  std::vector<uint64_t> kept_ids = std::move(r.hash_ids);
+  kept_ids.clear();
   r = WorkloadRow{};
   r.where = std::move(where);
+  r.hash_ids = std::move(kept_ids);
   Scan s{line.data(), line.data() + line.size()};
   s.ws();
   if (s.p >= s.e || *s.p != '{') return false;
@@ -306,7 +311,7 @@ bool parse_workload_line_fast(std::string_view line, uint32_t block_size, Worklo
             break;
           }
         }
-        r.hash_ids.assign(ids.begin(), ids.end());  // one exact allocation per row
+        r.hash_ids.assign(ids.begin(), ids.end());  // into a kept buffer, or one exact allocation
         x.type = 'a';
       } else if (c == 'n') {
         if (!s.literal("null")) return false;
