@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
-#include <map>
 #include <unordered_map>
 
 #include <simdjson.h>
@@ -545,9 +544,15 @@ struct WorkloadReader::State {
   bool done = false, in_order = true, first = true, need_ts = false;
   uint64_t rows = 0;
   std::optional<double> last_ts;  // the latest timestamp so far
-  // Session validation (SPEC 6.1): sessions seen, and the kind of timing their later turns use.
-  std::map<std::string, std::pair<int, std::string>> later_kind;  // session -> (1 delay | 2 timestamp, where)
-  std::unordered_map<std::string, bool> seen;
+  // Session validation (SPEC 6.1): every session seen, and the kind of timing its later turns use
+  // with the line that set it. One small entry a session (two maps, one of them holding a
+  // "file:line" string, were most of --sim's first pass on 16 copies of the sessionized trace).
+  struct Later {
+    int kind = 0;  // 0 none yet, 1 delay, 2 timestamp
+    const std::string* file = nullptr;
+    uint64_t line = 0;
+  };
+  std::unordered_map<std::string, Later> seen;
 
   void report(const std::string& msg) {
     if (!quiet) diag::error("", msg);
@@ -577,18 +582,24 @@ struct WorkloadReader::State {
       last_ts = r.timestamp_ms;
     }
     if (second_pass) return true;  // the first pass validated the sessions
-    const bool first_turn = r.session_id.empty() || !seen.count(r.session_id);
-    if (!r.session_id.empty()) seen[r.session_id] = true;
-    if (first_turn) {
+    Later* later = nullptr;
+    if (!r.session_id.empty()) {
+      auto [it, fresh] = seen.try_emplace(r.session_id);
+      if (!fresh) later = &it->second;
+    }
+    if (!later) {  // a first turn
       if (need_ts && !r.timestamp_ms) report(r.where + ": missing field 'timestamp' (required in fixed-schedule mode)");
       return true;
     }
     const int kind = r.delay_ms ? 1 : r.timestamp_ms ? 2 : 0;
     if (kind == 0) return true;
-    auto [it, fresh] = later_kind.emplace(r.session_id, std::make_pair(kind, r.where));
-    if (!fresh && it->second.first != kind)
+    if (later->kind == 0) {
+      *later = Later{kind, reader.line().file, reader.line().number};
+    } else if (later->kind != kind) {
       report(r.where + ": session '" + r.session_id + "' mixes 'delay' and 'timestamp' on later turns (" +
-             it->second.second + " uses '" + (it->second.first == 1 ? "delay" : "timestamp") + "'): ambiguous");
+             io::Line{{}, later->file, later->line}.where() + " uses '" + (later->kind == 1 ? "delay" : "timestamp") +
+             "'): ambiguous");
+    }
     return true;
   }
   void finish() {
