@@ -14,6 +14,7 @@
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/buffers_suffix.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/error.hpp>
@@ -454,9 +455,28 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
     auto n = fmt::format_to_n(size_line.data(), size_line.size(), "{:x}\r\n", data.size());
     std::array<asio::const_buffer, 3> bufs{asio::buffer(size_line.data(), n.size), asio::buffer(data),
                                            asio::buffer("\r\n", 2)};
-    stream.expires_after(kWriteTimeout);
     auto self = shared_from_this();
-    asio::async_write(stream, bufs, [self, done = std::move(done)](beast::error_code ec, size_t) {
+    // Most chunks fit the socket's send buffer: one sendmsg now, without a write timer armed and
+    // cancelled around it (two timerfd_settime calls a chunk whenever the write timeout is the
+    // loop's earliest deadline, issue 16). Only what the socket does not take at once waits, under
+    // the write timeout. Completions are posted, never run inline, as async_write's are.
+    beast::error_code ec;
+    auto& sock = stream.socket();
+    if (!sock.non_blocking()) sock.non_blocking(true, ec);
+    const size_t sent = ec ? 0 : sock.write_some(bufs, ec);
+    if (!ec && sent == asio::buffer_size(bufs)) {
+      asio::post(stream.get_executor(), [done = std::move(done)] { done(true); });
+      return;
+    }
+    if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
+      close_now();
+      asio::post(stream.get_executor(), [done = std::move(done)] { done(false); });
+      return;
+    }
+    beast::buffers_suffix<std::array<asio::const_buffer, 3>> rest(bufs);
+    rest.consume(sent);
+    stream.expires_after(kWriteTimeout);
+    asio::async_write(stream, rest, [self, done = std::move(done)](beast::error_code ec, size_t) {
       if (ec) {
         self->close_now();
         return done(false);
