@@ -165,6 +165,7 @@ int run(Opts& o, CLI::App& app) {
   if (o.sim.sim) {  // the same workload through the simulated cluster (engine's sim_cmd)
     set_sim_load(o, app);
     o.sim.seed = o.seed;
+    o.sim.lenient = o.lenient;
     if (!o.model.empty()) o.sim.model = o.model;
     rc = cmd::run_sim_cmd(o.inputs, o.block_size, o.sim, o.out.output, o.out.line_buffered, &summary);
   } else {

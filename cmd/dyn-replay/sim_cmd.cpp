@@ -53,6 +53,7 @@ int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_
   const route::AdmissionConfig admission = admission_config(f.admission);  // usage errors before loading
   trace::WorkloadOptions wo;
   wo.block_size = workload_block_size;
+  wo.strict_hash_ids = !f.lenient;
   wo.require_timestamps = f.schedule.mode == replay::LoadMode::kFixedSchedule;
   replay::SimOptions so;
   so.workers = f.workers;

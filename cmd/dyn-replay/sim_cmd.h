@@ -22,6 +22,8 @@ struct SimFlags {
   AdmissionFlags admission;
   uint64_t seed = 0;
   uint64_t epoch_unix_ms = 0;
+  /// --lenient: hash_ids that do not fit input_length are a warning, not a rejected workload.
+  bool lenient = false;
   std::string model = "mock-model";
   /// The live replay's load controls (dyn-replay flags, checked and set by the command;
   /// replay::SimOptions says what each does in simulation).

@@ -33,7 +33,13 @@ Expected<bool> Engine::add(RequestSpec spec) {
   if (seqs_.count(spec.id)) return Error{fmt::format("duplicate request id {}", spec.id), kExitBadData};
   if (spec.max_output_tokens == 0) spec.max_output_tokens = 1;
   const uint64_t bs = cfg_.block_size;
-  const uint64_t need = (spec.prompt_tokens + spec.max_output_tokens + bs - 1) / bs;
+  // ceil((prompt + output) / bs), term by term: a sum near 2^64 must not wrap to a small count
+  // that fits the pool (an output_length of 2^64 - 1 then ran for ever).
+  const uint64_t in = spec.prompt_tokens, out = spec.max_output_tokens;
+  uint64_t need = 0;
+  if (__builtin_add_overflow(in / bs, out / bs, &need) ||
+      __builtin_add_overflow(need, (in % bs + out % bs + bs - 1) / bs, &need))
+    need = UINT64_MAX;
   if (need > cfg_.num_blocks)
     return Error{fmt::format("request needs {} KV blocks ({} prompt + {} output tokens), the pool has {}", need,
                              spec.prompt_tokens, spec.max_output_tokens, cfg_.num_blocks),

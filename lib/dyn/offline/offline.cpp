@@ -88,6 +88,13 @@ int normalize_rows(const NormalizeOptions& o, io::Output& out) {
 double EndModel::duration_ms(uint64_t uncached, uint64_t output, double u) const {
   double t = 0;
   uint64_t left = uncached;
+  // Past a million chunks the full ones are counted at once (a bad input_length of 2^63 looped
+  // for ever); below, one sum per chunk, as it always was (the same bits as before).
+  if (max_batched_tokens && left / max_batched_tokens > (uint64_t{1} << 20)) {
+    const uint64_t full = left / max_batched_tokens;
+    t += static_cast<double>(full) * engine::prefill_time_ms(max_batched_tokens);
+    left -= full * max_batched_tokens;
+  }
   while (left > 0) {
     uint64_t chunk = std::min<uint64_t>(left, max_batched_tokens ? max_batched_tokens : left);
     t += engine::prefill_time_ms(chunk);

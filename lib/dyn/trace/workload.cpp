@@ -6,6 +6,7 @@
 #include <cmath>
 #include <unordered_map>
 
+#include <fmt/format.h>
 #include <simdjson.h>
 
 #include "dyn/base/diag.h"
@@ -36,6 +37,8 @@ enum Key {
   kWaitFor,
   kKeyCount
 };
+// Largest timestamp accepted, in ms: about 285,000 years, far past any Unix-epoch or relative time.
+constexpr double kMaxTimestampMs = 9e15;
 constexpr std::string_view kKeyNames[kKeyCount] = {"timestamp",         "delay",      "tool_wait_ms", "input_length",
                                                    "output_length",     "hash_ids",   "text_input",   "session_id",
                                                    "parent_session_id", "request_id", "priority",     "wait_for"};
@@ -103,6 +106,13 @@ bool parse_workload_object(const simdjson::dom::object& row, uint32_t block_size
     return true;
   };
   if (!number(kTimestamp, &r.timestamp_ms) || !number(kDelay, &r.delay_ms)) return false;
+  // ms since the trace's start or the Unix epoch: a negative one wrapped to 2^64 - 100 in the
+  // simulator's records and one of 1e300 overflowed its clock.
+  if (r.timestamp_ms && !(*r.timestamp_ms >= 0 && *r.timestamp_ms <= kMaxTimestampMs)) {
+    const double t = *r.timestamp_ms;
+    r.timestamp_ms.reset();  // the rejected row keeps no arrival time (decide places its error row in order)
+    return fail(fmt::format("timestamp {} is out of range (0 to {:.0f} ms)", t, kMaxTimestampMs));
+  }
   if (r.delay_ms && *r.delay_ms < 0) return fail("delay is negative");
   if (!number(kToolWait, &r.tool_wait_ms)) return false;
   std::optional<uint64_t> in;
@@ -344,6 +354,7 @@ bool parse_workload_line_fast(std::string_view line, uint32_t block_size, Worklo
     const Val& x = v[k];
     if (x.type == 0 || x.type == 'n') return true;
     if (x.type != 'i' && x.type != 'f') return false;
+    if (k == kTimestamp && x.d > kMaxTimestampMs) return false;  // the slow path says why
     *out = x.d;
     return true;
   };
