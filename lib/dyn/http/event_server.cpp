@@ -455,7 +455,6 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
     auto n = fmt::format_to_n(size_line.data(), size_line.size(), "{:x}\r\n", data.size());
     std::array<asio::const_buffer, 3> bufs{asio::buffer(size_line.data(), n.size), asio::buffer(data),
                                            asio::buffer("\r\n", 2)};
-    auto self = shared_from_this();
     // Most chunks fit the socket's send buffer: one sendmsg now, without a write timer armed and
     // cancelled around it (two timerfd_settime calls a chunk whenever the write timeout is the
     // loop's earliest deadline, issue 16). Only what the socket does not take at once waits, under
@@ -476,7 +475,7 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
     beast::buffers_suffix<std::array<asio::const_buffer, 3>> rest(bufs);
     rest.consume(sent);
     stream.expires_after(kWriteTimeout);
-    asio::async_write(stream, rest, [self, done = std::move(done)](beast::error_code ec, size_t) {
+    asio::async_write(stream, rest, [self = shared_from_this(), done = std::move(done)](beast::error_code ec, size_t) {
       if (ec) {
         self->close_now();
         return done(false);
