@@ -36,10 +36,11 @@ void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     auto w = dyn::trace::load_workload(o->inputs, wo);
     if (w.from_dynamo)
       throw dyn::Fatal(dyn::kExitBadData, "input holds Dynamo trace records, which carry their own sessions");
-    if (!w.ok()) {
-      dyn::diag::error("", std::to_string(w.errors.size()) + " bad rows; nothing written");
-      return static_cast<int>(dyn::kExitBadData);
-    }
+    // Bad rows were reported with file:line and are left out; the good rows still flow (dyn(7)),
+    // and the exit status says some were bad.
+    if (!w.ok())
+      dyn::diag::warning("", std::to_string(w.errors.size()) + " bad row" + (w.errors.size() == 1 ? "" : "s") +
+                                 " left out; the other " + std::to_string(w.rows.size()) + " sessionized");
     auto st = dyn::trace::sessionize(w.rows, o->s);
     dyn::io::Output* out = &sink.get();
     for (const auto& r : w.rows) out->line(dyn::trace::workload_row_to_json(r).dump());
@@ -50,6 +51,6 @@ void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                     " later turns; longest " + std::to_string(st.longest) + " turns; " + std::to_string(st.forks) +
                     " forks with parent_session_id" +
                     (st.kept ? "; " + std::to_string(st.kept) + " rows kept their session_id" : std::string()) + ")");
-    return 0;
+    return w.ok() ? 0 : static_cast<int>(dyn::kExitBadData);
   });
 }

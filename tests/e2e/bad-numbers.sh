@@ -3,7 +3,7 @@
 # naming its line in every reader; an input_length of 2^63 - 1 routes at once in decide (the end
 # model looped once per 8,192-token chunk); an output_length of 2^64 - 1 is "never fits the KV
 # pool" in the simulator (the block count wrapped to a small one and the request decoded for ever);
-# --sim honours --lenient as the live replay does.
+# --sim honours --lenient as the live replay does; dyn-trace sessionize writes the good rows.
 good() { echo "{\"timestamp\":$1,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,$2]}"; }
 for ts in -100 1e300; do
   { good 0 2; echo "{\"timestamp\":$ts,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,4]}"; good 20 3; } >ts.jsonl
@@ -13,8 +13,9 @@ for ts in -100 1e300; do
   jq -r 'select(.dyn.error) | "\(.event_time_unix_ms) \(.dyn.error.message)"' d.jsonl
   expect_status 3 timeout 20 dyn-replay --sim --workers 2 ts.jsonl >/dev/null 2>s.err
   grep -c "ts.jsonl:2: timestamp .* is out of range" s.err
-  expect_status 3 timeout 20 dyn-trace sessionize ts.jsonl >/dev/null 2>z.err
+  expect_status 3 timeout 20 dyn-trace sessionize ts.jsonl >z.jsonl 2>z.err
   grep -c "ts.jsonl:2: timestamp .* is out of range" z.err
+  wc -l <z.jsonl  # the good rows still flow
 done
 echo "== input_length 2^63 - 1 in decide"
 { good 0 2; echo '{"timestamp":10,"input_length":9223372036854775807,"output_length":5,"hash_ids":[1,2]}'; good 20 3; } >in.jsonl
