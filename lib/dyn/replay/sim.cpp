@@ -648,7 +648,7 @@ void Simulation::dispatch(uint32_t i, double t, std::optional<uint64_t> target) 
     auto toks = tokens::text_to_tokens(*row.text_input);
     hashes_ = tokens::sequence_hashes(tokens::block_hashes(toks, bs));
   } else {
-    hashes_ = tokens::sequence_from_ids(row.hash_ids, wl_block_, false, row.input_length, bs);
+    tokens::sequence_from_ids(row.hash_ids, wl_block_, false, row.input_length, bs, hashes_);
     count_theoretical(i, hashes_);
   }
   route::RouteRequest rr;
