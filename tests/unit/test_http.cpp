@@ -530,3 +530,34 @@ TEST_CASE("proxy: idle connections the upstream closed are dropped, not a failed
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
   CHECK(served == 4);
 }
+
+TEST_CASE("proxy: a body that stalls longer than the read timeout ends as a cut, with the timeout named") {
+  TestServer up;
+  up.server.Post("/v1/x", [&](const httplib::Request&, httplib::Response& res) {
+    res.set_chunked_content_provider("application/json", [](size_t, httplib::DataSink& sink) {
+      sink.write("{\"a\":", 5);
+      std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // longer than the 1 s read timeout
+      sink.write("1}", 2);
+      sink.done();
+      return true;
+    });
+  });
+  up.start();
+  auto url = UpstreamUrl::parse(up.url());
+  REQUIRE(url);
+  EventLoop loop(1, 4);
+  loop.start();
+  UpstreamPool pool(*url, loop, UpstreamTimeouts{1, 1});
+  ProxyRequest r;
+  r.path = "/v1/x";
+  r.body = "{}";
+  auto call = ProxyCall::start(pool, r, nullptr, dyn::RealClock::instance());
+  REQUIRE(call->wait_response());
+  ServerResponse cres;
+  std::optional<ProxyOutcome> end;
+  call->relay_blocking(cres, {}, [&](const ProxyOutcome& o) { end = o; });
+  REQUIRE(end);
+  CHECK(end->kind == ProxyOutcome::Kind::kStreamCut);
+  CHECK(end->message.find("read timeout") != std::string::npos);
+  CHECK(cres.status == 502);
+}

@@ -7,10 +7,8 @@
 #include <limits>
 #include <future>
 #include <optional>
+#include <utility>
 
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
 
 // <utility> first: Boost 1.74's Asio uses std::exchange without including it.
 #include <boost/asio/co_spawn.hpp>
@@ -18,6 +16,7 @@
 #include <boost/asio/detached.hpp>
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/ip/tcp.hpp>
@@ -68,42 +67,6 @@ Expected<UpstreamUrl> UpstreamUrl::parse(std::string_view url) {
   if (prefix.size() >= 3 && prefix.compare(prefix.size() - 3, 3, "/v1") == 0) prefix.resize(prefix.size() - 3);
   u.path_prefix = prefix;
   return u;
-}
-
-UpstreamPool::UpstreamPool(UpstreamUrl url, EventLoop& loop, UpstreamTimeouts timeouts)
-    : url_(std::move(url)), timeouts_(timeouts), loop_(loop) {}
-
-UpstreamPool::~UpstreamPool() {
-  for (int fd : idle_) ::close(fd);
-}
-
-int UpstreamPool::take_idle() {
-  for (;;) {
-    int fd;
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      if (idle_.empty()) return -1;
-      fd = idle_.back();
-      idle_.pop_back();
-    }
-    // An idle connection is readable only when the upstream closed it (or sent bytes nobody
-    // asked for): drop those before sending, as curl and cpp-httplib do, so a server's
-    // keep-alive timeout does not cost the request its one retry.
-    pollfd p{fd, POLLIN, 0};
-    if (::poll(&p, 1, 0) == 0) return fd;
-    ::close(fd);
-  }
-}
-
-void UpstreamPool::put_idle(int fd) {
-  std::unique_lock<std::mutex> lk(mu_);
-  // Enough idle connections for a burst of concurrent streams; beyond that close them.
-  if (idle_.size() < 4096) {
-    idle_.push_back(fd);
-    return;
-  }
-  lk.unlock();
-  ::close(fd);
 }
 
 const char* outcome_name(ProxyOutcome::Kind k) {
@@ -222,11 +185,83 @@ std::chrono::steady_clock::duration seconds(double s) {
 }
 }  // namespace
 
+struct UpstreamPool::Idle {
+  explicit Idle(tcp::socket s) : sock(std::move(s)) {}
+  tcp::socket sock;
+  bool taken = false;  // a call has it again: its idle wait's completion means nothing now
+  bool dead = false;   // readable while idle: closed by the upstream
+};
+
+UpstreamPool::UpstreamPool(UpstreamUrl url, EventLoop& loop, UpstreamTimeouts timeouts)
+    : url_(std::move(url)), timeouts_(timeouts), loop_(loop) {}
+
+UpstreamPool::~UpstreamPool() {
+  std::lock_guard<std::mutex> lk(mu_);
+  beast::error_code ignored;
+  for (auto& [ctx, list] : idle_)
+    for (auto& i : list) {
+      i->taken = true;
+      i->sock.close(ignored);
+    }
+}
+
+std::shared_ptr<UpstreamPool::Idle> UpstreamPool::take_idle(const asio::any_io_executor& executor) {
+  const void* ctx = &asio::query(executor, asio::execution::context);
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& [c, list] : idle_) {
+    if (c != ctx) continue;
+    while (!list.empty()) {
+      std::shared_ptr<Idle> i = std::move(list.back());
+      list.pop_back();
+      if (i->dead) continue;  // closed when its wait completed
+      i->taken = true;
+      beast::error_code ignored;
+      i->sock.cancel(ignored);  // the idle wait; no system call (the reactor keeps the socket)
+      return i;
+    }
+    break;
+  }
+  return nullptr;
+}
+
+void UpstreamPool::put_idle(std::shared_ptr<Idle> idle) {
+  const void* ctx = &asio::query(idle->sock.get_executor(), asio::execution::context);
+  idle->taken = false;
+  // An idle connection is readable only when the upstream closed it (or sent bytes nobody asked
+  // for): such a one is dropped before any call sends on it, as curl and cpp-httplib do, so a
+  // server's keep-alive timeout does not cost the next request its one retry. Queuing the wait
+  // re-registers the socket with epoll, which reports a close that came before it as well.
+  idle->sock.async_wait(tcp::socket::wait_read, [i = idle](beast::error_code) {
+    if (i->taken) return;
+    i->dead = true;
+    beast::error_code ignored;
+    i->sock.close(ignored);
+  });
+  std::lock_guard<std::mutex> lk(mu_);
+  for (auto& [c, list] : idle_) {
+    if (c != ctx) continue;
+    // Enough idle connections for a burst of concurrent streams; beyond that close them.
+    std::erase_if(list, [](const std::shared_ptr<Idle>& i) { return i->dead; });
+    if (list.size() < 4096) list.push_back(std::move(idle));
+    else {
+      idle->taken = true;
+      beast::error_code ignored;
+      idle->sock.close(ignored);
+    }
+    return;
+  }
+  idle_.emplace_back(ctx, std::vector<std::shared_ptr<Idle>>{std::move(idle)});
+}
+
 /// The upstream connection of one call. Every operation on it runs on `ex`, one loop thread's (a
 /// call's I/O never runs on two threads at once; a handler thread only waits for results).
+/// A plain upstream's read timeout is a lazy deadline: one timer per call, moved only when it
+/// fires before the deadline, instead of a timer re-armed on every read (issue 16).
 struct ProxyCall::Io {
-  Io(EventLoop& loop, asio::any_io_executor e) : ex(e ? std::move(e) : loop.next_executor()) {}
+  static constexpr size_t kReadSize = 16384;
+  Io(EventLoop& loop, asio::any_io_executor e) : ex(e ? std::move(e) : loop.next_executor()), deadline(ex) {}
   asio::any_io_executor ex;
+  std::weak_ptr<ProxyCall> owner;  // a deadline that finds the call gone does nothing
   ProxyRequest request;
   bhttp::request<bhttp::string_body> req;
   std::optional<beast::tcp_stream> tcp;                     // plain upstreams
@@ -235,12 +270,73 @@ struct ProxyCall::Io {
   std::optional<bhttp::response_parser<bhttp::buffer_body>> parser;
   std::array<char, 16384> piece{};
 
+  asio::steady_timer deadline;
+  bool deadline_armed = false;
+  bool reading = false;  // a read of a plain upstream is in flight
+  bool read_timed_out = false;
+  std::chrono::steady_clock::time_point last_read;  // the upstream's last bytes (or the request sent)
+
   beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *tcp; }
   void close() {
     beast::error_code ignored;
     if (tcp || tls) lowest().socket().close(ignored);
     tls.reset();
     tcp.reset();
+    deadline.cancel();
+    deadline_armed = read_timed_out = false;
+  }
+  /// The read timeout: fires at the last read + read_s; when bytes came since it was set, it is
+  /// moved to the new deadline; when none came and a read is in flight, the read is cancelled
+  /// and fails with beast::error::timeout.
+  void arm_deadline(double read_s) {
+    if (deadline_armed) return;
+    deadline_armed = true;
+    deadline.expires_at(last_read + seconds(read_s));
+    deadline.async_wait([this, w = owner, read_s](beast::error_code ec) {
+      const auto alive = w.lock();
+      if (!alive || ec) return;  // the call is gone, or the timer was cancelled or moved
+      deadline_armed = false;
+      if (!reading || !tcp) return;  // no read now: the next read sets it again
+      if (std::chrono::steady_clock::now() < last_read + seconds(read_s)) return arm_deadline(read_s);
+      read_timed_out = true;
+      beast::error_code ignored;
+      tcp->socket().cancel(ignored);
+    });
+  }
+  /// Appends what a plain upstream sends next (up to kReadSize bytes) to `buf`. Errors: the
+  /// socket's (eof when the upstream closed), beast::error::timeout.
+  awaitable<beast::error_code> read_more(double read_s) {
+    arm_deadline(read_s);
+    beast::error_code ec;
+    reading = true;
+    const size_t n =
+        co_await tcp->socket().async_read_some(buf.prepare(kReadSize), redirect_error(use_awaitable, ec));
+    reading = false;
+    if (read_timed_out) co_return beast::error::timeout;
+    buf.commit(n);
+    if (n > 0) last_read = std::chrono::steady_clock::now();
+    co_return ec;
+  }
+  /// The upstream closed the connection: the end of a body that runs to the close, or (as Beast
+  /// reports it) a message cut short.
+  void on_eof(beast::error_code& ec) {
+    ec = {};
+    if (parser->got_some()) parser->put_eof(ec);
+    else ec = bhttp::error::end_of_stream;
+  }
+  /// Reads the response's status line and headers (a plain upstream; the request was just sent).
+  awaitable<beast::error_code> read_header(double read_s) {
+    last_read = std::chrono::steady_clock::now();
+    for (;;) {
+      beast::error_code ec = co_await read_more(read_s);
+      if (ec == asio::error::eof) on_eof(ec);
+      if (!ec) {
+        buf.consume(parser->put(buf.data(), ec));
+        if (ec == bhttp::error::need_more) continue;
+      }
+      if (!ec && !parser->is_header_done()) continue;
+      co_return ec;
+    }
   }
   /// Reads the next piece of the body into `piece`; its size, and the error (need_buffer is
   /// not one: the piece is full).
@@ -253,11 +349,18 @@ struct ProxyCall::Io {
     parse_buffered(ec);
     const auto got = [&] { return piece.size() - p.get().body().size; };
     if (ec || p.is_done() || got() > 0) co_return std::pair{got(), ec};
-    lowest().expires_after(seconds(read_s));
-    if (tls) co_await bhttp::async_read_some(*tls, buf, p, redirect_error(use_awaitable, ec));
-    else co_await bhttp::async_read_some(*tcp, buf, p, redirect_error(use_awaitable, ec));
-    if (ec == bhttp::error::need_buffer) ec = {};
-    if (!ec) parse_buffered(ec);
+    if (tls) {
+      lowest().expires_after(seconds(read_s));
+      co_await bhttp::async_read_some(*tls, buf, p, redirect_error(use_awaitable, ec));
+      if (ec == bhttp::error::need_buffer) ec = {};
+      if (!ec) parse_buffered(ec);
+      co_return std::pair{got(), ec};
+    }
+    do {
+      ec = co_await read_more(read_s);
+      if (ec == asio::error::eof) on_eof(ec);
+      else if (!ec) parse_buffered(ec);
+    } while (!ec && !p.is_done() && got() == 0);
     co_return std::pair{got(), ec};
   }
   /// Parses what `buf` already holds into the rest of `piece`, without I/O. Beast's read yields
@@ -282,8 +385,10 @@ ProxyCall::ProxyCall(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<S
 
 std::shared_ptr<ProxyCall> ProxyCall::start(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap,
                                             const Clock& clock, asio::any_io_executor executor) {
-  return std::shared_ptr<ProxyCall>(
+  auto call = std::shared_ptr<ProxyCall>(
       new ProxyCall(pool, std::move(request), std::move(tap), clock, std::move(executor)));
+  call->io_->owner = call;
+  return call;
 }
 
 // No operation is running when the last reference goes (each holds one).
@@ -348,16 +453,11 @@ awaitable<void> ProxyCall::exchange() {
   for (int attempt = 0; attempt < 2; ++attempt) {
     x.close();
     x.buf.clear();
-    int fd = url.tls || attempt > 0 ? -1 : pool_.take_idle();
-    const bool fresh = fd < 0;
+    std::shared_ptr<UpstreamPool::Idle> idle = url.tls || attempt > 0 ? nullptr : pool_.take_idle(x.ex);
+    const bool fresh = !idle;
     beast::error_code ec;
     if (!fresh) {
-      sockaddr_storage sa{};
-      socklen_t len = sizeof(sa);
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&sa), &len);
-      x.tcp.emplace(x.ex);
-      x.tcp->socket().assign(sa.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
-      if (ec) ::close(fd);
+      x.tcp.emplace(std::move(idle->sock));
     } else {
       tcp::resolver resolver(x.ex);
       auto endpoints = co_await resolver.async_resolve(url.host, url.port, redirect_error(use_awaitable, ec));
@@ -384,6 +484,7 @@ awaitable<void> ProxyCall::exchange() {
       x.lowest().expires_after(seconds(to.read_s));
       if (x.tls) co_await bhttp::async_write(*x.tls, r, redirect_error(use_awaitable, ec));
       else co_await bhttp::async_write(*x.tcp, r, redirect_error(use_awaitable, ec));
+      x.lowest().expires_never();
     }
     if (!ec) {
       x.parser.emplace();
@@ -391,9 +492,12 @@ awaitable<void> ProxyCall::exchange() {
       // empty optional as if it were a limit below every value and fails every sized body.
       x.parser->body_limit(std::numeric_limits<std::uint64_t>::max());
       x.parser->header_limit(256 * 1024);  // Beast's default 8 KiB is below what servers send
-      x.lowest().expires_after(seconds(to.read_s));
-      if (x.tls) co_await bhttp::async_read_header(*x.tls, x.buf, *x.parser, redirect_error(use_awaitable, ec));
-      else co_await bhttp::async_read_header(*x.tcp, x.buf, *x.parser, redirect_error(use_awaitable, ec));
+      if (x.tls) {
+        x.lowest().expires_after(seconds(to.read_s));
+        co_await bhttp::async_read_header(*x.tls, x.buf, *x.parser, redirect_error(use_awaitable, ec));
+      } else {
+        ec = co_await x.read_header(to.read_s);
+      }
     }
     if (!ec) {
       const double t = clock_.now_ms();
@@ -460,8 +564,7 @@ bool ProxyCall::take_piece(size_t n, boost::system::error_code ec, std::string& 
   body_complete_ = true;
   // Back to the pool only when both sides keep the connection and nothing unread is left.
   if (!x.tls && x.parser->keep_alive() && x.buf.size() == 0) {
-    x.tcp->expires_never();
-    pool_.put_idle(x.tcp->release_socket().release());
+    pool_.put_idle(std::make_shared<UpstreamPool::Idle>(x.tcp->release_socket()));
   }
   x.close();
   return true;

@@ -45,10 +45,12 @@ struct UpstreamTimeouts {
 };
 
 /// Keep-alive connections to one upstream, reused across requests so the proxy does not pay a TCP
-/// handshake per call. Idle connections are kept as plain sockets (file descriptors), so any
-/// thread's call can take one up. https upstreams are not pooled (a TLS session cannot be handed
-/// over as a socket): each call connects and handshakes anew. Calls run their I/O on `loop`,
-/// which must outlive the pool. Thread-safe.
+/// handshake per call. Idle connections stay Asio sockets of the loop thread that used them, so a
+/// call on that thread takes one up without registering it with the reactor again (issue 16:
+/// nginx keeps its upstream connections the same way, per worker); each waits for readable
+/// while idle, which means the upstream closed it (or sent bytes nobody asked for), and is then
+/// dropped. https upstreams are not pooled (a TLS session is not kept): each call connects and
+/// handshakes anew. Calls run their I/O on `loop`, which must outlive the pool. Thread-safe.
 class UpstreamPool {
  public:
   UpstreamPool(UpstreamUrl url, EventLoop& loop, UpstreamTimeouts timeouts = {});
@@ -58,19 +60,22 @@ class UpstreamPool {
   const UpstreamUrl& url() const { return url_; }
   const UpstreamTimeouts& timeouts() const { return timeouts_; }
   EventLoop& loop() const { return loop_; }
-  /// An idle connected socket (>= 0, now owned by the caller) or -1 when none is idle; sockets
-  /// the upstream closed while idle are dropped on the way.
-  int take_idle();
-  /// Returns a socket after a complete exchange whose response allowed keep-alive (or closes it
-  /// when enough are idle already).
-  void put_idle(int fd);
+
+  struct Idle;  ///< a kept connection (proxy.cpp)
+  /// An idle connection of the loop thread that runs `executor`, now the caller's, or null when
+  /// that thread has none. Call on that thread (its connections are only touched there).
+  std::shared_ptr<Idle> take_idle(const boost::asio::any_io_executor& executor);
+  /// Keeps a connection after a complete exchange whose response allowed keep-alive (or closes
+  /// it when enough are idle already). Call on the connection's loop thread.
+  void put_idle(std::shared_ptr<Idle> idle);
 
  private:
   UpstreamUrl url_;
   UpstreamTimeouts timeouts_;
   EventLoop& loop_;
   std::mutex mu_;
-  std::vector<int> idle_;
+  /// Idle connections per loop thread, keyed by its execution context.
+  std::vector<std::pair<const void*, std::vector<std::shared_ptr<Idle>>>> idle_;
 };
 
 /// Observes (and may rewrite) a response on its way to the client. Called from one thread at a
