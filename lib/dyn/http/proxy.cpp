@@ -303,8 +303,9 @@ struct ProxyCall::Io {
       tcp->socket().cancel(ignored);
     });
   }
-  /// Appends what a plain upstream sends next (up to kReadSize bytes) to `buf`. Errors: the
-  /// socket's (eof when the upstream closed), beast::error::timeout.
+  /// Appends what a plain upstream sends next (up to kReadSize bytes) to `buf`. When the upstream
+  /// closed the connection, the parser is told (see on_eof). Errors: the socket's, the parser's,
+  /// beast::error::timeout.
   awaitable<beast::error_code> read_more(double read_s) {
     arm_deadline(read_s);
     beast::error_code ec;
@@ -315,6 +316,7 @@ struct ProxyCall::Io {
     if (read_timed_out) co_return beast::error::timeout;
     buf.commit(n);
     if (n > 0) last_read = std::chrono::steady_clock::now();
+    if (ec == asio::error::eof) on_eof(ec);
     co_return ec;
   }
   /// The upstream closed the connection: the end of a body that runs to the close, or (as Beast
@@ -329,7 +331,6 @@ struct ProxyCall::Io {
     last_read = std::chrono::steady_clock::now();
     for (;;) {
       beast::error_code ec = co_await read_more(read_s);
-      if (ec == asio::error::eof) on_eof(ec);
       if (!ec) {
         buf.consume(parser->put(buf.data(), ec));
         if (ec == bhttp::error::need_more) continue;
@@ -358,8 +359,7 @@ struct ProxyCall::Io {
     }
     do {
       ec = co_await read_more(read_s);
-      if (ec == asio::error::eof) on_eof(ec);
-      else if (!ec) parse_buffered(ec);
+      if (!ec) parse_buffered(ec);
     } while (!ec && !p.is_done() && got() == 0);
     co_return std::pair{got(), ec};
   }
