@@ -39,6 +39,13 @@ function(dyn_add_tool name)
   dyn_unity(${name})
   target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/cmd/common)
   target_link_libraries(${name} PRIVATE ${T_DEPS} dyn_cli)
+  if(DYN_JEMALLOC)
+    # Whole archive: malloc, free and operator new's allocator all come from jemalloc, also for
+    # the shared libraries the tool loads (the executable's definitions interpose theirs).
+    target_sources(${name} PRIVATE ${PROJECT_SOURCE_DIR}/cmd/common/malloc_conf.cpp)
+    target_link_libraries(${name} PRIVATE "$<LINK_LIBRARY:WHOLE_ARCHIVE,${DYN_JEMALLOC_LIB}>" Threads::Threads
+                          ${CMAKE_DL_LIBS} m)
+  endif()
   set_target_properties(${name} PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/bin)
   set(gen ${PROJECT_BINARY_DIR}/generated)
   set(manin ${PROJECT_SOURCE_DIR}/man/${name}.1.in)

@@ -30,7 +30,8 @@ trap cleanup EXIT
 wait_port() { for _ in $(seq 1200); do [[ -s "$1" ]] && return 0; sleep 0.05; done; echo "valgrind-replay: no $1" >&2; exit 4; }
 vg=(valgrind --tool=memcheck --leak-check=full --show-leak-kinds=definite,indirect
     --errors-for-leak-kinds=definite,indirect --error-exitcode=99 --num-callers=30
-    --suppressions="$root/scripts/sanitizers/valgrind.supp")
+    --suppressions="$root/scripts/sanitizers/valgrind.supp"
+    --soname-synonyms=somalloc=NONE)  # the tools link jemalloc statically (CMake DYN_JEMALLOC)
 
 jq -c --arg s "$sessions" '($s | split(" ")) as $keep | select(.session_id as $id | $keep | index($id))' \
   "$root/data/quickstart/conversation-slice.jsonl" >"$work/w.jsonl"
