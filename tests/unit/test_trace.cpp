@@ -337,6 +337,26 @@ TEST_CASE("parse_workload_line_fast: same row as simdjson + parse_workload_objec
       {R"({"input_length": 10, "timestamp": 1.})", false},
       {R"({"input_length": 10, "timestamp": tru})", false},
       {R"({"input_length": 10, "text_input": 5})", false},
+      // Long id lists and strings, which the 8-byte scans (short_id, integer, plain_string) take:
+      // every digit count up to 19 and the ids after it, each separator spacing, and the first bad
+      // byte anywhere in an 8-byte word.
+      {R"({"timestamp": 0, "input_length": 60000, "hash_ids": [0, 1, 22, 333, 4444, 55555, 666666, 7777777, 88888888, 999999999, 1234567890123, 9999999999999999999, 12, 3], "output_length": 5})",
+       true},
+      {R"({"input_length":10,"hash_ids":[7,8,9,10,11,12,13,14,15,16,17,18],"session_id":"abc","output_length":5})", true},
+      {R"({"input_length": 10, "hash_ids": [1,  2, 3 , 4,5, 6	, 7, 8], "output_length": 5, "timestamp": 1})", true},
+      {R"({"input_length": 10, "hash_ids": [1, 02, 3, 4, 5, 6, 7, 8], "output_length": 5, "timestamp": 1})", false},
+      {R"({"input_length": 10, "hash_ids": [1, 2.5, 3, 4, 5, 6, 7, 8], "output_length": 5, "timestamp": 1})", false},
+      {R"({"input_length": 10, "hash_ids": [1, 2e3, 3, 4, 5, 6, 7, 8], "output_length": 5, "timestamp": 1})", false},
+      {R"({"input_length": 10, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8, -9, 10], "output_length": 5, "timestamp": 1})",
+       false},
+      {R"({"input_length": 10, "hash_ids": [12345678901234567890, 1, 2, 3, 4, 5, 6], "output_length": 5})", false},
+      {R"({"input_length": 10, "hash_ids": [1, 2, 3, 4, 5, 6, 7, 8x, 9], "output_length": 5, "timestamp": 1})", false},
+      {R"({"input_length": 10, "session_id": "a_long_session_name_without_any_escape", "output_length": 5})", true},
+      {R"({"input_length": 10, "session_id": "a_long_session_name\"with_quote", "output_length": 5})", false},
+      {R"({"input_length": 10, "session_id": "a_long_session_name_\u00e9_x", "output_length": 5})", false},
+      {"{\"input_length\": 10, \"session_id\": \"a_long_session_name\xc3\xa9_x\", \"output_length\": 5}", false},
+      {"{\"input_length\": 10, \"session_id\": \"a_long_session_with_tab\t_x\", \"output_length\": 5}", false},
+      {"{\"input_length\": 10, \"session_id\": \"a_long_session\x7f_del_is_plain\", \"output_length\": 5}", true},
   };
   simdjson::dom::parser parser;
   for (const Case& c : cases) {
