@@ -238,8 +238,8 @@ void append_route_decision(std::string& o, const RouteDecision& d) {
   // that need no escape) through RawRow; the general form below writes the same bytes.
   if (!d.explain && !d.error && d.x_request_id.empty() && !c.session_final && !c.compaction && plain(d.request_id) &&
       plain(c.session_id) && plain(c.parent_session_id) && plain(d.binding)) {
-    RawRow w(o, prefix.size() + source.size() + c.session_id.size() + c.parent_session_id.size() +
-                    d.request_id.size() + d.binding.size() + 512);
+    RawRow w(o, prefix.size() + source.size() + c.session_id.size() + c.parent_session_id.size() + d.request_id.size() +
+                    d.binding.size() + 512);
     w.bytes(prefix);
     w.u64(d.event_time_unix_ms);
     w.bytes(source);

@@ -175,9 +175,7 @@ struct Scan {
   const char* e;
   __attribute__((always_inline)) void ws() {
     // Most rows have no space at all, or one after a comma: the first test ends the call.
-    while (p < e && static_cast<unsigned char>(*p) <= ' ' &&
-           (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r'))
-      ++p;
+    while (p < e && static_cast<unsigned char>(*p) <= ' ' && (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r')) ++p;
   }
   bool digit() const { return p < e && *p >= '0' && *p <= '9'; }
   // A string of printable ASCII without escapes (`"` already current).
@@ -654,7 +652,10 @@ Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& r
 
 struct WorkloadReader::State {
   State(const std::vector<std::string>& paths, const WorkloadOptions& o, bool second)
-      : opts(o), quiet(o.quiet || second), second_pass(second), reader(paths, quiet ? io::JsonlOptions{.lines = {.quiet = true}, .max_reports = 0} : io::JsonlOptions{}) {
+      : opts(o),
+        quiet(o.quiet || second),
+        second_pass(second),
+        reader(paths, quiet ? io::JsonlOptions{.lines = {.quiet = true}, .max_reports = 0} : io::JsonlOptions{}) {
     w.block_size = opts.block_size ? opts.block_size : 512;
   }
   WorkloadOptions opts;
