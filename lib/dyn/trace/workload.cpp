@@ -168,6 +168,25 @@ bool parse_workload_object(const simdjson::dom::object& row, uint32_t block_size
 
 namespace {
 
+// Eight bytes of a line at a time (issue 17: the byte-by-byte digit loop was a quarter of the
+// scanner). digit_run(): how many of the 8 bytes (first byte lowest) are ASCII digits before the
+// first other byte, with `digits` set to each byte minus '0'. A byte below '0' wraps to >= 0xd0,
+// one above '9' carries to >= 0x80, so the first non-digit byte has its high bit set; borrows and
+// carries move only toward later bytes, so that first one is exact.
+inline int digit_run(uint64_t w, uint64_t& digits) {
+  digits = w - 0x3030303030303030ull;
+  const uint64_t stop = (digits | (w + 0x4646464646464646ull)) & 0x8080808080808080ull;
+  return stop ? __builtin_ctzll(stop) >> 3 : 8;
+}
+// The value of the first n (1..8) digits digit_run() found: they are moved to the top bytes
+// (zeros before them), then pairs, quads and octets are combined with three multiplies.
+inline uint64_t digits_value(uint64_t digits, int n) {
+  uint64_t x = digits << (8 * (8 - n));
+  x = (x * 10 + (x >> 8)) & 0x00ff00ff00ff00ffull;
+  x = (x * 100 + (x >> 16)) & 0x0000ffff0000ffffull;
+  return (x * 10000 + (x >> 32)) & 0xffffffffull;
+}
+
 // The line scanner of parse_workload_line_fast. Every helper returns false for anything outside
 // the subset (the caller then takes the simdjson path), never for an error of its own.
 struct Scan {
@@ -215,13 +234,10 @@ struct Scan {
   // what the general path costs (issue 17).
   __attribute__((always_inline)) bool short_id(uint64_t& u, bool& last) {
     if (e - p < 16) return false;
-    uint64_t w;
+    uint64_t w, digits;
     std::memcpy(&w, p, 8);
-    const uint64_t digits = w - 0x3030303030303030ull;
-    const uint64_t stop = (digits | (w + 0x4646464646464646ull)) & 0x8080808080808080ull;
-    if (!stop) return false;  // 8 digits or more
-    const int n = __builtin_ctzll(stop) >> 3;
-    if (n == 0 || (n > 1 && *p == '0')) return false;
+    const int n = digit_run(w, digits);
+    if (n == 0 || n == 8 || (n > 1 && *p == '0')) return false;  // 8 digits or more: integer()
     const char sep = p[n];
     const char* next = p + n + 1;
     if (sep == ',') {
@@ -233,10 +249,7 @@ struct Scan {
     } else {
       return false;
     }
-    uint64_t x = digits << (8 * (8 - n));
-    x = (x * 10 + (x >> 8)) & 0x00ff00ff00ff00ffull;
-    x = (x * 100 + (x >> 16)) & 0x0000ffff0000ffffull;
-    u = (x * 10000 + (x >> 32)) & 0xffffffffull;
+    u = digits_value(digits, n);
     p = next;
     return true;
   }
@@ -245,24 +258,14 @@ struct Scan {
   __attribute__((always_inline)) bool integer(uint64_t& u) {
     const char* b = p;
     uint64_t v = 0;
-    // Eight bytes at a time while eight are left (issue 17: the digit loop was a quarter of the
-    // scanner): the first non-digit byte is found with two adds, and up to eight digits are
-    // converted with three multiplies. A run of more than 19 digits is refused below either way.
+    // Eight bytes at a time while eight are left; a run of more than 19 digits is refused below.
     while (e - p >= 8) {
-      uint64_t w;
+      uint64_t w, digits;
       std::memcpy(&w, p, 8);
-      const uint64_t digits = w - 0x3030303030303030ull;  // each digit byte -> 0..9
-      // A byte below '0' wraps to >= 0xd0, one above '9' carries to >= 0x80: its high bit is set.
-      // Borrows and carries move only toward later bytes, so the first such byte is exact.
-      const uint64_t stop = (digits | (w + 0x4646464646464646ull)) & 0x8080808080808080ull;
-      const int n = stop ? __builtin_ctzll(stop) >> 3 : 8;
+      const int n = digit_run(w, digits);
       if (n > 0) {
-        uint64_t x = digits << (8 * (8 - n));  // the n digits in the top bytes, zeros before them
-        x = (x * 10 + (x >> 8)) & 0x00ff00ff00ff00ffull;
-        x = (x * 100 + (x >> 16)) & 0x0000ffff0000ffffull;
-        x = (x * 10000 + (x >> 32)) & 0xffffffffull;
         static constexpr uint64_t kPow10[9] = {1, 10, 100, 1000, 10000, 100000, 1000000, 10000000, 100000000};
-        v = v * kPow10[n] + x;  // wraps only past 19 digits, which are refused
+        v = v * kPow10[n] + digits_value(digits, n);  // wraps only past 19 digits, which are refused
         p += n;
       }
       if (n < 8 || p - b > 19) break;
