@@ -6,7 +6,11 @@
 // Properties checked: rows are numbered in load order; a usable strict workload has only
 // consistent rows; sorted rows are in timestamp order; every row survives
 // workload_row_to_json -> parse_workload_row unchanged (what dyn-trace convert writes, dyn-replay
-// and dyn-route read back).
+// and dyn-route read back); and on every line, the fast line scanner (parse_workload_line_fast,
+// which decide and the simulator try first) accepts only what simdjson + parse_workload_object
+// accept, with the same row.
+#include <simdjson.h>
+
 #include <string>
 
 #include "dyn/trace/workload.h"
@@ -57,5 +61,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     FUZZ_CHECK(same_row(r, *back));
   }
   if (!w.from_dynamo) FUZZ_CHECK(reordered == w.reordered);
+
+  // The fast scanner against the DOM path, line by line (the file's bytes as they are, so its
+  // 8-byte reads meet every line length and ending).
+  static simdjson::dom::parser parser;
+  std::string_view text = dyn::fuzz::as_view(data + 1, size - 1);
+  WorkloadRow fast, slow;
+  while (!text.empty()) {
+    const size_t nl = text.find('\n');
+    const std::string_view line = text.substr(0, nl);
+    text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
+    if (!dyn::trace::parse_workload_line_fast(line, opts.block_size ? opts.block_size : 512, fast)) continue;
+    simdjson::dom::object obj;
+    FUZZ_CHECK(parser.parse(line.data(), line.size()).get_object().get(obj) == simdjson::SUCCESS);
+    std::string err;
+    FUZZ_CHECK(dyn::trace::parse_workload_object(obj, opts.block_size ? opts.block_size : 512, slow, &err));
+    FUZZ_CHECK(same_row(fast, slow));
+  }
   return 0;
 }

@@ -4,6 +4,8 @@
 # model looped once per 8,192-token chunk); an output_length of 2^64 - 1 is "never fits the KV
 # pool" in the simulator (the block count wrapped to a small one and the request decoded for ever);
 # --sim honours --lenient as the live replay does; dyn-trace sessionize writes the good rows.
+# A Dynamo request_end record whose start lies past the range (1.8e16 ms, found by fuzz_workload)
+# is an error naming its line in decide and --sim too (it was routed, and simulated 17 trillion s).
 good() { echo "{\"timestamp\":$1,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,$2]}"; }
 for ts in -100 1e300; do
   { good 0 2; echo "{\"timestamp\":$ts,\"input_length\":600,\"output_length\":5,\"hash_ids\":[1,4]}"; good 20 3; } >ts.jsonl
@@ -29,3 +31,12 @@ echo "== --sim --lenient"
 expect_status 3 dyn-replay --sim len.jsonl >/dev/null 2>&1
 expect_status 0 dyn-replay --sim --lenient len.jsonl 2>l.err | wc -l
 grep -c "lenient: sending exactly input_length tokens" l.err
+echo "== Dynamo record starting past the range"
+rec() {
+  echo "{\"schema\":\"dynamo.request.trace.v1\",\"event_type\":\"request_end\",\"event_time_unix_ms\":$1,\"request\":{\"request_id\":\"r$2\",\"output_tokens\":5,\"total_time_ms\":100,\"replay\":{\"trace_block_size\":64,\"input_length\":128,\"input_sequence_hashes\":[11,$2]}}}"
+}
+{ rec 1777312800000 1; rec 17773128012801000 2; rec 1777312800500 3; } >dyn.jsonl
+expect_status 3 timeout 20 dyn-route decide --workers 2 dyn.jsonl >d.jsonl 2>d.err
+jq -r '"\(.request.request_id) \(.dyn.error.message // "ok")"' d.jsonl
+expect_status 3 timeout 20 dyn-replay --sim --workers 2 dyn.jsonl >/dev/null 2>s.err
+grep -c "dyn.jsonl:2: request start .* is out of range" s.err

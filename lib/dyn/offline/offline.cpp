@@ -293,6 +293,16 @@ bool parse_dynamo(const Json& rec, Parsed& r, std::string* why) {
     r.error = Error{*why, kExitBadData};
   }
   r.has_time = recv || evt;
+  // SPEC 6.1's range, as for workload rows: a start outside it is rejected (routed at the previous
+  // row's arrival, with dyn.error), never placed 560,000 years on.
+  if (r.has_time && !(r.arrival_ms >= 0 && r.arrival_ms <= trace::kMaxTimestampMs)) {
+    r.error = Error{fmt::format("request start {} ms (request.request_received_ms, or event_time_unix_ms - "
+                                "request.total_time_ms) is out of range (0 to {:.0f} ms)",
+                                r.arrival_ms, trace::kMaxTimestampMs),
+                    kExitBadData};
+    r.has_time = false;
+    r.arrival_ms = 0;
+  }
   if (total) r.end_ms = r.arrival_ms + *total;
   else if (evt && *evt >= r.arrival_ms) r.end_ms = *evt;
   r.output_tokens = j_u64(trace::find_path(rec, "request.output_tokens"));

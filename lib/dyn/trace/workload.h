@@ -18,6 +18,11 @@ class object;
 
 namespace dyn::trace {
 
+/// Largest timestamp (and Dynamo request start) accepted, in ms (SPEC 6.1, 6.2): about 285,000
+/// years, far past any Unix-epoch or relative time; a row outside 0..kMaxTimestampMs is rejected
+/// naming its line.
+inline constexpr double kMaxTimestampMs = 9e15;
+
 /// One request of a workload. Times in ms. Absent optional fields stay nullopt / empty.
 struct WorkloadRow {
   std::string where;                      ///< "file:line" of the source row
