@@ -328,8 +328,6 @@ struct Scan {
   }
 };
 
-}  // namespace
-
 // The Key of a workload key, kNotWorkload for the keys of other row kinds (trace records, header
 // rows, envelopes: the slow path tells them apart), -1 for any other key. One length switch and
 // at most two compares instead of a compare with every name.
@@ -354,6 +352,8 @@ int key_index(std::string_view key) {
     default: return -1;
   }
 }
+
+}  // namespace
 
 bool parse_workload_line_fast(std::string_view line, uint32_t block_size, WorkloadRow& r) {
   struct Val {
