@@ -3,6 +3,7 @@
 
 #include <charconv>
 #include <cmath>
+#include <cstring>
 
 #include "dyn/base/json.h"
 #include "dyn/base/json_limits.h"  // valid_utf8
@@ -45,15 +46,26 @@ void append_json_string_replace(std::string& out, std::string_view s) {
   out += Json(std::string(s)).dump(-1, ' ', false, Json::error_handler_t::replace);
 }
 
-void append_json_number(std::string& out, double v) {
+bool json_string_is_plain(std::string_view s) {
+  for (char c : s)
+    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x80 || c == '"' || c == '\\')
+      return false;
+  return true;
+}
+
+char* write_json_number(char* out, double v) {
   if (!std::isfinite(v)) {
-    out += "null";
-    return;
+    std::memcpy(out, "null", 4);
+    return out + 4;
   }
-  char buf[64];
-  // The routine Json::dump() itself uses for doubles (nlohmann/detail/conversions/to_chars.hpp).
-  char* end = nlohmann::detail::to_chars(buf, buf + sizeof buf, v);
-  out.append(buf, end);
+  // The routine Json::dump() itself uses for doubles (nlohmann/detail/conversions/to_chars.hpp):
+  // at most 24 characters ("-1.2345678901234567e-308").
+  return nlohmann::detail::to_chars(out, out + kJsonDoubleChars, v);
+}
+
+void append_json_number(std::string& out, double v) {
+  char buf[kJsonDoubleChars];
+  out.append(buf, write_json_number(buf, v));
 }
 
 void append_json_number(std::string& out, uint64_t v) {

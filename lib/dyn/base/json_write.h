@@ -18,9 +18,17 @@ void append_json_string(std::string& out, std::string_view s);
 /// invalid sequence becomes U+FFFD. Valid text takes append_json_string's fast path. Thread-safe.
 void append_json_string_replace(std::string& out, std::string_view s);
 
+/// True when append_json_string_replace(s) writes s unchanged between quotes: printable ASCII
+/// without '"' and '\\' (nothing to escape, valid UTF-8). Writers that copy such strings
+/// straight into a buffer ask this first. Thread-safe.
+bool json_string_is_plain(std::string_view s);
+
 /// Appends a double exactly as Json::dump() writes it (nlohmann's shortest round-trip digits, a
 /// trailing ".0" on integral values, "null" for NaN and infinities). Thread-safe.
 void append_json_number(std::string& out, double v);
+/// The same bytes written at `out`, which has room for kJsonDoubleChars; returns their end.
+inline constexpr size_t kJsonDoubleChars = 32;
+char* write_json_number(char* out, double v);
 
 /// Appends an unsigned / signed integer in decimal, as Json::dump() writes integers. Thread-safe.
 void append_json_number(std::string& out, uint64_t v);

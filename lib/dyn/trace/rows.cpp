@@ -3,10 +3,8 @@
 #include "dyn/trace/rows.h"
 
 #include <charconv>
-#include <cmath>
 #include <cstring>
 
-#include "dyn/base/json.h"
 #include "dyn/base/json_write.h"
 #include "dyn/trace/record.h"
 
@@ -172,18 +170,16 @@ void append_request_end(std::string& o, const RequestEnd& r) {
 
 namespace rows_impl {
 
-// The common route_decision row, written straight into the string's storage: one resize for
-// the row's longest possible form, literals copied at their compile-time lengths, numbers formed
-// in place, one truncating resize at the end. decide writes one row per input row, and the
-// appends of the general writer (a capacity check and a memcpy call each, some twenty a row)
-// were most of its cost (issue 17).
+// A row written straight into the string's storage: room is made once for everything the row
+// can hold outside with(), literals are copied at their compile-time lengths, numbers are formed
+// in place, and one truncating resize ends it. dyn-route decide writes one route_decision row per
+// input row, and the appends of a writer on std::string (a capacity check and a memcpy call each,
+// some twenty a row) were most of its cost (issue 17).
 class RawRow {
  public:
-  RawRow(std::string& o, size_t most) : o_(o), start_(o.size()) {
-    o_.resize(start_ + most);
-    p_ = o_.data() + start_;
-  }
-  ~RawRow() { o_.resize(static_cast<size_t>(p_ - o_.data())); }
+  // `room`: bytes the row may write outside with(), literals and plain strings included.
+  RawRow(std::string& o, size_t room) : o_(o), room_(room) { open(o_.size()); }
+  ~RawRow() { close(); }
   RawRow(const RawRow&) = delete;
   RawRow& operator=(const RawRow&) = delete;
   template <size_t N>
@@ -195,32 +191,36 @@ class RawRow {
     std::memcpy(p_, s.data(), s.size());
     p_ += s.size();
   }
-  void str(std::string_view s) {  // a string that needs no escape (plain())
+  // append_json_string_replace(s): plain strings copied between quotes, the rest through it.
+  void str(std::string_view s) {
+    if (!json_string_is_plain(s)) return with([&](std::string& o) { append_json_string_replace(o, s); });
     *p_++ = '"';
     bytes(s);
     *p_++ = '"';
   }
   void u64(uint64_t v) { p_ = std::to_chars(p_, p_ + 20, v).ptr; }
   void i64(int64_t v) { p_ = std::to_chars(p_, p_ + 20, v).ptr; }
-  void dbl(double v) {  // append_json_number(double)'s bytes
-    if (v == 0 && !std::signbit(v)) return lit("0.0");
-    if (!std::isfinite(v)) return lit("null");
-    p_ = nlohmann::detail::to_chars(p_, p_ + 64, v);
+  void dbl(double v) { p_ = write_json_number(p_, v); }
+  void flag(bool v) { v ? lit("true") : lit("false"); }
+  // A piece written by a std::string writer (escaped text, agent_context): the row so far is
+  // closed, `f` appends to it, and room is made again.
+  template <class F>
+  void with(F&& f) {
+    close();
+    f(o_);
+    open(o_.size());
   }
 
  private:
+  void open(size_t at) {
+    o_.resize(at + room_);
+    p_ = o_.data() + at;
+  }
+  void close() { o_.resize(static_cast<size_t>(p_ - o_.data())); }
   std::string& o_;
-  size_t start_;
-  char* p_;
+  const size_t room_;
+  char* p_ = nullptr;
 };
-
-// True when append_json_string_replace(s) writes '"' s '"': printable ASCII without '"' or '\\'.
-bool plain(std::string_view s) {
-  for (char c : s)
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) >= 0x80 || c == '"' || c == '\\')
-      return false;
-  return true;
-}
 
 }  // namespace rows_impl
 
@@ -233,94 +233,68 @@ void append_route_decision(std::string& o, const RouteDecision& d) {
     str(s, "event_source", "router");
     return s;
   }();
-  const ContextRef& c = d.agent_context;
-  // decide's common row (no explain, refusal, x_request_id, session_final or compaction; strings
-  // that need no escape) through RawRow; the general form below writes the same bytes.
-  if (!d.explain && !d.error && d.x_request_id.empty() && !c.session_final && !c.compaction && plain(d.request_id) &&
-      plain(c.session_id) && plain(c.parent_session_id) && plain(d.binding)) {
-    RawRow w(o, prefix.size() + source.size() + c.session_id.size() + c.parent_session_id.size() + d.request_id.size() +
-                    d.binding.size() + 512);
-    w.bytes(prefix);
-    w.u64(d.event_time_unix_ms);
-    w.bytes(source);
-    if (!c.session_id.empty()) {
-      w.lit(R"(,"agent_context":{"session_id":)");
-      w.str(c.session_id);
-      if (!c.parent_session_id.empty()) {
-        w.lit(R"(,"parent_session_id":)");
-        w.str(c.parent_session_id);
-      }
-      w.lit("}");
-    }
-    w.lit(R"(,"request":{"request_id":)");
-    w.str(d.request_id);
-    w.lit(R"(,"input_tokens":)");
-    w.u64(d.input_tokens);
-    if (d.output_tokens) {
-      w.lit(R"(,"output_tokens":)");
-      w.u64(*d.output_tokens);
-    }
-    w.lit(R"(,"cached_tokens":)");
-    w.u64(d.cached_tokens);
-    w.lit(R"(,"kv_hit_rate":)");
-    w.dbl(d.kv_hit_rate);
-    w.lit(R"(,"worker":{"decode_worker_id":)");
-    w.i64(d.worker);
-    w.lit(R"(}},"dyn":{"binding":)");
-    w.str(d.binding);
-    w.lit(R"(,"request_blocks":)");
-    w.u64(d.request_blocks);
-    w.lit("}}");
-    return;
+  // Room: the head, the strings copied in place, and at most 256 bytes of keys and numbers for the
+  // row plus 192 for each explain entry (5 numbers of at most 32 characters and their keys).
+  RawRow w(o, prefix.size() + source.size() + d.request_id.size() + d.x_request_id.size() + d.binding.size() +
+                  (d.error ? d.error->message.size() : 0) + 256 + d.candidates.size() * 192);
+  w.bytes(prefix);
+  w.u64(d.event_time_unix_ms);
+  w.bytes(source);
+  if (!d.agent_context.session_id.empty()) w.with([&](std::string& s) { agent_context(s, d.agent_context); });
+  w.lit(R"(,"request":{"request_id":)");
+  w.str(d.request_id);
+  if (!d.x_request_id.empty()) {
+    w.lit(R"(,"x_request_id":)");
+    w.str(d.x_request_id);
   }
-  o += prefix;
-  append_json_number(o, d.event_time_unix_ms);
-  o += source;
-  agent_context(o, d.agent_context);
-  o += R"(,"request":{"request_id":)";
-  append_json_string_replace(o, d.request_id);
-  if (!d.x_request_id.empty()) str(o, "x_request_id", d.x_request_id);
-  o += R"(,"input_tokens":)";
-  append_json_number(o, d.input_tokens);
+  w.lit(R"(,"input_tokens":)");
+  w.u64(d.input_tokens);
   if (d.output_tokens) {
-    o += R"(,"output_tokens":)";
-    append_json_number(o, *d.output_tokens);
+    w.lit(R"(,"output_tokens":)");
+    w.u64(*d.output_tokens);
   }
   if (d.error) {
-    o += R"(},"dyn":{"binding":"none","error":{"code":)";
-    append_json_number(o, d.error->code);
-    str(o, "message", d.error->message);
-    o += "}}}";
+    w.lit(R"(},"dyn":{"binding":"none","error":{"code":)");
+    w.i64(d.error->code);
+    w.lit(R"(,"message":)");
+    w.str(d.error->message);
+    w.lit("}}}");
     return;
   }
-  o += R"(,"cached_tokens":)";
-  append_json_number(o, d.cached_tokens);
-  o += R"(,"kv_hit_rate":)";
-  append_json_number(o, d.kv_hit_rate);
-  o += R"(,"worker":{"decode_worker_id":)";
-  append_json_number(o, d.worker);
-  o += R"(}},"dyn":{"binding":)";
-  append_json_string(o, d.binding);
-  o += R"(,"request_blocks":)";
-  append_json_number(o, d.request_blocks);
+  w.lit(R"(,"cached_tokens":)");
+  w.u64(d.cached_tokens);
+  w.lit(R"(,"kv_hit_rate":)");
+  w.dbl(d.kv_hit_rate);
+  w.lit(R"(,"worker":{"decode_worker_id":)");
+  w.i64(d.worker);
+  w.lit(R"(}},"dyn":{"binding":)");
+  w.str(d.binding);
+  w.lit(R"(,"request_blocks":)");
+  w.u64(d.request_blocks);
   if (d.explain) {
-    o += R"(,"explain":{"request_blocks":)";
-    append_json_number(o, d.request_blocks);
-    o += R"(,"workers":[)";
+    w.lit(R"(,"explain":{"request_blocks":)");
+    w.u64(d.request_blocks);
+    w.lit(R"(,"workers":[)");
     for (size_t i = 0; i < d.candidates.size(); ++i) {
       const RouteDecision::Candidate& c = d.candidates[i];
-      o += i ? R"(,{"worker":)" : R"({"worker":)";
-      append_json_number(o, c.worker);
-      num(o, "overlap_blocks", c.overlap_blocks);
-      num(o, "prefill_blocks", c.prefill_blocks);
-      num(o, "decode_blocks", c.decode_blocks);
-      num(o, "cost", c.cost);
-      flag(o, "eligible", c.eligible);
-      o += '}';
+      if (i) w.lit(",");
+      w.lit(R"({"worker":)");
+      w.u64(c.worker);
+      w.lit(R"(,"overlap_blocks":)");
+      w.u64(c.overlap_blocks);
+      w.lit(R"(,"prefill_blocks":)");
+      w.dbl(c.prefill_blocks);
+      w.lit(R"(,"decode_blocks":)");
+      w.dbl(c.decode_blocks);
+      w.lit(R"(,"cost":)");
+      w.dbl(c.cost);
+      w.lit(R"(,"eligible":)");
+      w.flag(c.eligible);
+      w.lit("}");
     }
-    o += "]}";
+    w.lit("]}");
   }
-  o += "}}";
+  w.lit("}}");
 }
 
 }  // namespace dyn::trace
