@@ -67,15 +67,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static simdjson::dom::parser parser;
   std::string_view text = dyn::fuzz::as_view(data + 1, size - 1);
   WorkloadRow fast, slow;
+  const uint32_t bs = opts.block_size ? opts.block_size : 512;
   while (!text.empty()) {
     const size_t nl = text.find('\n');
     const std::string_view line = text.substr(0, nl);
     text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    if (!dyn::trace::parse_workload_line_fast(line, opts.block_size ? opts.block_size : 512, fast)) continue;
+    if (!dyn::trace::parse_workload_line_fast(line, bs, fast)) continue;
     simdjson::dom::object obj;
     FUZZ_CHECK(parser.parse(line.data(), line.size()).get_object().get(obj) == simdjson::SUCCESS);
     std::string err;
-    FUZZ_CHECK(dyn::trace::parse_workload_object(obj, opts.block_size ? opts.block_size : 512, slow, &err));
+    FUZZ_CHECK(dyn::trace::parse_workload_object(obj, bs, slow, &err));
     FUZZ_CHECK(same_row(fast, slow));
   }
   return 0;

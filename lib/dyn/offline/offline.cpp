@@ -295,11 +295,8 @@ bool parse_dynamo(const Json& rec, Parsed& r, std::string* why) {
   r.has_time = recv || evt;
   // SPEC 6.1's range, as for workload rows: a start outside it is rejected (routed at the previous
   // row's arrival, with dyn.error), never placed 560,000 years on.
-  if (r.has_time && !(r.arrival_ms >= 0 && r.arrival_ms <= trace::kMaxTimestampMs)) {
-    r.error = Error{fmt::format("request start {} ms (request.request_received_ms, or event_time_unix_ms - "
-                                "request.total_time_ms) is out of range (0 to {:.0f} ms)",
-                                r.arrival_ms, trace::kMaxTimestampMs),
-                    kExitBadData};
+  if (auto e = r.has_time ? trace::dynamo_start_error(r.arrival_ms) : std::nullopt) {
+    r.error = Error{std::move(*e), kExitBadData};
     r.has_time = false;
     r.arrival_ms = 0;
   }

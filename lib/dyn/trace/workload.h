@@ -23,6 +23,12 @@ namespace dyn::trace {
 /// naming its line.
 inline constexpr double kMaxTimestampMs = 9e15;
 
+/// The error for a Dynamo request_end's start (request.request_received_ms, or event_time_unix_ms -
+/// request.total_time_ms) outside 0..kMaxTimestampMs (SPEC 6.2: the row's timestamp is measured
+/// from it), without the line; nullopt when it is in range. dyn-route decide and the workload
+/// loader both reject such a record with it.
+std::optional<std::string> dynamo_start_error(double start_ms);
+
 /// One request of a workload. Times in ms. Absent optional fields stay nullopt / empty.
 struct WorkloadRow {
   std::string where;                      ///< "file:line" of the source row
@@ -38,6 +44,26 @@ struct WorkloadRow {
   std::optional<double> tool_wait_ms;     ///< tool time before this request (agentic form)
   std::optional<int64_t> priority;
   bool hash_ids_consistent = true;  ///< (n-1)*B < input_length <= n*B (SPEC 4.3)
+
+  /// Every field but `where` back to its default, keeping the buffers of hash_ids and the
+  /// strings: a row reused for each line allocates nothing once they are large enough (issue 17).
+  /// A field added above is reset here too.
+  void reset() {
+    index = 0;
+    timestamp_ms.reset();
+    delay_ms.reset();
+    input_length = 0;
+    output_length.reset();
+    hash_ids.clear();
+    session_id.clear();
+    parent_session_id.clear();
+    request_id.clear();
+    text_input.reset();
+    wait_for.clear();
+    tool_wait_ms.reset();
+    priority.reset();
+    hash_ids_consistent = true;
+  }
 };
 
 struct WorkloadOptions {
