@@ -77,7 +77,8 @@ class SegmentWriter {
   std::thread flusher_;
 };
 
-/// Compresses `data` into one complete gzip member (header, deflate data, trailer).
-std::string gzip_member(const std::string& data, int level = 6);
+/// Compresses `data` (up to 4 GiB) into one complete gzip member (header, deflate data, trailer),
+/// at ISA-L's level 1. Errors: the compressor fails -> Fatal (kExitIo).
+std::string gzip_member(const std::string& data);
 
 }  // namespace dyn::io
