@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Assembles the seed corpus of one fuzz target into DIR from the checked-in seeds (fuzz/seeds/,
 # regression inputs included), the test fixtures (tests/fixtures, its cases/) and the public data in data/ (small files only).
-# Usage: fuzz/make-corpus.sh TARGET DIR   (TARGET: sse headers jsonl workload request_end)
+# Usage: fuzz/make-corpus.sh TARGET DIR   (TARGET: sse headers jsonl workload request_end render)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cases="$root/tests/fixtures/cases"
@@ -75,6 +75,10 @@ case "$target" in
     for f in "$data"/dynamo-docs/*.jsonl "$cases"/*/timeline.jsonl; do seed "$f" '\x00'; seed "$f" '\x01'; done
     for f in "$root"/tests/fixtures/bench/*.jsonl; do seed "$f" '\x01'; done
     [[ -f "$data/aiperf/profile_export.jsonl.gz" ]] && head_lines "$data/aiperf/profile_export.jsonl.gz" 1 '\x00'
+    ;;
+  render)
+    # Request bodies, and the rows and captures that hold requests.
+    for f in "$cases"/*/*.json "$data"/agent-headers/captured/*.jsonl "$data"/dynamo-docs/*.jsonl; do seed "$f"; done
     ;;
   *) echo "make-corpus.sh: unknown target '$target'" >&2; exit 2 ;;
 esac

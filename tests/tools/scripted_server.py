@@ -7,8 +7,8 @@ script.json (the shared cases' format): {"routes": [{"match": {"path", "body_con
 "reason"?, "headers": [[name, value], ...], "framing": "chunked" | "length",
 "stall_before_headers_ms"?, "segments": [{"data", "sleep_ms"?}, ...]}, ...]}. The first route whose
 path equals the request's path (query string ignored) and whose body_contains occurs in the body
-answers. `sleep_ms` is waited before its segment is written; each segment is written (and, when
-chunked, framed) on its own. GET /health answers 200 (the router's health poll) unless a route
+(as sent, or printed as compact JSON) answers. `sleep_ms` is waited before its segment is written;
+each segment is written (and, when chunked, framed) on its own. GET /health answers 200 (the router's health poll) unless a route
 says otherwise; anything unmatched gets 404 with a JSON body.
 
 The bytes are written by hand, not by an HTTP library, so the response framing is exactly what the
@@ -104,6 +104,12 @@ class Handler(socketserver.StreamRequestHandler):
         self.log(entry)
         path = target.split("?")[0]
         text = body.decode("utf-8", "replace")
+        # body_contains is matched against the compact JSON form too: a proxy forwards the
+        # client's bytes ('"stream": true'), the scripts spell members compactly.
+        try:
+            text += "\n" + json.dumps(json.loads(text), separators=(",", ":"), ensure_ascii=False)
+        except ValueError:
+            pass
         route = None
         for r in self.server.script["routes"]:
             m = r["match"]

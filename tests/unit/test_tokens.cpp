@@ -1,7 +1,13 @@
 // Unit tests for lib/dyn/tokens: SPEC 4.1 check values, the 4-byte convention, rendering, synthesis.
 #include <doctest/doctest.h>
 
+#include <simdjson.h>
+
+#include <filesystem>
+#include <fstream>
+#include <functional>
 #include <numeric>
+#include <sstream>
 #include <string>
 
 #include "dyn/tokens/hash.h"
@@ -75,6 +81,106 @@ TEST_CASE("render: Anthropic system blocks, tool_use and tool_result; completion
                 {"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":"data"}]}]})");
   CHECK(render_request(r) == "S1S2\nassistant\nRead{\"p\":1}\nuser\ndata\n");
   CHECK(render_request(dyn::Json::parse(R"({"prompt":"raw text"})")) == "raw text");
+}
+
+namespace {
+
+// render_request_dom of `text` parsed by simdjson; "<refused>" when simdjson refuses it,
+// "<ambiguous>" when the renderer declines.
+std::string render_dom(const std::string& text) {
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  if (p.parse(text).get(e) != simdjson::SUCCESS) return "<refused>";
+  return render_request_dom(e).value_or("<ambiguous>");
+}
+
+}  // namespace
+
+TEST_CASE("render: a type of another kind is ignored, not an error") {
+  // Before, value("type", "") threw on a number and dyn-route answered 500.
+  CHECK(render_request(dyn::Json::parse(R"({"messages":[{"role":1,"type":2,"content":"x"}]})")) == "\nx\n");
+  CHECK(render_request(dyn::Json::parse(R"({"messages":[{"role":"user","content":[{"type":7}]}]})")) == "user\n\n");
+  CHECK(render_request(dyn::Json::parse(R"({"messages":[{"role":"assistant","tool_calls":[3,{"function":4}]}]})")) ==
+        "assistant\n\n");
+}
+
+TEST_CASE("render_request_dom: the same text as render_request on crafted bodies") {
+  const char* bodies[] = {
+      R"({"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]})",
+      R"({"tools":[{"type":"function","function":{"name":"f","parameters":{"type":"object","properties":
+         {"n":{"type":"number","minimum":-0,"maximum":1e2,"default":0.1,"x":[1.0,-1.5e-7,1e16,123456789.125,
+         18446744073709551615,-9223372036854775808,true,false,null]}}}}}],
+         "messages":[{"role":"user","content":"esc \" \\ \/ \b \f \n \r \t \u0001 \u001f \u007f \u00e9 \ud83d\ude00"}]})",
+      R"({"system":[{"type":"text","text":"S1"},{"type":"text","text":"S2"}],
+         "messages":[{"role":"assistant","content":[{"type":"tool_use","id":"t","name":"Read","input":{"p":1,"q":{}}}]},
+                     {"role":"user","content":[{"type":"tool_result","tool_use_id":"t","content":[{"type":"text","text":"d"}]}]},
+                     {"role":"assistant","content":[{"type":"thinking","thinking":"hmm"},{"type":"redacted"}]}]})",
+      R"({"instructions":"sys","input":[{"type":"message","role":"user","content":[{"type":"input_text","text":"ls"}]},
+         {"type":"function_call","name":"shell","arguments":{"cmd":["ls","-l"]},"call_id":"c1"},
+         {"type":"custom_tool_call","name":"patch","input":"*** Begin"},
+         {"type":"function_call_output","call_id":"c1","output":[{"type":"output_text","text":"a b"}]},"bare"]})",
+      R"({"input":"just text"})",
+      R"({"prompt":["a","b",3,"c"]})",
+      R"({"prompt":"p","messages":[{"role":"user","content":"m"}]})",
+      R"({"messages":[{"role":"assistant","content":null,"tool_calls":[{"id":"1","type":"function",
+         "function":{"name":"get","arguments":"{\"a\":1}"}},{"name":"bare","arguments":{"b":[]}}]}]})",
+      R"({"messages":[{"role":1,"type":2,"content":"x"},[],7,"s",{"content":{"type":"text","text":"obj"}}]})",
+      R"({"model":"m","model":"n","messages":[{"role":"user","content":"top-level repeats are not rendered"}]})",
+      R"([1,2])",
+      R"("text")",
+  };
+  for (const char* b : bodies) {
+    INFO(b);
+    CHECK(render_dom(b) == render_request(dyn::Json::parse(b)));
+  }
+}
+
+TEST_CASE("render_request_dom: declines where a Json tree keeps one of two members") {
+  CHECK(render_dom(R"({"messages":[{"role":"user","role":"system","content":"x"}]})") == "<ambiguous>");
+  CHECK(render_dom(R"({"tools":[{"a":1,"b":2,"a":3}],"messages":[]})") == "<ambiguous>");
+  CHECK(render_dom(R"({"messages":[],"messages":[]})") == "<ambiguous>");
+}
+
+TEST_CASE("render_request_dom: the same text as render_request on every object in the fixtures and data") {
+  // Each JSON document and JSONL row as stored, and every object nested in it printed compactly
+  // (requests sit inside captures, traces and AIPerf exports). simdjson may refuse what nlohmann
+  // reads (a UTF-8 BOM): dyn-route then reads a Json tree.
+  namespace fs = std::filesystem;
+  size_t compared = 0, refused = 0;
+  auto compare = [&](const std::string& text, const dyn::Json& j) {
+    std::string d = render_dom(text);
+    if (d == "<refused>") ++refused;
+    else CHECK(d == render_request(j));
+    ++compared;
+  };
+  std::function<void(const dyn::Json&)> walk = [&](const dyn::Json& j) {
+    if (j.is_object()) compare(j.dump(), j);
+    if (j.is_structured())
+      for (const auto& x : j) walk(x);
+  };
+  for (const auto& root : {"tests/fixtures", "data"}) {
+    for (const auto& f : fs::recursive_directory_iterator(fs::path(DYN_SOURCE_DIR) / root)) {
+      auto ext = f.path().extension();
+      if (!f.is_regular_file() || (ext != ".json" && ext != ".jsonl") || f.file_size() > (1 << 20)) continue;
+      INFO(f.path().string());
+      std::ifstream in(f.path());
+      std::stringstream ss;
+      ss << in.rdbuf();
+      std::vector<std::string> texts{ss.str()};
+      if (ext == ".jsonl") {
+        texts.clear();
+        for (std::string line; std::getline(ss, line);) texts.push_back(line);
+      }
+      for (const auto& t : texts) {
+        dyn::Json j = dyn::Json::parse(t, nullptr, false);
+        if (j.is_discarded()) continue;
+        compare(t, j);
+        walk(j);
+      }
+    }
+  }
+  CHECK(compared > 1000);
+  CHECK(refused < 5);
 }
 
 TEST_CASE("synthetic blocks: deterministic, exact size, printable, distinct heads") {

@@ -268,7 +268,7 @@ struct ProxyCall::Io {
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls;  // https upstreams
   beast::flat_buffer buf;
   std::optional<bhttp::response_parser<bhttp::buffer_body>> parser;
-  std::array<char, 16384> piece{};
+  std::array<char, 16384> piece;  // not zeroed (16 KiB a call): only the bytes a read put there are read
 
   asio::steady_timer deadline;
   bool deadline_armed = false;

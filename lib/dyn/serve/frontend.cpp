@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <simdjson.h>
 
 #include "dyn/base/diag.h"
 #include "dyn/base/json_limits.h"
@@ -98,6 +99,18 @@ struct Dispatch {
   bool hide_usage = false;                  ///< the frontend asked for the usage chunk: not relayed
   std::optional<uint64_t> pinned_worker;    ///< x-dynamo-worker-instance-id: wins, never retried
   std::optional<uint64_t> admitted_worker;  ///< the admission controller's (first attempt only)
+};
+
+/// A request body as the router reads it (Frontend::Impl::parse_body). simdjson reads it and the
+/// SPEC 4.2 text is rendered from that reading; a Json tree is built only where a step needs one
+/// (--tokenizer-url, a stream_options to edit, a body simdjson refuses or reads ambiguously).
+/// Issue 16: parsing every body into a Json tree and printing it again was half the router's
+/// instructions.
+struct Body {
+  /// The top-level stream_options, for the include_usage rewrite (build_upstream).
+  enum class Usage { kAbsent, kIncluded, kOther } usage = Usage::kAbsent;
+  std::optional<std::string> rendered;  ///< render_request's text, when simdjson read the body
+  std::shared_ptr<Json> json;           ///< the Json tree, when a step needed one
 };
 
 /// The latency figures of an exchange (SPEC 7) from the tap's content-chunk stamps: one rule for
@@ -262,17 +275,20 @@ struct Frontend::Impl {
   /// The JSON body: 400 when empty, nested deeper than kMaxJsonDepth, malformed (the byte offset
   /// only: the parser's message quotes body bytes) or not an object. Notes the request's model
   /// and whether it streams in the exchange.
-  std::optional<Json> parse_body(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req,
+  std::optional<Body> parse_body(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req,
                                  http::ServerResponse& res);
+  /// The Json tree path of parse_body: nlohmann's verdict and messages for what simdjson refused.
+  std::optional<Body> parse_body_json(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req,
+                                      http::ServerResponse& res);
   /// The request to the worker, into `d`: the origin-form target (RFC 9112 3.2.2), the client's
   /// headers and its body; a chat/completions stream that does not ask for usage gets
   /// stream_options.include_usage added to `body` (for the trace's token counts) and the usage
   /// chunk hidden from the client.
-  void build_upstream(const Exchange& ex, Json& body, const http::ServerRequest& req, Dispatch& d);
+  void build_upstream(const Exchange& ex, Body& body, const http::ServerRequest& req, Dispatch& d);
   /// Prompt hashing: SPEC 4.2 tokens (or the --tokenizer-url ids) and SPEC 4.1 sequence hashes of
   /// the rendered request at the trace block size, the trailing partial block included (routing
   /// uses the complete blocks only).
-  void hash_prompt(Exchange& ex, const Json& body);
+  void hash_prompt(Exchange& ex, const Body& body);
   /// SPEC 9 admission: a paused program's request waits here (no polling) until the scheduler
   /// tick releases it or the resume timeout forces it in (the wait is dyn.pause_ms); its worker
   /// goes into `d`. 503 when the router shuts down meanwhile. Without admission or a session:
@@ -666,7 +682,7 @@ void Frontend::Impl::handle_api(Api api, ReqPtr req, ResPtr res, Done done) {
   auto body = parse_body(ex, *req, *res);
   if (!body) return done();
   build_upstream(*ex, *body, *req, *d);
-  auto rest = [this, ex, req, res, d, done, body = std::make_shared<Json>(std::move(*body))] {
+  auto rest = [this, ex, req, res, d, done, body = std::make_shared<Body>(std::move(*body))] {
     hash_prompt(*ex, *body);
     if (!admit(ex, *res, *d)) return done();
     dispatch(ex, req, res, d, 0, std::nullopt, done);
@@ -724,16 +740,68 @@ bool Frontend::Impl::take_slot(const std::shared_ptr<Exchange>& ex, http::Server
   return true;
 }
 
-std::optional<Json> Frontend::Impl::parse_body(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req,
+namespace {
+
+/// Reads the top-level members the router needs from a simdjson object into `ex` and `b`. False
+/// when a key repeats (a Json tree keeps the last value; parse_body_json decides then).
+bool read_top_level(simdjson::dom::object o, Exchange& ex, Body& b) {
+  std::vector<std::string_view> keys;
+  for (auto field : o) {
+    for (std::string_view k : keys)
+      if (k == field.key) return false;
+    keys.push_back(field.key);
+    std::string_view sv;
+    bool flag = false;
+    if (field.key == "model" && field.value.get(sv) == simdjson::SUCCESS) ex.model = sv;
+    if (field.key == "stream") ex.stream = field.value.get(flag) == simdjson::SUCCESS && flag;
+    if (field.key == "stream_options") {
+      simdjson::dom::element iu;
+      b.usage = field.value.at_key("include_usage").get(iu) == simdjson::SUCCESS && iu.get(flag) == simdjson::SUCCESS &&
+                        flag
+                    ? Body::Usage::kIncluded
+                    : Body::Usage::kOther;
+    }
+  }
+  return true;
+}
+
+}  // namespace
+
+std::optional<Body> Frontend::Impl::parse_body(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req,
                                                http::ServerResponse& res) {
+  if (req.body.empty()) {
+    reject(ex, res, 400, "invalid_request_error", "empty request body (a JSON object is required)");
+    return std::nullopt;
+  }
+  // One parser per loop thread: it keeps its buffers from one body to the next. It refuses
+  // nesting deeper than kMaxJsonDepth as json_too_deep does (parse_body_json then says so).
+  thread_local simdjson::dom::parser parser = [] {
+    simdjson::dom::parser p;
+    if (p.allocate(64 << 10, kMaxJsonDepth) != simdjson::SUCCESS) throw std::bad_alloc();
+    return p;
+  }();
+  simdjson::dom::element doc;
+  simdjson::dom::object top;
+  Body b;
+  if (!opt.tokenizer_url.empty() || parser.parse(req.body).get(doc) != simdjson::SUCCESS ||
+      doc.get(top) != simdjson::SUCCESS || !read_top_level(top, *ex, b))
+    return parse_body_json(ex, req, res);
+  b.rendered = tokens::render_request_dom(doc);
+  if (!b.rendered) return parse_body_json(ex, req, res);
+  return b;
+}
+
+std::optional<Body> Frontend::Impl::parse_body_json(const std::shared_ptr<Exchange>& ex,
+                                                    const http::ServerRequest& req, http::ServerResponse& res) {
   auto bad = [&](const std::string& msg) {
     reject(ex, res, 400, "invalid_request_error", msg);
     return std::nullopt;
   };
-  if (req.body.empty()) return bad("empty request body (a JSON object is required)");
   // Deep nesting would overflow the stack of the recursive code that renders and prints bodies.
   if (json_too_deep(req.body)) return bad(fmt::format("JSON body nested deeper than {} levels", kMaxJsonDepth));
-  Json body;
+  Body b;
+  b.json = std::make_shared<Json>();
+  Json& body = *b.json;
   try {
     body = Json::parse(req.body);
   } catch (const Json::parse_error& e) {
@@ -744,38 +812,49 @@ std::optional<Json> Frontend::Impl::parse_body(const std::shared_ptr<Exchange>& 
   if (auto it = body.find("model"); it != body.end() && it->is_string()) ex->model = it->get<std::string>();
   auto st = body.find("stream");
   ex->stream = st != body.end() && st->is_boolean() && st->get<bool>();
-  return body;
+  return b;
 }
 
-void Frontend::Impl::build_upstream(const Exchange& ex, Json& body, const http::ServerRequest& req, Dispatch& d) {
+void Frontend::Impl::build_upstream(const Exchange& ex, Body& b, const http::ServerRequest& req, Dispatch& d) {
   http::ProxyRequest& p = d.request;
   p.method = "POST";
   p.path = origin_form(req.target.empty() ? req.path : req.target);
   p.headers = req.headers;
-  if (ex.stream && api::has_stream_usage_option(ex.api)) {
-    Json& so = body["stream_options"];
-    if (!so.is_object()) so = Json::object();
-    auto iu = so.find("include_usage");
-    if (iu == so.end() || !iu->is_boolean() || !iu->get<bool>()) {
-      so["include_usage"] = true;
-      d.hide_usage = true;
-      p.body = body.dump();
-    }
+  p.body = req.body;
+  if (!ex.stream || !api::has_stream_usage_option(ex.api)) return;
+  if (!b.json && b.usage == Body::Usage::kIncluded) return;
+  d.hide_usage = true;
+  if (!b.json && b.usage == Body::Usage::kAbsent) {
+    // The member goes first, so the client's bytes are forwarded as they came after it.
+    size_t open = p.body.find('{') + 1;
+    size_t next = p.body.find_first_not_of(" \t\r\n", open);
+    p.body.insert(open, p.body[next] == '}' ? R"("stream_options":{"include_usage":true})"
+                                             : R"("stream_options":{"include_usage":true},)");
+    return;
   }
-  if (!d.hide_usage) p.body = req.body;
+  if (!b.json) b.json = std::make_shared<Json>(Json::parse(req.body));
+  Json& so = (*b.json)["stream_options"];
+  if (!so.is_object()) so = Json::object();
+  auto iu = so.find("include_usage");
+  if (iu != so.end() && iu->is_boolean() && iu->get<bool>()) {
+    d.hide_usage = false;
+    return;
+  }
+  so["include_usage"] = true;
+  p.body = b.json->dump();
 }
 
-void Frontend::Impl::hash_prompt(Exchange& ex, const Json& body) {
+void Frontend::Impl::hash_prompt(Exchange& ex, const Body& b) {
   std::vector<uint32_t> toks;
   if (!opt.tokenizer_url.empty()) {
-    auto t = tokenize(ex.api, body, ex.model);
+    auto t = tokenize(ex.api, *b.json, ex.model);
     if (t) {
       toks = std::move(*t);
     } else if (tokenizer_errors++ % 100 == 0) {
       diag::warning("tokenizer", t.error().message + "; hashing the 4-byte tokens instead (routing is approximate)");
     }
   }
-  if (toks.empty()) toks = tokens::text_to_tokens(tokens::render_request(body));
+  if (toks.empty()) toks = tokens::text_to_tokens(b.rendered ? *b.rendered : tokens::render_request(*b.json));
   ex.input_length = toks.size();
   auto blocks = tokens::block_hashes(toks, opt.trace_block_size, /*include_partial=*/true);
   ex.sequence_hashes = tokens::sequence_hashes(blocks);

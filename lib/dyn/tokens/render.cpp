@@ -1,100 +1,255 @@
-// Request renderer.
+// Request renderer (SPEC 4.2). One renderer, instantiated on two readers of a parsed body: a Json
+// tree (the tools that hold one) and a simdjson DOM element (dyn-route serve's request path, where
+// parsing every body into a Json tree and printing it again was half the router's instructions,
+// issue 16). Sharing the renderer keeps the two texts equal by construction; what each reader must
+// do alike (a member's value, a compact print) is said beside it.
 #include "dyn/tokens/render.h"
+
+#include <optional>
+#include <string_view>
+#include <vector>
+
+#include <simdjson.h>
+
+#include "dyn/base/json_write.h"
 
 namespace dyn::tokens {
 
 namespace {
 
-std::string as_text(const Json& v);
+/// A Json value as the renderer reads it.
+class JsonReader {
+ public:
+  explicit JsonReader(const Json& j) : j_(&j) {}
+  bool is_string() const { return j_->is_string(); }
+  bool is_object() const { return j_->is_object(); }
+  bool is_array() const { return j_->is_array(); }
+  std::string_view str() const { return j_->get_ref<const std::string&>(); }
+  /// The member `key` of an object; nullopt when absent or when this is not an object.
+  std::optional<JsonReader> get(std::string_view key) const {
+    if (!j_->is_object()) return std::nullopt;
+    auto it = j_->find(key);
+    if (it == j_->end()) return std::nullopt;
+    return JsonReader(*it);
+  }
+  template <class F>
+  void each(F&& f) const {
+    for (const auto& x : *j_) f(JsonReader(x));
+  }
+  void dump(std::string& out) const { out += j_->dump(); }
+
+ private:
+  const Json* j_;
+};
+
+/// Thrown where a simdjson reading could differ from a Json tree's: an object with a repeated
+/// key (nlohmann keeps one member, at the first key's place with the last value).
+struct Ambiguous {};
+
+/// Throws Ambiguous when `o` repeats a key.
+void check_unique_keys(simdjson::dom::object o) {
+  std::vector<std::string_view> keys;
+  for (auto field : o) {
+    for (std::string_view k : keys)
+      if (k == field.key) throw Ambiguous{};
+    keys.push_back(field.key);
+  }
+}
+
+/// Appends `e` as nlohmann's compact dump() of the same text prints it (json_write's writers):
+/// members in their order; simdjson and nlohmann's strtod both round a number literal correctly,
+/// so they hold the same double.
+void dump_element(simdjson::dom::element e, std::string& out) {
+  using T = simdjson::dom::element_type;
+  switch (e.type()) {
+    case T::ARRAY: {
+      out += '[';
+      bool first = true;
+      for (auto x : simdjson::dom::array(e)) {
+        if (!first) out += ',';
+        first = false;
+        dump_element(x, out);
+      }
+      out += ']';
+      return;
+    }
+    case T::OBJECT: {
+      auto o = simdjson::dom::object(e);
+      check_unique_keys(o);
+      out += '{';
+      bool first = true;
+      for (auto field : o) {
+        if (!first) out += ',';
+        first = false;
+        append_json_string(out, field.key);
+        out += ':';
+        dump_element(field.value, out);
+      }
+      out += '}';
+      return;
+    }
+    case T::STRING: append_json_string(out, std::string_view(e)); return;
+    case T::INT64: append_json_number(out, int64_t(e)); return;
+    case T::UINT64: append_json_number(out, uint64_t(e)); return;
+    case T::DOUBLE: append_json_number(out, double(e)); return;
+    case T::BOOL: out += bool(e) ? "true" : "false"; return;
+    case T::NULL_VALUE: out += "null"; return;
+  }
+}
+
+/// A simdjson DOM element as the renderer reads it.
+class DomReader {
+ public:
+  explicit DomReader(simdjson::dom::element e) : e_(e) {}
+  bool is_string() const { return e_.type() == simdjson::dom::element_type::STRING; }
+  bool is_object() const { return e_.type() == simdjson::dom::element_type::OBJECT; }
+  bool is_array() const { return e_.type() == simdjson::dom::element_type::ARRAY; }
+  std::string_view str() const { return std::string_view(e_); }
+  /// As JsonReader::get; a key present twice throws Ambiguous.
+  std::optional<DomReader> get(std::string_view key) const {
+    if (!is_object()) return std::nullopt;
+    std::optional<DomReader> found;
+    for (auto field : simdjson::dom::object(e_)) {
+      if (field.key != key) continue;
+      if (found) throw Ambiguous{};
+      found = DomReader(field.value);
+    }
+    return found;
+  }
+  template <class F>
+  void each(F&& f) const {
+    for (auto x : simdjson::dom::array(e_)) f(DomReader(x));
+  }
+  void dump(std::string& out) const { dump_element(e_, out); }
+
+ private:
+  simdjson::dom::element e_;
+};
+
+/// The string member `key`, or "" when it is absent or not a string.
+template <class R>
+std::string_view str_or_empty(const R& v, std::string_view key) {
+  auto m = v.get(key);
+  return m && m->is_string() ? m->str() : std::string_view{};
+}
+
+template <class R>
+void append_text(const R& v, std::string& out);
 
 // Text of one content part / block (OpenAI parts, Anthropic blocks, Responses content items).
-std::string part_text(const Json& p) {
-  if (p.is_string()) return p.get<std::string>();
-  if (!p.is_object()) return {};
-  std::string type = p.value("type", "");
-  if (p.contains("text") && p["text"].is_string()) return p["text"].get<std::string>();
-  if (type == "tool_use") {
-    std::string s = p.value("name", "");
-    if (p.contains("input")) s += p["input"].dump();
-    return s;
+template <class R>
+void append_part(const R& p, std::string& out) {
+  if (p.is_string()) {
+    out += p.str();
+    return;
   }
-  if (type == "tool_result") return p.contains("content") ? as_text(p["content"]) : "";
-  if (type == "thinking" && p.contains("thinking") && p["thinking"].is_string())
-    return p["thinking"].get<std::string>();
-  return {};
+  if (!p.is_object()) return;
+  if (auto t = p.get("text"); t && t->is_string()) {
+    out += t->str();
+    return;
+  }
+  std::string_view type = str_or_empty(p, "type");
+  if (type == "tool_use") {
+    out += str_or_empty(p, "name");
+    if (auto in = p.get("input")) in->dump(out);
+  } else if (type == "tool_result") {
+    if (auto c = p.get("content")) append_text(*c, out);
+  } else if (type == "thinking") {
+    out += str_or_empty(p, "thinking");
+  }
 }
 
-std::string as_text(const Json& v) {
-  if (v.is_string()) return v.get<std::string>();
-  std::string s;
-  if (v.is_array())
-    for (const auto& p : v) s += part_text(p);
-  else if (v.is_object()) s += part_text(v);
-  return s;
+template <class R>
+void append_text(const R& v, std::string& out) {
+  if (v.is_string()) out += v.str();
+  else if (v.is_array()) v.each([&](const R& p) { append_part(p, out); });
+  else if (v.is_object()) append_part(v, out);
 }
 
-std::string args_text(const Json& a) { return a.is_string() ? a.get<std::string>() : a.dump(); }
+template <class R>
+void append_args(const R& a, std::string& out) {
+  if (a.is_string()) out += a.str();
+  else a.dump(out);
+}
 
-void render_item(const Json& item, std::string& out) {
+template <class R>
+void render_item(const R& item, std::string& out) {
   if (item.is_string()) {
-    out += "user\n" + item.get<std::string>() + "\n";
+    out += "user\n";
+    out += item.str();
+    out += '\n';
     return;
   }
   if (!item.is_object()) return;
-  std::string role =
-      item.contains("role") && item["role"].is_string() ? item["role"].get<std::string>() : item.value("type", "");
-  std::string text;
-  std::string type = item.value("type", "");
+  std::string_view type = str_or_empty(item, "type");
+  auto role = item.get("role");
+  out += role && role->is_string() ? role->str() : type;
+  out += '\n';
   if (type == "function_call" || type == "custom_tool_call") {
-    text = item.value("name", "");
-    if (item.contains("arguments")) text += args_text(item["arguments"]);
-    if (item.contains("input")) text += args_text(item["input"]);
+    out += str_or_empty(item, "name");
+    if (auto a = item.get("arguments")) append_args(*a, out);
+    if (auto in = item.get("input")) append_args(*in, out);
   } else if (type == "function_call_output" || type == "custom_tool_call_output") {
-    if (item.contains("output")) text = as_text(item["output"]);
+    if (auto o = item.get("output")) append_text(*o, out);
   } else {
-    if (item.contains("content")) text = as_text(item["content"]);
-    if (item.contains("tool_calls") && item["tool_calls"].is_array()) {
-      for (const auto& tc : item["tool_calls"]) {
-        const Json& fn = tc.contains("function") ? tc["function"] : tc;
-        text += fn.value("name", "");
-        if (fn.contains("arguments")) text += args_text(fn["arguments"]);
-      }
+    if (auto c = item.get("content")) append_text(*c, out);
+    if (auto calls = item.get("tool_calls"); calls && calls->is_array()) {
+      calls->each([&](const R& tc) {
+        auto f = tc.get("function");
+        const R& fn = f ? *f : tc;
+        out += str_or_empty(fn, "name");
+        if (auto a = fn.get("arguments")) append_args(*a, out);
+      });
     }
   }
-  out += role;
   out += '\n';
-  out += text;
-  out += '\n';
+}
+
+template <class R>
+std::string render(const R& body) {
+  std::string out;
+  if (!body.is_object()) return out;
+  auto messages = body.get("messages");
+  auto input = body.get("input");
+  if (auto p = body.get("prompt"); p && !messages && !input) {
+    if (p->is_string()) out += p->str();
+    else if (p->is_array())
+      p->each([&](const R& x) {
+        if (x.is_string()) out += x.str();
+      });
+    return out;
+  }
+  if (auto tools = body.get("tools"); tools && tools->is_array())
+    tools->each([&](const R& t) {
+      t.dump(out);
+      out += '\n';
+    });
+  if (auto s = body.get("system")) {
+    append_text(*s, out);
+    out += '\n';
+  }
+  if (auto i = body.get("instructions"); i && i->is_string()) {
+    out += i->str();
+    out += '\n';
+  }
+  if (messages && messages->is_array()) messages->each([&](const R& m) { render_item(m, out); });
+  if (input) {
+    if (input->is_string()) render_item(*input, out);
+    else if (input->is_array()) input->each([&](const R& m) { render_item(m, out); });
+  }
+  return out;
 }
 
 }  // namespace
 
-std::string render_request(const Json& body) {
-  if (!body.is_object()) return {};
-  if (body.contains("prompt") && !body.contains("messages") && !body.contains("input")) {
-    const Json& p = body["prompt"];
-    if (p.is_string()) return p.get<std::string>();
-    std::string s;
-    if (p.is_array())
-      for (const auto& x : p)
-        if (x.is_string()) s += x.get<std::string>();
-    return s;
+std::string render_request(const Json& body) { return render(JsonReader(body)); }
+
+std::optional<std::string> render_request_dom(simdjson::dom::element body) {
+  try {
+    return render(DomReader(body));
+  } catch (const Ambiguous&) {
+    return std::nullopt;
   }
-  std::string out;
-  if (body.contains("tools") && body["tools"].is_array())
-    for (const auto& t : body["tools"]) out += t.dump() + "\n";
-  if (body.contains("system")) out += as_text(body["system"]) + "\n";
-  if (body.contains("instructions") && body["instructions"].is_string())
-    out += body["instructions"].get<std::string>() + "\n";
-  if (body.contains("messages") && body["messages"].is_array())
-    for (const auto& m : body["messages"]) render_item(m, out);
-  if (body.contains("input")) {
-    const Json& in = body["input"];
-    if (in.is_string()) render_item(in, out);
-    else if (in.is_array())
-      for (const auto& m : in) render_item(m, out);
-  }
-  return out;
 }
 
 }  // namespace dyn::tokens
