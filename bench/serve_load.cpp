@@ -1,6 +1,8 @@
 // Load client for the serve benchmarks: C concurrent clients, each looping streamed chat
 // completions (optionally as one agent session per client whose conversation grows every turn)
-// for a fixed time; prints TTFT percentiles, throughput and errors as one JSON line.
+// for a fixed time; prints TTFT percentiles (the first content token), the first streamed chunk's
+// (servers send a role chunk with the response headers, before any engine step: the latency of
+// the path itself), throughput and errors as one JSON line.
 // Usage: serve_load URL CONCURRENCY SECONDS [--sessions] [--max-tokens N]
 #include <algorithm>
 #include <atomic>
@@ -27,12 +29,14 @@ double pct(std::vector<double>& v, double q) {
   size_t hi = std::min(lo + 1, v.size() - 1);
   return v[lo] + (v[hi] - v[lo]) * (pos - lo);
 }
+constexpr std::string_view kContent = "\"content\":\"";
 }  // namespace
 
 int main(int argc, char** argv) {
   if (argc < 4) {
     std::fprintf(stderr,
-                 "usage: serve_load URL CONCURRENCY SECONDS [--sessions] [--max-tokens N] [--unique-sessions N]\n");
+                 "usage: serve_load URL CONCURRENCY SECONDS [--sessions] [--max-tokens N] [--unique-sessions N] "
+                 "[--think-ms MS]\n");
     return 2;
   }
   std::string url = argv[1];
@@ -41,18 +45,29 @@ int main(int argc, char** argv) {
   bool sessions = false;
   int max_tokens = 16;
   uint64_t unique = 0;
+  double think_ms = 0;
   for (int i = 4; i < argc; ++i) {
     std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
     if (a == "--sessions") sessions = true;
-    if (a == "--max-tokens" && i + 1 < argc) max_tokens = std::atoi(argv[++i]);
-    if (a == "--unique-sessions" && i + 1 < argc) unique = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--max-tokens" && has_value) max_tokens = std::atoi(argv[++i]);
+    else if (a == "--unique-sessions" && has_value) unique = std::strtoull(argv[++i], nullptr, 10);
+    else if (a == "--think-ms" && has_value) think_ms = std::atof(argv[++i]);
+    else {
+      std::fprintf(stderr, "serve_load: unknown argument '%s'\n", a.c_str());
+      return 2;
+    }
   }
+  // --think-ms MS: each client waits MS after every turn, as an agent runs its tools between
+  // turns, so the offered load is set by the clients and is the same on every path measured
+  // (TTFT then compares the paths, not how deep each one drove the engine's queue). Clients
+  // start spread over one think time instead of all at once.
   // --unique-sessions N: every request opens a new session (x-session-id uniq-K, K = 0..N-1) and
   // the run ends after N requests (or SECONDS); 503 answers (binding table full) are counted
   // apart from errors.
   std::atomic<uint64_t> next_unique{0}, rejected_503{0};
   std::mutex mu;
-  std::vector<double> ttfts, totals;
+  std::vector<double> ttfts, firsts, totals;
   std::atomic<uint64_t> ok{0}, errors{0}, chunks_total{0};
   auto deadline = Clock::now() + std::chrono::milliseconds(static_cast<int64_t>(secs * 1000));
   auto start = Clock::now();
@@ -61,13 +76,22 @@ int main(int argc, char** argv) {
     threads.emplace_back([&, c] {
       httplib::Client cli(url);
       cli.set_keep_alive(true);
+      // cpp-httplib writes a request's headers and body in two sends; with Nagle on, the body
+      // waits for the server's delayed ACK (40 ms on Linux), which was most of every TTFT this
+      // measured. The clients agents use (aiohttp/httpx on asyncio, Node's http) set TCP_NODELAY.
+      cli.set_tcp_nodelay(true);
       cli.set_read_timeout(std::chrono::seconds(60));
       cli.set_connection_timeout(std::chrono::seconds(10));
       dyn::Json messages = dyn::Json::array();
       messages.push_back({{"role", "system"},
                           {"content", "You are a benchmark assistant. Be brief and exact in every answer you give."}});
       int turn = 0;
-      std::vector<double> my_ttft, my_total;
+      std::vector<double> my_ttft, my_first, my_total;
+      auto think = [&](double ms) {
+        auto until = std::min(deadline, Clock::now() + std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
+        std::this_thread::sleep_until(until);
+      };
+      if (think_ms > 0) think(think_ms * c / conc);
       while (Clock::now() < deadline) {
         uint64_t uk = 0;
         if (unique) {
@@ -91,14 +115,19 @@ int main(int argc, char** argv) {
         }
         req.body = body.dump();
         auto t0 = Clock::now();
-        double ttft = -1;
+        double ttft = -1, first = -1;
         uint64_t chunks = 0;
         std::string tail;
         req.content_receiver = [&](const char* d, size_t n, uint64_t, uint64_t) {
           std::string_view s(d, n);
-          if (ttft < 0 && s.find("\"content\":\"") != std::string_view::npos) ttft = ms_since(t0);
-          for (size_t p = s.find("\"content\":\""); p != std::string_view::npos; p = s.find("\"content\":\"", p + 1))
+          if (first < 0 && n > 0) first = ms_since(t0);
+          // TTFT is the first token: a non-empty content delta, not the role chunk
+          // ({"role":"assistant","content":""}) that servers send with the response headers.
+          for (size_t p = s.find(kContent); p != std::string_view::npos; p = s.find(kContent, p + 1)) {
             ++chunks;
+            const size_t v = p + kContent.size();
+            if (ttft < 0 && v < s.size() && s[v] != '"') ttft = ms_since(t0);
+          }
           tail.assign(s.substr(s.size() > 32 ? s.size() - 32 : 0));
           return true;
         };
@@ -128,6 +157,7 @@ int main(int argc, char** argv) {
         ok++;
         chunks_total += chunks;
         my_ttft.push_back(ttft);
+        my_first.push_back(first);
         my_total.push_back(total);
         if (sessions) {
           messages.push_back({{"role", "assistant"},
@@ -136,9 +166,11 @@ int main(int argc, char** argv) {
         } else {
           messages.erase(messages.end() - 1);
         }
+        if (think_ms > 0) think(think_ms);
       }
       std::lock_guard<std::mutex> lk(mu);
       ttfts.insert(ttfts.end(), my_ttft.begin(), my_ttft.end());
+      firsts.insert(firsts.end(), my_first.begin(), my_first.end());
       totals.insert(totals.end(), my_total.begin(), my_total.end());
     });
   }
@@ -154,6 +186,8 @@ int main(int argc, char** argv) {
                    {"ttft_p50_ms", pct(ttfts, 50)},
                    {"ttft_p90_ms", pct(ttfts, 90)},
                    {"ttft_p99_ms", pct(ttfts, 99)},
+                   {"first_chunk_p50_ms", pct(firsts, 50)},
+                   {"first_chunk_p99_ms", pct(firsts, 99)},
                    {"total_p50_ms", pct(totals, 50)}};
   std::printf("%s\n", out.dump().c_str());
   return errors.load() == 0 ? 0 : 1;
