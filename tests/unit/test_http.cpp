@@ -6,7 +6,14 @@
 #include <fstream>
 #include <sstream>
 
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/steady_timer.hpp>
+
 #include "dyn/http/client.h"
+#include "dyn/http/event_server.h"
 #include "dyn/http/pool.h"
 #include "dyn/http/proxy.h"
 #include "dyn/http/server.h"
@@ -560,4 +567,82 @@ TEST_CASE("proxy: a body that stalls longer than the read timeout ends as a cut,
   CHECK(end->kind == ProxyOutcome::Kind::kStreamCut);
   CHECK(end->message.find("read timeout") != std::string::npos);
   CHECK(cres.status == 502);
+}
+
+namespace {
+/// Sends `request` (may be empty) on the connection `fd`; returns what arrives within `wait_ms`
+/// (the connection stays open), or until the peer closes.
+std::string exchange_raw(int fd, const std::string& request, int wait_ms) {
+  if (!request.empty()) REQUIRE(::send(fd, request.data(), request.size(), 0) == static_cast<ssize_t>(request.size()));
+  std::string got;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  char buf[4096];
+  while (std::chrono::steady_clock::now() < until) {
+    timeval tv{0, 20'000};
+    ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    const ssize_t n = ::recv(fd, buf, sizeof(buf), 0);
+    if (n == 0) break;
+    if (n > 0) got.append(buf, static_cast<size_t>(n));
+  }
+  return got;
+}
+int connect_local(int port) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_port = htons(static_cast<uint16_t>(port));
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
+  return fd;
+}
+}  // namespace
+
+TEST_CASE("event server: a stream's head goes with its first chunk, or alone when the producer has none yet") {
+  EventLoop loop(1, 2);
+  EventServer server(loop);
+  // /now writes its chunk in the turn the stream starts; /later writes nothing for 400 ms.
+  auto producer = [&loop](int delay_ms) {
+    return [&loop, delay_ms](std::shared_ptr<const ServerRequest>, std::shared_ptr<ServerResponse> res,
+                             std::function<void()> done) {
+      res->headers.emplace("Content-Type", "text/event-stream");
+      res->stream = [&loop, delay_ms](std::shared_ptr<BodyStream> out) {
+        auto send = [out] { out->write("data: 1\n\n", [out](bool ok) { if (ok) out->end(); }); };
+        if (delay_ms == 0) return send();
+        auto t = std::make_shared<boost::asio::steady_timer>(loop.context(), std::chrono::milliseconds(delay_ms));
+        t->async_wait([t, send](boost::system::error_code) { send(); });
+      };
+      done();
+    };
+  };
+  server.route_async("POST", "/now", producer(0));
+  server.route_async("POST", "/later", producer(400));
+  server.route_async("GET", "/now", producer(0));
+  ListenOptions lo;
+  lo.port = 0;
+  auto port = server.bind(lo);
+  REQUIRE(port);
+  loop.start();
+  server.start();
+  const std::string head_end = "\r\n\r\n";
+  int fd = connect_local(*port);
+  std::string got = exchange_raw(fd, "POST /now HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 300);
+  CHECK(got.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(got.find("Transfer-Encoding: chunked") != std::string::npos);
+  CHECK(got.substr(got.find(head_end) + 4) == "9\r\ndata: 1\n\n\r\n0\r\n\r\n");
+  // Keep-alive: the next request on the same connection waits 400 ms for its chunk, and its head
+  // arrives before that.
+  got = exchange_raw(fd, "POST /later HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 200);
+  CHECK(got.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(got.substr(got.find(head_end) + 4).empty());
+  got = exchange_raw(fd, "", 500);
+  CHECK(got == "9\r\ndata: 1\n\n\r\n0\r\n\r\n");
+  // HEAD: the head alone, and the connection serves the next request.
+  got = exchange_raw(fd, "HEAD /now HTTP/1.1\r\nHost: x\r\n\r\n", 200);
+  CHECK(got.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
+  CHECK(got.size() == got.find(head_end) + 4);
+  got = exchange_raw(fd, "POST /now HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 300);
+  CHECK(got.substr(got.find(head_end) + 4) == "9\r\ndata: 1\n\n\r\n0\r\n\r\n");
+  ::close(fd);
+  server.close();
+  loop.shutdown();
 }

@@ -220,7 +220,10 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
   std::optional<bhttp::request_parser<bhttp::string_body>> parser;
   std::string remote;
   std::string out;   // the head or whole response being written
+  std::string head;  // a stream's head not sent yet (it goes with the first chunk)
   std::string data;  // a streamed chunk being written
+  bool writing = false;            // a stream write finishes asynchronously
+  std::function<void()> queued;    // a stream write asked for meanwhile
   std::array<char, 24> size_line{};
   bool keep_alive = true;
   bool head_only = false;
@@ -423,21 +426,24 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
     if (close_after) out += "Connection: close\r\n";
     out += "\r\n";
     keep_alive = !close_after;
-    stream.expires_after(kWriteTimeout);
     auto self = shared_from_this();
     if (!res.stream) {
       if (!head_only && !bodiless) out += res.body;
+      stream.expires_after(kWriteTimeout);
       asio::async_write(stream, asio::buffer(out), [self](beast::error_code ec, size_t) {
         if (ec) return self->close_now();
         self->next_or_close();
       });
       return;
     }
+    // A stream's head goes out with the first chunk when the producer writes one in this turn (a
+    // proxied SSE body usually came with its upstream's headers): one send and one wake-up of the
+    // client fewer per response, and the first token is not queued behind the head's completion
+    // (issue 16). Otherwise the posted flush sends the head alone on the next turn.
     streaming = true;
-    asio::async_write(stream, asio::buffer(out), [self, fn = std::move(res.stream)](beast::error_code ec, size_t) {
-      if (ec) self->close_now();
-      fn(self->make_stream());
-    });
+    head = std::move(out);
+    res.stream(make_stream());
+    asio::post(stream.get_executor(), [self] { self->flush_head(); });
   }
 
   void next_or_close() {
@@ -448,14 +454,28 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
   std::shared_ptr<BodyStream> make_stream();
 
   // ---- the BodyStream side (each call hops onto the connection's loop thread) ----
+  /// Sends the pending head (if any) and, when `d` is not empty, `d` as one chunk; `done(ok)`
+  /// is posted once written. A write that the socket did not take at once finishes
+  /// asynchronously; a write asked for meanwhile (only the head's flush races the producer)
+  /// waits for it.
   void write_chunk(std::string d, std::function<void(bool)> done) {
     if (closed) return done(false);
-    if (d.empty() || head_only) return done(true);  // an empty chunk would end the body
-    data = std::move(d);
-    auto n = fmt::format_to_n(size_line.data(), size_line.size(), "{:x}\r\n", data.size());
-    std::array<asio::const_buffer, 3> bufs{asio::buffer(size_line.data(), n.size), asio::buffer(data),
-                                           asio::buffer("\r\n", 2)};
-    // Most chunks fit the socket's send buffer: one sendmsg now, without a write timer armed and
+    if (writing) {
+      queued = [self = shared_from_this(), d = std::move(d), done = std::move(done)]() mutable {
+        self->write_chunk(std::move(d), std::move(done));
+      };
+      return;
+    }
+    // An empty chunk would end the body; HEAD sends no body.
+    const bool chunk = !d.empty() && !head_only;
+    if (!chunk && head.empty()) return done(true);
+    data = chunk ? std::move(d) : std::string();
+    size_t line = 0;
+    if (chunk) line = fmt::format_to_n(size_line.data(), size_line.size(), "{:x}\r\n", data.size()).size;
+    // Zero-length buffers where there is no head or no chunk: writev skips them.
+    std::array<asio::const_buffer, 4> bufs{asio::buffer(head), asio::buffer(size_line.data(), line),
+                                           asio::buffer(data), asio::buffer("\r\n", chunk ? 2 : 0)};
+    // Most writes fit the socket's send buffer: one sendmsg now, without a write timer armed and
     // cancelled around it (two timerfd_settime calls a chunk whenever the write timeout is the
     // loop's earliest deadline, issue 16). Only what the socket does not take at once waits, under
     // the write timeout. Completions are posted, never run inline, as async_write's are.
@@ -464,6 +484,7 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
     if (!sock.non_blocking()) sock.non_blocking(true, ec);
     const size_t sent = ec ? 0 : sock.write_some(bufs, ec);
     if (!ec && sent == asio::buffer_size(bufs)) {
+      head.clear();
       asio::post(stream.get_executor(), [done = std::move(done)] { done(true); });
       return;
     }
@@ -472,23 +493,34 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
       asio::post(stream.get_executor(), [done = std::move(done)] { done(false); });
       return;
     }
-    beast::buffers_suffix<std::array<asio::const_buffer, 3>> rest(bufs);
+    beast::buffers_suffix<std::array<asio::const_buffer, 4>> rest(bufs);
     rest.consume(sent);
+    writing = true;
     stream.expires_after(kWriteTimeout);
     asio::async_write(stream, rest, [self = shared_from_this(), done = std::move(done)](beast::error_code ec, size_t) {
-      if (ec) {
-        self->close_now();
-        return done(false);
-      }
-      done(true);
+      self->writing = false;
+      self->head.clear();
+      if (ec) self->close_now();
+      done(!ec);
+      if (auto next = std::exchange(self->queued, nullptr)) next();
     });
+  }
+  /// Sends the head of a stream whose producer wrote nothing in the turn it started.
+  void flush_head() {
+    if (!closed && !writing && !head.empty()) write_chunk({}, [](bool) {});
   }
   void end_body() {
     if (closed || !streaming) return;
+    if (writing) {
+      queued = [self = shared_from_this()] { self->end_body(); };
+      return;
+    }
     streaming = false;
     on_close = nullptr;
-    if (head_only) return next_or_close();
-    out = "0\r\n\r\n";
+    out = std::move(head);
+    head.clear();
+    if (!head_only) out += "0\r\n\r\n";
+    if (out.empty()) return next_or_close();
     stream.expires_after(kWriteTimeout);
     auto self = shared_from_this();
     asio::async_write(stream, asio::buffer(out), [self](beast::error_code ec, size_t) {
