@@ -1043,6 +1043,8 @@ void Frontend::Impl::count_end(const Exchange& ex, const http::ProxyOutcome* out
       wc.cancelled++;
     } else if (!err_type.empty() && out->kind != http::ProxyOutcome::Kind::kTransport) {
       wc.errors++;
+    } else if (err_type.empty() && out->kind == http::ProxyOutcome::Kind::kOk) {
+      wc.answered++;
     }
     if (f) {
       wc.input_tokens += f->input_tokens.value_or(0);
@@ -1481,10 +1483,25 @@ void Frontend::Impl::health_loop() {
     clients.push_back(std::move(c));
   }
   std::vector<unsigned> failed_polls(clients.size(), 0);  // consecutive, per worker
+  std::vector<uint64_t> answered_seen(clients.size(), 0);
   for (;;) {
     for (size_t i = 0; i < clients.size(); ++i) {
       auto r = clients[i]->Get(pools[i]->url().path_prefix + "/health");
       bool ok = r && r->status == 200;
+      // A poll that got no answer from a worker that completed requests since the last poll is
+      // not a failure: the worker is alive, its HTTP server busy (a thread-per-connection engine
+      // with every thread streaming queues the poll's connection). Counting it turned overload
+      // into an outage: at 2,000 streams on one dyn-mocker, the router marked its only worker
+      // down and answered 503 "no healthy worker" (issue 16). A worker that stops answering
+      // proxied requests too fails on the next poll, and a failed proxied request marks it down
+      // at once (no_response).
+      const uint64_t answered = counters[i]->answered.load();
+      const bool busy = !r && answered != answered_seen[i];
+      answered_seen[i] = answered;
+      if (busy) {
+        failed_polls[i] = 0;
+        continue;
+      }
       std::string why = ok  ? "GET /health answered 200"
                         : r ? fmt::format("GET /health answered {}", r->status)
                             : "GET /health failed: " + httplib::to_string(r.error());

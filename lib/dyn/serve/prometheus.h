@@ -15,6 +15,7 @@ struct WorkerCounters {
   std::atomic<uint64_t> errors{0};     ///< of those, ended in an error (HTTP >= 400, transport, cut)
   std::atomic<uint64_t> cancelled{0};  ///< client went away
   std::atomic<uint64_t> in_flight{0};
+  std::atomic<uint64_t> answered{0};  ///< ended with a complete response (not exported: health's evidence)
   std::atomic<uint64_t> input_tokens{0}, output_tokens{0}, cached_tokens{0};
 };
 
