@@ -239,11 +239,16 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
   }
 
   void start() {
+    bool closing;
     {
       std::lock_guard lk(srv->mu);
-      if (srv->closing) return close_now();
-      srv->sessions.emplace(this, weak_from_this());
+      closing = srv->closing;
+      if (!closing) srv->sessions.emplace(this, weak_from_this());
     }
+    // Not under the lock: close_now() takes it again (forget). A connection accepted just after
+    // close() began deadlocked the acceptor's loop thread here, and close(), waiting for that
+    // thread to close the acceptor, hung SIGTERM (seen under TSan in e2e serve-sigterm-under-load).
+    if (closing) return close_now();
     read_next();
   }
 
