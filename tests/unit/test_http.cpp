@@ -588,14 +588,26 @@ std::string exchange_raw(int fd, const std::string& request, int wait_ms) {
   }
   return got;
 }
-int connect_local(int port) {
+/// Connects a new socket to 127.0.0.1:`port`; returns it, or -1 when the connection failed.
+int dial_local(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(static_cast<uint16_t>(port));
   a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  REQUIRE(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0);
-  return fd;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) return fd;
+  ::close(fd);
+  return -1;
+}
+/// Binds `server` to a free loopback port, starts `loop` and the server; returns the port.
+int start_on_free_port(EventLoop& loop, EventServer& server) {
+  ListenOptions lo;
+  lo.port = 0;
+  auto port = server.bind(lo);
+  REQUIRE(port);
+  loop.start();
+  server.start();
+  return *port;
 }
 }  // namespace
 
@@ -619,14 +631,10 @@ TEST_CASE("event server: a stream's head goes with its first chunk, or alone whe
   server.route_async("POST", "/now", producer(0));
   server.route_async("POST", "/later", producer(400));
   server.route_async("GET", "/now", producer(0));
-  ListenOptions lo;
-  lo.port = 0;
-  auto port = server.bind(lo);
-  REQUIRE(port);
-  loop.start();
-  server.start();
+  const int port = start_on_free_port(loop, server);
   const std::string head_end = "\r\n\r\n";
-  int fd = connect_local(*port);
+  const int fd = dial_local(port);
+  REQUIRE(fd >= 0);
   std::string got = exchange_raw(fd, "POST /now HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 300);
   CHECK(got.rfind("HTTP/1.1 200 OK\r\n", 0) == 0);
   CHECK(got.find("Transfer-Encoding: chunked") != std::string::npos);
@@ -655,23 +663,11 @@ TEST_CASE("event server: close() while clients keep connecting returns (no self-
   for (int round = 0; round < 20; ++round) {
     EventLoop loop(1, 2);
     EventServer server(loop);
-    ListenOptions lo;
-    lo.port = 0;
-    auto port = server.bind(lo);
-    REQUIRE(port);
-    loop.start();
-    server.start();
+    const int port = start_on_free_port(loop, server);
     std::atomic<bool> stop{false};
     std::thread dialer([&] {
-      while (!stop) {
-        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_port = htons(static_cast<uint16_t>(*port));
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
-        ::close(fd);
-      }
+      while (!stop)
+        if (const int fd = dial_local(port); fd >= 0) ::close(fd);
     });
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
     auto closed = std::async(std::launch::async, [&] { server.close(); });
