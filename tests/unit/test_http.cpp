@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 
 #include "dyn/http/client.h"
@@ -620,7 +621,11 @@ TEST_CASE("event server: a stream's head goes with its first chunk, or alone whe
                              std::function<void()> done) {
       res->headers.emplace("Content-Type", "text/event-stream");
       res->stream = [&loop, delay_ms](std::shared_ptr<BodyStream> out) {
-        auto send = [out] { out->write("data: 1\n\n", [out](bool ok) { if (ok) out->end(); }); };
+        auto send = [out] {
+          out->write("data: 1\n\n", [out](bool ok) {
+            if (ok) out->end();
+          });
+        };
         if (delay_ms == 0) return send();
         auto t = std::make_shared<boost::asio::steady_timer>(loop.context(), std::chrono::milliseconds(delay_ms));
         t->async_wait([t, send](boost::system::error_code) { send(); });
@@ -652,6 +657,78 @@ TEST_CASE("event server: a stream's head goes with its first chunk, or alone whe
   CHECK(got.size() == got.find(head_end) + 4);
   got = exchange_raw(fd, "POST /now HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 300);
   CHECK(got.substr(got.find(head_end) + 4) == "9\r\ndata: 1\n\n\r\n0\r\n\r\n");
+  ::close(fd);
+  server.close();
+  loop.shutdown();
+}
+
+TEST_CASE(
+    "event server: try_write sends from the loop's own turn; off the loop or behind a pending write it leaves the chunk") {
+  using TW = BodyStream::TryWrite;
+  EventLoop loop(1, 2);
+  EventServer server(loop);
+  std::promise<std::shared_ptr<BodyStream>> stream_p;
+  server.route_async(
+      "POST", "/s",
+      [&](std::shared_ptr<const ServerRequest>, std::shared_ptr<ServerResponse> res, std::function<void()> done) {
+        res->headers.emplace("Content-Type", "text/event-stream");
+        res->stream = [&](std::shared_ptr<BodyStream> out) { stream_p.set_value(out); };
+        done();
+      });
+  const int port = start_on_free_port(loop, server);
+  // Runs fn on the loop thread and returns what it returned.
+  auto on_loop = [&](auto fn) {
+    std::promise<decltype(fn())> p;
+    boost::asio::post(loop.context(), [&] { p.set_value(fn()); });
+    return p.get_future().get();
+  };
+  const int fd = dial_local(port);
+  REQUIRE(fd >= 0);
+  const std::string req = "POST /s HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+  REQUIRE(::send(fd, req.data(), req.size(), 0) == static_cast<ssize_t>(req.size()));
+  auto out = stream_p.get_future().get();
+  std::string one = "data: 1\n\n";
+  CHECK(out->try_write(one) == TW::kNotNow);  // this thread is not the connection's
+  CHECK(one == "data: 1\n\n");
+  CHECK(on_loop([&] { return out->try_write(one); }) == TW::kTaken);
+  // A chunk larger than the socket takes while the client reads nothing: taken, its rest
+  // pending; the next chunk is left to write(), which waits for it.
+  std::string big(16 << 20, 'x');
+  CHECK(on_loop([&] { return out->try_write(big); }) == TW::kTaken);
+  std::string two = "data: 2\n\n";
+  CHECK(on_loop([&] { return out->try_write(two); }) == TW::kNotNow);
+  CHECK(two == "data: 2\n\n");
+  on_loop([&] {
+    out->write(two, [out](bool ok) {
+      if (ok) out->end();
+    });
+    return 0;
+  });
+  std::string got;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (std::chrono::steady_clock::now() < until &&
+         (got.size() < 5 || got.compare(got.size() - 5, 5, "0\r\n\r\n") != 0))
+    got += exchange_raw(fd, "", 50);
+  const size_t body = got.find("\r\n\r\n") + 4;
+  REQUIRE(body >= 4);
+  CHECK(got.substr(body, 14) == "9\r\ndata: 1\n\n\r\n");
+  CHECK(got.substr(body + 14, 9) == "1000000\r\n");  // 16 MiB in hex
+  CHECK(got.find_first_not_of('x', body + 23) == body + 23 + (16u << 20));
+  CHECK(got.substr(body + 23 + (16u << 20)) == "\r\n9\r\ndata: 2\n\n\r\n0\r\n\r\n");
+  // The client gone: a write fails and try_write says so.
+  stream_p = {};
+  const int fd2 = dial_local(port);
+  REQUIRE(fd2 >= 0);
+  REQUIRE(::send(fd2, req.data(), req.size(), 0) == static_cast<ssize_t>(req.size()));
+  auto out2 = stream_p.get_future().get();
+  ::close(fd2);
+  TW last = TW::kTaken;
+  for (int i = 0; i < 100 && last != TW::kClosed; ++i) {
+    std::string c = "data: 3\n\n";
+    last = on_loop([&] { return out2->try_write(c); });
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  CHECK(last == TW::kClosed);
   ::close(fd);
   server.close();
   loop.shutdown();

@@ -219,11 +219,11 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
   beast::flat_buffer buf;
   std::optional<bhttp::request_parser<bhttp::string_body>> parser;
   std::string remote;
-  std::string out;   // the head or whole response being written
-  std::string head;  // a stream's head not sent yet (it goes with the first chunk)
-  std::string data;  // a streamed chunk being written
-  bool writing = false;            // a stream write finishes asynchronously
-  std::function<void()> queued;    // a stream write asked for meanwhile
+  std::string out;               // the head or whole response being written
+  std::string head;              // a stream's head not sent yet (it goes with the first chunk)
+  std::string data;              // a streamed chunk being written
+  bool writing = false;          // a stream write finishes asynchronously
+  std::function<void()> queued;  // a stream write asked for meanwhile
   std::array<char, 24> size_line{};
   bool keep_alive = true;
   bool head_only = false;
@@ -472,31 +472,37 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
       return;
     }
     // An empty chunk would end the body; HEAD sends no body.
+    if ((d.empty() || head_only) && head.empty()) return done(true);
+    const Sent r = send_now(std::move(d), done);
+    if (r != Sent::kRest)
+      asio::post(stream.get_executor(), [done = std::move(done), ok = r == Sent::kAll] { done(ok); });
+  }
+  enum class Sent { kAll, kRest, kFailed };
+  /// Writes the pending head and `d` (a chunk, when not empty) with one sendmsg. kAll: the socket
+  /// took everything. kRest: the rest goes out asynchronously under the write timeout (`writing`
+  /// until then) and `done(ok)` is moved into its completion. kFailed: the connection is closed.
+  /// Most writes fit the socket's send buffer: no write timer is armed and cancelled around them
+  /// (two timerfd_settime calls a chunk whenever the write timeout is the loop's earliest
+  /// deadline, issue 16).
+  Sent send_now(std::string d, std::function<void(bool)>& done) {
     const bool chunk = !d.empty() && !head_only;
-    if (!chunk && head.empty()) return done(true);
     data = chunk ? std::move(d) : std::string();
     size_t line = 0;
     if (chunk) line = fmt::format_to_n(size_line.data(), size_line.size(), "{:x}\r\n", data.size()).size;
     // Zero-length buffers where there is no head or no chunk: writev skips them.
-    std::array<asio::const_buffer, 4> bufs{asio::buffer(head), asio::buffer(size_line.data(), line),
-                                           asio::buffer(data), asio::buffer("\r\n", chunk ? 2 : 0)};
-    // Most writes fit the socket's send buffer: one sendmsg now, without a write timer armed and
-    // cancelled around it (two timerfd_settime calls a chunk whenever the write timeout is the
-    // loop's earliest deadline, issue 16). Only what the socket does not take at once waits, under
-    // the write timeout. Completions are posted, never run inline, as async_write's are.
+    std::array<asio::const_buffer, 4> bufs{asio::buffer(head), asio::buffer(size_line.data(), line), asio::buffer(data),
+                                           asio::buffer("\r\n", chunk ? 2 : 0)};
     beast::error_code ec;
     auto& sock = stream.socket();
     if (!sock.non_blocking()) sock.non_blocking(true, ec);
     const size_t sent = ec ? 0 : sock.write_some(bufs, ec);
     if (!ec && sent == asio::buffer_size(bufs)) {
       head.clear();
-      asio::post(stream.get_executor(), [done = std::move(done)] { done(true); });
-      return;
+      return Sent::kAll;
     }
     if (ec && ec != asio::error::would_block && ec != asio::error::try_again) {
       close_now();
-      asio::post(stream.get_executor(), [done = std::move(done)] { done(false); });
-      return;
+      return Sent::kFailed;
     }
     beast::buffers_suffix<std::array<asio::const_buffer, 4>> rest(bufs);
     rest.consume(sent);
@@ -509,6 +515,7 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
       done(!ec);
       if (auto next = std::exchange(self->queued, nullptr)) next();
     });
+    return Sent::kRest;
   }
   /// Sends the head of a stream whose producer wrote nothing in the turn it started.
   void flush_head() {
@@ -548,6 +555,15 @@ class ServerChunkStream : public BodyStream {
     asio::dispatch(s->stream.get_executor(), [s, data = std::move(data), done = std::move(done)]() mutable {
       s->write_chunk(std::move(data), std::move(done));
     });
+  }
+  TryWrite try_write(std::string& data) override {
+    const auto* ex = s_->stream.get_executor().target<asio::io_context::executor_type>();
+    if (!ex || !ex->running_in_this_thread()) return TryWrite::kNotNow;
+    ServerSession& s = *s_;
+    if (s.closed) return TryWrite::kClosed;
+    if (s.writing) return TryWrite::kNotNow;
+    std::function<void(bool)> none = [](bool) {};
+    return s.send_now(std::move(data), none) == ServerSession::Sent::kFailed ? TryWrite::kClosed : TryWrite::kTaken;
   }
   void end() override {
     auto s = s_;

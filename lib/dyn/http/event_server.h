@@ -109,6 +109,19 @@ class BodyStream {
   /// Sends `data` as one chunk; `done(ok)` runs on the loop once it is written (ok = false: the
   /// client is gone and the body must stop).
   virtual void write(std::string data, std::function<void(bool ok)> done) = 0;
+  /// What try_write did with a chunk.
+  enum class TryWrite {
+    kTaken,   ///< sent now, or its rest is being sent (a later write waits for it); `data` is moved from
+    kClosed,  ///< the client is gone and the body must stop
+    kNotNow,  ///< nothing was sent and `data` is untouched: use write()
+  };
+  /// Sends `data` as one chunk from the caller's own turn when the caller runs on the
+  /// connection's loop thread and no write is in progress: a relay then needs no completion
+  /// handler and no suspension per chunk (issue 16: most chunks fit the socket at once).
+  virtual TryWrite try_write(std::string& data) {
+    (void)data;
+    return TryWrite::kNotNow;
+  }
   /// The body is complete (terminating chunk); the connection serves its next request.
   virtual void end() = 0;
   /// The body ends incomplete: the connection is closed, so the client sees a cut response.

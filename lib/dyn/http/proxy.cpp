@@ -9,7 +9,6 @@
 #include <optional>
 #include <utility>
 
-
 // <utility> first: Boost 1.74's Asio uses std::exchange without including it.
 #include <boost/asio/co_spawn.hpp>
 #include <boost/asio/connect.hpp>
@@ -310,8 +309,7 @@ struct ProxyCall::Io {
     arm_deadline(read_s);
     beast::error_code ec;
     reading = true;
-    const size_t n =
-        co_await tcp->socket().async_read_some(buf.prepare(kReadSize), redirect_error(use_awaitable, ec));
+    const size_t n = co_await tcp->socket().async_read_some(buf.prepare(kReadSize), redirect_error(use_awaitable, ec));
     reading = false;
     if (read_timed_out) co_return beast::error::timeout;
     buf.commit(n);
@@ -385,8 +383,8 @@ ProxyCall::ProxyCall(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<S
 
 std::shared_ptr<ProxyCall> ProxyCall::start(UpstreamPool& pool, ProxyRequest request, std::shared_ptr<StreamTap> tap,
                                             const Clock& clock, asio::any_io_executor executor) {
-  auto call = std::shared_ptr<ProxyCall>(
-      new ProxyCall(pool, std::move(request), std::move(tap), clock, std::move(executor)));
+  auto call =
+      std::shared_ptr<ProxyCall>(new ProxyCall(pool, std::move(request), std::move(tap), clock, std::move(executor)));
   call->io_->owner = call;
   return call;
 }
@@ -664,6 +662,10 @@ awaitable<void> ProxyCall::pump(std::shared_ptr<BodyStream> out) {
         },
         token);
   };
+  // Most chunks are written from this turn (the client's socket takes them at once); only the
+  // others suspend the relay until written.
+  using TryWrite = BodyStream::TryWrite;
+  auto write_now = [&](std::string& data) { return data.empty() ? TryWrite::kTaken : out->try_write(data); };
   for (;;) {
     std::string chunk;
     bool done = done_;
@@ -683,14 +685,18 @@ awaitable<void> ProxyCall::pump(std::shared_ptr<BodyStream> out) {
         out->abort();  // the client sees an incomplete response
         co_return;
       }
-      if (!chunk.empty() && !co_await send(std::move(chunk))) break;
+      if (auto w = write_now(chunk);
+          w == TryWrite::kClosed || (w == TryWrite::kNotNow && !co_await send(std::move(chunk))))
+        break;
       // End the exchange (lease, trace row) before the terminating chunk, so a client that sends
       // its next turn at once finds the previous lease released.
       finish_once(ProxyOutcome::Kind::kOk);
       out->end();
       co_return;
     }
-    if (!chunk.empty() && !co_await send(std::move(chunk))) break;
+    if (auto w = write_now(chunk);
+        w == TryWrite::kClosed || (w == TryWrite::kNotNow && !co_await send(std::move(chunk))))
+      break;
   }
   // The client went away (or the server is closing): the upstream request is stopped.
   stop_upstream();
