@@ -273,6 +273,7 @@ struct ProxyCall::Io {
   bool deadline_armed = false;
   bool reading = false;  // a read of a plain upstream is in flight
   bool read_timed_out = false;
+  beast::error_code read_ec;                        // the error of the read_op in flight
   std::chrono::steady_clock::time_point last_read;  // the upstream's last bytes (or the request sent)
 
   beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *tcp; }
@@ -302,20 +303,24 @@ struct ProxyCall::Io {
       tcp->socket().cancel(ignored);
     });
   }
-  /// Appends what a plain upstream sends next (up to kReadSize bytes) to `buf`. When the upstream
-  /// closed the connection, the parser is told (see on_eof). Errors: the socket's, the parser's,
-  /// beast::error::timeout.
-  awaitable<beast::error_code> read_more(double read_s) {
+  /// Starts appending what a plain upstream sends next (up to kReadSize bytes) to `buf`: co_await
+  /// it and hand the byte count to read_done. (Awaited in place rather than through a coroutine
+  /// of its own: one frame fewer per streamed chunk, issue 16.)
+  auto read_op(double read_s) {
     arm_deadline(read_s);
-    beast::error_code ec;
     reading = true;
-    const size_t n = co_await tcp->socket().async_read_some(buf.prepare(kReadSize), redirect_error(use_awaitable, ec));
+    return tcp->socket().async_read_some(buf.prepare(kReadSize), redirect_error(use_awaitable, read_ec));
+  }
+  /// Ends a read_op of `n` bytes. When the upstream closed the connection, the parser is told
+  /// (see on_eof). Errors: the socket's, the parser's, beast::error::timeout.
+  beast::error_code read_done(size_t n) {
     reading = false;
-    if (read_timed_out) co_return beast::error::timeout;
+    if (read_timed_out) return beast::error::timeout;
     buf.commit(n);
     if (n > 0) last_read = std::chrono::steady_clock::now();
+    beast::error_code ec = read_ec;
     if (ec == asio::error::eof) on_eof(ec);
-    co_return ec;
+    return ec;
   }
   /// The upstream closed the connection: the end of a body that runs to the close, or (as Beast
   /// reports it) a message cut short.
@@ -328,7 +333,7 @@ struct ProxyCall::Io {
   awaitable<beast::error_code> read_header(double read_s) {
     last_read = std::chrono::steady_clock::now();
     for (;;) {
-      beast::error_code ec = co_await read_more(read_s);
+      beast::error_code ec = read_done(co_await read_op(read_s));
       if (!ec) {
         buf.consume(parser->put(buf.data(), ec));
         if (ec == bhttp::error::need_more) continue;
@@ -356,7 +361,7 @@ struct ProxyCall::Io {
       co_return std::pair{got(), ec};
     }
     do {
-      ec = co_await read_more(read_s);
+      ec = read_done(co_await read_op(read_s));
       if (!ec) parse_buffered(ec);
     } while (!ec && !p.is_done() && got() == 0);
     co_return std::pair{got(), ec};
