@@ -474,6 +474,7 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
     // An empty chunk would end the body; HEAD sends no body.
     if ((d.empty() || head_only) && head.empty()) return done(true);
     const Sent r = send_now(std::move(d), done);
+    // Completions are posted, never run inline, as async_write's are.
     if (r != Sent::kRest)
       asio::post(stream.get_executor(), [done = std::move(done), ok = r == Sent::kAll] { done(ok); });
   }

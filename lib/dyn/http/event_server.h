@@ -118,10 +118,7 @@ class BodyStream {
   /// Sends `data` as one chunk from the caller's own turn when the caller runs on the
   /// connection's loop thread and no write is in progress: a relay then needs no completion
   /// handler and no suspension per chunk (issue 16: most chunks fit the socket at once).
-  virtual TryWrite try_write(std::string& data) {
-    (void)data;
-    return TryWrite::kNotNow;
-  }
+  virtual TryWrite try_write(std::string& /*data*/) { return TryWrite::kNotNow; }
   /// The body is complete (terminating chunk); the connection serves its next request.
   virtual void end() = 0;
   /// The body ends incomplete: the connection is closed, so the client sees a cut response.
