@@ -550,7 +550,10 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
 
 class ServerChunkStream : public BodyStream {
  public:
-  explicit ServerChunkStream(std::shared_ptr<ServerSession> s) : s_(std::move(s)) {}
+  explicit ServerChunkStream(std::shared_ptr<ServerSession> s) : s_(std::move(s)) {
+    // Looked up once: any_executor::target compares type_info, by name, on every call.
+    if (const auto* ex = s_->stream.get_executor().target<asio::io_context::executor_type>()) loop_ = *ex;
+  }
   void write(std::string data, std::function<void(bool)> done) override {
     auto s = s_;
     asio::dispatch(s->stream.get_executor(), [s, data = std::move(data), done = std::move(done)]() mutable {
@@ -558,8 +561,7 @@ class ServerChunkStream : public BodyStream {
     });
   }
   TryWrite try_write(std::string& data) override {
-    const auto* ex = s_->stream.get_executor().target<asio::io_context::executor_type>();
-    if (!ex || !ex->running_in_this_thread()) return TryWrite::kNotNow;
+    if (!loop_ || !loop_->running_in_this_thread()) return TryWrite::kNotNow;
     ServerSession& s = *s_;
     if (s.closed) return TryWrite::kClosed;
     if (s.writing) return TryWrite::kNotNow;
@@ -584,6 +586,7 @@ class ServerChunkStream : public BodyStream {
 
  private:
   std::shared_ptr<ServerSession> s_;
+  std::optional<asio::io_context::executor_type> loop_;  // the connection's loop thread
 };
 
 std::shared_ptr<BodyStream> ServerSession::make_stream() {
