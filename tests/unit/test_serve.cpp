@@ -214,6 +214,24 @@ TEST_CASE("random event shapes on every API: relayed byte for byte, no crash") {
   }
 }
 
+TEST_CASE(
+    "chat chunks: a repeated key reads as its first occurrence, a null one as absent, a non-object choice as none") {
+  // What simdjson's at_key finds, kept by the one-pass member lookup of each chunk.
+  ResponseTap tap(Api::kChat, false);
+  feed(
+      tap,
+      {"data: {\"model\":null,\"model\":\"late\",\"choices\":[{\"delta\":{\"content\":\"ab\",\"content\":\"xyz\"}}]}\n\n"
+       "data: {\"choices\":[{\"delta\":{\"content\":null,\"content\":\"xyz\"}}]}\n\n"
+       "data: {\"choices\":[7,{\"index\":1,\"index\":2,\"delta\":{\"reasoning\":\"r\",\"content\":\"c\"},"
+       "\"finish_reason\":\"stop\",\"finish_reason\":\"length\"}],\"usage\":{\"completion_tokens\":4},"
+       "\"usage\":{\"completion_tokens\":9},\"model\":\"m\"}\n\n"});
+  CHECK(tap.facts().content_bytes == 2 + 2);
+  CHECK(tap.facts().content_chunks == 2);  // the null-content chunk is no token arrival
+  CHECK(tap.facts().model == "m");
+  CHECK(tap.facts().finish_reason == std::optional<std::string>("stop"));
+  CHECK(tap.facts().output_tokens == std::optional<uint64_t>(4));
+}
+
 TEST_CASE("tool calls, Anthropic and Responses streams") {
   ResponseTap chat(Api::kChat, false);
   feed(
