@@ -342,29 +342,36 @@ struct ProxyCall::Io {
       co_return ec;
     }
   }
-  /// Reads the next piece of the body into `piece`; its size, and the error (need_buffer is
-  /// not one: the piece is full).
-  awaitable<std::pair<size_t, beast::error_code>> read_piece(double read_s) {
-    auto& p = *parser;
-    if (p.is_done()) co_return std::pair{size_t{0}, beast::error_code{}};
-    p.get().body().data = piece.data();
-    p.get().body().size = piece.size();
-    beast::error_code ec;
-    parse_buffered(ec);
-    const auto got = [&] { return piece.size() - p.get().body().size; };
-    if (ec || p.is_done() || got() > 0) co_return std::pair{got(), ec};
-    if (tls) {
+  /// A piece of the body in `piece`: its size, and the error (need_buffer is not one: the piece
+  /// is full).
+  using Piece = std::pair<size_t, beast::error_code>;
+  /// Starts the next piece and parses into it what `buf` already holds: the piece when that is
+  /// enough (or the body has ended), else nullopt: read_op, then next_piece, until there is one.
+  std::optional<Piece> begin_piece() {
+    if (parser->is_done()) return Piece{0, {}};
+    parser->get().body().data = piece.data();
+    parser->get().body().size = piece.size();
+    return next_piece({});
+  }
+  /// After a read that ended with `ec`: the piece once it has bytes, or the body ended or failed.
+  std::optional<Piece> next_piece(beast::error_code ec) {
+    if (!ec) parse_buffered(ec);
+    const size_t got = piece.size() - parser->get().body().size;
+    if (ec || parser->is_done() || got > 0) return Piece{got, ec};
+    return std::nullopt;
+  }
+  /// Reads the next piece of the body (a TLS upstream's read may yield an empty one).
+  awaitable<Piece> read_piece(double read_s) {
+    std::optional<Piece> r = begin_piece();
+    if (!r && tls) {
+      beast::error_code ec;
       lowest().expires_after(seconds(read_s));
-      co_await bhttp::async_read_some(*tls, buf, p, redirect_error(use_awaitable, ec));
+      co_await bhttp::async_read_some(*tls, buf, *parser, redirect_error(use_awaitable, ec));
       if (ec == bhttp::error::need_buffer) ec = {};
-      if (!ec) parse_buffered(ec);
-      co_return std::pair{got(), ec};
+      co_return next_piece(ec).value_or(Piece{0, {}});
     }
-    do {
-      ec = read_done(co_await read_op(read_s));
-      if (!ec) parse_buffered(ec);
-    } while (!ec && !p.is_done() && got() == 0);
-    co_return std::pair{got(), ec};
+    while (!r) r = next_piece(read_done(co_await read_op(read_s)));
+    co_return *r;
   }
   /// Parses what `buf` already holds into the rest of `piece`, without I/O. Beast's read yields
   /// one chunk at a time, so without this every chunk that came with one read cost the client a
@@ -675,8 +682,14 @@ awaitable<void> ProxyCall::pump(std::shared_ptr<BodyStream> out) {
     std::string chunk;
     bool done = done_;
     if (!done) {
-      auto [n, ec] = co_await io_->read_piece(pool_.timeouts().read_s);
-      done = take_piece(n, ec, chunk);
+      // A plain upstream's reads are awaited here rather than through read_piece: one coroutine
+      // frame fewer per chunk.
+      const double read_s = pool_.timeouts().read_s;
+      std::optional<Io::Piece> r;
+      if (io_->tls) r = co_await io_->read_piece(read_s);
+      else r = io_->begin_piece();
+      while (!r) r = io_->next_piece(io_->read_done(co_await io_->read_op(read_s)));
+      done = take_piece(r->first, r->second, chunk);
     }
     if (client_gone_) break;
     if (done) {
