@@ -20,9 +20,10 @@
 #     goal's 1 ms; a closed loop's TTFT is set by how deep each path drives that queue (nginx's
 #     "added" TTFT there is often negative). Both TTFTs are printed.
 # Goals, for C and D against B (medians over the rounds): added paced TTFT p50 (first chunk) at
-# most nginx's + 1 ms, saturated throughput at least 0.95x nginx's, CPU per request at most 1.5x nginx's. Then
-# one saturated run at BIG streams (default 2,000) through nginx and dyn-route serve: errors, the
-# router's peak thread count, p99 TTFT against nginx's. Prints PASS/MISS per goal; exits 1 on a MISS.
+# most nginx's + 1 ms, saturated throughput at least 0.95x nginx's, CPU per request at most 1.5x
+# nginx's. Then one saturated run at BIG streams (default 2,000) through nginx and dyn-route
+# serve: errors, the router's peak thread count, p99 TTFT against nginx's. Prints PASS/MISS per
+# goal; exits 1 on a MISS.
 # Usage: bench/serve-ttft.sh [BUILD_DIR] [CLIENTS] [SECONDS] [ROUNDS]   env: BIG=2000 (0 = skip),
 #   THINK_MS=1000
 set -euo pipefail

@@ -3,7 +3,8 @@
 // for a fixed time; prints TTFT percentiles (the first content token), the first streamed chunk's
 // (servers send a role chunk with the response headers, before any engine step: the latency of
 // the path itself), throughput and errors as one JSON line.
-// Usage: serve_load URL CONCURRENCY SECONDS [--sessions] [--max-tokens N]
+// Usage: serve_load URL CONCURRENCY SECONDS [--sessions] [--max-tokens N] [--unique-sessions N]
+//   [--think-ms MS]
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -54,7 +55,7 @@ int main(int argc, char** argv) {
     else if (a == "--unique-sessions" && has_value) unique = std::strtoull(argv[++i], nullptr, 10);
     else if (a == "--think-ms" && has_value) think_ms = std::atof(argv[++i]);
     else {
-      std::fprintf(stderr, "serve_load: unknown argument '%s'\n", a.c_str());
+      std::fprintf(stderr, "serve_load: unknown argument, or one without its value: '%s'\n", a.c_str());
       return 2;
     }
   }

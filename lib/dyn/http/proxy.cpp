@@ -678,13 +678,13 @@ awaitable<void> ProxyCall::pump(std::shared_ptr<BodyStream> out) {
   // others suspend the relay until written.
   using TryWrite = BodyStream::TryWrite;
   auto write_now = [&](std::string& data) { return data.empty() ? TryWrite::kTaken : out->try_write(data); };
+  const double read_s = pool_.timeouts().read_s;
   for (;;) {
     std::string chunk;
     bool done = done_;
     if (!done) {
       // A plain upstream's reads are awaited here rather than through read_piece: one coroutine
       // frame fewer per chunk.
-      const double read_s = pool_.timeouts().read_s;
       std::optional<Io::Piece> r;
       if (io_->tls) r = co_await io_->read_piece(read_s);
       else r = io_->begin_piece();
