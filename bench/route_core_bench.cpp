@@ -13,7 +13,7 @@
 #include "dyn/offline/offline.h"
 #include "dyn/route/router.h"
 #include "dyn/tokens/hash.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
 using namespace dyn;
 
@@ -24,9 +24,9 @@ int main(int argc, char** argv) {
   }
   int passes = std::max(1, argc > 2 ? std::atoi(argv[2]) : 5);
   uint32_t workers = argc > 3 ? static_cast<uint32_t>(std::atoi(argv[3])) : 8;
-  trace::WorkloadOptions wo;
+  records::WorkloadOptions wo;
   wo.block_size = 512;
-  auto wl = trace::load_workload({argv[1]}, wo);
+  auto wl = records::load_workload({argv[1]}, wo);
   struct Row {
     double t;
     uint64_t tokens, out;

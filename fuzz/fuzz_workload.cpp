@@ -1,4 +1,4 @@
-// Fuzz target: the workload loader (trace::load_workload: Mooncake/agentic rows through the
+// Fuzz target: the workload loader (records::load_workload: Mooncake/agentic rows through the
 // simdjson row validator parse_workload_object, Dynamo request_end records through
 // workload_from_dynamo, session validation, stable sorting).
 // Input: one flags byte (bits 0-1 block size 0/16/64/512, bit2 lenient hash ids, bit3 require
@@ -13,10 +13,10 @@
 
 #include <string>
 
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 #include "fuzz_util.h"
 
-using dyn::trace::WorkloadRow;
+using dyn::records::WorkloadRow;
 
 namespace {
 
@@ -34,14 +34,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const uint8_t flags = data[0];
   static constexpr uint32_t kBlockSizes[4] = {0, 16, 64, 512};
-  dyn::trace::WorkloadOptions opts;
+  dyn::records::WorkloadOptions opts;
   opts.block_size = kBlockSizes[flags & 3];
   opts.strict_hash_ids = !(flags & 4);
   opts.require_timestamps = flags & 8;
   opts.require_timestamps_if_first_has = flags & 16;
   opts.sort_by_timestamp = !(flags & 32);
   dyn::fuzz::MemFile file(dyn::fuzz::as_view(data + 1, size - 1));
-  dyn::trace::Workload w = dyn::trace::load_workload({file.path()}, opts);
+  dyn::records::Workload w = dyn::records::load_workload({file.path()}, opts);
 
   FUZZ_CHECK(w.block_size > 0);
   for (const std::string& e : w.errors) FUZZ_CHECK(!e.empty());
@@ -55,7 +55,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_CHECK(w.rows[i - 1].timestamp_ms.value_or(0) <= r.timestamp_ms.value_or(0));
 
     std::string err;
-    auto back = dyn::trace::parse_workload_row(dyn::trace::workload_row_to_json(r), w.block_size, r.where, &err);
+    auto back = dyn::records::parse_workload_row(dyn::records::workload_row_to_json(r), w.block_size, r.where, &err);
     if (!back) std::fprintf(stderr, "round trip of %s failed: %s\n", r.where.c_str(), err.c_str());
     FUZZ_CHECK(back.has_value());
     FUZZ_CHECK(same_row(r, *back));
@@ -72,11 +72,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const size_t nl = text.find('\n');
     const std::string_view line = text.substr(0, nl);
     text = nl == std::string_view::npos ? std::string_view() : text.substr(nl + 1);
-    if (!dyn::trace::parse_workload_line_fast(line, bs, fast)) continue;
+    if (!dyn::records::parse_workload_line_fast(line, bs, fast)) continue;
     simdjson::dom::object obj;
     FUZZ_CHECK(parser.parse(line.data(), line.size()).get_object().get(obj) == simdjson::SUCCESS);
     std::string err;
-    FUZZ_CHECK(dyn::trace::parse_workload_object(obj, bs, slow, &err));
+    FUZZ_CHECK(dyn::records::parse_workload_object(obj, bs, slow, &err));
     FUZZ_CHECK(same_row(fast, slow));
   }
   return 0;

@@ -242,13 +242,13 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   replay::refuse_schedule_with_rate(lf);
   replay::refuse_rate_shape_without_rate(lf);
   replay::refuse_offsets_off_schedule(lf);
-  trace::WorkloadOptions wo;
+  records::WorkloadOptions wo;
   wo.block_size = o.block_size;
   wo.strict_hash_ids = !o.lenient;
   replay::require_timestamps(lf, wo);
-  trace::Workload w = trace::load_workload(o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs, wo);
+  records::Workload w = records::load_workload(o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs, wo);
   if (!w.ok()) throw Fatal(kExitBadData, std::to_string(w.errors.size()) + " workload error(s); nothing was sent");
-  if (w.rows.empty()) throw Fatal(kExitBadData, trace::no_workload_rows_message(o.inputs));
+  if (w.rows.empty()) throw Fatal(kExitBadData, records::no_workload_rows_message(o.inputs));
   const replay::Load load = replay::choose_load(lf, w.has_timestamps);
   lo.schedule = lf.schedule;
   lo.schedule.mode = load.mode;

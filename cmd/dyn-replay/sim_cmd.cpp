@@ -8,7 +8,7 @@
 #include "dyn/cli/run_tool.h"
 #include "dyn/replay/sim.h"
 #include "dyn/replay/summary.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 #include "engine_flags.h"
 
 namespace dyn::cmd {
@@ -51,7 +51,7 @@ void add_sim_flags(CLI::App& app, SimFlags& f, bool add_seed, bool add_model) {
 int run_sim_cmd(const std::vector<std::string>& inputs, uint32_t workload_block_size, const SimFlags& f,
                 const std::string& out_path, bool line_buffered, Json* summary) {
   const route::AdmissionConfig admission = admission_config(f.admission);  // usage errors before loading
-  trace::WorkloadOptions wo;
+  records::WorkloadOptions wo;
   wo.block_size = workload_block_size;
   wo.strict_hash_ids = !f.lenient;
   wo.require_timestamps = f.schedule.mode == replay::LoadMode::kFixedSchedule;

@@ -5,7 +5,7 @@
 #include "commands.h"
 #include "dyn/base/diag.h"
 #include "dyn/trace/generate.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
 void setup_generate(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   struct Opts {
@@ -50,7 +50,7 @@ void setup_generate(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     dyn::trace::AgentWorkloadSummary s;
     auto rows = dyn::trace::generate_agent_workload(o->g, &s);
     dyn::io::Output* out = &sink.get();
-    for (auto& r : rows) out->line(dyn::trace::workload_row_to_json(r).dump());
+    for (auto& r : rows) out->line(dyn::records::workload_row_to_json(r).dump());
     sink.close();
     if (o->summary)
       std::fprintf(stderr,

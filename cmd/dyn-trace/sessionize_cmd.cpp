@@ -30,10 +30,10 @@ void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       ->type_name("PREFIX");
   dyn::cli::add_output_options(*sub, o->out);
   dispatch.add_filter(sub, &o->inputs, &o->out, [o](dyn::cli::Sink& sink) {
-    dyn::trace::WorkloadOptions wo;
+    dyn::records::WorkloadOptions wo;
     wo.block_size = o->s.block_size;
     wo.require_timestamps = true;
-    auto w = dyn::trace::load_workload(o->inputs, wo);
+    auto w = dyn::records::load_workload(o->inputs, wo);
     if (w.from_dynamo)
       throw dyn::Fatal(dyn::kExitBadData, "input holds Dynamo trace records, which carry their own sessions");
     // Bad rows were reported with file:line and are left out; the good rows still flow (dyn(7)),
@@ -43,7 +43,7 @@ void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                                  " left out; the other " + std::to_string(w.rows.size()) + " sessionized");
     auto st = dyn::trace::sessionize(w.rows, o->s);
     dyn::io::Output* out = &sink.get();
-    for (const auto& r : w.rows) out->line(dyn::trace::workload_row_to_json(r).dump());
+    for (const auto& r : w.rows) out->line(dyn::records::workload_row_to_json(r).dump());
     sink.close();
     dyn::diag::note("sessionize: " + std::to_string(st.rows) + " rows -> " + std::to_string(st.sessions) +
                     " sessions (" + std::to_string(st.multi_turn_sessions) + " with 2+ turns holding " +

@@ -16,13 +16,13 @@
 #include "dyn/replay/schedule.h"
 #include "dyn/replay/session.h"
 #include "dyn/session/normalize.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 #include "http_test_server.h"
 
 using namespace dyn::replay;
 using dyn::Json;
 using dyn::testing::TestServer;
-namespace trace = dyn::trace;
+namespace records = dyn::records;
 
 namespace {
 
@@ -35,11 +35,11 @@ std::string header(const dyn::http::HeaderList& h, const std::string& name) {
 }
 
 /// A workload from inline JSONL text (written to a temporary file).
-trace::Workload workload_of(const std::string& jsonl, trace::WorkloadOptions o = {}) {
+records::Workload workload_of(const std::string& jsonl, records::WorkloadOptions o = {}) {
   static int n = 0;
   std::string path = "/tmp/dyn-test-replay-" + std::to_string(getpid()) + "-" + std::to_string(n++) + ".jsonl";
   std::ofstream(path) << jsonl;
-  auto w = trace::load_workload({path}, o);
+  auto w = records::load_workload({path}, o);
   std::remove(path.c_str());
   return w;
 }
@@ -89,7 +89,7 @@ void serve_chat(TestServer& srv, Seen& seen, int delay_ms = 0) {
   });
 }
 
-std::vector<Json> run_rows(const trace::Workload& w, LiveOptions o, LiveStats* stats = nullptr) {
+std::vector<Json> run_rows(const records::Workload& w, LiveOptions o, LiveStats* stats = nullptr) {
   std::string path = "/tmp/dyn-test-replay-out-" + std::to_string(getpid()) + ".jsonl";
   LiveStats st;
   {
@@ -164,16 +164,16 @@ TEST_CASE("sessions: a subagent's later turns keep its parent when their rows om
 }
 
 TEST_CASE("plan: AIPerf fixtures load as AIPerf loads them") {
-  trace::WorkloadOptions lo;
+  records::WorkloadOptions lo;
   lo.require_timestamps_if_first_has = true;
   for (auto f : {"example_trace.jsonl", "precise_schedule.jsonl", "production_queries.jsonl", "custom_trace.jsonl",
                  "test_trace_session_ids.jsonl", "test_trace_delay.jsonl", "test_trace_offset_filtering.jsonl"}) {
     INFO(f);
-    auto w = trace::load_workload({repo(std::string("data/aiperf/") + f)}, lo);
+    auto w = records::load_workload({repo(std::string("data/aiperf/") + f)}, lo);
     CHECK(w.ok());
   }
   // Offsets are inclusive: 1500..2500 keeps 2000 and 2500, and time 0 is the start offset.
-  auto w = trace::load_workload({repo("data/aiperf/test_trace_offset_filtering.jsonl")}, lo);
+  auto w = records::load_workload({repo("data/aiperf/test_trace_offset_filtering.jsonl")}, lo);
   ScheduleOptions so;
   so.start_offset_ms = 1500;
   so.end_offset_ms = 2500;
@@ -183,12 +183,12 @@ TEST_CASE("plan: AIPerf fixtures load as AIPerf loads them") {
   CHECK(*plan.items[1].at_ms == 1000);
   CHECK(plan.outside_offsets == 2);
   // precise_schedule with 2000/4000: rows at 2000, 2500, 3000, 4000.
-  auto ps = trace::load_workload({repo("data/aiperf/precise_schedule.jsonl")}, lo);
+  auto ps = records::load_workload({repo("data/aiperf/precise_schedule.jsonl")}, lo);
   so.start_offset_ms = 2000;
   so.end_offset_ms = 4000;
   CHECK(build_plan(ps, so).items.size() == 4);
   // Auto offset and speedup on example_trace: 0, 10535, 27482 -> 0, 5267.5, 13741.
-  auto ex = trace::load_workload({repo("data/aiperf/example_trace.jsonl")}, lo);
+  auto ex = records::load_workload({repo("data/aiperf/example_trace.jsonl")}, lo);
   ScheduleOptions sp;
   sp.speedup = 2;
   sp.auto_offset = true;
@@ -197,7 +197,7 @@ TEST_CASE("plan: AIPerf fixtures load as AIPerf loads them") {
   CHECK(*pe.items[1].at_ms == doctest::Approx(5267.5));
   CHECK(*pe.items[2].at_ms == doctest::Approx(13741));
   // Session ids group turns: session-1's second turn waits for the first (+ recorded gap 1000).
-  auto si = trace::load_workload({repo("data/aiperf/test_trace_session_ids.jsonl")}, lo);
+  auto si = records::load_workload({repo("data/aiperf/test_trace_session_ids.jsonl")}, lo);
   auto pi = build_plan(si, ScheduleOptions{});
   REQUIRE(pi.items.size() == 3);
   CHECK(pi.items[1].deps == std::vector<size_t>{0});
@@ -247,15 +247,15 @@ TEST_CASE("case 06: strict rejects before sending; lenient sends exactly input_l
   Seen seen;
   serve_chat(srv, seen);
   srv.start();
-  trace::WorkloadOptions strict;
+  records::WorkloadOptions strict;
   strict.require_timestamps_if_first_has = true;
-  auto bad = trace::load_workload({repo("tests/fixtures/cases/06-mooncake-hashids-vs-length/trace.jsonl")}, strict);
+  auto bad = records::load_workload({repo("tests/fixtures/cases/06-mooncake-hashids-vs-length/trace.jsonl")}, strict);
   REQUIRE(bad.errors.size() == 2);
   CHECK(bad.errors[0].find(":2: input_length 20 needs 1 hash_ids at block size 512, row has 2") != std::string::npos);
   CHECK(bad.errors[1].find(":3: input_length 1500 needs 3 hash_ids at block size 512, row has 2") != std::string::npos);
-  trace::WorkloadOptions lenient = strict;
+  records::WorkloadOptions lenient = strict;
   lenient.strict_hash_ids = false;
-  auto w = trace::load_workload({repo("tests/fixtures/cases/06-mooncake-hashids-vs-length/trace.jsonl")}, lenient);
+  auto w = records::load_workload({repo("tests/fixtures/cases/06-mooncake-hashids-vs-length/trace.jsonl")}, lenient);
   REQUIRE(w.ok());
   auto o = opts_for(srv);
   o.schedule.speedup = 100;
@@ -273,9 +273,9 @@ TEST_CASE("case 06: strict rejects before sending; lenient sends exactly input_l
 }
 
 TEST_CASE("case 08: a missing timestamp stops the run before any request; concurrency mode sends 3") {
-  trace::WorkloadOptions auto_mode;
+  records::WorkloadOptions auto_mode;
   auto_mode.require_timestamps_if_first_has = true;
-  auto w = trace::load_workload({repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace.jsonl")}, auto_mode);
+  auto w = records::load_workload({repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace.jsonl")}, auto_mode);
   REQUIRE(w.errors.size() == 1);
   CHECK(w.errors[0].find("trace.jsonl:2: missing field 'timestamp'") != std::string::npos);
 
@@ -283,8 +283,8 @@ TEST_CASE("case 08: a missing timestamp stops the run before any request; concur
   Seen seen;
   serve_chat(srv, seen);
   srv.start();
-  auto loose = trace::load_workload({repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace.jsonl")},
-                                    trace::WorkloadOptions{});
+  auto loose = records::load_workload({repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace.jsonl")},
+                                      records::WorkloadOptions{});
   REQUIRE(loose.ok());
   auto o = opts_for(srv);
   o.schedule.mode = LoadMode::kConcurrency;
@@ -294,8 +294,8 @@ TEST_CASE("case 08: a missing timestamp stops the run before any request; concur
   CHECK(seen.bodies.size() == 3);
 
   // Non-monotonic timestamps: sorted stably, sent in order rows 1, 3, 2 (by hash id 1, 3, 2).
-  auto nm = trace::load_workload({repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace-nonmonotonic.jsonl")},
-                                 auto_mode);
+  auto nm = records::load_workload(
+      {repo("tests/fixtures/cases/08-mooncake-missing-timestamp/trace-nonmonotonic.jsonl")}, auto_mode);
   REQUIRE(nm.ok());
   CHECK(nm.reordered);
   Seen seen2;

@@ -53,7 +53,7 @@ TEST_CASE("load mode: explicit flags win; without them the workload's timestamps
 }
 
 TEST_CASE("load flags: the timestamp rule of the live replay's workload") {
-  dyn::trace::WorkloadOptions fixed, none, rate;
+  dyn::records::WorkloadOptions fixed, none, rate;
   require_timestamps(flags(true, 0, 0), fixed);
   CHECK(fixed.require_timestamps);
   CHECK_FALSE(fixed.require_timestamps_if_first_has);

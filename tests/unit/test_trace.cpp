@@ -3,10 +3,10 @@
 
 #include <simdjson.h>
 
-#include "dyn/trace/record.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/record.h"
+#include "dyn/records/workload.h"
 
-using namespace dyn::trace;
+using namespace dyn::records;
 
 namespace {
 std::string repo(const std::string& rel) { return std::string(DYN_SOURCE_DIR) + "/" + rel; }
@@ -96,6 +96,7 @@ TEST_CASE("find_path and accessors") {
 #include "dyn/trace/filter.h"
 #include "dyn/trace/sessionize.h"
 #include "dyn/trace/stats.h"
+using namespace dyn::trace;
 
 namespace {
 Where W(const char* e) {
@@ -268,7 +269,7 @@ TEST_CASE("percentiles interpolate at (n-1)q/100") {
 TEST_CASE("parse_workload_object: one pass, last duplicate wins, fields read before an error are kept") {
   simdjson::dom::parser p;
   simdjson::dom::object o;
-  dyn::trace::WorkloadRow r;
+  dyn::records::WorkloadRow r;
   std::string err;
   REQUIRE(p.parse(std::string(R"({"timestamp":7,"input_length":1024.0,"hash_ids":[5,6],"session_id":3,)"
                               R"("request_id":"a","request_id":"b","wait_for":"x","priority":2})"))
@@ -342,7 +343,8 @@ TEST_CASE("parse_workload_line_fast: same row as simdjson + parse_workload_objec
       // byte anywhere in an 8-byte word.
       {R"({"timestamp": 0, "input_length": 60000, "hash_ids": [0, 1, 22, 333, 4444, 55555, 666666, 7777777, 88888888, 999999999, 1234567890123, 9999999999999999999, 12, 3], "output_length": 5})",
        true},
-      {R"({"input_length":10,"hash_ids":[7,8,9,10,11,12,13,14,15,16,17,18],"session_id":"abc","output_length":5})", true},
+      {R"({"input_length":10,"hash_ids":[7,8,9,10,11,12,13,14,15,16,17,18],"session_id":"abc","output_length":5})",
+       true},
       {R"({"input_length": 10, "hash_ids": [1,  2, 3 , 4,5, 6	, 7, 8], "output_length": 5, "timestamp": 1})", true},
       {R"({"input_length": 10, "hash_ids": [1, 02, 3, 4, 5, 6, 7, 8], "output_length": 5, "timestamp": 1})", false},
       {R"({"input_length": 10, "hash_ids": [1, 2.5, 3, 4, 5, 6, 7, 8], "output_length": 5, "timestamp": 1})", false},
@@ -366,15 +368,15 @@ TEST_CASE("parse_workload_line_fast: same row as simdjson + parse_workload_objec
   simdjson::dom::parser parser;
   for (const Case& c : cases) {
     CAPTURE(c.line);
-    dyn::trace::WorkloadRow fast, slow;
+    dyn::records::WorkloadRow fast, slow;
     fast.where = slow.where = "f:1";
-    const bool took = dyn::trace::parse_workload_line_fast(c.line, 512, fast);
+    const bool took = dyn::records::parse_workload_line_fast(c.line, 512, fast);
     CHECK(took == c.fast);
     if (!took) continue;
     simdjson::dom::object o;
     REQUIRE(parser.parse(std::string(c.line)).get_object().get(o) == simdjson::SUCCESS);
     std::string err;
-    REQUIRE(dyn::trace::parse_workload_object(o, 512, slow, &err));
+    REQUIRE(dyn::records::parse_workload_object(o, 512, slow, &err));
     CHECK(fast.where == slow.where);
     CHECK(fast.timestamp_ms == slow.timestamp_ms);
     CHECK(fast.delay_ms == slow.delay_ms);

@@ -6,10 +6,11 @@
 
 #include "dyn/base/error.h"
 #include "dyn/trace/generate.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
 using namespace dyn;
 using namespace dyn::trace;
+using namespace dyn::records;
 
 namespace {
 AgentWorkloadOptions small() {

@@ -8,18 +8,18 @@
 #include <fmt/format.h>
 
 #include "dyn/io/jsonl.h"
-#include "dyn/trace/record.h"
+#include "dyn/records/record.h"
 
 namespace dyn::metrics {
 namespace {
 
 std::optional<double> number_at(const Json& row, std::string_view path) {
-  const Json* v = trace::find_path(row, path);
-  return v ? trace::as_number(*v) : std::nullopt;
+  const Json* v = records::find_path(row, path);
+  return v ? records::as_number(*v) : std::nullopt;
 }
 
 std::string text_at(const Json& row, std::string_view path) {
-  const Json* v = trace::find_path(row, path);
+  const Json* v = records::find_path(row, path);
   if (!v || v->is_null()) return {};
   return v->is_string() ? v->get<std::string>() : v->dump();
 }
@@ -65,15 +65,16 @@ std::string cell(const Json& v) {
 std::optional<Turn> parse_turn(const Json& row, std::string where, uint64_t order) {
   const std::string et = text_at(row, "event_type");
   if (et != "request_end" && et != "route_decision") return std::nullopt;
-  if (const Json* w = trace::find_path(row, "dyn.warmup"); w && w->is_boolean() && w->get<bool>()) return std::nullopt;
+  if (const Json* w = records::find_path(row, "dyn.warmup"); w && w->is_boolean() && w->get<bool>())
+    return std::nullopt;
   Turn t;
   t.where = std::move(where);
   t.order = order;
   t.event_type = et;
   t.request_id = text_at(row, "request.request_id");
-  t.session_id = trace::session_of(row);
-  t.parent_session_id = trace::parent_of(row);
-  t.worker = trace::worker_of(row);
+  t.session_id = records::session_of(row);
+  t.parent_session_id = records::parent_of(row);
+  t.worker = records::worker_of(row);
   t.binding = text_at(row, "dyn.binding");
   const std::string status = text_at(row, "dyn.status");
   t.error = status == "error" || status == "cancelled";
@@ -103,7 +104,7 @@ TurnSet load_turns(const std::vector<std::string>& paths) {
     if (auto t = parse_turn(row, where, order++)) {
       if (t->session_id.empty()) ++set.no_session;
       set.turns.push_back(std::move(*t));
-    } else if (const Json* w = trace::find_path(row, "dyn.warmup"); w && w->is_boolean() && w->get<bool>()) {
+    } else if (const Json* w = records::find_path(row, "dyn.warmup"); w && w->is_boolean() && w->get<bool>()) {
       ++set.warmup_rows;
     } else {
       ++set.skipped_rows;

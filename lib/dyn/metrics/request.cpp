@@ -6,14 +6,14 @@
 
 #include "dyn/base/error.h"
 #include "dyn/io/jsonl.h"
-#include "dyn/trace/record.h"
+#include "dyn/records/record.h"
 
 namespace dyn::metrics {
 namespace {
 
-using trace::as_number;
-using trace::as_u64;
-using trace::find_path;
+using records::as_number;
+using records::as_u64;
+using records::find_path;
 
 std::optional<double> num_at(const Json& row, std::string_view path) {
   const Json* v = find_path(row, path);
@@ -109,9 +109,9 @@ std::optional<RequestRecord> parse_request_end(const Json& row, std::string wher
   RequestRecord r;
   r.where = std::move(where);
   r.request_id = text_of(find_path(row, "request.request_id"));
-  r.session_id = trace::session_of(row);
-  r.parent_session_id = trace::parent_of(row);
-  r.worker = trace::worker_of(row);
+  r.session_id = records::session_of(row);
+  r.parent_session_id = records::parent_of(row);
+  r.worker = records::worker_of(row);
   if (const Json* t = find_path(row, "dyn.turn"); t && t->is_number_integer()) r.turn = t->get<int64_t>();
   r.binding = text_of(find_path(row, "dyn.binding"));
 

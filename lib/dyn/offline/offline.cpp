@@ -28,9 +28,9 @@
 #include "dyn/session/normalize.h"
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
-#include "dyn/trace/record.h"
-#include "dyn/trace/rows.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/record.h"
+#include "dyn/records/rows.h"
+#include "dyn/records/workload.h"
 
 namespace dyn::offline {
 
@@ -259,11 +259,11 @@ void pack(Parsed& p, Row& r) {
 
 std::optional<uint64_t> j_u64(const Json* v) {
   if (!v) return std::nullopt;
-  return trace::as_u64(*v);
+  return records::as_u64(*v);
 }
 std::optional<double> j_num(const Json* v) {
   if (!v) return std::nullopt;
-  return trace::as_number(*v);
+  return records::as_number(*v);
 }
 std::string j_id(const Json* v) {
   if (!v) return {};
@@ -274,17 +274,17 @@ std::string j_id(const Json* v) {
 
 // A Dynamo request_end record -> Row. Returns false when it is not routable.
 bool parse_dynamo(const Json& rec, Parsed& r, std::string* why) {
-  const Json* et = trace::find_path(rec, "event_type");
-  if (!et || !et->is_string() || *et != trace::event::kRequestEnd) {
+  const Json* et = records::find_path(rec, "event_type");
+  if (!et || !et->is_string() || *et != records::event::kRequestEnd) {
     *why = "not a request_end";
     return false;
   }
-  if (auto* ac = trace::find_path(rec, "agent_context")) r.ctx = session::AgentContext::from_json(*ac);
-  r.request_id = j_id(trace::find_path(rec, "request.request_id"));
-  r.x_request_id = j_id(trace::find_path(rec, "request.x_request_id"));
-  auto total = j_num(trace::find_path(rec, "request.total_time_ms"));
-  auto recv = j_num(trace::find_path(rec, "request.request_received_ms"));
-  auto evt = j_num(trace::find_path(rec, "event_time_unix_ms"));
+  if (auto* ac = records::find_path(rec, "agent_context")) r.ctx = session::AgentContext::from_json(*ac);
+  r.request_id = j_id(records::find_path(rec, "request.request_id"));
+  r.x_request_id = j_id(records::find_path(rec, "request.x_request_id"));
+  auto total = j_num(records::find_path(rec, "request.total_time_ms"));
+  auto recv = j_num(records::find_path(rec, "request.request_received_ms"));
+  auto evt = j_num(records::find_path(rec, "event_time_unix_ms"));
   if (recv) r.arrival_ms = *recv;
   else if (evt && total) r.arrival_ms = *evt - *total;
   else if (evt) r.arrival_ms = *evt;
@@ -295,25 +295,25 @@ bool parse_dynamo(const Json& rec, Parsed& r, std::string* why) {
   r.has_time = recv || evt;
   // SPEC 6.1's range, as for workload rows: a start outside it is rejected (routed at the previous
   // row's arrival, with dyn.error), never placed 560,000 years on.
-  if (auto e = r.has_time ? trace::dynamo_start_error(r.arrival_ms) : std::nullopt) {
+  if (auto e = r.has_time ? records::dynamo_start_error(r.arrival_ms) : std::nullopt) {
     r.error = Error{std::move(*e), kExitBadData};
     r.has_time = false;
     r.arrival_ms = 0;
   }
   if (total) r.end_ms = r.arrival_ms + *total;
   else if (evt && *evt >= r.arrival_ms) r.end_ms = *evt;
-  r.output_tokens = j_u64(trace::find_path(rec, "request.output_tokens"));
-  const Json* rp = trace::find_path(rec, "request.replay");
-  auto in = j_u64(trace::find_path(rec, "request.input_tokens"));
+  r.output_tokens = j_u64(records::find_path(rec, "request.output_tokens"));
+  const Json* rp = records::find_path(rec, "request.replay");
+  auto in = j_u64(records::find_path(rec, "request.input_tokens"));
   if (rp && rp->is_object()) {
-    auto bs = j_u64(trace::find_path(*rp, "trace_block_size"));
-    auto il = j_u64(trace::find_path(*rp, "input_length"));
-    const Json* hs = trace::find_path(*rp, "input_sequence_hashes");
+    auto bs = j_u64(records::find_path(*rp, "trace_block_size"));
+    auto il = j_u64(records::find_path(*rp, "input_length"));
+    const Json* hs = records::find_path(*rp, "input_sequence_hashes");
     if (il) in = il;
     if (bs && *bs > 0 && *bs < (1u << 31)) r.ids_bs = static_cast<uint32_t>(*bs);
     if (hs && hs->is_array())
       for (auto& h : *hs) {
-        auto v = trace::as_u64(h);
+        auto v = records::as_u64(h);
         if (!v) {
           r.error = Error{
               "request.replay.input_sequence_hashes holds a value that is not an unsigned 64-bit integer: " + h.dump(),
@@ -331,13 +331,13 @@ bool parse_dynamo(const Json& rec, Parsed& r, std::string* why) {
 // A KV event row -> Row (r.error on a malformed one).
 void parse_kv_event_row(const Json& row, Parsed& r) {
   r.kv = true;
-  if (auto t = j_num(trace::find_path(row, "timestamp"))) {
+  if (auto t = j_num(records::find_path(row, "timestamp"))) {
     r.arrival_ms = *t;
     r.has_time = true;
   }
   const Json& e = row["kv_event"];
-  auto w = j_u64(trace::find_path(e, "worker"));
-  const Json* hex = trace::find_path(e, "payload_hex");
+  auto w = j_u64(records::find_path(e, "worker"));
+  const Json* hex = records::find_path(e, "payload_hex");
   if (!w || !hex || !hex->is_string() || hex->get_ref<const std::string&>().size() % 2) {
     r.error = Error{"kv_event row needs \"worker\" (integer) and \"payload_hex\" (hex of a msgpack KVEventBatch)",
                     kExitBadData};
@@ -377,30 +377,30 @@ void parse_headers_row(const Json& row, Parsed& r) {
       r.worker = id->worker_instance_id;
     }
   }
-  if (auto t = j_num(trace::find_path(row, "timestamp"))) {
+  if (auto t = j_num(records::find_path(row, "timestamp"))) {
     r.arrival_ms = *t;
     r.has_time = true;
   }
-  r.request_id = j_id(trace::find_path(row, "request_id"));
+  r.request_id = j_id(records::find_path(row, "request_id"));
   if (auto b = row.find("body"); b != row.end()) {
     std::string text = tokens::render_request(*b);
     r.toks = tokens::text_to_tokens(text);
     r.from_tokens = true;
     r.tokens = r.toks.size();
     for (const char* k : {"max_completion_tokens", "max_tokens", "max_output_tokens"})
-      if (auto v = j_u64(trace::find_path(*b, k))) {
+      if (auto v = j_u64(records::find_path(*b, k))) {
         r.output_tokens = v;
         break;
       }
-  } else if (auto in = j_u64(trace::find_path(row, "input_length"))) {
+  } else if (auto in = j_u64(records::find_path(row, "input_length"))) {
     r.tokens = *in;
   }
-  if (auto v = j_u64(trace::find_path(row, "output_length"))) r.output_tokens = v;
+  if (auto v = j_u64(records::find_path(row, "output_length"))) r.output_tokens = v;
 }
 
 // A Mooncake/agentic row already parsed into `w` (ok) or rejected with `err` -> Row. A rejected
 // row keeps the fields read before the bad one.
-void row_from_workload(bool ok, std::string& err, trace::WorkloadRow& w, Row& r, uint32_t ids_bs) {
+void row_from_workload(bool ok, std::string& err, records::WorkloadRow& w, Row& r, uint32_t ids_bs) {
   if (w.timestamp_ms) {
     r.arrival_ms = *w.timestamp_ms;
     r.has_time = true;
@@ -429,11 +429,11 @@ void row_from_workload(bool ok, std::string& err, trace::WorkloadRow& w, Row& r,
 }
 
 // A Mooncake/agentic row -> Row, validated by the workload parser shared with dyn-replay
-// (trace::parse_workload_object).
-void parse_mooncake(const simdjson::dom::object& obj, Row& r, uint32_t ids_bs, trace::WorkloadRow& w) {
+// (records::parse_workload_object).
+void parse_mooncake(const simdjson::dom::object& obj, Row& r, uint32_t ids_bs, records::WorkloadRow& w) {
   std::string err;
   w.where.clear();
-  bool ok = trace::parse_workload_object(obj, ids_bs, w, &err);
+  bool ok = records::parse_workload_object(obj, ids_bs, w, &err);
   row_from_workload(ok, err, w, r, ids_bs);
 }
 
@@ -467,7 +467,7 @@ class Decider {
   const uint32_t mooncake_bs_;
   io::JsonlReader reader_;
   simdjson::dom::object obj_;
-  trace::WorkloadRow scratch_;  // reused per row
+  records::WorkloadRow scratch_;  // reused per row
   uint64_t skipped_ = 0, rejected_ = 0, untimed_ = 0;
   uint64_t index_ = 0;
   double last_ = 0;  // arrival of the previous row in input order (rows without a timestamp take it)
@@ -500,7 +500,7 @@ class Decider {
   double routed_arrival_ = 0;  // arrival of the last row routed
   DecideStats st_;
   std::string line_;
-  std::vector<trace::RouteDecision::Candidate> candidates_;  // --explain, reused per row
+  std::vector<records::RouteDecision::Candidate> candidates_;  // --explain, reused per row
   // Reused per routed row: its ids decoded, its sequence hashes, a request id made for it.
   std::vector<uint64_t> ids_, seq_;
   std::string request_id_;
@@ -525,7 +525,7 @@ bool Decider::read_row(std::string_view text, Row& r) {
   r.index = index_;
   r.file = reader_.line().file;
   r.line = reader_.line().number;
-  if (trace::parse_workload_line_fast(text, mooncake_bs_, scratch_)) {  // the common Mooncake row
+  if (records::parse_workload_line_fast(text, mooncake_bs_, scratch_)) {  // the common Mooncake row
     reader_.accept_line();
     std::string none;
     row_from_workload(true, none, scratch_, r, mooncake_bs_);
@@ -695,7 +695,7 @@ void Decider::route(Row& r) {
 // estimated with the end model at the worker's load on arrival).
 void Decider::write_decision(const Row& r, std::string_view request_id, Expected<Placement>& placed) {
   line_.clear();
-  trace::RouteDecision d;
+  records::RouteDecision d;
   d.event_time_unix_ms = r.arrival_ms > 0 ? static_cast<uint64_t>(std::llround(r.arrival_ms)) : 0;
   if (r.has_ctx) {
     d.agent_context.session_id = r.session_id();
@@ -710,8 +710,8 @@ void Decider::write_decision(const Row& r, std::string_view request_id, Expected
   d.input_tokens = r.tokens;
   if (r.has_output) d.output_tokens = r.output_tokens;
   if (!placed.ok()) {
-    d.error = trace::RouteDecision::Refusal{r.error()->exit_code, r.error()->message};
-    trace::append_route_decision(line_, d);
+    d.error = records::RouteDecision::Refusal{r.error()->exit_code, r.error()->message};
+    records::append_route_decision(line_, d);
     ++st_.decisions;
     out_.line(line_);
     return;
@@ -729,7 +729,7 @@ void Decider::write_decision(const Row& r, std::string_view request_id, Expected
       candidates_.push_back({w.worker, w.overlap_blocks, w.prefill_blocks, w.decode_blocks, w.cost, w.eligible});
     d.candidates = candidates_;
   }
-  trace::append_route_decision(line_, d);
+  records::append_route_decision(line_, d);
   p.commit();
   auto wi = static_cast<uint32_t>(p.worker());
   ++st_.routed;
@@ -767,7 +767,7 @@ int Decider::run(DecideStats* stats) {
   reader_.summarize();
   // Zero usable rows out of a non-empty input is the wrong format, not an empty run (issue 21.8).
   if (reader_.rows() == 0 && reader_.malformed() > 0)
-    throw Fatal(kExitBadData, trace::no_workload_rows_message(o_.inputs));
+    throw Fatal(kExitBadData, records::no_workload_rows_message(o_.inputs));
   if (skipped_)
     diag::note(fmt::format("{} trace row{} that are not request_end skipped", skipped_, skipped_ == 1 ? "" : "s"));
   if (untimed_)

@@ -21,7 +21,7 @@
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
 #include "dyn/tokens/synthetic.h"
-#include "dyn/trace/rows.h"
+#include "dyn/records/rows.h"
 
 namespace dyn::replay {
 
@@ -64,7 +64,7 @@ Json build_body(const LiveOptions& o, const std::string& prompt, std::optional<u
   return b;
 }
 
-Expected<SizedPrompt> size_prompt(const LiveOptions& o, const trace::WorkloadRow& row, uint32_t block_size) {
+Expected<SizedPrompt> size_prompt(const LiveOptions& o, const records::WorkloadRow& row, uint32_t block_size) {
   const uint64_t target = row.input_length;
   // The SPEC 4.3 text grows on demand: a longer synthetic prompt starts with the shorter one
   // (filler blocks follow the ids), so any cut n is a prefix of the same text.
@@ -129,7 +129,7 @@ Expected<SizedPrompt> size_prompt(const LiveOptions& o, const trace::WorkloadRow
 std::string client_record(const RecordContext& c, const http::HttpResult& res) {
   const auto& s = res.summary;
   auto unix_of = [&](double mono) { return c.unix_at_mono0 + (mono - c.mono0); };
-  trace::RequestEnd r;
+  records::RequestEnd r;
   r.event_time_unix_ms = static_cast<uint64_t>(std::llround(unix_of(res.end_ms)));
   r.event_source = "client";
   const Identity& id = c.item->identity;
@@ -165,16 +165,16 @@ std::string client_record(const RecordContext& c, const http::HttpResult& res) {
     if (end && *end == '\0' && v >= 0) r.worker = static_cast<int64_t>(v);
     else r.worker_text = w;
   }
-  r.replay = trace::RequestEnd::Replay{c.block_size, c.input_length, c.sequence_hashes};
+  r.replay = records::RequestEnd::Replay{c.block_size, c.input_length, c.sequence_hashes};
   if (!s.finish_reason.empty()) r.finish_reason = s.finish_reason;
-  std::vector<trace::RequestEnd::ToolCall> calls;
+  std::vector<records::RequestEnd::ToolCall> calls;
   for (const auto& tc : s.tool_calls) calls.push_back({tc.choice_index, tc.tool_call_index, tc.id, tc.name});
   r.tool_calls = calls;
 
   // A request dyn-replay itself cancelled (interrupt_live) is "cancelled", as the router marks a
   // request whose client went away (docs/records.md).
   r.status = ok ? "ok" : res.error->type == "cancelled" ? "cancelled" : "error";
-  if (!ok) r.error = trace::RequestEnd::Failure{res.error->code, res.error->type, res.error->message};
+  if (!ok) r.error = records::RequestEnd::Failure{res.error->code, res.error->type, res.error->message};
   if (ok && res.streamed && t.size() >= 2) r.ttst_ms = round_us(t[1] - t[0]);
   std::vector<double> gaps;
   if (ok && res.streamed && !t.empty()) {
@@ -200,10 +200,10 @@ std::string client_record(const RecordContext& c, const http::HttpResult& res) {
   r.warmup = c.warmup;
   // --tokenizer-url could not hit input_length exactly for this prompt: say by how much.
   if (c.sized && !c.sized->exact)
-    r.prompt_sizing = trace::RequestEnd::PromptSizing{c.row->input_length, c.sized->ids.size()};
+    r.prompt_sizing = records::RequestEnd::PromptSizing{c.row->input_length, c.sized->ids.size()};
   std::string line;
   line.reserve(1024);
-  trace::append_request_end(line, r);
+  records::append_request_end(line, r);
   return line;
 }
 
@@ -218,7 +218,7 @@ bool g_interrupted = false;
 /// One run over a list of plan items: dispatcher + pool + completion bookkeeping.
 class Runner {
  public:
-  Runner(const trace::Workload& w, const LiveOptions& o, io::Output& out, const std::vector<PlanItem>& items,
+  Runner(const records::Workload& w, const LiveOptions& o, io::Output& out, const std::vector<PlanItem>& items,
          http::ConnectionPool& pool, bool warmup, LiveStats& stats,
          const std::vector<std::optional<SizedPrompt>>& sized)
       : w_(w), o_(o), out_(out), items_(items), pool_(pool), warmup_(warmup), stats_(stats), sized_(sized) {
@@ -506,7 +506,7 @@ class Runner {
     std::fputs("\n", stderr);
   }
 
-  const trace::Workload& w_;
+  const records::Workload& w_;
   const LiveOptions& o_;
   io::Output& out_;
   const std::vector<PlanItem>& items_;
@@ -540,7 +540,7 @@ void interrupt_live(const std::string& why) {
   else diag::note(why);  // between runs: no connection thread is writing rows
 }
 
-LiveStats run_live(const trace::Workload& w, const LiveOptions& o, io::Output& out) {
+LiveStats run_live(const records::Workload& w, const LiveOptions& o, io::Output& out) {
   Plan plan = build_plan(w, o.schedule);
   for (const auto& e : plan.errors) diag::error("", e);
   if (!plan.errors.empty())

@@ -13,7 +13,7 @@
 #include "dyn/io/output.h"
 #include "dyn/replay/schedule.h"
 #include "dyn/replay/session.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
 namespace dyn::replay {
 
@@ -72,7 +72,7 @@ inline constexpr uint32_t kSizingRounds = 16;
 /// than 1 per byte there, or too few rounds), the closest count found is returned with exact =
 /// false. A failed /tokenize call is the Error (message naming the URL; kExitIo unreachable or
 /// non-200, kExitBadData a malformed answer).
-Expected<SizedPrompt> size_prompt(const LiveOptions& o, const trace::WorkloadRow& row, uint32_t block_size);
+Expected<SizedPrompt> size_prompt(const LiveOptions& o, const records::WorkloadRow& row, uint32_t block_size);
 
 /// Counters of a finished run (stderr summary; exit status).
 struct LiveStats {
@@ -95,7 +95,7 @@ Json build_body(const LiveOptions& opts, const std::string& prompt, std::optiona
 /// What the record needs besides the HTTP result.
 struct RecordContext {
   const PlanItem* item = nullptr;
-  const trace::WorkloadRow* row = nullptr;
+  const records::WorkloadRow* row = nullptr;
   std::string model;
   uint32_t block_size = 512;
   uint64_t input_length = 0;              ///< replay.input_length (tokens of the hashed prompt)
@@ -113,7 +113,7 @@ struct RecordContext {
 /// (latency - TTFT) / (OSL - 1) when OSL >= 2, inter-chunk gaps. Tokens from usage, else
 /// estimated (SPEC 4.2; dyn.output_tokens_estimated). Worker from x-dyn-worker. Errors under
 /// dyn.error, and then no latency metrics are written. Times rounded to microseconds.
-/// Returns the row's JSON text without newline (trace::append_request_end, the one writer).
+/// Returns the row's JSON text without newline (records::append_request_end, the one writer).
 std::string client_record(const RecordContext& ctx, const http::HttpResult& res);
 
 /// Runs the whole replay and writes rows to `out` as requests end (completion order).
@@ -125,7 +125,7 @@ std::string client_record(const RecordContext& ctx, const http::HttpResult& res)
 /// already handed over is sent out of that order (it is late by then).
 /// Validation errors in the plan are Fatal(kExitBadData) before anything is sent.
 /// Thread-safe internally; call once per workload.
-LiveStats run_live(const trace::Workload& workload, const LiveOptions& options, io::Output& out);
+LiveStats run_live(const records::Workload& workload, const LiveOptions& options, io::Output& out);
 
 /// Stops the replay in progress, and any later run_live in this process (dyn-replay calls it on
 /// SIGINT/SIGTERM, from its signal-watching thread; not async-signal-safe): notes `why` on stderr,

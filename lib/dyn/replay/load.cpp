@@ -44,7 +44,7 @@ void refuse_offsets_off_schedule(const LoadFlags& f) {
     refuse_offsets(f.schedule, rate ? "--request-rate" : "--concurrency without --fixed-schedule");
 }
 
-void require_timestamps(const LoadFlags& f, trace::WorkloadOptions& wo) {
+void require_timestamps(const LoadFlags& f, records::WorkloadOptions& wo) {
   if (f.fixed_schedule) {
     wo.require_timestamps = true;
   } else if (f.schedule.request_rate <= 0 && !f.concurrency) {

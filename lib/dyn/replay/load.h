@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "dyn/replay/schedule.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
 namespace dyn::replay {
 
@@ -42,7 +42,7 @@ void refuse_offsets_off_schedule(const LoadFlags& f);
 
 /// The live replay's timestamp rule into `wo`: --fixed-schedule requires a timestamp on every
 /// row; with no mode flag (no rate, no concurrency) the first row decides (all rows or none).
-void require_timestamps(const LoadFlags& f, trace::WorkloadOptions& wo);
+void require_timestamps(const LoadFlags& f, records::WorkloadOptions& wo);
 
 /// The load mode: explicit flags win (--fixed-schedule, then --request-rate, then --concurrency);
 /// with none of them a fixed schedule exactly when the workload has timestamps, else one request

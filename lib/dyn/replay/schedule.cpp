@@ -13,7 +13,7 @@ std::optional<RateMode> parse_rate_mode(std::string_view n) {
   return std::nullopt;
 }
 
-Plan build_plan(const trace::Workload& w, const ScheduleOptions& o) {
+Plan build_plan(const records::Workload& w, const ScheduleOptions& o) {
   Plan plan;
   const auto& rows = w.rows;
   const size_t n = rows.size();

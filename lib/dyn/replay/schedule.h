@@ -10,7 +10,7 @@
 
 #include "dyn/base/random.h"
 #include "dyn/replay/session.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
 namespace dyn::replay {
 
@@ -64,6 +64,6 @@ struct Plan {
 /// Other rows start at their timestamp (fixed schedule), at the next arrival of the rate
 /// process (request rate), or at 0 (concurrency). Rows whose dependencies were cut by offsets or
 /// the request count keep their own timing. Deterministic for a given seed.
-Plan build_plan(const trace::Workload& workload, const ScheduleOptions& options);
+Plan build_plan(const records::Workload& workload, const ScheduleOptions& options);
 
 }  // namespace dyn::replay

@@ -7,7 +7,7 @@
 
 namespace dyn::replay {
 
-SessionPlan plan_sessions(const std::vector<trace::WorkloadRow>& rows) {
+SessionPlan plan_sessions(const std::vector<records::WorkloadRow>& rows) {
   const size_t n = rows.size();
   SessionPlan p;
   p.turn.assign(n, 0);
@@ -58,7 +58,7 @@ SessionPlan plan_sessions(const std::vector<trace::WorkloadRow>& rows) {
   return p;
 }
 
-std::string request_id_for(const trace::WorkloadRow& row, uint32_t turn, size_t i) {
+std::string request_id_for(const records::WorkloadRow& row, uint32_t turn, size_t i) {
   if (!row.request_id.empty()) return row.request_id;
   if (!row.session_id.empty()) return row.session_id + ":" + std::to_string(turn);
   return "row-" + std::to_string(i);

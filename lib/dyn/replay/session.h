@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "dyn/session/families.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
 namespace dyn::replay {
 
@@ -33,10 +33,10 @@ struct SessionPlan {
 };
 
 /// Groups rows by session_id in their (already timestamp-sorted) order. Pure.
-SessionPlan plan_sessions(const std::vector<trace::WorkloadRow>& rows);
+SessionPlan plan_sessions(const std::vector<records::WorkloadRow>& rows);
 
 /// The request id used for row `i` (docs/records.md): the workload's request_id, else
 /// "<session>:<turn>", else "row-<i>".
-std::string request_id_for(const trace::WorkloadRow& row, uint32_t turn, size_t i);
+std::string request_id_for(const records::WorkloadRow& row, uint32_t turn, size_t i);
 
 }  // namespace dyn::replay

@@ -20,7 +20,7 @@
 #include "dyn/route/admission.h"
 #include "dyn/route/router.h"
 #include "dyn/tokens/hash.h"
-#include "dyn/trace/rows.h"
+#include "dyn/records/rows.h"
 
 namespace dyn::replay {
 namespace {
@@ -30,7 +30,7 @@ namespace {
 enum EventKind : int { kArrival = 0, kAdmit = 1, kStepEnd = 2, kKick = 3, kTick = 4 };
 
 struct Req {
-  const trace::WorkloadRow* row = nullptr;
+  const records::WorkloadRow* row = nullptr;
   std::string id;
   uint32_t turn = 0;
   bool last_turn = false;     // the session's last row (what x-dynamo-session-final marks live)
@@ -64,12 +64,13 @@ struct RowSelector {
   uint64_t taken = 0, outside = 0, over = 0;
   /// `prev_in_offsets`: whether the session's previous row passed the offsets (nullopt: no
   /// previous row). Returns {passed the offsets, kept}.
-  std::pair<bool, bool> keep(const trace::WorkloadRow& row, std::optional<bool> prev_in_offsets) {
+  std::pair<bool, bool> keep(const records::WorkloadRow& row, std::optional<bool> prev_in_offsets) {
     bool in = true;
     if (fixed && (so.start_offset_ms || so.end_offset_ms)) {
       const auto& ts = row.timestamp_ms;
       if (!ts && prev_in_offsets) in = *prev_in_offsets;
-      else if (ts && ((so.start_offset_ms && *ts < *so.start_offset_ms) || (so.end_offset_ms && *ts > *so.end_offset_ms))) {
+      else if (ts &&
+               ((so.start_offset_ms && *ts < *so.start_offset_ms) || (so.end_offset_ms && *ts > *so.end_offset_ms))) {
         in = false;
         ++outside;
       }
@@ -86,17 +87,17 @@ struct RowSelector {
 // next turn before that row is read (its arrival must enter the queue then, as when loaded whole).
 struct StreamPlan {
   static constexpr uint32_t kNone = 0xffffffffu;
-  std::vector<bool> last_turn;   // the last row of its session (false without a session)
-  std::vector<bool> kept;        // replayed (RowSelector)
-  std::vector<uint32_t> next;    // the session's next row, or kNone
-  std::vector<double> gap_ms;    // after the session's previous row: its delay, else the timestamp gap
-  bool has_deps = false;         // some kept row waits for its session's previous (kept) turn
+  std::vector<bool> last_turn;  // the last row of its session (false without a session)
+  std::vector<bool> kept;       // replayed (RowSelector)
+  std::vector<uint32_t> next;   // the session's next row, or kNone
+  std::vector<double> gap_ms;   // after the session's previous row: its delay, else the timestamp gap
+  bool has_deps = false;        // some kept row waits for its session's previous (kept) turn
   bool streamable = true;       // no wait_for, Dynamo records or rows out of timestamp order
 };
 
 // SPEC 6.1: how long after its session's previous turn ends a later turn starts (before
 // --speedup): its delay, else the gap between the two turns' timestamps, else 0.
-double session_gap_ms(const trace::WorkloadRow& x, const std::optional<double>& prev_timestamp_ms) {
+double session_gap_ms(const records::WorkloadRow& x, const std::optional<double>& prev_timestamp_ms) {
   if (x.delay_ms) return *x.delay_ms;
   if (x.timestamp_ms && prev_timestamp_ms) return std::max(0.0, *x.timestamp_ms - *prev_timestamp_ms);
   return 0;
@@ -108,7 +109,7 @@ struct SessionCursor {
   uint32_t slot = 0;  // its request (streaming)
   uint32_t turns = 0;
   bool in_offsets = true, kept = true;
-  int64_t next_slot = -1;            // streaming: the next turn's request, scheduled before its row was read
+  int64_t next_slot = -1;              // streaming: the next turn's request, scheduled before its row was read
   std::optional<double> timestamp_ms;  // the plan's pass: for the next turn's gap
 };
 
@@ -125,7 +126,7 @@ class Simulation {
  public:
   /// Over a loaded workload (`wl`), or streaming from `in` (rows of block size `block_size`,
   /// `plan` from a first pass over the same input).
-  Simulation(const trace::Workload* wl, trace::WorkloadReader* in, const StreamPlan* plan, uint32_t block_size,
+  Simulation(const records::Workload* wl, records::WorkloadReader* in, const StreamPlan* plan, uint32_t block_size,
              const SimOptions& opt, io::Output& out);
   SimSummary run();
   /// SimOptions::references into `sum`, after run() (outside its wall time).
@@ -156,12 +157,12 @@ class Simulation {
   Req& rq(size_t i) { return reqs_[i]; }
   double next_read_ms() const;
   void read_one();
-  void ingest(trace::WorkloadRow&& row);
+  void ingest(records::WorkloadRow&& row);
   void read_through(double t);
   uint32_t new_slot();
   void free_slot(uint32_t i);
 
-  const trace::Workload* wl_;
+  const records::Workload* wl_;
   uint32_t wl_block_;
   const SimOptions& opt_;
   io::Output& out_;
@@ -217,12 +218,12 @@ class Simulation {
   // Streaming (run_sim_files): rows are read as the virtual clock reaches their timestamps, one
   // row ahead in `ahead_`; a request's slot (in reqs_ and rows_) is freed for a later row once
   // it completes.
-  trace::WorkloadReader* in_ = nullptr;
+  records::WorkloadReader* in_ = nullptr;
   const StreamPlan* plan_ = nullptr;
-  trace::WorkloadRow ahead_;
+  records::WorkloadRow ahead_;
   bool more_ = false;
   bool zero_known_ = true;
-  std::deque<trace::WorkloadRow> rows_;
+  std::deque<records::WorkloadRow> rows_;
   std::vector<uint32_t> free_slots_;
   uint64_t read_ = 0;  // rows read
   std::unordered_map<std::string, SessionCursor> sessions_;
@@ -238,7 +239,7 @@ route::RouterConfig checked(const SimOptions& opt) {
   return opt.router;
 }
 
-Simulation::Simulation(const trace::Workload* wl, trace::WorkloadReader* in, const StreamPlan* plan,
+Simulation::Simulation(const records::Workload* wl, records::WorkloadReader* in, const StreamPlan* plan,
                        uint32_t block_size, const SimOptions& opt, io::Output& out)
     : wl_(wl),
       wl_block_(block_size),
@@ -404,7 +405,8 @@ double Simulation::schedule_ms(double timestamp_ms) const {
 // A row with nothing to wait for, on the fixed schedule.
 double Simulation::fixed_arrival_ms(const Req& r) const {
   const auto& ts = r.row->timestamp_ms;
-  if (!ts) throw Fatal(kExitBadData, fmt::format("{}: missing timestamp (needed to schedule this request)", r.row->where));
+  if (!ts)
+    throw Fatal(kExitBadData, fmt::format("{}: missing timestamp (needed to schedule this request)", r.row->where));
   return schedule_ms(*ts);
 }
 
@@ -436,7 +438,7 @@ void Simulation::read_through(double t) {
 }
 
 // One streamed row: index_requests, select_rows, link_dependencies and schedule_arrivals for it.
-void Simulation::ingest(trace::WorkloadRow&& row) {
+void Simulation::ingest(records::WorkloadRow&& row) {
   auto it = sessions_.end();
   bool first_turn = true;
   if (!row.session_id.empty()) std::tie(it, first_turn) = sessions_.try_emplace(row.session_id);
@@ -445,7 +447,7 @@ void Simulation::ingest(trace::WorkloadRow&& row) {
   rows_[i] = std::move(row);
   Req& r = rq(i);
   r.row = &rows_[i];
-  const trace::WorkloadRow& w = *r.row;
+  const records::WorkloadRow& w = *r.row;
   if (reserved >= 0 && r.pos != read_)
     throw Fatal(kExitBadData, w.where + ": the input changed while it was simulated");
   r.pos = read_++;
@@ -481,8 +483,9 @@ void Simulation::ingest(trace::WorkloadRow&& row) {
   if (prev && prev->kept) {  // held: its turn's end is passed on only once this row is linked
     Req& p = rq(prev->slot);
     if (p.pos != prev->pos)
-      throw Fatal(kExitBadData, w.where + ": the input changed while it was simulated (a turn appeared after its "
-                                          "session's last)");
+      throw Fatal(kExitBadData, w.where +
+                                    ": the input changed while it was simulated (a turn appeared after its "
+                                    "session's last)");
     r.session_prev = prev->slot;
     p.dependents.push_back(i);
     ++r.pending;
@@ -511,8 +514,8 @@ uint32_t Simulation::new_slot() {
 void Simulation::free_slot(uint32_t i) {
   rows_[i] = {};
   reqs_[i] = Req{};
-  reqs_[i].kept = false;            // skipped by the end-of-run checks until reused
-  reqs_[i].pos = UINT64_MAX;        // no row's: a turn linking to it finds the input changed
+  reqs_[i].kept = false;      // skipped by the end-of-run checks until reused
+  reqs_[i].pos = UINT64_MAX;  // no row's: a turn linking to it finds the input changed
   free_slots_.push_back(i);
 }
 
@@ -530,10 +533,10 @@ void Simulation::count_theoretical(uint32_t i, std::span<const uint64_t> seq) {
   id_hits_ += infinite_.add_sequence(seq, ecfg_.block_size);
 }
 
-// trace::append_request_end writes without building Json objects.
+// records::append_request_end writes without building Json objects.
 void Simulation::write_row(const Req& r) {
   const auto& row = *r.row;
-  trace::RequestEnd e;
+  records::RequestEnd e;
   e.event_time_unix_ms = opt_.epoch_unix_ms + static_cast<uint64_t>(std::llround(std::max(r.end, r.start)));
   e.event_source = "simulator";
   e.agent_context.session_id = row.session_id;
@@ -554,7 +557,7 @@ void Simulation::write_row(const Req& r) {
     e.status = "ok";
   } else {
     e.status = "error";
-    e.error = trace::RequestEnd::Failure{400, "invalid_request", r.error_message};
+    e.error = records::RequestEnd::Failure{400, "invalid_request", r.error_message};
   }
   if (!row.hash_ids.empty()) {
     e.hash_ids = row.hash_ids;
@@ -564,7 +567,7 @@ void Simulation::write_row(const Req& r) {
   e.binding = route::binding_name(r.binding);
   if (admission_) e.pause_ms = r.pause_ms;
   line_.clear();
-  trace::append_request_end(line_, e);
+  records::append_request_end(line_, e);
   out_.line(line_);
 }
 
@@ -701,7 +704,7 @@ void Simulation::on_send(const Event& ev) {
     return;
   }
   while (more_ && !rq(ev.arg).row) read_one();  // streaming: a turn scheduled before its row was read
-  if (ev.kind == kArrival) {  // a kAdmit request holds the slot its predecessor freed
+  if (ev.kind == kArrival) {                    // a kAdmit request holds the slot its predecessor freed
     if (cap_ && in_flight_ >= cap_) {
       waiting_.emplace(ev.t_ms, rq(ev.arg).pos, ev.arg);
       return;
@@ -879,11 +882,11 @@ void Simulation::run_references(SimSummary& sum) {
 
 // The first pass of run_sim_files: last turns, whether any row waits for its session, and
 // whether the input can stream; the reader reports every bad row on the way.
-StreamPlan plan_stream(trace::WorkloadReader& in, const SimOptions& opt) {
+StreamPlan plan_stream(records::WorkloadReader& in, const SimOptions& opt) {
   RowSelector sel{opt.schedule, true};
   std::unordered_map<std::string, SessionCursor> sessions;
   StreamPlan p;
-  trace::WorkloadRow row;
+  records::WorkloadRow row;
   while (in.next(row)) {
     const auto i = static_cast<uint32_t>(p.last_turn.size());
     p.last_turn.push_back(false);
@@ -916,8 +919,8 @@ StreamPlan plan_stream(trace::WorkloadReader& in, const SimOptions& opt) {
 }
 
 // One timed run; the yardsticks after it (not the simulator's speed).
-SimSummary simulate(const trace::Workload* wl, trace::WorkloadReader* in, const StreamPlan* plan, uint32_t block_size,
-                    const SimOptions& opt, io::Output& out) {
+SimSummary simulate(const records::Workload* wl, records::WorkloadReader* in, const StreamPlan* plan,
+                    uint32_t block_size, const SimOptions& opt, io::Output& out) {
   const auto wall0 = std::chrono::steady_clock::now();
   Simulation sim(wl, in, plan, block_size, opt, out);
   SimSummary sum = sim.run();
@@ -928,20 +931,20 @@ SimSummary simulate(const trace::Workload* wl, trace::WorkloadReader* in, const 
 
 // A loaded workload the simulator can run: Fatal(kExitBadData) for a rejected one, or zero usable
 // rows out of a non-empty input (the wrong format, not an empty run: issue 21.8).
-void check_workload(const trace::Workload& wl, size_t rows, const std::vector<std::string>& paths) {
+void check_workload(const records::Workload& wl, size_t rows, const std::vector<std::string>& paths) {
   if (!wl.ok())
     throw Fatal(kExitBadData, fmt::format("workload rejected ({} errors); nothing simulated", wl.errors.size()));
-  if (rows == 0 && wl.skipped_rows > 0) throw Fatal(kExitBadData, trace::no_workload_rows_message(paths));
+  if (rows == 0 && wl.skipped_rows > 0) throw Fatal(kExitBadData, records::no_workload_rows_message(paths));
 }
 
 }  // namespace
 
-SimSummary run_sim_files(const std::vector<std::string>& paths, const trace::WorkloadOptions& wo,
+SimSummary run_sim_files(const std::vector<std::string>& paths, const records::WorkloadOptions& wo,
                          const SimOptions& opt, io::Output& out) {
   const bool files = !paths.empty() && std::none_of(paths.begin(), paths.end(), [](auto& p) { return p == "-"; });
-  trace::WorkloadOptions quiet = wo;
+  records::WorkloadOptions quiet = wo;
   if (files && opt.schedule.mode == replay::LoadMode::kFixedSchedule) {
-    std::optional<trace::WorkloadReader> first(std::in_place, paths, wo);
+    std::optional<records::WorkloadReader> first(std::in_place, paths, wo);
     const StreamPlan plan = plan_stream(*first, opt);
     if (plan.streamable) {
       check_workload(first->meta(), plan.last_turn.size(), paths);
@@ -949,17 +952,17 @@ SimSummary run_sim_files(const std::vector<std::string>& paths, const trace::Wor
       // The first pass's session checks and read buffers grow with the trace's sessions (12 of
       // the 36 MB peak on 16 copies of the sessionized Mooncake trace): gone before the run.
       first.reset();
-      trace::WorkloadReader in(paths, wo, /*second_pass=*/true);
+      records::WorkloadReader in(paths, wo, /*second_pass=*/true);
       return simulate(nullptr, &in, &plan, block_size, opt, out);
     }
     quiet.quiet = true;  // the first pass printed what the reader finds; the load adds the rest
   }
-  const trace::Workload wl = trace::load_workload(paths.empty() ? std::vector<std::string>{"-"} : paths, quiet);
+  const records::Workload wl = records::load_workload(paths.empty() ? std::vector<std::string>{"-"} : paths, quiet);
   check_workload(wl, wl.rows.size(), paths);
   return run_sim(wl, opt, out);
 }
 
-SimSummary run_sim(const trace::Workload& wl, const SimOptions& opt, io::Output& out) {
+SimSummary run_sim(const records::Workload& wl, const SimOptions& opt, io::Output& out) {
   return simulate(&wl, nullptr, nullptr, wl.block_size, opt, out);
 }
 

@@ -12,7 +12,7 @@
 #include "dyn/replay/schedule.h"
 #include "dyn/route/config.h"
 #include "dyn/tokens/reference.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
 namespace dyn::replay {
 
@@ -105,7 +105,7 @@ struct SimSummary {
 /// Errors: a row whose request can never fit an engine, or the router refusing it, gets a row with
 /// dyn.status "error"; an unknown wait_for id is Fatal(kExitBadData) before the run.
 /// Deterministic for a given workload and options. Not thread-safe (single-threaded).
-SimSummary run_sim(const trace::Workload& workload, const SimOptions& options, io::Output& out);
+SimSummary run_sim(const records::Workload& workload, const SimOptions& options, io::Output& out);
 
 /// run_sim over JSONL workload files ("-" or none = stdin), read with `wo` (load_workload's
 /// parsing, checks and reports). On the fixed schedule a file input streams (issue 17): a first
@@ -117,7 +117,7 @@ SimSummary run_sim(const trace::Workload& workload, const SimOptions& options, i
 /// rows out of timestamp order, wait_for) is loaded whole. Either way the rows and the summary
 /// are those of run_sim on load_workload's result. Errors: Fatal(kExitBadData) for a rejected
 /// workload or one with no usable rows (no_workload_rows_message), and as run_sim.
-SimSummary run_sim_files(const std::vector<std::string>& paths, const trace::WorkloadOptions& wo,
+SimSummary run_sim_files(const std::vector<std::string>& paths, const records::WorkloadOptions& wo,
                          const SimOptions& options, io::Output& out);
 
 }  // namespace dyn::replay

@@ -34,7 +34,7 @@
 #include "dyn/session/normalize.h"
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
-#include "dyn/trace/rows.h"
+#include "dyn/records/rows.h"
 
 namespace dyn::serve {
 
@@ -345,7 +345,7 @@ struct Frontend::Impl {
   /// for a success the TTFT and total-time histograms, and the ITL histogram for every stream
   /// with an ITL (two output tokens or more, as the row's dyn.avg_itl_ms), traced or not.
   void count_end(const Exchange& ex, const http::ProxyOutcome* out, const std::string& err_type);
-  /// The request_end row of a finished exchange (trace::append_request_end), no newline.
+  /// The request_end row of a finished exchange (records::append_request_end), no newline.
   std::string request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
                               const std::string& err_type, const std::string& err_msg) const;
   void forward_plain(size_t worker, const http::ServerRequest& req, http::ServerResponse& res);
@@ -559,23 +559,23 @@ void Frontend::Impl::add_admin_routes(http::EventServer& s, bool guarded) {
   };
   if (!opt.capture) {
     s.route("GET", "/v1/bindings", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
-            res.set_content(bindings_text(), "application/json");
-          }));
+              res.set_content(bindings_text(), "application/json");
+            }));
     s.route("GET", "/v1/programs", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
-            Json j = admission ? admission->snapshot_json(clock.now_ms())
-                               : Json{{"admission", "none"}, {"programs", Json::array()}};
-            res.set_content(j.dump(2) + "\n", "application/json");
-          }));
+              Json j = admission ? admission->snapshot_json(clock.now_ms())
+                                 : Json{{"admission", "none"}, {"programs", Json::array()}};
+              res.set_content(j.dump(2) + "\n", "application/json");
+            }));
   }
   if (!opt.run_config.is_null()) {
     s.route("GET", "/v1/run-config", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
-            res.set_content(opt.run_config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n",
-                            "application/json");
-          }));
+              res.set_content(opt.run_config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n",
+                              "application/json");
+            }));
   }
   s.route("GET", "/metrics", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
-          res.set_content(metrics_text(), "text/plain; version=0.0.4");
-        }));
+            res.set_content(metrics_text(), "text/plain; version=0.0.4");
+          }));
   if (guarded || opt.capture) return;
   s.route("GET", "/health", [this](const http::ServerRequest&, http::ServerResponse& res) {
     bool any = false;
@@ -756,10 +756,10 @@ bool read_top_level(simdjson::dom::object o, Exchange& ex, Body& b) {
     if (field.key == "stream") ex.stream = field.value.get(flag) == simdjson::SUCCESS && flag;
     if (field.key == "stream_options") {
       simdjson::dom::element iu;
-      b.usage = field.value.at_key("include_usage").get(iu) == simdjson::SUCCESS && iu.get(flag) == simdjson::SUCCESS &&
-                        flag
-                    ? Body::Usage::kIncluded
-                    : Body::Usage::kOther;
+      b.usage =
+          field.value.at_key("include_usage").get(iu) == simdjson::SUCCESS && iu.get(flag) == simdjson::SUCCESS && flag
+              ? Body::Usage::kIncluded
+              : Body::Usage::kOther;
     }
   }
   return true;
@@ -791,8 +791,8 @@ std::optional<Body> Frontend::Impl::parse_body(const std::shared_ptr<Exchange>& 
   return b;
 }
 
-std::optional<Body> Frontend::Impl::parse_body_json(const std::shared_ptr<Exchange>& ex,
-                                                    const http::ServerRequest& req, http::ServerResponse& res) {
+std::optional<Body> Frontend::Impl::parse_body_json(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req,
+                                                    http::ServerResponse& res) {
   auto bad = [&](const std::string& msg) {
     reject(ex, res, 400, "invalid_request_error", msg);
     return std::nullopt;
@@ -829,7 +829,7 @@ void Frontend::Impl::build_upstream(const Exchange& ex, Body& b, const http::Ser
     size_t open = p.body.find('{') + 1;
     size_t next = p.body.find_first_not_of(" \t\r\n", open);
     p.body.insert(open, p.body[next] == '}' ? R"("stream_options":{"include_usage":true})"
-                                             : R"("stream_options":{"include_usage":true},)");
+                                            : R"("stream_options":{"include_usage":true},)");
     return;
   }
   if (!b.json) b.json = std::make_shared<Json>(Json::parse(req.body));
@@ -880,9 +880,7 @@ void Frontend::Impl::dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, R
                               std::shared_ptr<const Dispatch> d, int attempt, std::optional<route::RetryAdvice> retry,
                               Done done) {
   const bool on_loop = loop.in_loop_thread();
-  auto on_pool = [&] {
-    loop.handlers().post([=, this] { dispatch(ex, req, res, d, attempt, retry, done); });
-  };
+  auto on_pool = [&] { loop.handlers().post([=, this] { dispatch(ex, req, res, d, attempt, retry, done); }); };
   if (on_loop && shared) return on_pool();  // the store is a Redis round trip
   bool would_wait = false;
   std::optional<size_t> worker = lease_worker(ex, *res, *d, attempt, retry, !on_loop, &would_wait);
@@ -1065,10 +1063,10 @@ std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::Prox
   const ResponseFacts* f = ex.tap ? &ex.tap->facts() : nullptr;
   double end = out ? out->end_ms : clock.now_ms();
   const Latencies lat = latencies_of(ex, out);
-  trace::RequestEnd r;
+  records::RequestEnd r;
   r.event_time_unix_ms = ex.received_unix_ms + static_cast<uint64_t>(std::max(0.0, end - ex.start_ms));
   r.event_source = "router";
-  if (ex.ctx) r.agent_context = trace::ContextRef::of(*ex.ctx);
+  if (ex.ctx) r.agent_context = records::ContextRef::of(*ex.ctx);
   r.request_id = ex.request_id;
   if (!ex.x_request_id.empty()) r.x_request_id = ex.x_request_id;
   const std::string& model = f && !f->model.empty() ? f->model : ex.model;
@@ -1092,8 +1090,8 @@ std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::Prox
   if (f && f->cached_tokens && in > 0) r.kv_hit_rate = static_cast<double>(*f->cached_tokens) / static_cast<double>(in);
   if (ex.worker >= 0 && router) r.worker = ex.worker;
   r.replay =
-      trace::RequestEnd::Replay{static_cast<uint64_t>(opt.trace_block_size), ex.input_length, ex.sequence_hashes};
-  std::vector<trace::RequestEnd::ToolCall> calls;
+      records::RequestEnd::Replay{static_cast<uint64_t>(opt.trace_block_size), ex.input_length, ex.sequence_hashes};
+  std::vector<records::RequestEnd::ToolCall> calls;
   if (f) {
     if (f->finish_reason) r.finish_reason = *f->finish_reason;
     for (const auto& tc : f->tool_calls) calls.push_back({tc.choice_index, tc.tool_call_index, tc.id, tc.name});
@@ -1107,8 +1105,8 @@ std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::Prox
   if (error) {
     bool transport = err_type == "connection" || err_type == "stream_cut";
     r.error =
-        trace::RequestEnd::Failure{transport ? 0 : status, err_type,
-                                   err_msg.empty() ? std::string_view("the stream carried an error event") : err_msg};
+        records::RequestEnd::Failure{transport ? 0 : status, err_type,
+                                     err_msg.empty() ? std::string_view("the stream carried an error event") : err_msg};
   } else if (!cancelled && f) {
     if (StreamEnd se = stream_end(ex.api, *f); !se.warning.empty()) {
       warning = std::move(se.warning);
@@ -1125,7 +1123,7 @@ std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::Prox
   r.pause_ms = ex.pause_ms;
   std::string line;
   line.reserve(1024);
-  trace::append_request_end(line, r);
+  records::append_request_end(line, r);
   return line;
 }
 

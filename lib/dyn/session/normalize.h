@@ -38,7 +38,7 @@ struct AgentContext {
 
 /// Appends an agent_context object: exactly AgentContext{...}.to_json().dump() with the replace
 /// error handler (invalid UTF-8 in an id becomes U+FFFD; ids come from request headers). The one
-/// writer of agent_context in rows (trace::append_request_end, trace::append_route_decision).
+/// writer of agent_context in rows (records::append_request_end, records::append_route_decision).
 /// `parent_session_id` "" = omitted; `compaction` nullptr = omitted. Thread-safe.
 void append_agent_context(std::string& out, std::string_view session_id, std::string_view parent_session_id,
                           std::optional<bool> session_final = std::nullopt, const Json* compaction = nullptr);

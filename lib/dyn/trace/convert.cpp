@@ -160,17 +160,17 @@ uint64_t read_azure_csv(const std::vector<std::string>& inputs, uint32_t block_s
   return rejected;
 }
 
-std::vector<Json> to_agentic_rows(const Workload& w) {
+std::vector<Json> to_agentic_rows(const records::Workload& w) {
   std::vector<Json> out;
   out.reserve(w.rows.size());
   struct Last {
     std::string request_id;
-    const WorkloadRow* row;
+    const records::WorkloadRow* row;
     uint64_t turns;
   };
   std::unordered_map<std::string, Last> last;
   for (size_t n = 0; n < w.rows.size(); ++n) {
-    const WorkloadRow& r = w.rows[n];
+    const records::WorkloadRow& r = w.rows[n];
     std::string rid = r.request_id;
     std::vector<std::string> wait_for = r.wait_for;
     std::optional<double> tool_wait = r.tool_wait_ms;
@@ -187,7 +187,7 @@ std::vector<Json> to_agentic_rows(const Workload& w) {
           if (r.delay_ms) {
             tool_wait = *r.delay_ms;
           } else if (r.timestamp_ms && it->second.row->timestamp_ms) {
-            const WorkloadRow& p = *it->second.row;
+            const records::WorkloadRow& p = *it->second.row;
             double gap =
                 *r.timestamp_ms - *p.timestamp_ms - estimate_service_ms(p.input_length, 0, p.output_length.value_or(0));
             tool_wait = std::round(std::max(0.0, gap));  // whole ms: the estimate is coarse
@@ -224,9 +224,9 @@ int convert_workload(const ConvertOptions& o, io::Output& out) {
     }
     return read_azure_csv(o.inputs, o.block_size, out) > 0 ? kExitBadData : kExitOk;
   }
-  WorkloadOptions wo;
+  records::WorkloadOptions wo;
   wo.block_size = o.block_size;
-  Workload w = load_workload(o.inputs, wo);
+  records::Workload w = records::load_workload(o.inputs, wo);
   if (o.from == ConvertFrom::kDynamo && !w.from_dynamo && !w.rows.empty())
     throw Fatal(kExitBadData, "--from dynamo: input has no dynamo.request.trace.v1 request_end records");
   if (o.from == ConvertFrom::kMooncake && w.from_dynamo)
@@ -239,7 +239,7 @@ int convert_workload(const ConvertOptions& o, io::Output& out) {
   if (o.to == ConvertTo::kAgentic) {
     for (const auto& row : to_agentic_rows(w)) out.line(row.dump());
   } else {
-    for (const auto& row : w.rows) out.line(workload_row_to_json(row).dump());
+    for (const auto& row : w.rows) out.line(records::workload_row_to_json(row).dump());
   }
   if (w.from_dynamo)
     diag::note("converted " + std::to_string(w.rows.size()) + " request_end records at block size " +

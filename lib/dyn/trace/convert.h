@@ -11,7 +11,7 @@
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
 #include "dyn/io/output.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
 namespace dyn::trace {
 
@@ -55,7 +55,7 @@ int convert_workload(const ConvertOptions& options, io::Output& out);
 /// Keys: request_id, session_id, parent_session_id, input_length, output_length, hash_ids,
 /// text_input, timestamp, wait_for, tool_wait_ms, priority (absent ones omitted). Existing
 /// wait_for lists are kept (the previous turn is appended when missing).
-std::vector<Json> to_agentic_rows(const Workload& workload);
+std::vector<Json> to_agentic_rows(const records::Workload& workload);
 
 /// Parses an Azure LLM inference trace timestamp "YYYY-MM-DD HH:MM:SS[.fraction]" (up to 7
 /// fractional digits, as in the 2023 release) into 100 ns ticks since 1970-01-01 (UTC, no

@@ -43,7 +43,7 @@ std::string session_name(uint64_t i, uint64_t n) {
 
 struct Session {
   double start_ms = 0;  // a root's first timestamp (a subagent's comes from its spawning turn)
-  std::vector<WorkloadRow> rows;
+  std::vector<records::WorkloadRow> rows;
 };
 
 // "Row `to` starts after row `from` ends" (rows by (session, turn)): a subagent's first turn after
@@ -59,15 +59,15 @@ struct Link {
 // 6.1), which must be the spawning turn. Start estimates (a turn lasts est_ms_per_output_token x
 // its output + est_ms_per_kilotoken_input x its input / 1000) break the ties of that partial order
 // and give each subagent's first turn its timestamp: its spawning turn's estimated end.
-std::vector<WorkloadRow> order_rows(std::vector<Session>& sessions, const std::vector<Link>& links,
-                                    const AgentWorkloadOptions& o) {
+std::vector<records::WorkloadRow> order_rows(std::vector<Session>& sessions, const std::vector<Link>& links,
+                                             const AgentWorkloadOptions& o) {
   std::vector<size_t> first(sessions.size() + 1, 0);  // node of (s, t) = first[s] + t
   for (size_t s = 0; s < sessions.size(); ++s) first[s + 1] = first[s] + sessions[s].rows.size();
   const size_t n = first.back();
   std::vector<std::vector<size_t>> next(n);
   std::vector<uint32_t> pending(n, 0);
   std::vector<double> ready(n, 0);
-  auto row = [&](size_t v) -> WorkloadRow& {
+  auto row = [&](size_t v) -> records::WorkloadRow& {
     size_t s = static_cast<size_t>(std::upper_bound(first.begin(), first.end(), v) - first.begin()) - 1;
     return sessions[s].rows[v - first[s]];
   };
@@ -84,16 +84,16 @@ std::vector<WorkloadRow> order_rows(std::vector<Session>& sessions, const std::v
   std::priority_queue<Ready, std::vector<Ready>, std::greater<>> q;
   for (size_t s = 0; s < sessions.size(); ++s)
     if (!pending[first[s]]) q.emplace(sessions[s].start_ms, first[s]);
-  std::vector<WorkloadRow> rows;
+  std::vector<records::WorkloadRow> rows;
   rows.reserve(n);
   while (!q.empty()) {
     auto [start, v] = q.top();
     q.pop();
-    WorkloadRow& r = row(v);
+    records::WorkloadRow& r = row(v);
     const double end = start + static_cast<double>(r.output_length.value_or(0)) * o.est_ms_per_output_token +
                        static_cast<double>(r.input_length) / 1000.0 * o.est_ms_per_kilotoken_input;
     for (size_t w : next[v]) {
-      const WorkloadRow& x = row(w);
+      const records::WorkloadRow& x = row(w);
       const bool same_session = x.session_id == r.session_id;
       ready[w] = std::max(ready[w], end + (same_session ? x.delay_ms.value_or(0) : 0.0));
       if (--pending[w] == 0) q.emplace(ready[w], w);
@@ -108,7 +108,8 @@ std::vector<WorkloadRow> order_rows(std::vector<Session>& sessions, const std::v
 
 }  // namespace
 
-std::vector<WorkloadRow> generate_agent_workload(const AgentWorkloadOptions& o, AgentWorkloadSummary* summary) {
+std::vector<records::WorkloadRow> generate_agent_workload(const AgentWorkloadOptions& o,
+                                                          AgentWorkloadSummary* summary) {
   if (o.block_size == 0) throw Fatal(kExitUsage, "--block-size must be > 0");
   if (o.turns_min == 0 || o.turns_min > o.turns_max) throw Fatal(kExitUsage, "need 1 <= --turns-min <= --turns-max");
   if (o.subagent_turns_min == 0 || o.subagent_turns_min > o.subagent_turns_max)
@@ -140,7 +141,7 @@ std::vector<WorkloadRow> generate_agent_workload(const AgentWorkloadOptions& o, 
     ctx.tokens = system_full;
     extend(ctx, (o.system_prompt_tokens - system_full) + draw_tokens(rng, o.task_tokens), b, next_id);
     for (uint64_t t = 0; t < turns; ++t) {
-      WorkloadRow r;
+      records::WorkloadRow r;
       r.session_id = id;
       r.parent_session_id = parent;
       r.request_id = id + ":" + std::to_string(t);
@@ -193,7 +194,7 @@ std::vector<WorkloadRow> generate_agent_workload(const AgentWorkloadOptions& o, 
       }
     }
   }
-  std::vector<WorkloadRow> rows = order_rows(sessions, links, o);
+  std::vector<records::WorkloadRow> rows = order_rows(sessions, links, o);
   if (summary) *summary = sum;
   return rows;
 }

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
 namespace dyn::trace {
 
@@ -55,7 +55,7 @@ struct AgentWorkloadSummary {
 /// for), so first-turn timestamps never decrease down the file and live and simulated replays
 /// can follow every dependency. Throws Fatal(2) for impossible options (block size 0, turns_min >
 /// turns_max, probability outside [0, 1], ...).
-std::vector<WorkloadRow> generate_agent_workload(const AgentWorkloadOptions& options,
-                                                 AgentWorkloadSummary* summary = nullptr);
+std::vector<records::WorkloadRow> generate_agent_workload(const AgentWorkloadOptions& options,
+                                                          AgentWorkloadSummary* summary = nullptr);
 
 }  // namespace dyn::trace

@@ -36,7 +36,7 @@ void prefix_hashes(const std::vector<uint64_t>& ids, std::vector<uint64_t>& out)
   for (size_t i = 0; i < ids.size(); ++i) out[i] = h = mix(h, ids[i]);
 }
 
-size_t full_blocks(const WorkloadRow& r, uint32_t block_size) {
+size_t full_blocks(const records::WorkloadRow& r, uint32_t block_size) {
   size_t n = r.hash_ids.size();
   if (n == 0) return 0;
   return r.input_length >= n * static_cast<uint64_t>(block_size) ? n : n - 1;
@@ -49,7 +49,7 @@ double estimate_service_ms(uint64_t input_tokens, uint64_t cached_tokens, uint64
          static_cast<double>(output_tokens) * engine::decode_time_ms(0.0);
 }
 
-SessionizeStats sessionize(std::vector<WorkloadRow>& rows, const SessionizeOptions& o) {
+SessionizeStats sessionize(std::vector<records::WorkloadRow>& rows, const SessionizeOptions& o) {
   SessionizeStats st;
   st.rows = rows.size();
   const uint32_t B = o.block_size ? o.block_size : 512;

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
 namespace dyn::trace {
 
@@ -51,6 +51,6 @@ struct SessionizeStats {
 /// in any earlier row (infinite cache); timestamps are kept.
 /// Rows that already have a session_id are left unchanged and take no part. Rows without hash
 /// ids (text_input) start their own sessions. Deterministic; not thread-safe on `rows`.
-SessionizeStats sessionize(std::vector<WorkloadRow>& rows, const SessionizeOptions& options);
+SessionizeStats sessionize(std::vector<records::WorkloadRow>& rows, const SessionizeOptions& options);
 
 }  // namespace dyn::trace

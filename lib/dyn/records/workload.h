@@ -16,7 +16,7 @@ namespace simdjson::dom {
 class object;
 }  // namespace simdjson::dom
 
-namespace dyn::trace {
+namespace dyn::records {
 
 /// Largest timestamp (and Dynamo request start) accepted, in ms (SPEC 6.1, 6.2): about 285,000
 /// years, far past any Unix-epoch or relative time; a row outside 0..kMaxTimestampMs is rejected
@@ -189,4 +189,4 @@ Json workload_row_to_json(const WorkloadRow& row);
 /// explains it (CSV, a JSON document) and the command that converts it.
 std::string no_workload_rows_message(const std::vector<std::string>& paths);
 
-}  // namespace dyn::trace
+}  // namespace dyn::records

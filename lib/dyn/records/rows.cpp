@@ -1,14 +1,14 @@
 // The one serializer of each record type (see rows.h); hand-written for speed, matching
 // Json::dump() byte for byte (tests/unit/test_trace_rows.cpp holds the goldens).
-#include "dyn/trace/rows.h"
+#include "dyn/records/rows.h"
 
 #include <charconv>
 #include <cstring>
 
 #include "dyn/base/json_write.h"
-#include "dyn/trace/record.h"
+#include "dyn/records/record.h"
 
-namespace dyn::trace {
+namespace dyn::records {
 
 // Named (not anonymous): unity builds merge this module's files into one translation unit.
 namespace rows_impl {
@@ -297,4 +297,4 @@ void append_route_decision(std::string& o, const RouteDecision& d) {
   w.lit("}}");
 }
 
-}  // namespace dyn::trace
+}  // namespace dyn::records

@@ -1,7 +1,7 @@
 // Trace record helpers.
-#include "dyn/trace/record.h"
+#include "dyn/records/record.h"
 
-namespace dyn::trace {
+namespace dyn::records {
 
 Json make_record(std::string_view event_type, uint64_t t, std::string_view source) {
   Json r = Json::object();
@@ -59,4 +59,4 @@ std::optional<double> as_number(const Json& v) {
   return std::nullopt;
 }
 
-}  // namespace dyn::trace
+}  // namespace dyn::records

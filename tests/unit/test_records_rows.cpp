@@ -1,4 +1,4 @@
-// Goldens of the one writer per record type (lib/dyn/trace/rows.h): request_end and
+// Goldens of the one writer per record type (lib/dyn/records/rows.h): request_end and
 // route_decision bytes, and that they are what Json::dump() writes for the same row.
 #include <doctest/doctest.h>
 
@@ -6,10 +6,10 @@
 #include <vector>
 
 #include "dyn/base/json.h"
-#include "dyn/trace/rows.h"
+#include "dyn/records/rows.h"
 
 using dyn::Json;
-using namespace dyn::trace;
+using namespace dyn::records;
 
 namespace {
 std::string row(const RequestEnd& r) {

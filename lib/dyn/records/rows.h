@@ -15,7 +15,7 @@
 #include "dyn/base/json.h"
 #include "dyn/session/normalize.h"
 
-namespace dyn::trace {
+namespace dyn::records {
 
 /// A row's agent_context (SPEC 1.2) as views; omitted from the row when session_id is empty.
 struct ContextRef {
@@ -141,4 +141,4 @@ struct RouteDecision {
 /// message} }. Thread-safe.
 void append_route_decision(std::string& out, const RouteDecision& d);
 
-}  // namespace dyn::trace
+}  // namespace dyn::records

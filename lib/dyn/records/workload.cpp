@@ -1,5 +1,5 @@
 // Workload loading and validation.
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
 #include <algorithm>
 #include <charconv>
@@ -12,9 +12,9 @@
 
 #include "dyn/base/diag.h"
 #include "dyn/io/jsonl.h"
-#include "dyn/trace/record.h"
+#include "dyn/records/record.h"
 
-namespace dyn::trace {
+namespace dyn::records {
 
 namespace {
 
@@ -828,4 +828,4 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
   return w;
 }
 
-}  // namespace dyn::trace
+}  // namespace dyn::records

@@ -1,8 +1,8 @@
 // Errors about workload inputs as a whole (the per-row ones are in workload.cpp).
 #include "dyn/io/sniff.h"
-#include "dyn/trace/workload.h"
+#include "dyn/records/workload.h"
 
-namespace dyn::trace {
+namespace dyn::records {
 
 std::string no_workload_rows_message(const std::vector<std::string>& paths) {
   std::vector<std::string> files = paths.empty() ? std::vector<std::string>{"-"} : paths;
@@ -21,4 +21,4 @@ std::string no_workload_rows_message(const std::vector<std::string>& paths) {
   return msg;
 }
 
-}  // namespace dyn::trace
+}  // namespace dyn::records

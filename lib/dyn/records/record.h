@@ -8,7 +8,7 @@
 
 #include "dyn/base/json.h"
 
-namespace dyn::trace {
+namespace dyn::records {
 
 inline constexpr const char* kSchema = "dynamo.request.trace.v1";
 
@@ -45,4 +45,4 @@ std::optional<uint64_t> as_u64(const Json& v);
 /// Number (int, unsigned or float) as double, or nullopt.
 std::optional<double> as_number(const Json& v);
 
-}  // namespace dyn::trace
+}  // namespace dyn::records
