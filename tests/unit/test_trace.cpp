@@ -259,13 +259,6 @@ TEST_CASE("agentic form: request ids, wait_for chains, tool_wait_ms from delay")
   CHECK_FALSE(rows[3].contains("tool_wait_ms"));
 }
 
-TEST_CASE("percentiles interpolate at (n-1)q/100") {
-  std::vector<double> v{1, 2, 3, 4};
-  CHECK(percentile_sorted(v, 50) == doctest::Approx(2.5));
-  CHECK(percentile_sorted(v, 99) == doctest::Approx(3.97));
-  CHECK(percentile_sorted({7}, 90) == 7);
-}
-
 TEST_CASE("parse_workload_object: one pass, last duplicate wins, fields read before an error are kept") {
   simdjson::dom::parser p;
   simdjson::dom::object o;

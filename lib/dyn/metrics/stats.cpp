@@ -1,9 +1,11 @@
-// NumPy-compatible sums, percentiles and summary statistics (SPEC 7).
+// NumPy-compatible sums and summary statistics (SPEC 7; the percentile is records').
 #include "dyn/metrics/stats.h"
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+
+#include "dyn/records/percentile.h"
 
 namespace dyn::metrics {
 namespace {
@@ -40,21 +42,6 @@ double numpy_sum(const double* values, std::size_t n) {
   return total;
 }
 
-double percentile_linear(const std::vector<double>& sorted, double p) {
-  const std::size_t n = sorted.size();
-  const double q = p / 100.0;
-  const double index = static_cast<double>(n - 1) * q;
-  if (index >= static_cast<double>(n - 1)) return sorted[n - 1];
-  if (index <= 0) return sorted[0];
-  const double lo_f = std::floor(index);
-  const auto lo = static_cast<std::size_t>(lo_f);
-  const double a = sorted[lo], b = sorted[lo + 1];
-  const double t = index - lo_f;
-  const double diff = b - a;
-  // np.lib.function_base._lerp: from the nearer end, so t = 1 gives b exactly.
-  return t >= 0.5 ? b - diff * (1.0 - t) : a + diff * t;
-}
-
 double Stats::pct(int which) const {
   for (std::size_t i = 0; i < std::size(kPercentiles); ++i)
     if (static_cast<int>(kPercentiles[i]) == which) return p[i];
@@ -79,7 +66,8 @@ Stats compute_stats(const std::vector<double>& values, double scale) {
   s.std = std::sqrt(var);
   s.min = sorted.front();
   s.max = sorted.back();
-  for (std::size_t i = 0; i < std::size(kPercentiles); ++i) s.p[i] = percentile_linear(sorted, kPercentiles[i]);
+  for (std::size_t i = 0; i < std::size(kPercentiles); ++i)
+    s.p[i] = records::percentile_linear(sorted, kPercentiles[i]);
   if (scale != 1.0) {
     s.avg *= scale;
     s.std *= scale;

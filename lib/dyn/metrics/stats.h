@@ -1,5 +1,5 @@
 // Summary statistics exactly as AIPerf computes them with NumPy (SPEC 7): mean and population std
-// from pairwise sums, linear-interpolation percentiles.
+// from pairwise sums, linear-interpolation percentiles (records::percentile_linear).
 #pragma once
 
 #include <cstddef>
@@ -11,11 +11,6 @@ namespace dyn::metrics {
 /// summed pairwise (8 accumulators up to 128 elements, halves above). Reproduces np.sum bit for
 /// bit on contiguous float64 arrays, which AIPerf's aggregates depend on. Thread-safe.
 double numpy_sum(const double* values, std::size_t n);
-
-/// Linear-interpolation percentile of an ascending `sorted` array, p in [0, 100]: position
-/// (n - 1) * (p / 100), interpolated like np.percentile(method="linear") including its
-/// two-sided lerp. Requires a non-empty array.
-double percentile_linear(const std::vector<double>& sorted, double p);
 
 /// The percentiles every report carries (SPEC 7).
 inline constexpr double kPercentiles[] = {1, 5, 10, 25, 50, 75, 90, 95, 99};

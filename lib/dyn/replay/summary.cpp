@@ -6,7 +6,7 @@
 #include <fmt/format.h>
 
 #include "dyn/base/error.h"
-#include "dyn/trace/stats.h"
+#include "dyn/records/percentile.h"
 
 namespace dyn::replay {
 
@@ -24,7 +24,7 @@ std::string live_summary_line(const LiveStats& st) {
     auto lag = st.lag_ms;
     std::sort(lag.begin(), lag.end());
     msg += fmt::format("; schedule lag p50 {:.3f} ms, p99 {:.3f} ms, max {:.3f} ms; {:.1f} req/s",
-                       trace::percentile_sorted(lag, 50), trace::percentile_sorted(lag, 99), lag.back(),
+                       records::percentile_linear(lag, 50), records::percentile_linear(lag, 99), lag.back(),
                        live_request_rate(st));
   }
   return msg;
@@ -47,7 +47,7 @@ Json live_summary_json(const LiveStats& st, const std::string& url) {
     auto lag = st.lag_ms;
     std::sort(lag.begin(), lag.end());
     // The same interpolated p50 as the summary line.
-    j["schedule_lag_ms"] = Json{{"p50", trace::percentile_sorted(lag, 50)}, {"max", lag.back()}};
+    j["schedule_lag_ms"] = Json{{"p50", records::percentile_linear(lag, 50)}, {"max", lag.back()}};
     j["request_rate"] = live_request_rate(st);
   }
   return j;

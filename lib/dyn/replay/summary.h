@@ -17,7 +17,7 @@ double live_request_rate(const LiveStats& st);
 /// The live replay's summary line (every planned request accounted for): "P requests planned: S
 /// sent (O ok, E errors[, C cancelled]), N not sent[; W warmup][; schedule lag p50 X ms, p99 Y
 /// ms, max Z ms; R req/s]" (cancelled only when interrupted; the lag percentiles interpolated,
-/// trace::percentile_sorted; 3 decimals).
+/// records::percentile_linear; 3 decimals).
 std::string live_summary_line(const LiveStats& st);
 
 /// The live replay's summary JSON: {mode "live", url, requests_planned, sent, ok, errors,

@@ -13,6 +13,7 @@
 #include "dyn/base/json.h"
 #include "dyn/io/jsonl.h"
 #include "dyn/io/line_reader.h"
+#include "dyn/records/percentile.h"
 
 namespace dyn::trace {
 
@@ -77,9 +78,9 @@ Json pct(std::vector<double>& v) {
     return o;
   }
   std::sort(v.begin(), v.end());
-  o["p50"] = percentile_sorted(v, 50);
-  o["p90"] = percentile_sorted(v, 90);
-  o["p99"] = percentile_sorted(v, 99);
+  o["p50"] = records::percentile_linear(v, 50);
+  o["p90"] = records::percentile_linear(v, 90);
+  o["p99"] = records::percentile_linear(v, 99);
   return o;
 }
 
@@ -125,14 +126,6 @@ std::string fmt_num(const Json& v, int prec) {
 }
 
 }  // namespace
-
-double percentile_sorted(const std::vector<double>& v, double q) {
-  double pos = static_cast<double>(v.size() - 1) * q / 100.0;
-  size_t lo = static_cast<size_t>(pos);
-  size_t hi = std::min(lo + 1, v.size() - 1);
-  double frac = pos - static_cast<double>(lo);
-  return v[lo] + (v[hi] - v[lo]) * frac;
-}
 
 int trace_stats(const StatsOptions& o, io::Output& out) {
   io::LineReader reader(o.inputs, io::LineReaderOptions{o.strict});

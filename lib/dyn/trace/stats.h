@@ -15,18 +15,15 @@ struct StatsOptions {
   bool strict = false;              ///< exit 3 on a truncated gzip stream or malformed row
 };
 
-/// Percentile of an ascending vector by linear interpolation at position (n − 1)·q/100
-/// (SPEC 7, AIPerf's definition). Requires a non-empty vector; q in [0, 100].
-double percentile_sorted(const std::vector<double>& sorted, double q);
-
 /// Reads trace rows (bare or enveloped, gzip or plain) and writes one summary per session, then
 /// one per worker, then a total, each sorted by id (JSONL keys in this order):
 ///   kind ("session" | "worker" | "total"), session_id | worker, parent_session_id (sessions),
 ///   requests, errors, input_tokens, output_tokens, cached_tokens, cached_ratio (Σcached/Σinput),
-///   ttft_ms {p50,p90,p99}, latency_ms {p50,p90,p99} (request.total_time_ms), tool_calls (from
-///   finish_reason_metadata.tool_calls), tool_events and tool_ms (tool_end/tool_error rows and
-///   their tool.duration_ms), workers (sessions: distinct decode_worker_ids) or sessions
-///   (workers: distinct session count), first_event_unix_ms, last_event_unix_ms.
+///   ttft_ms {p50,p90,p99}, latency_ms {p50,p90,p99} (request.total_time_ms; both
+///   records::percentile_linear), tool_calls (from finish_reason_metadata.tool_calls),
+///   tool_events and tool_ms (tool_end/tool_error rows and their tool.duration_ms), workers
+///   (sessions: distinct decode_worker_ids) or sessions (workers: distinct session count),
+///   first_event_unix_ms, last_event_unix_ms.
 /// Requests are request_end rows; rows marked dyn.warmup are skipped; rows with dyn.status other
 /// than "ok" count as errors and stay out of the percentiles and token sums. A row without a
 /// session or worker is grouped under null. Percentiles of an empty set are null.
