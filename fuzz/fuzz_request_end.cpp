@@ -12,6 +12,7 @@
 #include "dyn/io/jsonl.h"
 #include "dyn/metrics/report.h"
 #include "dyn/metrics/request.h"
+#include "dyn/records/reader.h"
 #include "fuzz_util.h"
 
 using namespace dyn::metrics;
@@ -31,7 +32,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // The same rows decoded one by one.
   dyn::io::JsonlOptions opts;
   opts.max_reports = 0;
-  dyn::io::JsonlReader reader({file.path()}, opts);
+  dyn::records::RowReader reader({file.path()}, opts);  // as load_requests reads: envelopes unwrapped
   dyn::Json row;
   std::string where;
   uint64_t rows = 0, records = 0;

@@ -2,6 +2,11 @@
 #include <doctest/doctest.h>
 
 #include <simdjson.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+#include <string>
 
 #include "dyn/records/record.h"
 #include "dyn/records/workload.h"
@@ -92,10 +97,10 @@ TEST_CASE("find_path and accessors") {
 
 // ---- filter, sessionize, convert, stats ------------------------------------------------------
 
+#include "dyn/io/output.h"
 #include "dyn/trace/convert.h"
 #include "dyn/trace/filter.h"
 #include "dyn/trace/sessionize.h"
-#include "dyn/trace/stats.h"
 using namespace dyn::trace;
 
 namespace {
@@ -103,6 +108,18 @@ Where W(const char* e) {
   auto w = parse_where(e);
   REQUIRE(w.ok());
   return *w;
+}
+
+std::string tmpdir() {
+  char tmpl[] = "/tmp/dyn-trace-test-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::string slurp(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
 }
 }  // namespace
 
@@ -385,4 +402,33 @@ TEST_CASE("parse_workload_line_fast: same row as simdjson + parse_workload_objec
     CHECK(fast.priority == slow.priority);
     CHECK(fast.hash_ids_consistent == slow.hash_ids_consistent);
   }
+}
+
+TEST_CASE("filter: projected names written as Json::dump writes them; envelopes unwrapped; bad rows skipped") {
+  const std::string d = tmpdir();
+  std::ofstream(d + "/in.jsonl", std::ios::binary)
+      << "{\"timestamp\":1,\"event\":{\"event_type\":\"request_end\",\"request\":{\"request_id\":\"a\"}},\"x\":0}\n"
+      << "{bad\n"
+      << "{\"event_type\":\"request_end\",\"request\":{\"request_id\":\"b\\u0008\"}}\n";
+  FilterOptions o;
+  o.inputs = {d + "/in.jsonl"};
+  auto fields = parse_fields(std::string("id\b\f\x01=request.request_id"));
+  REQUIRE(fields.ok());
+  o.fields = *fields;
+  {
+    dyn::io::Output out(d + "/out.jsonl");
+    CHECK(filter_traces(o, out) == 0);
+    out.close();
+  }
+  // The key through the one string writer (\b and \f short, like the value simdjson wrote).
+  dyn::Json key = dyn::Json::object({{"id\b\f\x01", "a"}});
+  CHECK(slurp(d + "/out.jsonl") == key.dump() + "\n" + R"({"id\b\f\u0001":"b\b"})" + "\n");
+  o.fields.clear();
+  o.strict = true;
+  dyn::io::Output out(d + "/whole.jsonl");
+  CHECK(filter_traces(o, out) == dyn::kExitBadData);  // strict: the malformed row fails the run
+  out.close();
+  CHECK(slurp(d + "/whole.jsonl") ==
+        "{\"event_type\":\"request_end\",\"request\":{\"request_id\":\"a\"}}\n"
+        "{\"event_type\":\"request_end\",\"request\":{\"request_id\":\"b\\u0008\"}}\n");
 }

@@ -11,14 +11,6 @@
 
 namespace dyn::io {
 
-const Json& unwrap_envelope(const Json& row) {
-  if (row.is_object() && row.size() <= 3) {
-    auto ev = row.find("event");
-    if (ev != row.end() && ev->is_object() && row.contains("timestamp") && !row.contains("event_type")) return *ev;
-  }
-  return row;
-}
-
 Json to_json(const simdjson::dom::element& v) {
   using simdjson::dom::element_type;
   switch (v.type()) {
@@ -128,17 +120,7 @@ bool JsonlReader::next(Json& row, std::string* where) {
       continue;
     }
     ++rows_;
-    if (opts_.unwrap) {
-      const Json& inner = unwrap_envelope(parsed);
-      if (&inner != &parsed) {
-        Json tmp = inner;
-        row = std::move(tmp);
-      } else {
-        row = std::move(parsed);
-      }
-    } else {
-      row = std::move(parsed);
-    }
+    row = std::move(parsed);
     if (where) *where = line_.where();
     return true;
   }
@@ -183,12 +165,6 @@ bool JsonlReader::parse_line_dom(simdjson::dom::object& row) {
     return false;
   }
   ++rows_;
-  if (opts_.unwrap && row.size() <= 3) {  // the envelope rule of unwrap_envelope
-    simdjson::dom::object inner;
-    if (row["event"].get_object().get(inner) == simdjson::SUCCESS && !row["timestamp"].error() &&
-        row["event_type"].error())
-      row = inner;
-  }
   return true;
 }
 

@@ -1,4 +1,5 @@
-// JSONL rows from LineReader: parse, unwrap the trace envelope, skip and count malformed lines.
+// JSONL rows from LineReader: parse, skip and count malformed lines (records::RowReader adds the
+// trace envelope on top: what a row means is the record layer's, not the file layer's).
 #pragma once
 
 #include <cstdint>
@@ -18,10 +19,6 @@ class parser;
 
 namespace dyn::io {
 
-/// If `row` is a file envelope {"timestamp": ms, "event": {...}} (SPEC 5), returns a pointer to
-/// the event; otherwise returns `row` itself.
-const Json& unwrap_envelope(const Json& row);
-
 /// Converts a simdjson DOM value into Json with the types nlohmann's own parser would give it:
 /// non-negative integers become number_unsigned, negative ones number_integer, keys keep their
 /// order. Lets a fast-path reader hand rare rows (trace records, header rows) to Json-based code
@@ -40,7 +37,6 @@ void summarize_rows(uint64_t read, uint64_t skipped, uint64_t nul_bytes);
 
 struct JsonlOptions {
   LineReaderOptions lines;
-  bool unwrap = true;         ///< unwrap {"timestamp","event"} envelopes (SPEC 5)
   uint64_t max_reports = 20;  ///< per-line error messages printed before only counting
 };
 
@@ -55,17 +51,17 @@ class JsonlReader {
   JsonlReader(const JsonlReader&) = delete;
   JsonlReader& operator=(const JsonlReader&) = delete;
 
-  /// Next object (envelope unwrapped when enabled). `where` gets "file:line".
+  /// Next object. `where` gets "file:line".
   bool next(Json& row, std::string* where = nullptr);
-  /// The fast path: the next object parsed by simdjson (validated, UTF-8 checked), envelope
-  /// unwrapped when enabled, with the same skipping, reporting and counting as next(Json&).
+  /// The fast path: the next object parsed by simdjson (validated, UTF-8 checked), with the same
+  /// skipping, reporting and counting as next(Json&).
   /// `row` stays valid until the next call. `where` gets "file:line" when given.
   bool next_dom(simdjson::dom::object& row, std::string* where = nullptr);
   /// The two halves of next_dom for a caller with its own fast parser: next_line() gives the next
   /// non-blank line unparsed (valid until the next call; false at the end). Then either
   /// accept_line() when the caller parsed it itself (counted as a row), or parse_line_dom() to
-  /// parse it exactly as next_dom would (same checks, reports, counting and envelope unwrapping;
-  /// false when the line was rejected and skipped).
+  /// parse it exactly as next_dom would (same checks, reports and counting; false when the line
+  /// was rejected and skipped).
   bool next_line(std::string_view& text);
   void accept_line() { ++rows_; }
   bool parse_line_dom(simdjson::dom::object& row);

@@ -7,7 +7,7 @@
 
 #include <fmt/format.h>
 
-#include "dyn/io/jsonl.h"
+#include "dyn/records/reader.h"
 #include "dyn/records/record.h"
 
 namespace dyn::metrics {
@@ -96,7 +96,7 @@ std::optional<Turn> parse_turn(const Json& row, std::string where, uint64_t orde
 
 TurnSet load_turns(const std::vector<std::string>& paths) {
   TurnSet set;
-  io::JsonlReader reader(paths);
+  records::RowReader reader(paths);
   Json row;
   std::string where;
   uint64_t order = 0;

@@ -22,7 +22,7 @@ struct Turn {
   uint64_t order = 0;  ///< input position, breaks ties
 };
 
-/// Turns read from files (io::JsonlReader: gzip, envelopes, stdin). Rows of other event types and
+/// Turns read from files (records::RowReader: gzip, envelopes, stdin). Rows of other event types and
 /// dyn.warmup rows are skipped; rows without a session id are kept (show ignores them).
 struct TurnSet {
   std::vector<Turn> turns;

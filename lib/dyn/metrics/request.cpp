@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "dyn/base/error.h"
-#include "dyn/io/jsonl.h"
+#include "dyn/records/reader.h"
 #include "dyn/records/record.h"
 
 namespace dyn::metrics {
@@ -252,7 +252,7 @@ RequestRecord parse_aiperf_record(const Json& row, std::string where) {
 
 RequestSet load_requests(const std::vector<std::string>& paths) {
   RequestSet set;
-  io::JsonlReader reader(paths);
+  records::RowReader reader(paths);
   Json row;
   std::string where;
   bool decided = false;

@@ -86,7 +86,7 @@ std::optional<RequestRecord> parse_request_end(const Json& row, std::string wher
 RequestRecord parse_aiperf_record(const Json& row, std::string where);
 
 /// Reads request rows from files ("-" = stdin; gzip, envelopes, malformed-line skipping via
-/// io::JsonlReader). The kind is detected from the first data row; mixing AIPerf records with
+/// records::RowReader). The kind is detected from the first data row; mixing AIPerf records with
 /// trace rows is an error (Fatal, exit 3). route_decision and other event types are counted in
 /// `other_rows`. Fatal (exit 4) for unreadable files.
 RequestSet load_requests(const std::vector<std::string>& paths);

@@ -29,6 +29,7 @@
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
 #include "dyn/records/record.h"
+#include "dyn/records/reader.h"
 #include "dyn/records/rows.h"
 #include "dyn/records/workload.h"
 
@@ -47,7 +48,7 @@ using route::WorkerSpec;
 // normalize
 
 int normalize_rows(const NormalizeOptions& o, io::Output& out) {
-  io::JsonlReader reader(o.inputs);
+  records::RowReader reader(o.inputs);
   Json row;
   std::string where;
   uint64_t rejected = 0;
@@ -465,7 +466,7 @@ class Decider {
   const DecideOptions& o_;
   io::Output& out_;
   const uint32_t mooncake_bs_;
-  io::JsonlReader reader_;
+  records::RowReader reader_;
   simdjson::dom::object obj_;
   records::WorkloadRow scratch_;  // reused per row
   uint64_t skipped_ = 0, rejected_ = 0, untimed_ = 0;

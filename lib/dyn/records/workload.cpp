@@ -12,6 +12,7 @@
 
 #include "dyn/base/diag.h"
 #include "dyn/io/jsonl.h"
+#include "dyn/records/reader.h"
 #include "dyn/records/record.h"
 
 namespace dyn::records {
@@ -664,7 +665,7 @@ struct WorkloadReader::State {
   }
   WorkloadOptions opts;
   bool quiet, second_pass;
-  io::JsonlReader reader;
+  RowReader reader;
   simdjson::dom::object obj;
   Workload w;
   std::vector<std::pair<Json, std::string>> dynamo;

@@ -2,20 +2,18 @@
 // gzip decompression; only envelopes are re-serialized.
 #include "dyn/trace/cat.h"
 
-#include <algorithm>
 #include <simdjson.h>
 
-#include "dyn/base/diag.h"
+#include <algorithm>
+
 #include "dyn/base/error.h"
-#include "dyn/io/jsonl.h"
+#include "dyn/records/reader.h"
 
 namespace dyn::trace {
 
 int cat_traces(const CatOptions& o, io::Output& out) {
-  io::LineReader reader(o.inputs, io::LineReaderOptions{o.strict});
-  simdjson::dom::parser parser;
-  io::Line line;
-  uint64_t malformed = 0, rows = 0, nuls = 0;
+  records::RowReader reader(o.inputs, io::JsonlOptions{.lines = {.strict = o.strict}});
+  simdjson::dom::object row;
   struct Held {
     bool has_time;
     uint64_t time;
@@ -23,29 +21,11 @@ int cat_traces(const CatOptions& o, io::Output& out) {
   };
   std::vector<Held> held;
   std::string scratch;
-  while (reader.next(line)) {
-    std::string_view t = line.text;
-    if (t.find_first_not_of(" \t") == std::string_view::npos) continue;
-    simdjson::dom::element doc;
-    auto err = parser.parse(t.data(), t.size(), true).get(doc);
-    if (err || !doc.is_object()) {
-      ++malformed;
-      nuls += static_cast<uint64_t>(std::count(t.begin(), t.end(), '\0'));
-      if (malformed <= 20)
-        diag::warning(line.where(), t.find('\0') != std::string_view::npos ? "malformed JSON row (NUL bytes), skipped"
-                                    : err                                  ? "malformed JSON row, skipped"
-                                                                           : "row is not a JSON object, skipped");
-      continue;
-    }
-    ++rows;
-    std::string_view text = t;
-    simdjson::dom::element row = doc;
-    simdjson::dom::element ev;
-    if (doc["event"].get(ev) == simdjson::SUCCESS && ev.is_object() && !doc["timestamp"].error() &&
-        doc["event_type"].error()) {
-      scratch = simdjson::minify(ev);
+  while (reader.next_dom(row)) {
+    std::string_view text = reader.line().text;
+    if (reader.enveloped()) {
+      scratch = simdjson::minify(row);
       text = scratch;
-      row = ev;
     }
     if (o.sort) {
       uint64_t tm = 0;
@@ -69,9 +49,8 @@ int cat_traces(const CatOptions& o, io::Output& out) {
     });
     for (auto& h : held) out.line(h.text);
   }
-  malformed += reader.long_lines();  // over-long lines were reported by the reader itself
-  io::summarize_rows(rows, malformed, nuls);
-  if (o.strict && (reader.truncated_files() > 0 || malformed > 0)) return kExitBadData;
+  reader.summarize();
+  if (o.strict && (reader.truncated_files() > 0 || reader.malformed() > 0)) return kExitBadData;
   return kExitOk;
 }
 

@@ -12,8 +12,8 @@
 #include <set>
 
 #include "dyn/base/diag.h"
-#include "dyn/io/jsonl.h"
-#include "dyn/io/line_reader.h"
+#include "dyn/base/json_write.h"
+#include "dyn/records/reader.h"
 
 namespace dyn::trace {
 
@@ -50,9 +50,13 @@ std::string_view trim_spaces(std::string_view s) {
   return s;
 }
 
-/// Walks a split path. All-digit segments index arrays.
-bool lookup(element e, const std::vector<std::string>& path, element* out) {
-  for (const auto& seg : path) {
+/// Walks a split path from a row (split_path gives at least one segment). All-digit segments
+/// index arrays.
+bool lookup(simdjson::dom::object row, const std::vector<std::string>& path, element* out) {
+  element e;
+  if (row.at_key(path.front()).get(e) != simdjson::SUCCESS) return false;
+  for (size_t i = 1; i < path.size(); ++i) {
+    const std::string& seg = path[i];
     if (e.type() == element_type::OBJECT) {
       if (e.get_object().value_unsafe().at_key(seg).get(e) != simdjson::SUCCESS) return false;
     } else if (e.type() == element_type::ARRAY && !seg.empty() && std::isdigit(static_cast<unsigned char>(seg[0]))) {
@@ -68,7 +72,7 @@ bool lookup(element e, const std::vector<std::string>& path, element* out) {
   return true;
 }
 
-bool lookup_string(element root, const std::vector<std::string>& path, std::string_view* out) {
+bool lookup_string(simdjson::dom::object root, const std::vector<std::string>& path, std::string_view* out) {
   element e;
   if (!lookup(root, path, &e)) return false;
   return e.get_string().get(*out) == simdjson::SUCCESS;
@@ -219,28 +223,6 @@ void append_value(std::string& out, FilterFormat f, bool present, element v) {
   else out += t;
 }
 
-void append_json_string(std::string& out, std::string_view s) {
-  out += '"';
-  for (unsigned char c : s) {
-    switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\r': out += "\\r"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (c < 0x20) {
-          char b[8];
-          std::snprintf(b, sizeof b, "\\u%04x", c);
-          out += b;
-        } else {
-          out += static_cast<char>(c);
-        }
-    }
-  }
-  out += '"';
-}
-
 const std::vector<std::string> kEventType{"event_type"};
 const std::vector<std::string> kEventTime{"event_time_unix_ms"};
 const std::vector<std::string> kSessionPaths[] = {
@@ -346,10 +328,7 @@ bool compare_where(const Where& w, std::optional<std::string_view> json_value) {
 int filter_traces(const FilterOptions& o, io::Output& out) {
   if (o.format != FilterFormat::kJsonl && o.fields.empty())
     throw Fatal(kExitUsage, "--format tsv and csv need --fields to name the columns");
-  io::LineReader reader(o.inputs, io::LineReaderOptions{o.strict});
-  simdjson::dom::parser parser;
-  io::Line line;
-  uint64_t malformed = 0, rows_read = 0, nuls = 0;
+  records::RowReader reader(o.inputs, io::JsonlOptions{.lines = {.strict = o.strict}});
   // Whether each --where / --fields path was ever present: a misspelt field silently matches
   // nothing (or prints empty columns), so one never seen is warned about once at the end.
   std::vector<bool> where_seen(o.where.size(), false), field_seen(o.fields.size(), false);
@@ -369,7 +348,7 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
 
   // The row's own session id is the most specific one present (the older schema's trajectory_id,
   // else session_id); the run-level agent_context.session_id of that schema also matches.
-  auto session_match = [&](element row) {
+  auto session_match = [&](simdjson::dom::object row) {
     std::string_view own;
     bool has_own = false;
     for (const auto& p : {kSessionPaths[1], kSessionPaths[0], kSessionPaths[2]}) {
@@ -396,33 +375,8 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
     return false;
   };
 
-  while (reader.next(line)) {
-    std::string_view t = line.text;
-    if (t.find_first_not_of(" \t") == std::string_view::npos) continue;
-    element doc;
-    auto err = parser.parse(t.data(), t.size(), true).get(doc);
-    if (err || doc.type() != element_type::OBJECT) {
-      ++malformed;
-      nuls += static_cast<uint64_t>(std::count(t.begin(), t.end(), '\0'));
-      if (malformed <= 20)
-        diag::warning(line.where(),
-                      t.find('\0') != std::string_view::npos ? "malformed JSON row (NUL bytes), skipped"
-                      : err ? std::string("malformed JSON row (") + simdjson::error_message(err) + "), skipped"
-                            : std::string("row is not a JSON object, skipped"));
-      continue;
-    }
-    ++rows_read;
-    element row = doc;
-    bool envelope = false;
-    {
-      element ev;
-      auto obj = doc.get_object().value_unsafe();
-      if (obj.at_key("event").get(ev) == simdjson::SUCCESS && ev.type() == element_type::OBJECT &&
-          obj.at_key("timestamp").error() == simdjson::SUCCESS && obj.at_key("event_type").error()) {
-        row = ev;
-        envelope = true;
-      }
-    }
+  simdjson::dom::object row;
+  while (reader.next_dom(row)) {
     // Session first: with --with-subagents it learns descendants from every row of the family,
     // including rows the other selectors then drop.
     if (o.session && !session_match(row)) continue;
@@ -472,11 +426,11 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
     if (!pass) continue;
 
     if (o.fields.empty()) {
-      if (envelope) {
+      if (reader.enveloped()) {
         scratch = simdjson::minify(row);
         out.line(scratch);
       } else {
-        out.line(t);
+        out.line(reader.line().text);
       }
       continue;
     }
@@ -488,7 +442,7 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
       if (present) field_seen[i] = true;
       if (o.format == FilterFormat::kJsonl) {
         if (i) row_out += ',';
-        append_json_string(row_out, o.fields[i].name);
+        append_json_string_replace(row_out, o.fields[i].name);  // a name from the command line
         row_out += ':';
       } else if (i) {
         row_out += o.format == FilterFormat::kTsv ? '\t' : ',';
@@ -498,7 +452,8 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
     if (o.format == FilterFormat::kJsonl) row_out += '}';
     out.line(row_out);
   }
-  io::summarize_rows(rows_read, malformed, nuls);
+  reader.summarize();
+  const uint64_t rows_read = reader.rows();
   if (rows_read > 0) {
     for (size_t i = 0; i < o.where.size(); ++i)
       if (!where_seen[i])
@@ -510,7 +465,7 @@ int filter_traces(const FilterOptions& o, io::Output& out) {
       if (!field_seen[i])
         diag::warning("", "--fields '" + o.fields[i].name + "' is in none of the rows printed (misspelt?)");
   }
-  if (o.strict && (reader.truncated_files() > 0 || malformed > 0)) return kExitBadData;
+  if (o.strict && (reader.truncated_files() > 0 || reader.malformed() > 0)) return kExitBadData;
   return kExitOk;
 }
 

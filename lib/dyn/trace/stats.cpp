@@ -8,12 +8,10 @@
 #include <map>
 #include <set>
 
-#include "dyn/base/diag.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
-#include "dyn/io/jsonl.h"
-#include "dyn/io/line_reader.h"
 #include "dyn/records/percentile.h"
+#include "dyn/records/reader.h"
 
 namespace dyn::trace {
 
@@ -33,9 +31,11 @@ struct Group {
   uint64_t first = 0, last = 0;
 };
 
-bool at(element e, const char* ptr, element* out) { return e.at_pointer(ptr).get(*out) == simdjson::SUCCESS; }
+using Row = simdjson::dom::object;
 
-bool number(element e, const char* ptr, double* v) {
+bool at(Row e, const char* ptr, element* out) { return e.at_pointer(ptr).get(*out) == simdjson::SUCCESS; }
+
+bool number(Row e, const char* ptr, double* v) {
   element x;
   if (!at(e, ptr, &x)) return false;
   switch (x.type()) {
@@ -46,7 +46,7 @@ bool number(element e, const char* ptr, double* v) {
   }
 }
 
-uint64_t count(element e, const char* ptr) {
+uint64_t count(Row e, const char* ptr) {
   element x;
   if (!at(e, ptr, &x)) return 0;
   if (x.type() == element_type::UINT64) return x.get_uint64().value_unsafe();
@@ -56,7 +56,7 @@ uint64_t count(element e, const char* ptr) {
 }
 
 /// Id as text (string, or integer in decimal); false when absent or another type.
-bool id(element e, const char* ptr, std::string* out) {
+bool id(Row e, const char* ptr, std::string* out) {
   element x;
   if (!at(e, ptr, &x)) return false;
   if (x.type() == element_type::STRING) *out = std::string(x.get_string().value_unsafe());
@@ -66,7 +66,7 @@ bool id(element e, const char* ptr, std::string* out) {
   return true;
 }
 
-bool session_id(element row, std::string* out) {
+bool session_id(Row row, std::string* out) {
   return id(row, "/agent_context/session_id", out) || id(row, "/agent_context/trajectory_id", out) ||
          id(row, "/session_id", out);
 }
@@ -128,30 +128,13 @@ std::string fmt_num(const Json& v, int prec) {
 }  // namespace
 
 int trace_stats(const StatsOptions& o, io::Output& out) {
-  io::LineReader reader(o.inputs, io::LineReaderOptions{o.strict});
-  simdjson::dom::parser parser;
-  io::Line line;
-  uint64_t malformed = 0, rows_read = 0, nuls = 0;
+  records::RowReader reader(o.inputs, io::JsonlOptions{.lines = {.strict = o.strict}});
   std::map<std::string, Group> sessions, workers;
   Group null_session, null_worker, total;
   null_session.is_null = null_worker.is_null = true;
   std::string sid, wid, status;
-  while (reader.next(line)) {
-    std::string_view t = line.text;
-    if (t.find_first_not_of(" \t") == std::string_view::npos) continue;
-    element doc;
-    auto err = parser.parse(t.data(), t.size(), true).get(doc);
-    if (err || doc.type() != element_type::OBJECT) {
-      nuls += static_cast<uint64_t>(std::count(t.begin(), t.end(), '\0'));
-      if (++malformed <= 20) diag::warning(line.where(), "malformed JSON row, skipped");
-      continue;
-    }
-    ++rows_read;
-    element row = doc, ev;
-    if (at(doc, "/event", &ev) && ev.type() == element_type::OBJECT && at(doc, "/timestamp", &ev) &&
-        !at(doc, "/event_type", &ev)) {
-      at(doc, "/event", &row);
-    }
+  Row row;
+  while (reader.next_dom(row)) {
     element x;
     std::string_view type;
     if (!at(row, "/event_type", &x) || x.get_string().get(type)) continue;
@@ -212,7 +195,7 @@ int trace_stats(const StatsOptions& o, io::Output& out) {
       if (has_lat) g->latency.push_back(lat);
     }
   }
-  io::summarize_rows(rows_read, malformed, nuls);
+  reader.summarize();
 
   std::vector<Json> rows;
   for (auto& [k, g] : sessions) rows.push_back(summary("session", "session_id", k, g));
@@ -249,7 +232,7 @@ int trace_stats(const StatsOptions& o, io::Output& out) {
       out.line(b);
     }
   }
-  if (o.strict && (reader.truncated_files() > 0 || malformed > 0)) return kExitBadData;
+  if (o.strict && (reader.truncated_files() > 0 || reader.malformed() > 0)) return kExitBadData;
   return kExitOk;
 }
 
