@@ -25,7 +25,7 @@ int main(int argc, char** argv) {
   int passes = std::max(1, argc > 2 ? std::atoi(argv[2]) : 5);
   uint32_t workers = argc > 3 ? static_cast<uint32_t>(std::atoi(argv[3])) : 8;
   records::WorkloadOptions wo;
-  wo.block_size = 512;
+  wo.block_size = records::kMooncakeBlockSize;
   auto wl = records::load_workload({argv[1]}, wo);
   struct Row {
     double t;
@@ -37,13 +37,13 @@ int main(int argc, char** argv) {
   uint64_t blocks = 0;
   for (auto& r : wl.rows) {
     rows.push_back(Row{r.timestamp_ms.value_or(0), r.input_length, r.output_length.value_or(0),
-                       tokens::sequence_from_ids(r.hash_ids, 512, false, r.input_length, 512), r.session_id,
-                       r.parent_session_id == r.session_id ? std::string() : r.parent_session_id});
+                       tokens::sequence_from_ids(r.hash_ids, wl.block_size, false, r.input_length, wl.block_size),
+                       r.session_id, r.parent_session_id == r.session_id ? std::string() : r.parent_session_id});
     blocks += rows.back().seq.size();
   }
   route::RouterConfig cfg;
   cfg.mode = route::Mode::kKv;
-  cfg.block_size = 512;
+  cfg.block_size = wl.block_size;  // router blocks = the trace's blocks
   cfg.affinity_ttl_secs = 300;
   offline::EndModel em;
   std::vector<double> rates;

@@ -33,7 +33,7 @@ bool same_row(const WorkloadRow& a, const WorkloadRow& b) {
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0) return 0;
   const uint8_t flags = data[0];
-  static constexpr uint32_t kBlockSizes[4] = {0, 16, 64, 512};
+  static constexpr uint32_t kBlockSizes[4] = {0, 16, 64, dyn::records::kMooncakeBlockSize};
   dyn::records::WorkloadOptions opts;
   opts.block_size = kBlockSizes[flags & 3];
   opts.strict_hash_ids = !(flags & 4);
@@ -67,7 +67,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   static simdjson::dom::parser parser;
   std::string_view text = dyn::fuzz::as_view(data + 1, size - 1);
   WorkloadRow fast, slow;
-  const uint32_t bs = opts.block_size ? opts.block_size : 512;
+  const uint32_t bs = opts.block_size ? opts.block_size : dyn::records::kMooncakeBlockSize;
   while (!text.empty()) {
     const size_t nl = text.find('\n');
     const std::string_view line = text.substr(0, nl);

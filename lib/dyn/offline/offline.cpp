@@ -510,7 +510,7 @@ class Decider {
 Decider::Decider(const DecideOptions& o, io::Output& out)
     : o_(o),
       out_(out),
-      mooncake_bs_(o.workload_block_size ? o.workload_block_size : 512),
+      mooncake_bs_(o.workload_block_size ? o.workload_block_size : records::kMooncakeBlockSize),
       reader_(o.inputs),
       cfg_(o.router),
       kv_tokens_(static_cast<double>(o.end_model.kv_blocks) * o.end_model.block_size),

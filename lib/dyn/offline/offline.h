@@ -45,7 +45,7 @@ struct DecideOptions {
   /// block size of the input's hash ids; when given and different, rows are re-blocked and a
   /// warning names both sizes (case 11).
   bool router_block_size_given = false;
-  /// Block size of Mooncake hash_ids (0 = 512). Dynamo rows carry replay.trace_block_size.
+  /// Block size of Mooncake hash_ids (0 = records::kMooncakeBlockSize). Dynamo rows carry replay.trace_block_size.
   uint32_t workload_block_size = 0;
   bool explain = false;
   EndModel end_model;

@@ -630,7 +630,7 @@ Workload workload_from_dynamo(const std::vector<std::pair<Json, std::string>>& r
                          std::to_string(block_size));
     w.block_size = *bs;
   } else {
-    w.block_size = block_size ? block_size : 512;
+    w.block_size = block_size ? block_size : kMooncakeBlockSize;
   }
   double earliest = 0;
   for (size_t i = 0; i < pending.size(); ++i)
@@ -661,7 +661,7 @@ struct WorkloadReader::State {
         quiet(o.quiet || second),
         second_pass(second),
         reader(paths, quiet ? io::JsonlOptions{.lines = {.quiet = true}, .max_reports = 0} : io::JsonlOptions{}) {
-    w.block_size = opts.block_size ? opts.block_size : 512;
+    w.block_size = opts.block_size ? opts.block_size : kMooncakeBlockSize;
   }
   WorkloadOptions opts;
   bool quiet, second_pass;

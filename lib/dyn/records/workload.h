@@ -29,6 +29,10 @@ inline constexpr double kMaxTimestampMs = 9e15;
 /// loader both reject such a record with it.
 std::optional<std::string> dynamo_start_error(double start_ms);
 
+/// Tokens per hash id in Mooncake traces (SPEC 6.1: B = 512), the block size a workload has when
+/// neither the input (Dynamo records carry their own) nor the user says otherwise.
+inline constexpr uint32_t kMooncakeBlockSize = 512;
+
 /// One request of a workload. Times in ms. Absent optional fields stay nullopt / empty.
 struct WorkloadRow {
   std::string where;                      ///< "file:line" of the source row
@@ -67,8 +71,8 @@ struct WorkloadRow {
 };
 
 struct WorkloadOptions {
-  /// Block size B of hash_ids (Mooncake: 512). Dynamo traces carry their own; 0 = take it from
-  /// the trace (Dynamo) or 512 (Mooncake). A Dynamo trace whose size differs from an explicit
+  /// Block size B of hash_ids. Dynamo traces carry their own; 0 = take it from the trace (Dynamo)
+  /// or kMooncakeBlockSize (Mooncake). A Dynamo trace whose size differs from an explicit
   /// non-zero value is an error.
   uint32_t block_size = 0;
   /// Reject the workload when a row's hash_ids do not fit its input_length (strict), or only
@@ -91,7 +95,7 @@ struct WorkloadOptions {
 /// has already printed them. `ok()` is false when any error makes the workload unusable.
 struct Workload {
   std::vector<WorkloadRow> rows;
-  uint32_t block_size = 512;
+  uint32_t block_size = kMooncakeBlockSize;
   bool from_dynamo = false;     ///< converted from dynamo.request.trace.v1 records (SPEC 6.2)
   bool has_timestamps = false;  ///< the first row carries a timestamp
   bool reordered = false;       ///< rows were sorted by timestamp

@@ -97,7 +97,7 @@ struct RecordContext {
   const PlanItem* item = nullptr;
   const records::WorkloadRow* row = nullptr;
   std::string model;
-  uint32_t block_size = 512;
+  uint32_t block_size = records::kMooncakeBlockSize;
   uint64_t input_length = 0;              ///< replay.input_length (tokens of the hashed prompt)
   std::vector<uint64_t> sequence_hashes;  ///< of the prompt (SPEC 4.1, trailing partial block)
   uint64_t input_tokens_estimate = 0;     ///< SPEC 4.2 count of the rendered request (tokenizer count when sized)

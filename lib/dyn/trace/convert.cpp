@@ -86,7 +86,7 @@ Expected<int64_t> parse_azure_timestamp(std::string_view s) {
 }
 
 uint64_t read_azure_csv(const std::vector<std::string>& inputs, uint32_t block_size, io::Output& out) {
-  const uint64_t B = block_size ? block_size : 512;
+  const uint64_t B = block_size ? block_size : records::kMooncakeBlockSize;
   io::LineReader reader(inputs);
   io::Line line;
   int col_time = -1, col_in = -1, col_out = -1;

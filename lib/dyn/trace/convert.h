@@ -33,7 +33,7 @@ struct ConvertOptions {
   std::vector<std::string> inputs;  ///< files in order; empty or "-" = stdin (gzip by magic)
   ConvertFrom from = ConvertFrom::kDynamo;
   ConvertTo to = ConvertTo::kMooncake;
-  uint32_t block_size = 0;  ///< 0 = from the trace (Dynamo) or 512
+  uint32_t block_size = 0;  ///< 0 = from the trace (Dynamo) or records::kMooncakeBlockSize
 };
 
 /// Runs one conversion and writes JSONL rows to `out`. Returns the exit code (0, or 3 when rows

@@ -14,7 +14,8 @@ namespace dyn::trace {
 /// draw is positive and the spread is realistic, CV ~0.7); times in ms.
 struct AgentWorkloadOptions {
   uint64_t seed = 0;
-  uint32_t block_size = 512;               ///< B of hash_ids (Mooncake traces use 512)
+  /// B of hash_ids.
+  uint32_t block_size = records::kMooncakeBlockSize;
   uint64_t sessions = 100;                 ///< root agent sessions
   double session_rate_per_s = 1.0;         ///< Poisson arrivals of root sessions; 0 = all at t = 0
   uint64_t turns_min = 4, turns_max = 16;  ///< turns per root session, uniform

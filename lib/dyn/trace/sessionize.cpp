@@ -52,7 +52,7 @@ double estimate_service_ms(uint64_t input_tokens, uint64_t cached_tokens, uint64
 SessionizeStats sessionize(std::vector<records::WorkloadRow>& rows, const SessionizeOptions& o) {
   SessionizeStats st;
   st.rows = rows.size();
-  const uint32_t B = o.block_size ? o.block_size : 512;
+  const uint32_t B = o.block_size ? o.block_size : records::kMooncakeBlockSize;
   std::vector<uint64_t> hs;
 
   // Pass 1: distinct full-block continuations of every prefix node.

@@ -17,7 +17,7 @@ namespace dyn::trace {
 double estimate_service_ms(uint64_t input_tokens, uint64_t cached_tokens, uint64_t output_tokens);
 
 struct SessionizeOptions {
-  uint32_t block_size = 512;  ///< tokens per hash id (Mooncake: 512)
+  uint32_t block_size = records::kMooncakeBlockSize;  ///< tokens per hash id
   /// A prefix node with at least this many distinct full-block continuations is "shared by many
   /// unrelated rows" (a system prompt); a match must reach beyond the deepest such node.
   uint32_t shared_fanout = 4;
