@@ -243,27 +243,21 @@ void reference_scalars(const std::vector<const RequestRecord*>& rows, const Repo
     }
 }
 
-}  // namespace
-
-Report build_report(const RequestSet& set, const ReportOptions& options) {
-  Report rep;
-  rep.kind = set.kind;
-  rep.goodput = options.goodput;
-  rep.warmup_skipped = set.warmup_skipped;
-  const double to_ms = set.time_to_ms();
-
-  // Valid requests in completion order (stable; requests without an end time last).
+// Valid requests in completion order (stable; requests without an end time last).
+std::vector<const RequestRecord*> valid_by_end(const std::vector<const RequestRecord*>& all) {
   std::vector<const RequestRecord*> valid;
-  std::vector<const RequestRecord*> all;
-  for (const auto& r : set.requests) {
-    all.push_back(&r);
-    if (r.valid()) valid.push_back(&r);
-  }
+  for (const RequestRecord* r : all)
+    if (r->valid()) valid.push_back(r);
   std::stable_sort(valid.begin(), valid.end(), [](const RequestRecord* a, const RequestRecord* b) {
     if (a->end_ns.has_value() != b->end_ns.has_value()) return a->end_ns.has_value();
     return a->end_ns && *a->end_ns < *b->end_ns;
   });
+  return valid;
+}
 
+// The per-request series of SPEC 7 in report order, then AIPerf metrics this toolkit does not
+// model (in first-seen order).
+void add_request_series(Report& rep, const std::vector<const RequestRecord*>& valid, double to_ms) {
   auto add_series = [&](const Def& d, auto get, double scale) {
     std::vector<double> v;
     for (const RequestRecord* r : valid) get(*r, v);
@@ -297,7 +291,6 @@ Report build_report(const RequestSet& set, const ReportOptions& options) {
   add_series(kRtc, opt(&RequestRecord::reasoning_token_count), 1.0);
   add_series(kCached, opt(&RequestRecord::cached), 1.0);
   add_series(kLag, opt(&RequestRecord::schedule_lag_ms), 1.0);
-  // AIPerf metrics this toolkit does not model, in first-seen order.
   std::vector<std::pair<std::string, std::string>> extra_tags;
   for (const RequestRecord* r : valid)
     for (const auto& [tag, unit, vals] : r->extra)
@@ -311,8 +304,68 @@ Report build_report(const RequestSet& set, const ReportOptions& options) {
         if (t == tag) v.insert(v.end(), vals.begin(), vals.end());
     rep.series.push_back({tag, title_from_tag(tag), unit, false, compute_stats(v)});
   }
+}
 
-  // Run-level values.
+// Theoretical hit rate (SPEC 7): an infinite prefix cache of the engines' blocks, requests in
+// order of start. Rows that record their ids' block size (dyn.block_size) are mapped to engine
+// blocks of options.kv_block_size exactly as the simulator maps them (tokens::sequence_from_ids):
+// the figure is the share of input tokens in full engine blocks whose sequence hash an earlier
+// request had, so no run of engines with that block size can beat it. Counting whole hash-id
+// blocks instead (512 tokens, a trailing partial block counted whole and never hit) let a run
+// beat its own "theoretical" figure (issue 18). Rows without a block size (Dynamo's
+// input_sequence_hashes) keep the share of hash ids seen before, their only defined meaning.
+// Then the reference yardsticks (--reference) over the same rows.
+template <class Scalar>
+void add_cache_yardsticks(const std::vector<const RequestRecord*>& valid, const ReportOptions& options,
+                          const Scalar& scalar) {
+  std::vector<const RequestRecord*> by_start;
+  bool sized = options.kv_block_size > 0;
+  for (const RequestRecord* r : valid)
+    if (!r->hash_ids.empty()) {
+      by_start.push_back(r);
+      sized = sized && r->hash_block_size > 0 && r->isl;
+    }
+  std::stable_sort(by_start.begin(), by_start.end(), [](const RequestRecord* a, const RequestRecord* b) {
+    return a->start_ns.value_or(0) < b->start_ns.value_or(0);
+  });
+  tokens::InfiniteCache infinite;
+  double hits = 0, total = 0;
+  for (const RequestRecord* r : by_start) {
+    if (sized) {
+      const auto isl = static_cast<uint64_t>(std::max(0.0, *r->isl));
+      total += static_cast<double>(isl);
+      hits += static_cast<double>(infinite.add(r->hash_ids, r->hash_block_size, isl, options.kv_block_size));
+    } else {
+      for (uint64_t h : r->hash_ids) {
+        ++total;
+        hits += infinite.add_id(h) ? 1 : 0;
+      }
+    }
+  }
+  if (total > 0) scalar("theoretical_cache_hit_rate", "Theoretical Cache Hit Rate", "percent", 100.0 * hits / total);
+  if (sized && !options.references.empty()) reference_scalars(by_start, options, scalar);
+}
+
+// Requests meeting every SLO (SPEC 7 goodput).
+uint64_t good_requests(const std::vector<const RequestRecord*>& valid, const std::vector<Slo>& slos, double to_ms) {
+  uint64_t good = 0;
+  for (const RequestRecord* r : valid) {
+    bool ok = true;
+    for (const Slo& s : slos) {
+      auto v = slo_value(*r, s.tag, to_ms);
+      if (!v || (slo_larger_is_better(s.tag) ? *v < s.value : *v > s.value)) {
+        ok = false;
+        break;
+      }
+    }
+    good += ok ? 1 : 0;
+  }
+  return good;
+}
+
+// Run-level values (SPEC 7): counts, duration and throughputs, token totals, hit rates, goodput.
+void add_run_scalars(Report& rep, const std::vector<const RequestRecord*>& all,
+                     const std::vector<const RequestRecord*>& valid, const ReportOptions& options, double to_ms) {
   auto scalar = [&](const char* tag, const char* header, const char* unit, double v) {
     rep.scalars.push_back({tag, header, unit, v});
   };
@@ -366,60 +419,16 @@ Report build_report(const RequestSet& set, const ReportOptions& options) {
     if (cached_input > 0)
       scalar("prompt_cache_hit_rate", "Prompt Cache Hit Rate", "percent", 100.0 * cached_sum / cached_input);
   }
-  // Theoretical hit rate (SPEC 7): an infinite prefix cache of the engines' blocks, requests in
-  // order of start. Rows that record their ids' block size (dyn.block_size) are mapped to engine
-  // blocks of options.kv_block_size exactly as the simulator maps them (tokens::sequence_from_ids):
-  // the figure is the share of input tokens in full engine blocks whose sequence hash an earlier
-  // request had, so no run of engines with that block size can beat it. Counting whole hash-id
-  // blocks instead (512 tokens, a trailing partial block counted whole and never hit) let a run
-  // beat its own "theoretical" figure (issue 18). Rows without a block size (Dynamo's
-  // input_sequence_hashes) keep the share of hash ids seen before, their only defined meaning.
-  {
-    std::vector<const RequestRecord*> by_start;
-    bool sized = options.kv_block_size > 0;
-    for (const RequestRecord* r : valid)
-      if (!r->hash_ids.empty()) {
-        by_start.push_back(r);
-        sized = sized && r->hash_block_size > 0 && r->isl;
-      }
-    std::stable_sort(by_start.begin(), by_start.end(), [](const RequestRecord* a, const RequestRecord* b) {
-      return a->start_ns.value_or(0) < b->start_ns.value_or(0);
-    });
-    tokens::InfiniteCache infinite;
-    double hits = 0, total = 0;
-    for (const RequestRecord* r : by_start) {
-      if (sized) {
-        const auto isl = static_cast<uint64_t>(std::max(0.0, *r->isl));
-        total += static_cast<double>(isl);
-        hits += static_cast<double>(infinite.add(r->hash_ids, r->hash_block_size, isl, options.kv_block_size));
-      } else {
-        for (uint64_t h : r->hash_ids) {
-          ++total;
-          hits += infinite.add_id(h) ? 1 : 0;
-        }
-      }
-    }
-    if (total > 0) scalar("theoretical_cache_hit_rate", "Theoretical Cache Hit Rate", "percent", 100.0 * hits / total);
-    if (sized && !options.references.empty()) reference_scalars(by_start, options, scalar);
-  }
+  add_cache_yardsticks(valid, options, scalar);
   if (!options.goodput.empty()) {
-    uint64_t good = 0;
-    for (const RequestRecord* r : valid) {
-      bool ok = true;
-      for (const Slo& s : options.goodput) {
-        auto v = slo_value(*r, s.tag, to_ms);
-        if (!v || (slo_larger_is_better(s.tag) ? *v < s.value : *v > s.value)) {
-          ok = false;
-          break;
-        }
-      }
-      good += ok ? 1 : 0;
-    }
+    const uint64_t good = good_requests(valid, options.goodput, to_ms);
     scalar("good_request_count", "Good Request Count", "requests", static_cast<double>(good));
     if (duration_s) scalar("goodput", "Goodput", "requests/sec", static_cast<double>(good) / *duration_s);
   }
+}
 
-  // Errors by (code, type), first-seen order.
+// Errors by (code, type), first-seen order.
+void add_errors(Report& rep, const std::vector<const RequestRecord*>& all) {
   for (const RequestRecord* r : all) {
     if (r->valid()) continue;
     auto it = std::find_if(rep.errors.begin(), rep.errors.end(), [&](const ErrorCount& e) {
@@ -428,99 +437,119 @@ Report build_report(const RequestSet& set, const ReportOptions& options) {
     if (it == rep.errors.end()) rep.errors.push_back({*r->error, 1});
     else ++it->count;
   }
+}
 
-  // Per worker.
-  {
-    std::vector<std::string> keys;
-    for (const RequestRecord* r : all)
-      if (!r->worker.empty() && std::find(keys.begin(), keys.end(), r->worker) == keys.end()) keys.push_back(r->worker);
-    std::sort(keys.begin(), keys.end(), worker_less);
-    for (const auto& k : keys) {
-      WorkerRow w;
-      w.worker = k;
-      std::vector<double> ttft, lat;
-      bool cached_known = false;
-      for (const RequestRecord* r : all) {
-        if (r->worker != k) continue;
-        if (!r->valid()) {
-          ++w.errors;
-          continue;
-        }
-        ++w.requests;
-        if (r->ttft) ttft.push_back(*r->ttft);
-        if (r->latency) lat.push_back(*r->latency);
-        if (r->isl) w.input_tokens += *r->isl;
-        if (r->cached && r->isl) {
-          cached_known = true;
-          w.cached_tokens += *r->cached;
-        }
-      }
-      w.share_pct = n_valid > 0 ? 100.0 * static_cast<double>(w.requests) / n_valid : 0;
-      w.ttft_ms = compute_stats(ttft, to_ms);
-      w.latency_ms = compute_stats(lat, to_ms);
-      if (cached_known && w.input_tokens > 0) w.hit_pct = 100.0 * w.cached_tokens / w.input_tokens;
-      rep.workers.push_back(std::move(w));
-    }
-  }
-
-  // Per session, sessions in order of first start, turns by start.
-  {
-    std::vector<std::string> keys;
-    std::map<std::string, std::vector<const RequestRecord*>> turns;
+// One row per worker, workers in worker_less order.
+void add_workers(Report& rep, const std::vector<const RequestRecord*>& all, double n_valid, double to_ms) {
+  std::vector<std::string> keys;
+  for (const RequestRecord* r : all)
+    if (!r->worker.empty() && std::find(keys.begin(), keys.end(), r->worker) == keys.end()) keys.push_back(r->worker);
+  std::sort(keys.begin(), keys.end(), worker_less);
+  for (const auto& k : keys) {
+    WorkerRow w;
+    w.worker = k;
+    std::vector<double> ttft, lat;
+    bool cached_known = false;
     for (const RequestRecord* r : all) {
-      if (r->session_id.empty()) continue;
-      auto& v = turns[r->session_id];
-      if (v.empty()) keys.push_back(r->session_id);
-      v.push_back(r);
-    }
-    for (auto& [k, v] : turns)
-      std::stable_sort(v.begin(), v.end(), [](const RequestRecord* a, const RequestRecord* b) {
-        return a->start_ns.value_or(0) < b->start_ns.value_or(0);
-      });
-    std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) {
-      return turns[a].front()->start_ns.value_or(0) < turns[b].front()->start_ns.value_or(0);
-    });
-    for (const auto& k : keys) {
-      SessionRow s;
-      s.session_id = k;
-      double ttft_sum = 0, lat_sum = 0, in = 0, cached = 0;
-      uint64_t n_ttft = 0, n_lat = 0;
-      bool cached_known = false;
-      std::string prev;
-      for (const RequestRecord* r : turns[k]) {
-        if (s.parent_session_id.empty()) s.parent_session_id = r->parent_session_id;
-        ++s.turns;
-        if (!r->valid()) ++s.errors;
-        if (!r->worker.empty()) {
-          if (std::find(s.workers.begin(), s.workers.end(), r->worker) == s.workers.end())
-            s.workers.push_back(r->worker);
-          if (!prev.empty() && prev != r->worker) ++s.worker_changes;
-          prev = r->worker;
-        }
-        if (r->start_ns && (!s.first_start_ms || *r->start_ns / 1e6 < *s.first_start_ms))
-          s.first_start_ms = *r->start_ns / 1e6;
-        if (r->end_ns && (!s.last_end_ms || *r->end_ns / 1e6 > *s.last_end_ms)) s.last_end_ms = *r->end_ns / 1e6;
-        if (!r->valid()) continue;
-        if (r->ttft) {
-          ttft_sum += *r->ttft * to_ms;
-          ++n_ttft;
-        }
-        if (r->latency) {
-          lat_sum += *r->latency * to_ms;
-          ++n_lat;
-        }
-        if (r->isl) in += *r->isl;
-        if (r->cached && r->isl) {
-          cached_known = true;
-          cached += *r->cached;
-        }
+      if (r->worker != k) continue;
+      if (!r->valid()) {
+        ++w.errors;
+        continue;
       }
-      if (n_ttft) s.ttft_avg_ms = ttft_sum / static_cast<double>(n_ttft);
-      if (n_lat) s.latency_avg_ms = lat_sum / static_cast<double>(n_lat);
-      if (cached_known && in > 0) s.hit_pct = 100.0 * cached / in;
-      rep.sessions.push_back(std::move(s));
+      ++w.requests;
+      if (r->ttft) ttft.push_back(*r->ttft);
+      if (r->latency) lat.push_back(*r->latency);
+      if (r->isl) w.input_tokens += *r->isl;
+      if (r->cached && r->isl) {
+        cached_known = true;
+        w.cached_tokens += *r->cached;
+      }
+    }
+    w.share_pct = n_valid > 0 ? 100.0 * static_cast<double>(w.requests) / n_valid : 0;
+    w.ttft_ms = compute_stats(ttft, to_ms);
+    w.latency_ms = compute_stats(lat, to_ms);
+    if (cached_known && w.input_tokens > 0) w.hit_pct = 100.0 * w.cached_tokens / w.input_tokens;
+    rep.workers.push_back(std::move(w));
+  }
+}
+
+// One session's row from its turns (ordered by start).
+SessionRow session_row(const std::string& id, const std::vector<const RequestRecord*>& turns, double to_ms) {
+  SessionRow s;
+  s.session_id = id;
+  double ttft_sum = 0, lat_sum = 0, in = 0, cached = 0;
+  uint64_t n_ttft = 0, n_lat = 0;
+  bool cached_known = false;
+  std::string prev;
+  for (const RequestRecord* r : turns) {
+    if (s.parent_session_id.empty()) s.parent_session_id = r->parent_session_id;
+    ++s.turns;
+    if (!r->valid()) ++s.errors;
+    if (!r->worker.empty()) {
+      if (std::find(s.workers.begin(), s.workers.end(), r->worker) == s.workers.end()) s.workers.push_back(r->worker);
+      if (!prev.empty() && prev != r->worker) ++s.worker_changes;
+      prev = r->worker;
+    }
+    if (r->start_ns && (!s.first_start_ms || *r->start_ns / 1e6 < *s.first_start_ms))
+      s.first_start_ms = *r->start_ns / 1e6;
+    if (r->end_ns && (!s.last_end_ms || *r->end_ns / 1e6 > *s.last_end_ms)) s.last_end_ms = *r->end_ns / 1e6;
+    if (!r->valid()) continue;
+    if (r->ttft) {
+      ttft_sum += *r->ttft * to_ms;
+      ++n_ttft;
+    }
+    if (r->latency) {
+      lat_sum += *r->latency * to_ms;
+      ++n_lat;
+    }
+    if (r->isl) in += *r->isl;
+    if (r->cached && r->isl) {
+      cached_known = true;
+      cached += *r->cached;
     }
   }
+  if (n_ttft) s.ttft_avg_ms = ttft_sum / static_cast<double>(n_ttft);
+  if (n_lat) s.latency_avg_ms = lat_sum / static_cast<double>(n_lat);
+  if (cached_known && in > 0) s.hit_pct = 100.0 * cached / in;
+  return s;
+}
+
+// Per session, sessions in order of first start, turns by start.
+void add_sessions(Report& rep, const std::vector<const RequestRecord*>& all, double to_ms) {
+  std::vector<std::string> keys;
+  std::map<std::string, std::vector<const RequestRecord*>> turns;
+  for (const RequestRecord* r : all) {
+    if (r->session_id.empty()) continue;
+    auto& v = turns[r->session_id];
+    if (v.empty()) keys.push_back(r->session_id);
+    v.push_back(r);
+  }
+  for (auto& [k, v] : turns)
+    std::stable_sort(v.begin(), v.end(), [](const RequestRecord* a, const RequestRecord* b) {
+      return a->start_ns.value_or(0) < b->start_ns.value_or(0);
+    });
+  std::stable_sort(keys.begin(), keys.end(), [&](const std::string& a, const std::string& b) {
+    return turns[a].front()->start_ns.value_or(0) < turns[b].front()->start_ns.value_or(0);
+  });
+  for (const auto& k : keys) rep.sessions.push_back(session_row(k, turns[k], to_ms));
+}
+
+}  // namespace
+
+Report build_report(const RequestSet& set, const ReportOptions& options) {
+  Report rep;
+  rep.kind = set.kind;
+  rep.goodput = options.goodput;
+  rep.warmup_skipped = set.warmup_skipped;
+  const double to_ms = set.time_to_ms();
+  std::vector<const RequestRecord*> all;
+  for (const auto& r : set.requests) all.push_back(&r);
+  const std::vector<const RequestRecord*> valid = valid_by_end(all);
+  add_request_series(rep, valid, to_ms);
+  add_run_scalars(rep, all, valid, options, to_ms);
+  add_errors(rep, all);
+  add_workers(rep, all, static_cast<double>(valid.size()), to_ms);
+  add_sessions(rep, all, to_ms);
   return rep;
 }
 
