@@ -15,8 +15,9 @@ namespace dyn::route {
 enum class Mode { kRoundRobin, kRandom, kPowerOfTwo, kLeastLoaded, kKv, kDirect };
 
 /// Every routing mode, in help order: the one list that parse_mode, mode_name, the CLI's choices,
-/// --help, man pages and completions draw from. A new mode is an entry here and its policy in
-/// Router::place (router.cpp; the compiler flags the switch that lacks it).
+/// --help, man pages and completions draw from. A new mode is its enumerator in Mode, an entry
+/// here (in enum order) and its row in kPolicies (router.cpp), whose static_asserts fail the build
+/// when the row is missing or out of order.
 inline constexpr Named<Mode> kModes[] = {
     {Mode::kRoundRobin, "round-robin", ""},   {Mode::kRandom, "random", ""},
     {Mode::kPowerOfTwo, "power-of-two", ""},  {Mode::kLeastLoaded, "least-loaded", ""},

@@ -3,7 +3,7 @@
 #include "dyn/route/router.h"
 
 #include <algorithm>
-#include <array>
+#include <iterator>
 #include <chrono>
 #include <cmath>
 
@@ -392,25 +392,26 @@ uint32_t pick_kv(const Pick& p) {
   return first;
 }
 
-// The policy table, indexed by Mode: a new mode is a row here and its name in config.cpp.
+// The policy table, indexed by Mode. A new mode is its enumerator in Mode, its name in kModes
+// (config.h) and its row here; the asserts below stop the build when a row is missing or out of
+// place, so select() never indexes past the table.
 using Policy = uint32_t (*)(const Pick&);
 struct PolicyRow {
   Mode mode;
   Policy pick;
 };
-constexpr std::array<PolicyRow, 6> kPolicies = {{
-    {Mode::kRoundRobin, pick_round_robin},
-    {Mode::kRandom, pick_random},
-    {Mode::kPowerOfTwo, pick_power_of_two},
-    {Mode::kLeastLoaded, pick_least_loaded},
-    {Mode::kKv, pick_kv},
-    {Mode::kDirect, pick_round_robin},
-}};
-static_assert([] {
-  for (size_t i = 0; i < kPolicies.size(); ++i)
-    if (static_cast<size_t>(kPolicies[i].mode) != i) return false;
-  return true;
-}());
+constexpr PolicyRow kPolicies[] = {
+    {Mode::kRoundRobin, pick_round_robin},   {Mode::kRandom, pick_random}, {Mode::kPowerOfTwo, pick_power_of_two},
+    {Mode::kLeastLoaded, pick_least_loaded}, {Mode::kKv, pick_kv},         {Mode::kDirect, pick_round_robin},
+};
+static_assert(std::size(kPolicies) == std::size(kModes), "every mode in kModes needs its row in kPolicies");
+static_assert(
+    [] {
+      for (size_t i = 0; i < std::size(kPolicies); ++i)
+        if (static_cast<size_t>(kPolicies[i].mode) != i || static_cast<size_t>(kModes[i].value) != i) return false;
+      return true;
+    }(),
+    "kPolicies and kModes list the modes in enum order");
 
 // The mode's policy over the eligible set; kNoSlot when no worker is usable.
 uint32_t select(const Pick& p) {
