@@ -201,8 +201,7 @@ int run_live(Opts& o, CLI::App& app, dyn::Json& summary) {
   lo.client.connect_timeout_s = o.connect_timeout_s;
   lo.client.read_timeout_s = o.request_timeout_s;
   lo.client.request_timeout_s = o.request_timeout_s;
-  lo.endpoint_type =
-      o.endpoint_type == "completions" ? replay::EndpointType::kCompletions : replay::EndpointType::kChat;
+  lo.api = o.endpoint_type == "completions" ? api::Api::kCompletions : api::Api::kChat;
   lo.endpoint_path = o.endpoint;
   lo.streaming = o.streaming;
   lo.header_style = dyn::session::find_client_style(o.session_headers);

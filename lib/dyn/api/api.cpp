@@ -23,7 +23,7 @@ std::optional<Api> api_for_path(std::string_view path) {
   return std::nullopt;
 }
 
-Json error_body(Api api, const std::string& message, const std::string& type, int code) {
+Json error_body(Api api, std::string_view message, std::string_view type, int code) {
   if (api == Api::kMessages) return {{"type", "error"}, {"error", {{"type", type}, {"message", message}}}};
   return {{"error", {{"message", message}, {"type", type}, {"param", nullptr}, {"code", code}}}};
 }

@@ -1,6 +1,7 @@
 // The wire protocol's one table of APIs: OpenAI chat/completions and completions, Anthropic
-// messages and OpenAI Responses. The frontend (serve), the mock engine (engine, mocker) and their
-// tests name an API, map a path to it, close its stream and shape its errors from here.
+// messages and OpenAI Responses. The frontend (serve), the mock engine (engine, mocker), the live
+// replay (replay), the HTTP helpers' error responses and /tokenize client (http) and their tests
+// name an API, map a path to it, close its stream and shape its errors from here.
 #pragma once
 
 #include <array>
@@ -46,9 +47,9 @@ std::optional<Api> api_for_path(std::string_view path);
 /// chat/completions and completions.
 inline bool has_stream_usage_option(Api a) { return a == Api::kChat || a == Api::kCompletions; }
 
-/// The error body of an API: Anthropic's {"type": "error", "error": {"type", "message"}} for
-/// /v1/messages, else OpenAI's {"error": {"message", "type", "param": null, "code"}} with `code`
-/// the HTTP status (as vLLM sends it).
-Json error_body(Api api, const std::string& message, const std::string& type, int code);
+/// The error body of an API, the toolkit's one builder of it: Anthropic's {"type": "error",
+/// "error": {"type", "message"}} for /v1/messages, else OpenAI's {"error": {"message", "type",
+/// "param": null, "code"}} with `code` the HTTP status (as vLLM and Dynamo's frontend send it).
+Json error_body(Api api, std::string_view message, std::string_view type, int code);
 
 }  // namespace dyn::api

@@ -31,6 +31,7 @@
 
 #include <fmt/format.h>
 
+#include "dyn/api/api.h"
 #include "dyn/base/json.h"
 #include "dyn/http/server.h"
 
@@ -151,7 +152,7 @@ bool response_header_copyable(std::string_view n) {
 }
 
 std::string cut_event(const std::string& message) {
-  Json err = openai_error_body("upstream stream ended early: " + message, "stream_cut", 502);
+  Json err = api::error_body(api::Api::kChat, "upstream stream ended early: " + message, "stream_cut", 502);
   Json ev = Json::object();
   ev["type"] = "error";
   ev["error"] = err["error"];

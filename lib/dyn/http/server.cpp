@@ -1,6 +1,7 @@
 // Server helpers: binding with --port 0 / --port-file, signal watcher, OpenAI-style errors.
 #include "dyn/http/server.h"
 
+#include "dyn/api/api.h"
 #include "dyn/http/pool.h"
 
 #include <csignal>
@@ -84,17 +85,6 @@ void SignalWatcher::stop() {
   if (thread_.joinable() && thread_.get_id() != std::this_thread::get_id()) thread_.join();
 }
 
-Json openai_error_body(std::string_view message, std::string_view type, int code) {
-  Json e = Json::object();
-  e["message"] = std::string(message);
-  e["type"] = std::string(type);
-  e["param"] = nullptr;
-  e["code"] = code;
-  Json body = Json::object();
-  body["error"] = std::move(e);
-  return body;
-}
-
 const char* error_type_for_status(int status) {
   switch (status) {
     case 400: return "invalid_request_error";
@@ -113,7 +103,8 @@ const char* error_type_for_status(int status) {
 
 std::string openai_error_text(std::string_view message, std::string_view type, int code) {
   // replace: messages may quote client bytes (a path, a header name) that are not UTF-8.
-  return openai_error_body(message, type, code).dump(-1, ' ', false, Json::error_handler_t::replace) + "\n";
+  return api::error_body(api::Api::kChat, message, type, code).dump(-1, ' ', false, Json::error_handler_t::replace) +
+         "\n";
 }
 
 void set_error(httplib::Response& res, int status, std::string_view type, std::string_view message) {

@@ -15,7 +15,6 @@
 #include <httplib.h>
 
 #include "dyn/base/error.h"
-#include "dyn/base/json.h"
 
 namespace dyn::http {
 
@@ -65,11 +64,8 @@ class SignalWatcher {
   std::thread thread_;
 };
 
-/// OpenAI-style error body: {"error": {"message", "type", "param": null, "code"}}. `code` is the
-/// HTTP status (as OpenAI-compatible servers such as vLLM and Dynamo's frontend send it).
-Json openai_error_body(std::string_view message, std::string_view type, int code);
-/// openai_error_body as the text of a response body: one JSON line; bytes that are not UTF-8
-/// become U+FFFD.
+/// The OpenAI error body (api::error_body) as the text of a response body: one JSON line; bytes
+/// that are not UTF-8 become U+FFFD.
 std::string openai_error_text(std::string_view message, std::string_view type, int code);
 /// Sets `res` to status `status` with an OpenAI-style error body (application/json).
 void set_error(httplib::Response& res, int status, std::string_view type, std::string_view message);
@@ -88,7 +84,6 @@ bool is_loopback_address(std::string_view addr);
 /// cpp-httplib 0.11 percent-decodes header values ("%0d%0a" arrives as CR LF), so such bytes can
 /// reach a handler; forwarding them would inject headers upstream, so callers answer 400.
 std::string header_with_control_bytes(const httplib::Headers& headers);
-
 
 /// Case-insensitive ASCII comparison of header names.
 bool header_name_equal(std::string_view a, std::string_view b);

@@ -10,18 +10,18 @@
 
 namespace dyn::http {
 
-Json tokenize_request(TokenizeApi api, const Json& body, const std::string& model, std::string (*render)(const Json&)) {
+Json tokenize_request(api::Api api, const Json& body, const std::string& model, std::string (*render)(const Json&)) {
   // vLLM's and SGLang's /tokenize: chat messages go through the model's chat template there, so
   // the ids are those the engine will cache; other APIs send the rendered text as a prompt.
   Json req = Json::object();
   if (!model.empty()) req["model"] = model;
   auto msgs = body.find("messages");
   auto prompt = body.find("prompt");
-  if (api == TokenizeApi::kChat && msgs != body.end()) {
+  if (api == api::Api::kChat && msgs != body.end()) {
     req["messages"] = *msgs;
     req["add_generation_prompt"] = true;
     if (auto t = body.find("tools"); t != body.end()) req["tools"] = *t;
-  } else if (api == TokenizeApi::kCompletions && prompt != body.end() && prompt->is_string()) {
+  } else if (api == api::Api::kCompletions && prompt != body.end() && prompt->is_string()) {
     req["prompt"] = *prompt;
   } else {
     req["prompt"] = render(body);

@@ -6,20 +6,18 @@
 #include <string>
 #include <vector>
 
+#include "dyn/api/api.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
 
 namespace dyn::http {
 
-/// Which OpenAI API an API request body is for (decides how it is sent to /tokenize).
-enum class TokenizeApi { kChat, kCompletions, kOther };
-
-/// The /tokenize request body for an API request body: chat -> {model, messages, tools?,
+/// The /tokenize request body for a request body of `api`: chat -> {model, messages, tools?,
 /// add_generation_prompt: true} (the engine applies its chat template, so the ids are those it
 /// will cache and count as prompt_tokens); completions with a string `prompt` -> {model, prompt};
 /// anything else -> {model, prompt: render(body)} (callers pass tokens::render_request, SPEC 4.2).
 /// `model` is left out when empty.
-Json tokenize_request(TokenizeApi api, const Json& body, const std::string& model, std::string (*render)(const Json&));
+Json tokenize_request(api::Api api, const Json& body, const std::string& model, std::string (*render)(const Json&));
 
 /// POST `base_url` + "/tokenize" with `request` (connect timeout 1 s, read timeout 10 s; one
 /// connection per call) and returns the answer's `tokens` (engine token ids, each 0 … 2^32-1).

@@ -40,7 +40,7 @@ Json build_body(const LiveOptions& o, const std::string& prompt, std::optional<u
                 const std::vector<std::pair<std::string, std::string>>& history) {
   Json b = Json::object();
   b["model"] = o.model;
-  if (o.endpoint_type == EndpointType::kChat) {
+  if (o.api == api::Api::kChat) {
     Json msgs = Json::array();
     for (const auto& [role, text] : history) msgs.push_back({{"role", role}, {"content", text}});
     msgs.push_back({{"role", "user"}, {"content", prompt}});
@@ -54,7 +54,7 @@ Json build_body(const LiveOptions& o, const std::string& prompt, std::optional<u
   if (o.streaming) b["stream_options"] = {{"include_usage", true}};
   if (osl) {
     b["max_tokens"] = *osl;
-    if (o.endpoint_type == EndpointType::kChat) b["max_completion_tokens"] = *osl;
+    if (o.api == api::Api::kChat) b["max_completion_tokens"] = *osl;
     if (o.ignore_eos) {
       b["min_tokens"] = *osl;
       b["ignore_eos"] = true;
@@ -76,7 +76,6 @@ Expected<SizedPrompt> size_prompt(const LiveOptions& o, const records::WorkloadR
     return base.substr(0, n);
   };
   static const std::vector<std::pair<std::string, std::string>> kNoHistory;
-  const auto api = o.endpoint_type == EndpointType::kChat ? http::TokenizeApi::kChat : http::TokenizeApi::kCompletions;
   SizedPrompt best;
   uint64_t best_off = UINT64_MAX;
   std::optional<std::pair<uint64_t, uint64_t>> lo, hi;  // (bytes, tokens) below / above the target
@@ -85,7 +84,7 @@ Expected<SizedPrompt> size_prompt(const LiveOptions& o, const records::WorkloadR
   for (uint32_t round = 1; round <= kSizingRounds; ++round) {
     std::string text = text_of(n);
     Json body = build_body(o, text, row.output_length, kNoHistory);
-    auto ids = http::tokenize(o.tokenizer_url, http::tokenize_request(api, body, o.model, &tokens::render_request));
+    auto ids = http::tokenize(o.tokenizer_url, http::tokenize_request(o.api, body, o.model, &tokens::render_request));
     if (!ids) return ids.error();
     const uint64_t c = ids->size();
     tried.insert(n);
@@ -422,9 +421,7 @@ class Runner {
     ctx.input_length = toks.size();
     ctx.sequence_hashes = tokens::sequence_hashes(tokens::block_hashes(toks, w_.block_size, true));
     http::HttpRequest req;
-    req.path = o_.endpoint_path.empty()
-                   ? (o_.endpoint_type == EndpointType::kChat ? "/v1/chat/completions" : "/v1/completions")
-                   : o_.endpoint_path;
+    req.path = o_.endpoint_path.empty() ? api::api_path(o_.api) : o_.endpoint_path;
     req.keep_text = hist != nullptr;
     req.headers.emplace_back("X-Request-ID", it.request_id);
     if (!it.identity.session.empty()) req.headers.emplace_back("X-Correlation-ID", it.identity.session);

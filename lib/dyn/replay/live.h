@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "dyn/api/api.h"
 #include "dyn/base/json.h"
 #include "dyn/http/client.h"
 #include "dyn/io/output.h"
@@ -17,15 +18,16 @@
 
 namespace dyn::replay {
 
-enum class EndpointType { kChat, kCompletions };
 /// cumulative: a row is the whole prompt (Mooncake traces). delta: a row is the new input of its
 /// turn; earlier prompts and the live replies are threaded in as conversation history.
 enum class History { kCumulative, kDelta };
 
 struct LiveOptions {
   http::ClientOptions client;
-  EndpointType endpoint_type = EndpointType::kChat;
-  std::string endpoint_path;  ///< override of the request path ("" = /v1/chat/completions or /v1/completions)
+  /// The API of the requests (--endpoint-type): chat or completions, the two whose bodies
+  /// build_body writes.
+  api::Api api = api::Api::kChat;
+  std::string endpoint_path;  ///< override of the request path ("" = the API's, api::api_path)
   bool streaming = true;
   std::string model;  ///< must be set (the tool asks /v1/models when the user gave none)
   /// How session identity is sent (--session-headers; never null).

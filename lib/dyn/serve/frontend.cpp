@@ -1173,10 +1173,7 @@ void Frontend::Impl::on_kv_reset(size_t i, const std::string&) {
 }
 
 Expected<std::vector<uint32_t>> Frontend::Impl::tokenize(Api api, const Json& body, const std::string& model) {
-  const auto kind = api == Api::kChat          ? http::TokenizeApi::kChat
-                    : api == Api::kCompletions ? http::TokenizeApi::kCompletions
-                                               : http::TokenizeApi::kOther;
-  return http::tokenize(opt.tokenizer_url, http::tokenize_request(kind, body, model, &tokens::render_request));
+  return http::tokenize(opt.tokenizer_url, http::tokenize_request(api, body, model, &tokens::render_request));
 }
 
 void Frontend::Impl::forward_plain(size_t worker, const http::ServerRequest& req, http::ServerResponse& res) {
