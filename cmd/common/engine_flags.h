@@ -47,12 +47,9 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, bool with
   app.add_flag("!--no-chunked-prefill", cfg.enable_chunked_prefill,
                "Prefill each prompt in one step instead of budget-sized chunks")
       ->group(group);
-  app.add_option_function<std::string>(
-         "--kv-eviction", [&cfg](const std::string& v) { cfg.kv_eviction = *parse_in(engine::kKvEvictions, v); },
-         "Which cached KV blocks go first when the pool is full: " +
-             cli::choices_help(engine::kKvEvictions, "; ", ": "))
-      ->check(CLI::IsMember(cli::choice_names(engine::kKvEvictions)))
-      ->default_str("lru")
+  cli::add_choice(
+      app, "--kv-eviction", cfg.kv_eviction, engine::kKvEvictions,
+      "Which cached KV blocks go first when the pool is full: " + cli::choices_help(engine::kKvEvictions, "; ", ": "))
       ->group(group);
 }
 

@@ -21,11 +21,9 @@ using cli::choices_help;
 /// environment over the default). Out-of-range values are usage errors (exit 2) before anything
 /// runs, whether they come from a flag or the environment.
 struct RouterFlags {
-  /// Numeric settings are bound straight into the config; only the enum names and the two
-  /// optional thresholds need a CLI-side representation.
+  /// Settings are bound straight into the config (its defaults are the ones --help shows); only
+  /// the two optional thresholds need a CLI-side representation.
   route::RouterConfig cfg;
-  std::string mode = route::mode_name(route::RouterConfig{}.mode);
-  std::string affinity_mode = route::affinity_mode_name(route::RouterConfig{}.affinity_mode);
   double active_decode_blocks_threshold = -1;    // < 0 = unset
   int64_t active_prefill_tokens_threshold = -1;  // < 0 = unset
   CLI::Option* block_size_opt = nullptr;
@@ -36,8 +34,6 @@ struct RouterFlags {
   /// The RouterConfig these flags describe (seed from the tool's own --seed).
   route::RouterConfig config(uint64_t seed = 0) const {
     route::RouterConfig c = cfg;
-    c.mode = *route::parse_mode(mode);  // validated by IsMember
-    c.affinity_mode = *route::parse_affinity_mode(affinity_mode);
     if (active_decode_blocks_threshold >= 0) c.active_decode_blocks_threshold = active_decode_blocks_threshold;
     if (active_prefill_tokens_threshold >= 0)
       c.active_prefill_tokens_threshold = static_cast<uint64_t>(active_prefill_tokens_threshold);
@@ -49,10 +45,9 @@ struct RouterFlags {
 /// Registers every router flag on `app` (a tool or a subcommand), in the "Router" group.
 inline void add_router_flags(CLI::App& app, RouterFlags& f) {
   const char* g = "Router";
-  app.add_option("--router-mode", f.mode, "Routing policy: " + choices_help(route::kModes, ", "))
+  cli::add_choice(app, "--router-mode", f.cfg.mode, route::kModes,
+                  "Routing policy: " + choices_help(route::kModes, ", "))
       ->envname("DYN_ROUTER_MODE")
-      ->check(CLI::IsMember(choice_names(route::kModes)))
-      ->capture_default_str()
       ->group(g);
   app.add_option("--router-session-affinity-ttl-secs", f.cfg.affinity_ttl_secs,
                  "Bind each session to one worker; the binding expires after this many idle seconds (1.." +
@@ -67,10 +62,9 @@ inline void add_router_flags(CLI::App& app, RouterFlags& f) {
       ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 32))
       ->capture_default_str()
       ->group(g);
-  app.add_option("--router-session-affinity-mode", f.affinity_mode, choices_help(route::kAffinityModes, "; ", ": "))
+  cli::add_choice(app, "--router-session-affinity-mode", f.cfg.affinity_mode, route::kAffinityModes,
+                  choices_help(route::kAffinityModes, "; ", ": "))
       ->envname("DYN_ROUTER_SESSION_AFFINITY_MODE")
-      ->check(CLI::IsMember(choice_names(route::kAffinityModes)))
-      ->capture_default_str()
       ->group(g);
   f.block_size_opt = app.add_option("--kv-cache-block-size", f.cfg.block_size,
                                     "Router KV block size in tokens; must equal the workers' block size")

@@ -17,30 +17,30 @@ void setup_generate(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   auto& g = o->g;
   CLI::App* sub = app.add_subcommand(
       "generate", "Generate a synthetic agent-session workload (Mooncake JSONL with session extensions)");
-  sub->add_option("--seed", g.seed, "Random seed (same seed and options = same file)")->default_str("0");
-  sub->add_option("--block-size", g.block_size, "Tokens per hash id")->default_str("512");
-  sub->add_option("--sessions", g.sessions, "Root agent sessions")->default_str("100");
+  sub->add_option("--seed", g.seed, "Random seed (same seed and options = same file)")->capture_default_str();
+  sub->add_option("--block-size", g.block_size, "Tokens per hash id")->capture_default_str();
+  sub->add_option("--sessions", g.sessions, "Root agent sessions")->capture_default_str();
   sub->add_option("--session-rate", g.session_rate_per_s,
                   "Root sessions started per second (Poisson); 0 starts all at t=0")
-      ->default_str("1.0");
-  sub->add_option("--turns-min", g.turns_min, "Fewest turns per root session")->default_str("4");
-  sub->add_option("--turns-max", g.turns_max, "Most turns per root session")->default_str("16");
+      ->capture_default_str();
+  sub->add_option("--turns-min", g.turns_min, "Fewest turns per root session")->capture_default_str();
+  sub->add_option("--turns-max", g.turns_max, "Most turns per root session")->capture_default_str();
   sub->add_option("--system-prompt-tokens", g.system_prompt_tokens,
                   "System prompt shared by every session (same hash ids)")
-      ->default_str("2048");
-  sub->add_option("--task-tokens", g.task_tokens, "Mean first user message (task) per session")->default_str("1024");
+      ->capture_default_str();
+  sub->add_option("--task-tokens", g.task_tokens, "Mean first user message (task) per session")->capture_default_str();
   sub->add_option("--tool-output-tokens", g.tool_output_tokens,
                   "Mean tool result appended to the context after each turn")
-      ->default_str("1500");
-  sub->add_option("--output-tokens", g.output_tokens, "Mean completion tokens per turn")->default_str("300");
+      ->capture_default_str();
+  sub->add_option("--output-tokens", g.output_tokens, "Mean completion tokens per turn")->capture_default_str();
   sub->add_option("--tool-gap-ms", g.tool_gap_ms, "Mean tool time between turns (exponential), written as delay")
-      ->default_str("5000");
+      ->capture_default_str();
   sub->add_option("--subagent-probability", g.subagent_probability, "Chance that a root turn spawns a subagent session")
-      ->default_str("0.1");
-  sub->add_option("--subagent-turns-min", g.subagent_turns_min, "Fewest turns per subagent")->default_str("2");
-  sub->add_option("--subagent-turns-max", g.subagent_turns_max, "Most turns per subagent")->default_str("6");
+      ->capture_default_str();
+  sub->add_option("--subagent-turns-min", g.subagent_turns_min, "Fewest turns per subagent")->capture_default_str();
+  sub->add_option("--subagent-turns-max", g.subagent_turns_max, "Most turns per subagent")->capture_default_str();
   sub->add_option("--max-context-tokens", g.max_context_tokens, "A session ends before its context would exceed this")
-      ->default_str("131072");
+      ->capture_default_str();
   sub->add_flag("--wait-for", g.wait_for,
                 "Add wait_for: a subagent starts after the parent turn that spawned it, and the parent's next "
                 "turn waits for the subagent's last turn");

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+
 #include "dyn/base/named.h"
 
 namespace dyn::cli {
@@ -29,6 +31,20 @@ std::string choices_help(const Named<E> (&table)[N], const char* sep, const char
     if (*e.gloss) s += gloss_sep ? std::string(gloss_sep) + e.gloss : std::string(" (") + e.gloss + ")";
   }
   return s;
+}
+
+/// Adds option `names` that sets `value` to the entry of `table` named on the command line (or in
+/// its environment variable): the check, the choices in --help, man page and completions come
+/// from the table, and the default shown is the name of `value` as it stands, the library's
+/// default, never a copy of it. Returns the option for further settings (group, envname).
+template <class E, size_t N>
+CLI::Option* add_choice(CLI::App& app, const std::string& names, E& value, const Named<E> (&table)[N],
+                        const std::string& help) {
+  return app
+      .add_option_function<std::string>(
+          names, [&value, &table](const std::string& s) { value = *parse_in(table, s); }, help)
+      ->check(CLI::IsMember(choice_names(table)))
+      ->default_str(name_in(table, value));
 }
 
 }  // namespace dyn::cli
