@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "commands.h"
+#include "dyn/cli/format.h"
 #include "dyn/base/defaults.h"
 #include "dyn/base/error.h"
 #include "dyn/metrics/compare.h"
@@ -13,7 +14,7 @@ void setup_compare(CLI::App& app, cli::Dispatch& dispatch) {
   struct Opts {
     std::string a, b;
     std::string label_a, label_b;
-    std::string format = "auto";
+    cli::Format format = cli::Format::kAuto;
     std::string goodput;
     uint32_t kv_block_size = dyn::kDefaultKvBlockSize;
     cli::OutputOptions out;
@@ -26,9 +27,8 @@ void setup_compare(CLI::App& app, cli::Dispatch& dispatch) {
   sub->add_option("b", o->b, "Run compared with the baseline")->required()->type_name("B");
   sub->add_option("--label-a", o->label_a, "Name of run A in the output (default: its file name)")->type_name("TEXT");
   sub->add_option("--label-b", o->label_b, "Name of run B in the output (default: its file name)")->type_name("TEXT");
-  sub->add_option("--format", o->format, "table, json, or auto: table on a terminal, else json")
-      ->check(CLI::IsMember({"auto", "table", "json"}))
-      ->capture_default_str();
+  cli::add_format_option(*sub, o->format, {cli::Format::kAuto, cli::Format::kTable, cli::Format::kJson},
+                         "Output format");
   sub->add_option("--goodput", o->goodput, "SLOs as for report, applied to both runs")->type_name("SLOS");
   sub->add_option("--kv-block-size", o->kv_block_size,
                   "Tokens per engine KV block: the theoretical (infinite-cache) hit rate counts full blocks of this "
@@ -46,9 +46,8 @@ void setup_compare(CLI::App& app, cli::Dispatch& dispatch) {
     const std::string la = o->label_a.empty() ? std::filesystem::path(o->a).filename().string() : o->label_a;
     const std::string lb = o->label_b.empty() ? std::filesystem::path(o->b).filename().string() : o->label_b;
     io::Output* out = &sink.get();
-    const bool json = o->format == "json" || (o->format == "auto" && !out->is_terminal());
-    if (json) out->line(metrics::compare_json(ra, rb, la, lb).dump(2));
-    else out->write(metrics::compare_table(ra, rb, la, lb));
+    if (cli::as_table(o->format, *out)) out->write(metrics::compare_table(ra, rb, la, lb));
+    else out->line(metrics::compare_json(ra, rb, la, lb).dump(2));
     sink.close();
     return static_cast<int>(kExitOk);
   });

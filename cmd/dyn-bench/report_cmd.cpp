@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "dyn/cli/format.h"
 #include "dyn/base/defaults.h"
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
@@ -43,7 +44,7 @@ std::vector<metrics::Slo> goodput_or_fail(const std::string& text) {
 void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
   struct Opts {
     std::vector<std::string> inputs;
-    std::string format = "auto";
+    cli::Format format = cli::Format::kAuto;
     std::string goodput;
     std::string export_dir;
     bool per_session = false;
@@ -58,11 +59,9 @@ void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
   sub->add_option("files", o->inputs,
                   "request_end rows (plain, gzip, envelopes) or AIPerf profile_export.jsonl; - or none = stdin")
       ->type_name("FILE");
-  sub->add_option("--format", o->format,
-                  "table (console), json (profile_export_aiperf.json shape), csv (its CSV), or auto: table on a "
-                  "terminal, else json")
-      ->check(CLI::IsMember({"auto", "table", "json", "csv"}))
-      ->capture_default_str();
+  cli::add_format_option(*sub, o->format,
+                         {cli::Format::kAuto, cli::Format::kTable, cli::Format::kJson, cli::Format::kCsv},
+                         "Output format (json: the profile_export_aiperf.json shape; csv: its CSV)");
   sub->add_option(
          "--goodput", o->goodput,
          "SLOs as 'metric:value ...' in ms or tokens/sec/user, e.g. 'time_to_first_token:200 inter_token_latency:20'")
@@ -98,11 +97,9 @@ void setup_report(CLI::App& app, cli::Dispatch& dispatch) {
     metrics::RequestSet set = load_or_fail(o->inputs);
     metrics::Report rep = metrics::build_report(set, ro);
     io::Output* out = &sink.get();
-    std::string format = o->format;
-    if (format == "auto") format = out->is_terminal() ? "table" : "json";
-    if (format == "json") out->line(metrics::report_json(rep).dump(2));
-    else if (format == "csv") out->write(metrics::report_csv(rep));
-    else out->write(metrics::report_table(rep, o->per_session));
+    if (cli::as_table(o->format, *out)) out->write(metrics::report_table(rep, o->per_session));
+    else if (o->format == cli::Format::kCsv) out->write(metrics::report_csv(rep));
+    else out->line(metrics::report_json(rep).dump(2));
     sink.close();
     if (!o->export_dir.empty())
       metrics::write_aiperf_export(set, rep, o->export_dir, cli::run_config(*sub->get_parent(), o->inputs));

@@ -5,6 +5,7 @@
 #include <httplib.h>
 
 #include "commands.h"
+#include "dyn/cli/format.h"
 #include "dyn/cli/checks.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
@@ -16,7 +17,7 @@ using namespace dyn;
 void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
   struct Opts {
     std::string url;
-    std::string format = "auto";
+    cli::Format format = cli::Format::kAuto;
     double timeout_secs = 5;
     cli::OutputOptions out;
   };
@@ -25,9 +26,8 @@ void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
   sub->add_option("--url", o->url, "Router base URL, e.g. http://127.0.0.1:8000 (or the full /v1/bindings URL)")
       ->required()
       ->type_name("URL");
-  sub->add_option("--format", o->format, "table, jsonl, or auto (table on a terminal, else JSONL)")
-      ->check(CLI::IsMember({"auto", "table", "jsonl"}))
-      ->capture_default_str();
+  cli::add_format_option(*sub, o->format, {cli::Format::kAuto, cli::Format::kTable, cli::Format::kJson},
+                         "Output format (json: one binding per line)");
   sub->add_option("--timeout-secs", o->timeout_secs, "Connect and read timeout")
       ->check(dyn::cli::positive())
       ->capture_default_str();
@@ -68,8 +68,7 @@ void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
     auto entries = metrics::parse_bindings(body);
     if (!entries) throw Fatal(kExitBadData, fmt::format("{}{}: {}", base, path, entries.error().message));
     io::Output* out = &sink.get();
-    const bool table = o->format == "table" || (o->format == "auto" && out->is_terminal());
-    if (table) out->write(metrics::bindings_table(*entries));
+    if (cli::as_table(o->format, *out)) out->write(metrics::bindings_table(*entries));
     else
       for (const Json& e : *entries) out->line(e.dump());
     sink.close();

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "dyn/cli/format.h"
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
 #include "dyn/metrics/affinity.h"
@@ -30,7 +31,7 @@ metrics::TurnSet load_or_fail(const std::vector<std::string>& inputs) {
 void setup_show(CLI::App& app, cli::Dispatch& dispatch) {
   struct Opts {
     std::vector<std::string> inputs;
-    std::string format = "auto";
+    cli::Format format = cli::Format::kAuto;
     cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
@@ -39,16 +40,14 @@ void setup_show(CLI::App& app, cli::Dispatch& dispatch) {
   sub->add_option("files", o->inputs,
                   "request_end rows (router traces, client rows) or route_decision rows; - or none = stdin")
       ->type_name("FILE");
-  sub->add_option("--format", o->format, "table, jsonl, or auto (table on a terminal, else JSONL)")
-      ->check(CLI::IsMember({"auto", "table", "jsonl"}))
-      ->capture_default_str();
+  cli::add_format_option(*sub, o->format, {cli::Format::kAuto, cli::Format::kTable, cli::Format::kJson},
+                         "Output format (json: one session per line)");
   cli::add_output_options(*sub, o->out);
   dispatch.add_filter(sub, &o->inputs, &o->out, [o](cli::Sink& sink) {
     metrics::TurnSet set = load_or_fail(o->inputs);
     const auto summaries = metrics::summarize_bindings(set.turns);
     io::Output* out = &sink.get();
-    const bool table = o->format == "table" || (o->format == "auto" && out->is_terminal());
-    if (table) {
+    if (cli::as_table(o->format, *out)) {
       std::vector<std::vector<std::string>> rows{
           {"key", "turns", "errors", "workers", "rebinds", "first_unix_ms", "last_unix_ms", "cached_ratio"}};
       for (const auto& s : summaries) {

@@ -2,13 +2,15 @@
 #include <memory>
 
 #include "commands.h"
+#include "dyn/cli/format.h"
 #include "dyn/trace/filter.h"
 
 void setup_filter(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   struct Opts {
     dyn::trace::FilterOptions f;
     std::vector<std::string> where;
-    std::string fields, format = "jsonl", session, parent, worker;
+    std::string fields, session, parent, worker;
+    dyn::cli::Format format = dyn::cli::Format::kJson;
     uint64_t since = 0, until = 0;
     bool no_header = false;
     dyn::cli::OutputOptions out;
@@ -40,9 +42,9 @@ void setup_filter(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       ->type_name("EXPR");
   sub->add_option("--fields", o->fields, "Project these dotted paths, comma-separated; NAME=PATH renames")
       ->type_name("LIST");
-  sub->add_option("--format", o->format, "Output format (tsv and csv need --fields)")
-      ->check(CLI::IsMember({"jsonl", "tsv", "csv"}))
-      ->type_name("jsonl|tsv|csv");
+  dyn::cli::add_format_option(*sub, o->format,
+                              {dyn::cli::Format::kJson, dyn::cli::Format::kCsv, dyn::cli::Format::kTsv},
+                              "Output format (json: the rows; tsv and csv need --fields)");
   sub->add_flag("--no-header", o->no_header, "TSV/CSV: omit the header line");
   sub->add_flag("--strict", o->f.strict, "Exit 3 when a gzip stream is truncated or a row is malformed");
   dyn::cli::add_output_options(*sub, o->out);
@@ -63,9 +65,9 @@ void setup_filter(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       if (!parsed) throw dyn::Fatal(dyn::kExitUsage, parsed.error().message);
       f.fields = std::move(*parsed);
     }
-    f.format = o->format == "tsv"   ? dyn::trace::FilterFormat::kTsv
-               : o->format == "csv" ? dyn::trace::FilterFormat::kCsv
-                                    : dyn::trace::FilterFormat::kJsonl;
+    f.format = o->format == dyn::cli::Format::kTsv   ? dyn::trace::FilterFormat::kTsv
+               : o->format == dyn::cli::Format::kCsv ? dyn::trace::FilterFormat::kCsv
+                                                     : dyn::trace::FilterFormat::kJsonl;
     f.header = !o->no_header;
     dyn::io::Output* out = &sink.get();
     int rc = dyn::trace::filter_traces(f, *out);
