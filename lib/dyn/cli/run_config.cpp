@@ -108,6 +108,17 @@ void write_run_record(io::Output& out, const Json& config, const Json& summary) 
   out.close();
 }
 
+std::vector<std::string> typed_flags(const CLI::App& app) {
+  std::vector<std::string> out;
+  auto add = [&out](const CLI::App& a) {
+    for (const CLI::Option* o : a.get_options())
+      if (on_command_line(o)) out.push_back(primary_name(o));
+  };
+  add(app);
+  for (const CLI::App* sub : app.get_subcommands()) add(*sub);  // the parsed ones
+  return out;
+}
+
 Json run_config(const CLI::App& app, const std::vector<std::string>& inputs) {
   Json c = Json::object();
   c["tool"] = app.get_name();

@@ -25,6 +25,11 @@ void set_command_line(int argc, char** argv);
 /// variable exported for another tool (DYN_ROUTER_MODE for dyn-route) does not break this one.
 bool on_command_line(const CLI::Option* o);
 
+/// The options typed on the command line (on_command_line), each by its first long name
+/// ("--url"; its first short name "-u" when it has no long one), in definition order, the app's
+/// own and then each parsed subcommand's.
+std::vector<std::string> typed_flags(const CLI::App& app);
+
 /// {"tool", "version", "command_line": [...], "subcommand"?: name, "options": {"--name": value},
 ///  "sources": {"--name": "command line" | "env VAR"}, "environment": {"VAR": value},
 ///  "inputs": [{"path", "bytes", "sha256"}]}.

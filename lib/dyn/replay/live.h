@@ -10,6 +10,7 @@
 
 #include "dyn/api/api.h"
 #include "dyn/base/json.h"
+#include "dyn/base/named.h"
 #include "dyn/http/client.h"
 #include "dyn/io/output.h"
 #include "dyn/replay/schedule.h"
@@ -21,6 +22,11 @@ namespace dyn::replay {
 /// cumulative: a row is the whole prompt (Mooncake traces). delta: a row is the new input of its
 /// turn; earlier prompts and the live replies are threaded in as conversation history.
 enum class History { kCumulative, kDelta };
+/// Every history mode (--history): the one list of names its choices, --help and parser use.
+inline constexpr Named<History> kHistories[] = {
+    {History::kCumulative, "cumulative", "a row is the whole prompt"},
+    {History::kDelta, "delta", "rows are new input, earlier turns and live replies are threaded in"},
+};
 
 struct LiveOptions {
   http::ClientOptions client;

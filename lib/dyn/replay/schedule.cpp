@@ -6,13 +6,6 @@
 
 namespace dyn::replay {
 
-std::optional<RateMode> parse_rate_mode(std::string_view n) {
-  if (n == "constant") return RateMode::kConstant;
-  if (n == "poisson") return RateMode::kPoisson;
-  if (n == "gamma") return RateMode::kGamma;
-  return std::nullopt;
-}
-
 Plan build_plan(const records::Workload& w, const ScheduleOptions& o) {
   Plan plan;
   const auto& rows = w.rows;

@@ -8,6 +8,7 @@
 #include <string_view>
 #include <vector>
 
+#include "dyn/base/named.h"
 #include "dyn/base/random.h"
 #include "dyn/replay/session.h"
 #include "dyn/records/workload.h"
@@ -18,8 +19,12 @@ namespace dyn::replay {
 /// at a rate; kConcurrency keeps a fixed number of requests in flight.
 enum class LoadMode { kFixedSchedule, kRequestRate, kConcurrency };
 enum class RateMode { kConstant, kPoisson, kGamma };
-
-std::optional<RateMode> parse_rate_mode(std::string_view name);
+/// Every arrival process of --request-rate (--request-rate-mode), in help order.
+inline constexpr Named<RateMode> kRateModes[] = {
+    {RateMode::kConstant, "constant", ""},
+    {RateMode::kPoisson, "poisson", ""},
+    {RateMode::kGamma, "gamma", ""},
+};
 
 struct ScheduleOptions {
   LoadMode mode = LoadMode::kFixedSchedule;

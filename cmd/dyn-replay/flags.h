@@ -1,0 +1,45 @@
+// dyn-replay's flags (docs/cli.md), each bound to the replay::RunOptions value it sets, whose
+// default is the one --help shows.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+
+#include "dyn/cli/run_tool.h"
+#include "dyn/replay/run.h"
+#include "admission_flags.h"
+#include "router_flags.h"
+
+namespace dyn::cmd {
+
+/// Every flag's value, as parsed.
+struct ReplayFlags {
+  replay::RunOptions run;
+  std::vector<std::string> input_files;  ///< --input-file (AIPerf's spelling of the positional FILE)
+  std::string dataset_type;              ///< --custom-dataset-type (replay::kDatasetType only)
+  std::string summary_path, artifact_dir;
+  cli::OutputOptions out;
+  RouterFlags router;
+  AdmissionFlags admission;
+  std::vector<std::string> references;
+  /// The options registered after --sim: what only the simulated cluster reads.
+  std::vector<const CLI::Option*> cluster;
+};
+
+/// Registers every dyn-replay flag on `app`: the workload, records, live endpoint and load flags,
+/// -o, then --sim with the simulated cluster's (the engine flags of dyn-mocker, whose block size is
+/// the router's --kv-cache-block-size, the router flags of dyn-route and the admission flags).
+void add_replay_flags(CLI::App& app, ReplayFlags& f);
+
+/// The run the parsed flags ask for (after run_tool's parse): the positional workload and
+/// --input-file together, the cluster's router and admission settings and --reference policies,
+/// and which flags were typed.
+replay::RunOptions run_options(const CLI::App& app, const ReplayFlags& f);
+
+/// Where the run's results go (-o, --line-buffered, --summary, --artifact-dir) with the run's
+/// configuration (cli::run_config) for its records.
+replay::RunOutput run_output(const CLI::App& app, const ReplayFlags& f, const std::vector<std::string>& inputs);
+
+}  // namespace dyn::cmd
