@@ -76,6 +76,7 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                         {"skipped_not_request_end", st.skipped},
                         {"untimed", st.untimed},
                         {"kv_event_rows", st.kv_event_rows},
+                        {"kv_events_skipped", st.kv_events_skipped},
                         {"malformed_lines", st.malformed},
                         {"reordered", st.reordered},
                         {"routed_per_worker", workers},

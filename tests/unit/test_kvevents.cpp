@@ -13,6 +13,8 @@
 #include "dyn/kvevents/codec.h"
 #include "dyn/kvevents/pubsub.h"
 #include "dyn/kvevents/translate.h"
+#include "dyn/base/clock.h"
+#include "dyn/route/router.h"
 #include "dyn/tokens/hash.h"
 
 using namespace dyn::kvevents;
@@ -121,24 +123,86 @@ TEST_CASE("decode_batch round-trips and takes newer and map-encoded forms") {
   CHECK(std::holds_alternative<AllBlocksCleared>(m->events.at(0)));
 }
 
-TEST_CASE("decode_batch rejects bad payloads with a message naming the problem") {
+TEST_CASE("decode_batch rejects payloads without a batch, and only the bad events of a batch") {
   CHECK(decode_batch("").error().message.find("not valid msgpack") != std::string::npos);
   CHECK(decode_batch(unhex("c0")).error().message.find("[ts, events") != std::string::npos);
-  std::string unknown = unhex(
-                            "92cb3ff0000000000000"
-                            "91"
-                            "91a4") +
-                        "Nope";
-  CHECK(decode_batch(unknown).error().message == "KV event 0: unknown event tag \"Nope\"");
-  std::string neg_token = unhex(
-                              "92cb3ff0000000000000"
-                              "91"
-                              "97ab") +
-                          "BlockStored" + unhex("9101c091ff01c0c0");
-  CHECK(decode_batch(neg_token).error().message.find("token_ids[0]") != std::string::npos);
   CHECK(decode_batch(unhex("9201") + unhex("90") + unhex("00")).error().message.find("trailing") != std::string::npos);
   // An array header claiming 2^32-1 elements is refused without allocating them.
   CHECK(!decode_batch(unhex("92cb3ff0000000000000ddffffffff")));
+  // [ts, [["Nope"], ["BlockStored", [1], nil, [-1], 1, nil, nil], ["BlockRemoved", [5]]]]: the
+  // unknown tag and the negative token id cost their own events, not the BlockRemoved beside them.
+  std::string mixed = unhex(
+                          "92cb3ff0000000000000"
+                          "93"
+                          "91a4") +
+                      "Nope" + unhex("97ab") + "BlockStored" + unhex("9101c091ff01c0c0") + unhex("92ac") +
+                      "BlockRemoved" + unhex("9105");
+  auto m = decode_batch(mixed);
+  REQUIRE(m);
+  REQUIRE(m->events.size() == 1);
+  CHECK(std::get<BlockRemoved>(m->events[0]).block_hashes == std::vector<uint64_t>{5});
+  REQUIRE(m->rejected.size() == 2);
+  CHECK(m->rejected[0].index == 0);
+  CHECK(m->rejected[0].reason == "KV event 0: unknown event tag \"Nope\"");
+  CHECK(m->rejected[1].index == 1);
+  CHECK(m->rejected[1].reason.find("token_ids[0]") != std::string::npos);
+}
+
+TEST_CASE("every layout vLLM published round-trips, with the fields of hybrid models and adapters") {
+  EventBatch b;
+  b.ts = 12.5;
+  BlockStored s{{0xfedcba9876543210ULL, 2}, 9, {1, 2, 3, 4}, 2, 7, std::string("GPU")};
+  s.lora_name = "sql-adapter";
+  s.group_idx = 1;
+  s.kv_cache_spec_kind = "sliding_window";
+  s.kv_cache_spec_sliding_window = 128;
+  b.events.push_back(s);
+  // A KV-offload placeholder: no tokens, block size 0, another medium.
+  b.events.push_back(BlockStored{{4401, 4402}, std::nullopt, {}, 0, std::nullopt, std::string("CPU")});
+  b.events.push_back(BlockRemoved{{2}, std::string("GPU"), 1});
+  b.events.push_back(AllBlocksCleared{});
+  b.data_parallel_rank = 3;
+  for (Layout l : {Layout::kArrays, Layout::kMapEvents, Layout::kMaps}) {
+    CAPTURE(static_cast<int>(l));
+    std::string bytes = encode_batch(b, l);
+    CHECK(static_cast<unsigned char>(bytes[0]) == (l == Layout::kMaps ? 0x83 : 0x93));
+    auto d = decode_batch(bytes);
+    REQUIRE(d);
+    CHECK(d->rejected.empty());
+    CHECK(d->ts == 12.5);
+    CHECK(d->data_parallel_rank == 3);
+    REQUIRE(d->events.size() == 4);
+    const auto& g = std::get<BlockStored>(d->events[0]);
+    CHECK(g.block_hashes == s.block_hashes);
+    CHECK(g.parent_block_hash == 9u);
+    CHECK(g.lora_id == 7);
+    CHECK(g.lora_name == "sql-adapter");
+    CHECK(g.group_idx == 1u);
+    CHECK(g.kv_cache_spec_kind == "sliding_window");
+    CHECK(g.kv_cache_spec_sliding_window == 128u);
+    const auto& p = std::get<BlockStored>(d->events[1]);
+    CHECK(p.block_size == 0);
+    CHECK(p.token_ids.empty());
+    CHECK(p.medium == "CPU");
+    CHECK(!p.lora_name);
+    CHECK(!p.group_idx);
+    CHECK(std::get<BlockRemoved>(d->events[2]).group_idx == 1u);
+    CHECK(std::holds_alternative<AllBlocksCleared>(d->events[3]));
+  }
+  // Map events follow omit_defaults: fields with a default (group_idx) are left out when unset,
+  // those without one (lora_id, medium, lora_name) are written as nil. Hand-assembled:
+  // [1.0, [{"type": "BlockRemoved", "block_hashes": [5], "medium": nil}]]
+  EventBatch r;
+  r.ts = 1;
+  r.events.push_back(BlockRemoved{{5}, std::nullopt});
+  CHECK(hex(encode_batch(r, Layout::kMapEvents)) ==
+        "92cb3ff0000000000000"
+        "91"
+        "83a4" +
+            ascii_hex("type") + "ac" + ascii_hex("BlockRemoved") + "ac" + ascii_hex("block_hashes") +
+            "9105"
+            "a6" +
+            ascii_hex("medium") + "c0");
 }
 
 TEST_CASE("translator yields the router's own sequence hashes for the same tokens") {
@@ -163,9 +227,10 @@ TEST_CASE("translator yields the router's own sequence hashes for the same token
   // A parent it never saw: missed events.
   auto e = t.translate(BlockStored{{200}, 555, {toks.begin(), toks.begin() + 16}, 16, {}, {}}, out);
   REQUIRE(e);
-  CHECK(e->message.find("never stored") != std::string::npos);
+  CHECK(e->why == Skip::kUnknownParent);
+  CHECK(e->detail.find("never stored") != std::string::npos);
   // Token count must match the blocks.
-  CHECK(t.translate(BlockStored{{201}, std::nullopt, {1, 2, 3}, 16, {}, {}}, out));
+  CHECK(t.translate(BlockStored{{201}, std::nullopt, {1, 2, 3}, 16, {}, {}}, out)->why == Skip::kTokenCount);
   out.clear();
   REQUIRE(!t.translate(AllBlocksCleared{}, out));
   CHECK(t.known_blocks() == 0);
@@ -188,6 +253,149 @@ TEST_CASE("translator cuts router blocks from engine blocks of another size") {
   CHECK(out[0].sequence_hashes == std::vector<uint64_t>{want[0]});
   CHECK(out[1].sequence_hashes == std::vector<uint64_t>{want[1]});
   CHECK(t.engine_block_size() == 16);
+}
+
+namespace {
+std::vector<uint32_t> tokens_from(uint32_t first, size_t n) {
+  std::vector<uint32_t> t(n);
+  for (size_t i = 0; i < n; ++i) t[i] = first + static_cast<uint32_t>(i);
+  return t;
+}
+std::vector<uint64_t> hashes_of(const std::vector<IndexUpdate>& out, IndexUpdate::Kind k) {
+  std::vector<uint64_t> h;
+  for (const auto& u : out)
+    if (u.kind == k) h.insert(h.end(), u.sequence_hashes.begin(), u.sequence_hashes.end());
+  return h;
+}
+}  // namespace
+
+TEST_CASE("a block's identity is its medium: an offloaded copy never stores or removes a device block") {
+  auto toks = tokens_from(10, 32);
+  auto want = dyn::tokens::sequence_hashes(dyn::tokens::block_hashes(toks, 16));
+  Translator t(16);
+  std::vector<IndexUpdate> out;
+  REQUIRE(!t.translate(BlockStored{{1, 2}, std::nullopt, toks, 16, {}, std::string("GPU")}, out));
+  // vLLM's KV-offload placeholder for the same ids, then the CPU copy's eviction.
+  auto p = t.translate(BlockStored{{1, 2}, std::nullopt, {}, 0, {}, std::string("CPU")}, out);
+  REQUIRE(p);
+  CHECK(p->why == Skip::kOtherMedium);
+  CHECK(t.translate(BlockRemoved{{1}, std::string("CPU")}, out)->why == Skip::kOtherMedium);
+  CHECK(hashes_of(out, IndexUpdate::Kind::kRemoved).empty());
+  CHECK(t.known_blocks() == 2);
+  // The same placeholder on the device medium (block size 0, no tokens): skipped as a placeholder.
+  CHECK(t.translate(BlockStored{{3}, std::nullopt, {}, 0, {}, {}}, out)->why == Skip::kPlaceholder);
+
+  // A translator asked for the CPU tier too keeps its blocks apart: a CPU removal names CPU blocks.
+  Translator tiers(16, {"GPU", "CPU"});
+  out.clear();
+  REQUIRE(!tiers.translate(BlockStored{{1, 2}, std::nullopt, toks, 16, {}, std::string("GPU")}, out));
+  REQUIRE(!tiers.translate(BlockStored{{1, 2}, std::nullopt, toks, 16, {}, std::string("CPU")}, out));
+  REQUIRE(!tiers.translate(BlockRemoved{{2}, std::string("CPU")}, out));
+  REQUIRE(out.size() == 3);
+  CHECK(out[2].kind == IndexUpdate::Kind::kRemoved);
+  CHECK(out[2].medium == "CPU");
+  CHECK(out[2].sequence_hashes == std::vector<uint64_t>{want[1]});
+  CHECK(tiers.known_blocks() == 3);
+}
+
+TEST_CASE("hybrid models: only the main attention groups are indexed, a block held by one group stays") {
+  auto toks = tokens_from(100, 32);
+  auto want = dyn::tokens::sequence_hashes(dyn::tokens::block_hashes(toks, 16));
+  Translator t(16);
+  std::vector<IndexUpdate> out;
+  auto stored = [&](uint32_t group, std::optional<std::string> kind) {
+    BlockStored s{{7, 8}, std::nullopt, toks, 16, {}, std::string("GPU")};
+    s.group_idx = group;
+    s.kv_cache_spec_kind = std::move(kind);
+    return s;
+  };
+  REQUIRE(!t.translate(stored(0, "full_attention"), out));
+  // The sliding-window group stores and evicts the same engine ids: neither reaches the index.
+  CHECK(t.translate(stored(1, "sliding_window"), out)->why == Skip::kOtherGroup);
+  CHECK(t.translate(BlockRemoved{{7, 8}, std::string("GPU"), 1}, out)->why == Skip::kOtherGroup);  // kind learned
+  CHECK(hashes_of(out, IndexUpdate::Kind::kRemoved).empty());
+  // A group never described is not taken for the main one (group 0 is).
+  CHECK(t.translate(BlockRemoved{{7}, std::string("GPU"), 5}, out)->why == Skip::kOtherGroup);
+  // Two full-attention groups hold the same router blocks: a removal in one keeps them indexed.
+  REQUIRE(!t.translate(stored(2, "full_attention"), out));
+  REQUIRE(!t.translate(BlockRemoved{{7, 8}, std::string("GPU"), 2}, out));
+  CHECK(hashes_of(out, IndexUpdate::Kind::kRemoved).empty());
+  REQUIRE(!t.translate(BlockRemoved{{7, 8}, std::string("GPU"), 0}, out));
+  CHECK(hashes_of(out, IndexUpdate::Kind::kRemoved) == want);
+}
+
+TEST_CASE("blocks stored under a LoRA adapter are hashed under it, as a request to the adapter is") {
+  auto toks = tokens_from(7, 16);
+  Adapters adapters;
+  Translator t(16, {"GPU"}, &adapters);
+  std::vector<IndexUpdate> out;
+  BlockStored s{{1}, std::nullopt, toks, 16, 3, std::string("GPU")};
+  s.lora_name = "sql";
+  REQUIRE(!t.translate(s, out));
+  auto base = dyn::tokens::sequence_hashes(dyn::tokens::block_hashes(toks, 16));
+  auto sql = dyn::tokens::sequence_hashes(dyn::tokens::block_hashes(toks, 16, false, adapters.seed_for("sql")));
+  CHECK(adapters.seed_for("sql") == dyn::tokens::adapter_seed("sql"));
+  CHECK(adapters.seed_for("base-model") == dyn::tokens::kHashSeed);
+  CHECK(out.at(0).sequence_hashes == sql);
+  CHECK(sql != base);
+  // Dynamo's seed: 1337 + XXH3-64 of the name (seed 0), wrapping; "" is the base model.
+  CHECK(dyn::tokens::adapter_seed("") == dyn::tokens::kHashSeed);
+  // Older vLLM named the adapter by id only: no request can be matched to those blocks.
+  CHECK(t.translate(BlockStored{{2}, std::nullopt, toks, 16, 4, std::string("GPU")}, out)->why ==
+        Skip::kUnnamedAdapter);
+}
+
+TEST_CASE("an engine id stored again with other content drops what only the old content held") {
+  auto a = tokens_from(1, 16), b = tokens_from(500, 16);
+  Translator t(16);
+  std::vector<IndexUpdate> out;
+  REQUIRE(!t.translate(BlockStored{{1}, std::nullopt, a, 16, {}, {}}, out));
+  REQUIRE(!t.translate(BlockStored{{1}, std::nullopt, a, 16, {}, {}}, out));  // the same again: nothing dropped
+  CHECK(hashes_of(out, IndexUpdate::Kind::kRemoved).empty());
+  out.clear();
+  REQUIRE(!t.translate(BlockStored{{1}, std::nullopt, b, 16, {}, {}}, out));
+  REQUIRE(out.size() == 2);
+  CHECK(out[0].kind == IndexUpdate::Kind::kRemoved);
+  CHECK(out[0].sequence_hashes == dyn::tokens::block_hashes(a, 16));
+  CHECK(out[1].sequence_hashes == dyn::tokens::block_hashes(b, 16));
+}
+
+TEST_CASE("case 44: a step batch mixing GPU blocks and KV-offload placeholders keeps its GPU blocks") {
+  // tests/fixtures/cases/44-kv-offload-placeholder-batch in unit form: the batch of worker 1
+  // holds a GPU BlockStored of prompt A and a CPU placeholder for two of its ids; a later batch
+  // evicts the CPU copy of block 4401. A is still fully cached on worker 1.
+  dyn::FakeClock clock;
+  dyn::route::RouterConfig cfg;
+  cfg.block_size = 16;
+  cfg.mode = dyn::route::Mode::kKv;
+  cfg.kv_events = true;
+  dyn::route::Router router(cfg, clock);
+  REQUIRE(!router.add_worker({0, 0, 0}));
+  REQUIRE(!router.add_worker({1, 0, 0}));
+  auto a = tokens_from(40, 64);
+  EventBatch step;
+  step.events.push_back(BlockStored{{4401, 4402, 4403, 4404}, std::nullopt, a, 16, {}, std::string("GPU")});
+  step.events.push_back(BlockStored{{4401, 4402}, std::nullopt, {}, 0, {}, std::string("CPU")});
+  EventBatch evict;
+  evict.events.push_back(BlockRemoved{{4401}, std::string("CPU")});
+  Adapters adapters;
+  WorkerFeed feed(16, &adapters);
+  std::vector<std::string> problems;
+  auto accept = [](uint32_t bs) { return bs == 16; };
+  auto note = [&](const std::string& m) { problems.push_back(m); };
+  auto index = [&](const dyn::route::KvEvent& e) { router.apply_kv_event(1, e); };
+  for (const EventBatch& b : {step, evict}) feed.apply(*decode_batch(encode_batch(b)), index, accept, note);
+  CHECK(problems.empty());  // an offloaded copy is traffic, not a problem
+  CHECK(feed.counts().skipped[static_cast<size_t>(Skip::kOtherMedium)] == 2);
+  CHECK(router.loads().at(1).cached_blocks == 4);
+  auto seq = dyn::tokens::sequence_hashes(dyn::tokens::block_hashes(a, 16));
+  dyn::route::RouteRequest q;
+  q.sequence_hashes = seq;
+  q.tokens = 64;
+  auto p = router.place(q);
+  REQUIRE(p);
+  CHECK(p->worker() == 1);
+  CHECK(p->overlap_blocks() == 4);
 }
 
 TEST_CASE("publisher and subscriber: ordered delivery, join replay, gap replay") {

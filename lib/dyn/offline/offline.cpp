@@ -122,6 +122,7 @@ struct Parsed {
   bool ids_are_sequence = false;
   std::vector<uint32_t> toks;
   bool from_tokens = false;
+  std::string model;  // the body's model (header rows): a LoRA adapter's name hashes its blocks
   uint64_t tokens = 0;
   std::optional<uint64_t> output_tokens;
   std::optional<double> end_ms;
@@ -142,6 +143,7 @@ struct RowExtra {
   std::optional<Json> compaction;
   std::vector<uint32_t> toks;  // prompt tokens, when from_tokens
   bool from_tokens = false;
+  std::string model;
   std::optional<uint64_t> worker;
   std::optional<Error> error;
   uint64_t kv_worker = 0;
@@ -251,6 +253,7 @@ void pack(Parsed& p, Row& r) {
     }
     x.toks = std::move(p.toks);
     x.from_tokens = p.from_tokens;
+    x.model = std::move(p.model);
     x.worker = p.worker;
     x.error = std::move(p.error);
     x.kv_worker = p.kv_worker;
@@ -388,6 +391,7 @@ void parse_headers_row(const Json& row, Parsed& r) {
     r.toks = tokens::text_to_tokens(text);
     r.from_tokens = true;
     r.tokens = r.toks.size();
+    if (auto m = b->find("model"); m != b->end() && m->is_string()) r.model = m->get<std::string>();
     for (const char* k : {"max_completion_tokens", "max_tokens", "max_output_tokens"})
       if (auto v = j_u64(records::find_path(*b, k))) {
         r.output_tokens = v;
@@ -493,9 +497,10 @@ class Decider {
   std::vector<uint32_t> free_live_;
   EventQueue<uint32_t> ends_;
   TurnCounter turns_;  // rows routed per session id (request ids "<session>:<turn>")
-  // Event-fed index: each worker's recorded batches go through the same translation as in
-  // dyn-route serve, so the same stream gives the same index and the same placements.
-  std::vector<kvevents::Translator> translators_;
+  // Event-fed index: each worker's recorded batches go through the same feed as in dyn-route
+  // serve (kvevents::WorkerFeed), so the same stream gives the same index and the same placements.
+  kvevents::Adapters adapters_;  // before feeds_, which point to it
+  std::vector<std::unique_ptr<kvevents::WorkerFeed>> feeds_;
   uint64_t kv_rows_ = 0;
   bool any_routed_ = false;
   double routed_arrival_ = 0;  // arrival of the last row routed
@@ -585,7 +590,9 @@ void Decider::start_router() {
         break;
       }
   }
-  translators_.assign(o_.workers, kvevents::Translator(cfg_.block_size));
+  feeds_.clear();
+  for (uint32_t w = 0; w < o_.workers; ++w)
+    feeds_.push_back(std::make_unique<kvevents::WorkerFeed>(cfg_.block_size, &adapters_));
   Router& router = router_.emplace(cfg_, clock_);
   for (uint32_t w = 0; w < o_.workers; ++w) {
     if (auto e = router.add_worker(WorkerSpec{w, 0, 0})) throw Fatal(e->exit_code, e->message);
@@ -618,22 +625,16 @@ void Decider::apply_kv_row(Row& r) {
     diag::error(r.where(), x.error->message);
     return;
   }
-  std::vector<kvevents::IndexUpdate> ups;
-  for (const auto& e : batch->events) {
-    if (const auto* st = std::get_if<kvevents::BlockStored>(&e); st && st->block_size != cfg_.block_size)
-      diag::warning(r.where(), fmt::format("BlockStored block size {} differs from the router's {}", st->block_size,
-                                           cfg_.block_size));
-    if (auto err = translators_[x.kv_worker].translate(e, ups))
-      diag::warning(r.where(), err->message + " (event skipped)");
-  }
-  for (auto& u : ups) {
-    KvEvent ke;
-    ke.kind = u.kind == kvevents::IndexUpdate::Kind::kStored    ? KvEvent::Kind::kStored
-              : u.kind == kvevents::IndexUpdate::Kind::kRemoved ? KvEvent::Kind::kRemoved
-                                                                : KvEvent::Kind::kCleared;
-    ke.block_hashes = std::move(u.sequence_hashes);
-    router_->apply_kv_event(x.kv_worker, ke);
-  }
+  const std::string where = r.where();
+  feeds_[x.kv_worker]->apply(
+      *batch, [&](const KvEvent& e) { router_->apply_kv_event(x.kv_worker, e); },
+      [&](uint32_t bs) {
+        if (bs != cfg_.block_size)
+          diag::warning(where,
+                        fmt::format("BlockStored block size {} differs from the router's {}", bs, cfg_.block_size));
+        return true;
+      },
+      [&](const std::string& why) { diag::warning(where, why + " (event skipped)"); });
 }
 
 // Routes one row at its arrival (after every end due by then) and writes its route_decision row.
@@ -653,7 +654,8 @@ void Decider::route(Row& r) {
                                          cfg_.block_size, r.ids_bs, cfg_.block_size, r.ids_bs));
   seq_.clear();
   if (r.extra && r.extra->from_tokens) {
-    seq_ = tokens::sequence_hashes(tokens::block_hashes(r.extra->toks, cfg_.block_size));
+    seq_ = tokens::sequence_hashes(
+        tokens::block_hashes(r.extra->toks, cfg_.block_size, false, adapters_.seed_for(r.extra->model)));
   } else if (r.ids_bs) {
     r.ids_into(ids_);
     tokens::sequence_from_ids(ids_, r.ids_bs, r.ids_are_sequence, r.tokens, cfg_.block_size, seq_);
@@ -779,6 +781,20 @@ int Decider::run(DecideStats* stats) {
   while (!ends_.empty()) live_[ends_.pop().arg].p.finish();
   if (cfg_.kv_events && kv_rows_ == 0)
     diag::warning("", "--router-kv-events without kv_event rows: the index stayed empty (load-only routing)");
+  for (const auto& f : feeds_)
+    for (size_t k = 0; k < kvevents::kSkipReasons; ++k)
+      if (uint64_t n = f->counts().skipped[k])
+        st_.kv_events_skipped[kvevents::skip_name(static_cast<kvevents::Skip>(k))] += n;
+  if (!st_.kv_events_skipped.empty()) {
+    std::string by;
+    uint64_t total = 0;
+    for (const auto& [why, n] : st_.kv_events_skipped) {
+      by += fmt::format("{}{} {}", by.empty() ? "" : ", ", why, n);
+      total += n;
+    }
+    diag::note(fmt::format("{} KV event{} not applied to the index ({}); the rest of their batches were", total,
+                           total == 1 ? "" : "s", by));
+  }
   if (rejected_)
     diag::warning("",
                   fmt::format("{} row{} could not be routed (see dyn.error)", rejected_, rejected_ == 1 ? "" : "s"));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <span>
 #include <string>
 #include <vector>
@@ -64,6 +65,9 @@ struct DecideStats {
   uint32_t router_block_size = 0;    ///< the block size the router ran with (tokens)
   std::vector<uint64_t> per_worker;  ///< routed rows per worker id
   uint64_t input_tokens = 0, cached_tokens = 0;  ///< over routed rows (hit rate = cached / input)
+  /// KV events of the kv_event rows not applied to the index, by reason (kvevents::skip_name;
+  /// only reasons that occurred): an unusable event is skipped, never its batch.
+  std::map<std::string, uint64_t> kv_events_skipped;
 };
 
 /// dyn-route decide: routes every input row on a virtual clock and writes one route_decision row

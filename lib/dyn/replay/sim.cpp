@@ -16,6 +16,7 @@
 #include "dyn/base/event_queue.h"
 #include "dyn/base/random.h"
 #include "dyn/engine/engine.h"
+#include "dyn/kvevents/translate.h"
 #include "dyn/replay/session.h"
 #include "dyn/route/admission.h"
 #include "dyn/route/router.h"
@@ -170,6 +171,7 @@ class Simulation {
   FakeClock clock_;
   route::Router router_;
   std::vector<Worker> workers_;
+  std::vector<kvevents::IndexUpdate> kv_updates_;  // one step's KV events (reused)
   // Program-aware admission (SPEC 9) on the virtual clock: capacity = block size x KV blocks.
   std::unique_ptr<route::AdmissionController> admission_;
   std::map<uint64_t, uint32_t> parked_;  // admission ticket -> request waiting for its program's resume
@@ -779,15 +781,18 @@ void Simulation::on_step_end(const Event& ev) {
   Worker& wk = workers_[ev.arg];
   wk.busy = false;
   if (opt_.router.kv_events) {
+    // The simulated engine's blocks are router sequence hashes on the device tier already: they
+    // enter the index through the feed that translated events take in serve and decide.
+    kv_updates_.clear();
     for (auto& e : wk.engine->take_kv_events()) {
-      route::KvEvent re;
-      re.kind = e.kind == engine::KvEvent::Kind::kStored    ? route::KvEvent::Kind::kStored
-                : e.kind == engine::KvEvent::Kind::kRemoved ? route::KvEvent::Kind::kRemoved
-                                                            : route::KvEvent::Kind::kCleared;
-      re.block_hashes = std::move(e.block_hashes);
-      re.parent_hash = e.parent_hash;
-      router_.apply_kv_event(ev.arg, re);
+      using K = kvevents::IndexUpdate::Kind;
+      kv_updates_.push_back(kvevents::IndexUpdate{e.kind == engine::KvEvent::Kind::kStored    ? K::kStored
+                                                  : e.kind == engine::KvEvent::Kind::kRemoved ? K::kRemoved
+                                                                                              : K::kCleared,
+                                                  std::string(kvevents::kDeviceMedium), std::move(e.block_hashes)});
     }
+    kvevents::WorkerFeed::apply_updates(kv_updates_,
+                                        [&](const route::KvEvent& e) { router_.apply_kv_event(ev.arg, e); });
   }
   for (const engine::TokenOutput& o : wk.pending.outputs) {
     Req& r = rq(o.id);

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "dyn/base/clock.h"
+#include "dyn/kv/block_event.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
 #include "dyn/base/random.h"
@@ -179,12 +180,9 @@ struct WorkerLoad {
   uint64_t cached_blocks = 0;   ///< blocks the index holds for the worker
 };
 
-/// A worker KV event (SPEC 3.3), for RouterConfig::kv_events.
-struct KvEvent {
-  enum class Kind { kStored, kRemoved, kCleared } kind = Kind::kStored;
-  std::vector<uint64_t> block_hashes;  ///< sequence hashes at the router block size
-  std::optional<uint64_t> parent_hash;
-};
+/// A worker KV event (SPEC 3.3), for RouterConfig::kv_events: kv::BlockEvent, which the KV event
+/// feeds (kvevents::WorkerFeed) produce without depending on the router.
+using KvEvent = kv::BlockEvent;
 /// Parses {"type": "stored"|"removed"|"cleared", "block_hashes": [u64], "parent_hash"?: u64}
 /// (also accepts "kind" for "type"). Error (exit code 3) naming the problem.
 Expected<KvEvent> kv_event_from_json(const Json& j);

@@ -195,14 +195,15 @@ struct Frontend::Impl {
   std::mutex admission_mu;  ///< orders worker-set updates to the controller
 
   // ---- KV events (SPEC 3.3 event-fed index) -------------------------------------------------
-  /// One worker's event feed: its subscriber thread owns the translator.
+  /// One worker's event feed: its subscriber thread owns it.
   struct KvWorker {
-    explicit KvWorker(uint32_t router_block_size) : tr(router_block_size) {}
-    kvevents::Translator tr;
+    KvWorker(uint32_t router_block_size, kvevents::Adapters* adapters) : feed(router_block_size, adapters) {}
+    kvevents::WorkerFeed feed;
     std::unique_ptr<kvevents::Subscriber> sub;
-    std::atomic<uint64_t> stored{0}, removed{0}, cleared{0}, skipped{0}, resets{0};
-    std::atomic<uint64_t> engine_blocks{0};  ///< tr.known_blocks() after the last batch (for /metrics)
+    std::atomic<uint64_t> resets{0}, problems{0};
   };
+  /// LoRA adapters the workers stored blocks under (declared before kv: the feeds point to it).
+  kvevents::Adapters adapters;
   std::vector<std::unique_ptr<KvWorker>> kv;  ///< empty unless router.kv_events
   /// Block size each worker reported (health metadata or events); 0 = not known yet.
   std::unique_ptr<std::atomic<uint32_t>[]> worker_block_size;
@@ -431,7 +432,7 @@ Frontend::Frontend(FrontendOptions options, const Clock& clock)
         const KvEventSource& src = m.opt.kv_events[i];
         if (src.endpoint.empty())
           throw Fatal(kExitUsage, fmt::format("worker {} ({}) has no KV event endpoint", i, m.opt.workers[i]));
-        auto kw = std::make_unique<Impl::KvWorker>(m.opt.router.block_size);
+        auto kw = std::make_unique<Impl::KvWorker>(m.opt.router.block_size, &m.adapters);
         kvevents::Subscriber::Handler h;
         h.batch = [&m, i](uint64_t, const kvevents::EventBatch& b, bool) { m.on_kv_batch(i, b); };
         h.reset = [&m, i](const std::string& why) { m.on_kv_reset(i, why); };
@@ -856,7 +857,7 @@ void Frontend::Impl::hash_prompt(Exchange& ex, const Body& b) {
   }
   if (toks.empty()) toks = tokens::text_to_tokens(b.rendered ? *b.rendered : tokens::render_request(*b.json));
   ex.input_length = toks.size();
-  auto blocks = tokens::block_hashes(toks, opt.trace_block_size, /*include_partial=*/true);
+  auto blocks = tokens::block_hashes(toks, opt.trace_block_size, /*include_partial=*/true, adapters.seed_for(ex.model));
   ex.sequence_hashes = tokens::sequence_hashes(blocks);
 }
 
@@ -1129,47 +1130,17 @@ std::string Frontend::Impl::request_end_row(const Exchange& ex, const http::Prox
 
 void Frontend::Impl::on_kv_batch(size_t i, const kvevents::EventBatch& b) {
   KvWorker& k = *kv[i];
-  std::vector<kvevents::IndexUpdate> ups;
-  for (const kvevents::Event& e : b.events) {
-    if (const auto* s = std::get_if<kvevents::BlockStored>(&e)) {
-      k.stored++;
-      // The router indexes the GPU tier; offloaded copies (medium "CPU", ...) are not prefix hits.
-      if ((s->medium && *s->medium != "GPU") || !check_block_size(i, s->block_size, "a BlockStored event")) {
-        k.skipped++;
-        continue;
-      }
-    } else if (const auto* r = std::get_if<kvevents::BlockRemoved>(&e)) {
-      k.removed++;
-      if (r->medium && *r->medium != "GPU") {
-        k.skipped++;
-        continue;
-      }
-    } else {
-      k.cleared++;
-    }
-    if (auto err = k.tr.translate(e, ups)) {
-      if (k.skipped++ % 100 == 0)
-        diag::warning(fmt::format("worker {} KV events", i), err->message + " (event skipped)");
-    }
-  }
-  k.engine_blocks = k.tr.known_blocks();
-  for (auto& u : ups) {
-    route::KvEvent re;
-    re.kind = u.kind == kvevents::IndexUpdate::Kind::kStored    ? route::KvEvent::Kind::kStored
-              : u.kind == kvevents::IndexUpdate::Kind::kRemoved ? route::KvEvent::Kind::kRemoved
-                                                                : route::KvEvent::Kind::kCleared;
-    re.block_hashes = std::move(u.sequence_hashes);
-    router->apply_kv_event(i, re);
-  }
+  k.feed.apply(
+      b, [&](const route::KvEvent& e) { router->apply_kv_event(i, e); },
+      [&](uint32_t bs) { return check_block_size(i, bs, "a BlockStored event"); },
+      [&](const std::string& why) {
+        if (k.problems++ % 100 == 0) diag::warning(fmt::format("worker {} KV events", i), why + " (event skipped)");
+      });
 }
 
 void Frontend::Impl::on_kv_reset(size_t i, const std::string&) {
-  kv[i]->tr.clear();
-  kv[i]->engine_blocks = 0;
+  kv[i]->feed.reset([&](const route::KvEvent& e) { router->apply_kv_event(i, e); });
   kv[i]->resets++;
-  route::KvEvent re;
-  re.kind = route::KvEvent::Kind::kCleared;
-  router->apply_kv_event(i, re);
 }
 
 Expected<std::vector<uint32_t>> Frontend::Impl::tokenize(Api api, const Json& body, const std::string& model) {
@@ -1415,13 +1386,10 @@ std::string Frontend::Impl::metrics_text() const {
          [this](size_t i) { return static_cast<double>(kv[i]->resets.load()); }},
         {"dyn_kv_events_bad_batches_total", "counter", "undecodable KV event messages",
          [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().bad_batches.load()); }},
-        {"dyn_kv_events_skipped_total", "counter",
-         "KV events not applied (unknown parent, block size refused, other medium)",
-         [this](size_t i) { return static_cast<double>(kv[i]->skipped.load()); }},
         {"dyn_kv_events_last_seq", "gauge", "sequence number of the last KV event batch applied (-1 = none)",
          [this](size_t i) { return static_cast<double>(kv[i]->sub->stats().last_seq.load()); }},
         {"dyn_kv_events_engine_blocks", "gauge", "engine blocks the event translator knows for the worker",
-         [this](size_t i) { return static_cast<double>(kv[i]->engine_blocks.load()); }},
+         [this](size_t i) { return static_cast<double>(kv[i]->feed.counts().engine_blocks.load()); }},
     };
     for (const auto& f : kvf) {
       prom_family(o, f.name, f.type, f.help);
@@ -1429,12 +1397,19 @@ std::string Frontend::Impl::metrics_text() const {
     }
     prom_family(o, "dyn_kv_events_total", "counter", "KV events received, by type");
     for (size_t i = 0; i < kv.size(); ++i) {
-      prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"BlockStored\"", static_cast<double>(kv[i]->stored.load()));
-      prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"BlockRemoved\"",
-                  static_cast<double>(kv[i]->removed.load()));
+      const kvevents::FeedCounts& c = kv[i]->feed.counts();
+      prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"BlockStored\"", static_cast<double>(c.stored.load()));
+      prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"BlockRemoved\"", static_cast<double>(c.removed.load()));
       prom_sample(o, "dyn_kv_events_total", wl(i) + ",type=\"AllBlocksCleared\"",
-                  static_cast<double>(kv[i]->cleared.load()));
+                  static_cast<double>(c.cleared.load()));
     }
+    prom_family(o, "dyn_kv_events_skipped_total", "counter",
+                "KV events not applied to the worker's index, by reason (never their batch)");
+    for (size_t i = 0; i < kv.size(); ++i)
+      for (size_t r = 0; r < kvevents::kSkipReasons; ++r)
+        prom_sample(o, "dyn_kv_events_skipped_total",
+                    wl(i) + ",reason=\"" + kvevents::skip_name(static_cast<kvevents::Skip>(r)) + "\"",
+                    static_cast<double>(kv[i]->feed.counts().skipped[r].load()));
   }
   if (!opt.tokenizer_url.empty()) {
     prom_family(o, "dyn_tokenizer_errors_total", "counter",

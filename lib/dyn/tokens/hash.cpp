@@ -24,17 +24,27 @@ uint64_t hash_tokens(std::span<const uint32_t> tokens) {
   return XXH3_64bits_withSeed(tokens.data(), tokens.size() * sizeof(uint32_t), kHashSeed);
 }
 
+uint64_t hash_tokens(std::span<const uint32_t> tokens, uint64_t seed) {
+  return XXH3_64bits_withSeed(tokens.data(), tokens.size() * sizeof(uint32_t), seed);
+}
+
+uint64_t adapter_seed(std::string_view lora_name) {
+  return lora_name.empty() ? kHashSeed : kHashSeed + XXH3_64bits(lora_name.data(), lora_name.size());
+}
+
 uint64_t chain_hash(uint64_t prev, uint64_t block) {
   uint64_t pair[2] = {prev, block};
   return XXH3_64bits_withSeed(pair, sizeof pair, kHashSeed);
 }
 
-std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t block_size, bool include_partial) {
+std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t block_size, bool include_partial,
+                                   uint64_t seed) {
   std::vector<uint64_t> out;
   size_t full = tokens.size() / block_size;
   out.reserve(full + 1);
-  for (size_t i = 0; i < full; ++i) out.push_back(hash_tokens(tokens.subspan(i * block_size, block_size)));
-  if (include_partial && tokens.size() % block_size) out.push_back(hash_tokens(tokens.subspan(full * block_size)));
+  for (size_t i = 0; i < full; ++i) out.push_back(hash_tokens(tokens.subspan(i * block_size, block_size), seed));
+  if (include_partial && tokens.size() % block_size)
+    out.push_back(hash_tokens(tokens.subspan(full * block_size), seed));
   return out;
 }
 

@@ -22,13 +22,21 @@ inline uint64_t token_count(uint64_t bytes) { return (bytes + 3) / 4; }
 
 /// XXH3-64(seed 1337) of the tokens as little-endian u32 bytes (one block's hash).
 uint64_t hash_tokens(std::span<const uint32_t> tokens);
+/// The same with another seed (adapter_seed: blocks cached under a LoRA adapter).
+uint64_t hash_tokens(std::span<const uint32_t> tokens, uint64_t seed);
+/// The block-hash seed of blocks computed under LoRA adapter `lora_name`: kHashSeed plus XXH3-64
+/// (seed 0) of the name, wrapping; kHashSeed for "" (the base model). Sequence hashes chain with
+/// kHashSeed either way (Dynamo lib/kv-router protocols.rs compute_block_hash_for_seq), so an
+/// adapter's blocks never match the base model's or another adapter's.
+uint64_t adapter_seed(std::string_view lora_name);
 /// Chains a sequence hash: XXH3-64(seed 1337) over the little-endian bytes of (prev, block).
 uint64_t chain_hash(uint64_t prev_sequence_hash, uint64_t block_hash);
 
 /// Hashes of the complete blocks of `tokens` (floor(n / block_size) values); with
 /// `include_partial` a trailing partial block is hashed too (replay traces, SPEC 4.1).
-/// block_size must be > 0.
-std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t block_size, bool include_partial = false);
+/// block_size must be > 0. `seed`: adapter_seed() of the request's adapter.
+std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t block_size, bool include_partial = false,
+                                   uint64_t seed = kHashSeed);
 /// Sequence hashes: seq[0] = block[0], seq[i] = chain_hash(seq[i-1], block[i]).
 std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> block_hashes);
 

@@ -15,10 +15,16 @@ Commands:
                             {"events": [...]}             publish a batch
                             {"events": [...], "hide": 1}  buffer it for replay but do not send it
                             {"events": [...], "lose": 1}  neither send nor buffer it (a lost batch)
+                            {..., "encoding": "array" | "map-events" | "map"}  in that layout
+                          (array: older vLLM; map-events: events as tagged maps; map: the batch
+                          too, current vLLM)
                           event: {"type": "BlockStored", "block_hashes", "parent_block_hash",
-                          "token_ids", "block_size"} | {"type": "BlockRemoved", "block_hashes"}
+                          "token_ids" (or "text": its 4-byte tokens), "block_size", "lora_id",
+                          "medium", "lora_name", "group_idx", "kv_cache_spec_kind"} |
+                          {"type": "BlockRemoved", "block_hashes", "medium", "group_idx"}
                           | {"type": "AllBlocksCleared"}; or {"type": "StoreText", "text",
-                          "block_size", "ids": [...]} = BlockStored of the text's complete blocks.
+                          "block_size", "ids": [...], other BlockStored fields?} = BlockStored of
+                          the text's complete blocks; any other type is written as given.
   fetch REPLAY_ENDPOINT   print "SEQ HEX_PAYLOAD" for every batch the replay socket holds
   reencode                for each "SEQ HEX" line: decode, rebuild the events as the documented
                           classes and encode them again; print "SEQ HEX" and the decoded JSON
@@ -32,31 +38,64 @@ import msgpack
 import zmq
 
 
-# vLLM's classes, as documented (field order is the wire order).
+# vLLM's classes, as documented (field order is the wire order; `defaults` are the fields declared
+# with a default, which msgspec's omit_defaults leaves out of a map when unset). The first six
+# BlockStored fields are the older classes dyn-mocker publishes; the rest came later
+# (vllm/distributed/kv_events.py): lora_name, extra_keys, group_idx, kv_cache_spec_kind/_sliding_window.
 class BlockStored:
-    fields = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium")
+    fields = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name",
+              "extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window")
+    older = 6
+    defaults = ("extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window")
 
 
 class BlockRemoved:
-    fields = ("block_hashes", "medium")
+    fields = ("block_hashes", "medium", "group_idx")
+    older = 2
+    defaults = ("group_idx",)
 
 
 class AllBlocksCleared:
     fields = ()
+    older = 0
+    defaults = ()
 
 
 CLASSES = {c.__name__: c for c in (BlockStored, BlockRemoved, AllBlocksCleared)}
 
 
-def encode_event(ev):
+def encode_event(ev, layout="array"):
+    """array: [tag, fields...] up to the last field set, at least the older classes' fields;
+    map-events / map: {"type": tag, field: value}, fields with a default only when set.
+    A type vLLM does not have (a newer engine's event) is written as given: [type, values...]."""
+    if ev["type"] not in CLASSES:
+        rest = {k: v for k, v in ev.items() if k != "type"}
+        return [ev["type"]] + list(rest.values()) if layout == "array" else dict(ev)
     cls = CLASSES[ev["type"]]
-    return [cls.__name__] + [ev.get(f) for f in cls.fields]
+    if layout == "array":
+        n = cls.older
+        for i, f in enumerate(cls.fields):
+            if ev.get(f) is not None:
+                n = max(n, i + 1)
+        return [cls.__name__] + [ev.get(f) for f in cls.fields[:n]]
+    out = {"type": cls.__name__}
+    for f in cls.fields:
+        if f in cls.defaults and ev.get(f) is None:
+            continue
+        out[f] = ev.get(f)
+    return out
 
 
-def encode_batch(ts, events, dp_rank=None):
-    body = [float(ts), [encode_event(e) for e in events]]
-    if dp_rank is not None:
-        body.append(dp_rank)
+def encode_batch(ts, events, dp_rank=None, layout="array"):
+    evs = [encode_event(e, layout) for e in events]
+    if layout == "map":
+        body = {"ts": float(ts), "events": evs}
+        if dp_rank is not None:
+            body["data_parallel_rank"] = dp_rank
+    else:
+        body = [float(ts), evs]
+        if dp_rank is not None:
+            body.append(dp_rank)
     return msgpack.packb(body, use_bin_type=True)
 
 
@@ -66,7 +105,7 @@ def decode_batch(payload):
     for e in events:
         cls = CLASSES[e[0]]
         d = {"type": e[0]}
-        for f, v in zip(cls.fields, e[1:]):
+        for f, v in zip(cls.fields[:cls.older], e[1:]):
             d[f] = v
         out.append(d)
     return ts, out, (rest[0] if rest else None)
@@ -79,14 +118,19 @@ def text_tokens(text):
 
 
 def expand(ev):
+    if "text" in ev and ev["type"] == "BlockStored":  # token_ids from a text (case files)
+        ev = dict(ev, token_ids=text_tokens(ev.pop("text")))
     if ev["type"] != "StoreText":
         return ev
     bs = ev["block_size"]
     toks = text_tokens(ev["text"])
     n = len(toks) // bs
     ids = ev["ids"][:n]
-    return {"type": "BlockStored", "block_hashes": ids, "parent_block_hash": ev.get("parent_block_hash"),
-            "token_ids": toks[:len(ids) * bs], "block_size": bs, "lora_id": None, "medium": "GPU"}
+    out = {k: v for k, v in ev.items() if k not in ("text", "ids")}  # other fields as given
+    out.update({"type": "BlockStored", "block_hashes": ids, "parent_block_hash": ev.get("parent_block_hash"),
+                "token_ids": toks[:len(ids) * bs], "block_size": bs, "lora_id": ev.get("lora_id"),
+                "medium": ev.get("medium", "GPU")})
+    return out
 
 
 def publish(endpoint_file):
@@ -135,7 +179,8 @@ def publish(endpoint_file):
                     if not line.strip():
                         continue
                     cmd = json.loads(line)
-                    payload = encode_batch(cmd.get("ts", time.time()), [expand(e) for e in cmd["events"]])
+                    payload = encode_batch(cmd.get("ts", time.time()), [expand(e) for e in cmd["events"]],
+                                           layout=cmd.get("encoding", "array"))
                     if not cmd.get("lose"):
                         buffer.append((seq, payload))
                     if not cmd.get("hide") and not cmd.get("lose"):
