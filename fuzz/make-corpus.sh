@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Assembles the seed corpus of one fuzz target into DIR from the checked-in seeds (fuzz/seeds/,
 # regression inputs included), the test fixtures (tests/fixtures, its cases/) and the public data in data/ (small files only).
-# Usage: fuzz/make-corpus.sh TARGET DIR   (TARGET: sse headers jsonl workload request_end render)
+# Usage: fuzz/make-corpus.sh TARGET DIR   (TARGET: sse headers jsonl workload request_end render kv_events)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cases="$root/tests/fixtures/cases"
@@ -80,6 +80,7 @@ case "$target" in
     # Request bodies, and the rows and captures that hold requests.
     for f in "$cases"/*/*.json "$data"/agent-headers/captured/*.jsonl "$data"/dynamo-docs/*.jsonl; do seed "$f"; done
     ;;
+  kv_events) ;;  # generator bytes: the checked-in seeds alone (one per layout and unusable kind)
   *) echo "make-corpus.sh: unknown target '$target'" >&2; exit 2 ;;
 esac
 echo "$target: $(find "$dir" -maxdepth 1 -type f | wc -l) seeds in $dir" >&2
