@@ -70,6 +70,33 @@ TEST_CASE("case 14: Codex header spellings, precedence over Codex by Claude and 
   CHECK(u.source == Source::kCodex);
 }
 
+TEST_CASE("Dynamo's trajectory-era headers and agent_context read as the session era") {
+  Identity t = norm({{"X-Dynamo-Trajectory-Id", "research:planner"},
+                     {"x-dynamo-parent-trajectory-id", "research:root"},
+                     {"x-dynamo-trajectory-final", "yes"}});
+  CHECK(t.source == Source::kDynamoTrajectory);
+  CHECK(sid(t) == "research:planner");
+  CHECK(pid(t) == "research:root");
+  CHECK(t.context->session_final == true);
+  // The session-era header wins; either wins over agent-native headers.
+  CHECK(sid(norm({{"x-dynamo-trajectory-id", "old"}, {"x-dynamo-session-id", "new"}})) == "new");
+  CHECK(sid(norm({{"x-claude-code-session-id", "cc"}, {"x-dynamo-trajectory-id", "t"}})) == "t");
+  // A trajectory-era agent_context: trajectory_id is the agent's session; that era's session_id
+  // named the run; parent_trajectory_id is the parent and trajectory_final the final flag.
+  auto b = AgentContext::from_json(Json::parse(
+      R"({"session_type_id":"swe","session_id":"run-7","trajectory_id":"run-7:sub","parent_trajectory_id":"run-7:main","trajectory_final":true})"));
+  REQUIRE(b);
+  CHECK(b->session_id == "run-7:sub");
+  CHECK(b->parent_session_id == "run-7:main");
+  CHECK(b->session_final == true);
+  auto c = AgentContext::from_json(Json::parse(R"({"trajectory_id":"t1"})"));
+  REQUIRE(c);
+  CHECK(c->to_json().dump() == R"({"session_id":"t1"})");
+  auto d = AgentContext::from_json(Json::parse(R"({"session_id":"s","parent_session_id":"p"})"));
+  CHECK(d->parent_session_id == "p");
+  CHECK_FALSE(AgentContext::from_json(Json::parse(R"({"parent_trajectory_id":"p"})")));
+}
+
 TEST_CASE("case 16: nested Claude Code subagents use the immediate parent") {
   auto rows = read_jsonl(repo("tests/fixtures/cases/16-claude-nested-subagent/requests.jsonl"));
   std::map<std::string, std::pair<std::string, std::string>> want = {

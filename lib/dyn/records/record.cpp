@@ -41,8 +41,19 @@ static std::string str_at(const Json& row, std::string_view path) {
   return {};
 }
 
-std::string session_of(const Json& row) { return str_at(row, "agent_context.session_id"); }
-std::string parent_of(const Json& row) { return str_at(row, "agent_context.parent_session_id"); }
+// Dynamo's trajectory era (docs/records.md): trajectory_id is the agent's session (that era's
+// session_id named the whole run), parent_trajectory_id its parent; the same rule as
+// session::AgentContext::from_json.
+std::string session_of(const Json& row) {
+  std::string t = str_at(row, "agent_context.trajectory_id");
+  return t.empty() ? str_at(row, "agent_context.session_id") : t;
+}
+std::string parent_of(const Json& row) {
+  const bool trajectory = !str_at(row, "agent_context.trajectory_id").empty();
+  std::string p = str_at(row, trajectory ? "agent_context.parent_trajectory_id" : "agent_context.parent_session_id");
+  return p.empty() ? str_at(row, trajectory ? "agent_context.parent_session_id" : "agent_context.parent_trajectory_id")
+                   : p;
+}
 std::string worker_of(const Json& row) { return str_at(row, "request.worker.decode_worker_id"); }
 
 std::optional<uint64_t> as_u64(const Json& v) {

@@ -32,9 +32,11 @@ const Json* find_path(const Json& row, std::string_view dotted);
 /// workload rows.
 bool is_trace_record(const Json& row);
 
-/// Session key for affinity grouping: agent_context.session_id or "" when absent.
+/// Session key for affinity grouping: agent_context.session_id, or in a row of Dynamo's
+/// trajectory era agent_context.trajectory_id (which wins: that era's session_id named the run);
+/// "" when absent (docs/records.md).
 std::string session_of(const Json& row);
-/// agent_context.parent_session_id or "".
+/// agent_context.parent_session_id, or parent_trajectory_id in a trajectory-era row; "" when absent.
 std::string parent_of(const Json& row);
 /// Decode worker id as a string (request.worker.decode_worker_id, number or string), or "".
 std::string worker_of(const Json& row);

@@ -9,6 +9,7 @@ const char* source_name(Source s) {
   switch (s) {
     case Source::kNone: return "none";
     case Source::kDynamo: return "dynamo";
+    case Source::kDynamoTrajectory: return "dynamo-trajectory";
     case Source::kClaudeCode: return "claude-code";
     case Source::kCodex: return "codex";
     case Source::kDeepSeek: return "deepseek-harness";
@@ -26,6 +27,14 @@ const std::vector<Family>& families() {
        .session = {"x-dynamo-session-id"},
        .parent = {"x-dynamo-parent-session-id"},
        .final_flag = "x-dynamo-session-final"},
+      // Dynamo's own headers before it renamed trajectories to sessions (ai-dynamo/dynamo#10896;
+      // docs/agents/trajectory-ids.md): the same meaning under the older names. The Hermes and Pi
+      // plugins still send them; a session header wins when both are sent.
+      {.source = Source::kDynamoTrajectory,
+       .session = {"x-dynamo-trajectory-id"},
+       .parent = {"x-dynamo-parent-trajectory-id"},
+       .final_flag = "x-dynamo-trajectory-final",
+       .note = "Dynamo's trajectory-era names of the row above"},
       {.source = Source::kClaudeCode,
        .session = {"x-claude-code-session-id"},
        .subagent = {"x-claude-code-agent-id"},
@@ -84,6 +93,13 @@ const std::vector<ClientStyle>& client_styles() {
         {"X-Dynamo-Parent-Session-ID", Put::kParent},
         {"X-Dynamo-Session-Final", Put::kFinal}},
        "Dynamo's canonical headers; the final flag on the last turn"},
+      // The Hermes and Pi plugins of Dynamo's trajectory era.
+      {"dynamo-trajectory",
+       Source::kDynamoTrajectory,
+       {{"X-Dynamo-Trajectory-ID", Put::kSession},
+        {"X-Dynamo-Parent-Trajectory-ID", Put::kParent},
+        {"X-Dynamo-Trajectory-Final", Put::kFinal}},
+       "Dynamo's trajectory-era headers, as the Hermes and Pi plugins send them"},
       // Claude Code 2.1: the root session on every request; a subagent adds its agent id, and the
       // parent agent only when the parent is itself a subagent (a top-level child's is implied).
       {"claude",

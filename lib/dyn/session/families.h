@@ -12,8 +12,8 @@
 namespace dyn::session {
 
 /// Which header family (SPEC 1.1 table row) produced the session.
-enum class Source { kNone, kDynamo, kClaudeCode, kCodex, kDeepSeek, kOpenCode, kGeneric };
-/// "none", "dynamo", "claude-code", "codex", "deepseek-harness", "opencode", "generic".
+enum class Source { kNone, kDynamo, kDynamoTrajectory, kClaudeCode, kCodex, kDeepSeek, kOpenCode, kGeneric };
+/// "none", "dynamo", "dynamo-trajectory", "claude-code", "codex", "deepseek-harness", "opencode", "generic".
 const char* source_name(Source s);
 
 /// One row of SPEC 1.1's precedence table. Header names are lower case; each list is in

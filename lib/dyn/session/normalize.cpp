@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <charconv>
 #include <cstdio>
+#include <initializer_list>
+#include <utility>
 #include <string>
 
 #include "dyn/base/json_write.h"
@@ -85,13 +87,29 @@ void append_agent_context(std::string& out, std::string_view session_id, std::st
 
 std::optional<AgentContext> AgentContext::from_json(const Json& v) {
   if (!v.is_object()) return std::nullopt;
-  auto it = v.find("session_id");
-  if (it == v.end() || !it->is_string() || it->get_ref<const std::string&>().empty()) return std::nullopt;
+  // The first non-empty string among `keys`, in order.
+  auto text = [&](std::initializer_list<const char*> keys) -> std::string {
+    for (const char* k : keys)
+      if (auto it = v.find(k); it != v.end() && it->is_string() && !it->get_ref<const std::string&>().empty())
+        return it->get<std::string>();
+    return {};
+  };
   AgentContext c;
-  c.session_id = it->get<std::string>();
-  if (auto p = v.find("parent_session_id"); p != v.end() && p->is_string()) c.parent_session_id = p->get<std::string>();
+  // A trajectory-era row's session_id named the whole run; its trajectory is the agent's own.
+  c.session_id = text({"trajectory_id"});
+  const bool trajectory = !c.session_id.empty();
+  if (!trajectory) c.session_id = text({"session_id"});
+  if (c.session_id.empty()) return std::nullopt;
+  c.parent_session_id = trajectory ? text({"parent_trajectory_id", "parent_session_id"})
+                                   : text({"parent_session_id", "parent_trajectory_id"});
   if (c.parent_session_id == c.session_id) c.parent_session_id.clear();
-  if (auto f = v.find("session_final"); f != v.end() && f->is_boolean()) c.session_final = f->get<bool>();
+  const char* finals[] = {"session_final", "trajectory_final"};
+  if (trajectory) std::swap(finals[0], finals[1]);
+  for (const char* k : finals)
+    if (auto f = v.find(k); f != v.end() && f->is_boolean()) {
+      c.session_final = f->get<bool>();
+      break;
+    }
   if (auto m = v.find("compaction"); m != v.end() && m->is_object()) c.compaction = *m;
   return c;
 }

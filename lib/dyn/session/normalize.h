@@ -30,8 +30,11 @@ struct AgentContext {
 
   /// {"session_id", "parent_session_id"?, "session_final"?, "compaction"?} in that key order.
   Json to_json() const;
-  /// Reads an agent_context object (as written by to_json, or Dynamo's). Returns nullopt when
-  /// `v` is not an object or has no non-empty string session_id.
+  /// Reads an agent_context object (as written by to_json, or Dynamo's), of either era of
+  /// Dynamo's schema (docs/records.md): the trajectory era's trajectory_id is the session (it
+  /// wins over that era's run-level session_id), parent_trajectory_id the parent and
+  /// trajectory_final the final flag, each when the session-era field is absent. Returns nullopt
+  /// when `v` is not an object or has no non-empty string session or trajectory id.
   static std::optional<AgentContext> from_json(const Json& v);
   bool operator==(const AgentContext&) const = default;
 };

@@ -67,7 +67,8 @@ bool id(Row e, const char* ptr, std::string* out) {
 }
 
 bool session_id(Row row, std::string* out) {
-  return id(row, "/agent_context/session_id", out) || id(row, "/agent_context/trajectory_id", out) ||
+  // A trajectory-era row's trajectory_id is the agent's own session (its session_id named the run).
+  return id(row, "/agent_context/trajectory_id", out) || id(row, "/agent_context/session_id", out) ||
          id(row, "/session_id", out);
 }
 
