@@ -6,7 +6,8 @@
 // it also goes through headers_from_json (object or [[name, value], ...]). Properties checked: an
 // identity has a non-empty session id of at most 256 bytes, trimmed, different from its parent,
 // never mistakable for a subagent group key; agent_context survives to_json/from_json; header
-// names are case-insensitive (upper-casing every name changes nothing); errors are HTTP 400.
+// names are case-insensitive (upper-casing every name changes nothing); errors are HTTP 400; both
+// with and without the alias spellings (NormalizeOptions::aliases), which only ever add a session.
 #include <string>
 
 #include "dyn/session/families.h"
@@ -45,15 +46,31 @@ bool same(const dyn::Expected<Identity>& a, const dyn::Expected<Identity>& b) {
          x.worker_instance_id == y.worker_instance_id && x.priority == y.priority && x.affinity_hint == y.affinity_hint;
 }
 
+size_t family_rank(dyn::session::Source s) {
+  const auto& f = dyn::session::families();
+  for (size_t i = 0; i < f.size(); ++i)
+    if (f[i].source == s) return i;
+  return f.size();
+}
+
 void run(const HeaderList& headers) {
-  auto id = dyn::session::normalize(headers);
-  if (id.ok()) check_identity(*id);
-  else FUZZ_CHECK(id.error().exit_code == 400 && !id.error().message.empty());
   HeaderList upper = headers;
   for (auto& [name, value] : upper)
     for (char& ch : name)
       if (ch >= 'a' && ch <= 'z') ch = static_cast<char>(ch - 'a' + 'A');
-  FUZZ_CHECK(same(id, dyn::session::normalize(upper)));
+  for (bool aliases : {false, true}) {
+    const dyn::session::NormalizeOptions o{.aliases = aliases};
+    auto id = dyn::session::normalize(headers, o);
+    if (id.ok()) check_identity(*id);
+    else FUZZ_CHECK(id.error().exit_code == 400 && !id.error().message.empty());
+    FUZZ_CHECK(same(id, dyn::session::normalize(upper, o)));
+    // Aliases only add spellings: a request with an identity without them has one with them
+    // (unless an alias header conflicts with itself), from the same family or an earlier one.
+    if (!aliases && id.ok() && id->context) {
+      auto with = dyn::session::normalize(headers, dyn::session::NormalizeOptions{.aliases = true});
+      FUZZ_CHECK(!with.ok() || (with->context && family_rank(with->source) <= family_rank(id->source)));
+    }
+  }
 }
 
 }  // namespace
@@ -68,7 +85,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     size_t colon = line.find(':');
     std::string name(line.substr(0, colon));
     if (name.size() == 2 && name[0] == '#') {
-      const auto& names = dyn::session::identity_header_names();
+      const auto& names = dyn::session::identity_header_names(/*aliases=*/true);
       name = names[static_cast<unsigned char>(name[1]) % names.size()];
     }
     headers.emplace_back(std::move(name), colon == std::string_view::npos ? "" : std::string(line.substr(colon + 1)));

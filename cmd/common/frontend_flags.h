@@ -14,6 +14,7 @@
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
 #include "dyn/cli/checks.h"
+#include "session_flags.h"
 #include "dyn/cli/run_config.h"
 #include "dyn/route/config.h"
 #include "dyn/io/segment_writer.h"
@@ -37,12 +38,14 @@ struct FrontendFlags {
   dyn::io::SegmentWriterOptions file;  // flag and environment values land here
 
   void add(CLI::App& sub, bool trace_always_on) {
+    add_session_flags(sub, opt.session);
     sub.add_option("--host", opt.listen.host, "Address to listen on (admin endpoints included)")->capture_default_str();
     sub.add_option("--port", opt.listen.port, "Port to listen on; 0 picks a free port")->capture_default_str();
     sub.add_option("--port-file", opt.listen.port_file, "Write the bound port to FILE once listening")
         ->type_name("FILE");
-    sub.add_option("--threads", opt.listen.threads,
-                   "Most handler threads (admission waits, tokenizer and store calls, admin endpoints); connections and streams run on an event loop, not bounded by this")
+    sub.add_option(
+           "--threads", opt.listen.threads,
+           "Most handler threads (admission waits, tokenizer and store calls, admin endpoints); connections and streams run on an event loop, not bounded by this")
         ->check(CLI::Range(size_t{1}, size_t{65536}))
         ->capture_default_str();
     sub.add_option("--max-request-bytes", opt.max_request_bytes,

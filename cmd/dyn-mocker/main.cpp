@@ -6,6 +6,7 @@
 #include "dyn/cli/run_tool.h"
 #include "dyn/mocker/server.h"
 #include "engine_flags.h"
+#include "session_flags.h"
 
 int main(int argc, char** argv) {
   CLI::App app{"Mock OpenAI-compatible inference engine with a KV cache and timing model", "dyn-mocker"};
@@ -19,6 +20,7 @@ int main(int argc, char** argv) {
   app.add_option("--worker-id", o.worker_id, "Worker id in metrics, KV events and the x-dyn-worker header")
       ->capture_default_str();
   dyn::cmd::add_engine_flags(app, o.engine);
+  dyn::cmd::add_session_flags(app, o.session);
   app.add_option(
          "--kv-events-endpoint", o.kv_events_endpoint,
          "Publish KV cache events as vLLM does (ZMQ PUB, msgpack KVEventBatch), bound here; port * = any free one (see GET /health)")

@@ -5,6 +5,7 @@
 #include "dyn/cli/run_config.h"
 #include "dyn/offline/offline.h"
 #include "router_flags.h"
+#include "session_flags.h"
 
 void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   struct Opts {
@@ -48,6 +49,7 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                   "skipped, predicted prompt-cache hit %), as dyn-replay --summary")
       ->type_name("FILE");
   dyn::cmd::add_router_flags(*sub, o->router);
+  dyn::cmd::add_session_flags(*sub, o->decide.session);
   dyn::cli::add_output_options(*sub, o->out);
   dispatch.add_filter(sub, &o->decide.inputs, &o->out, [o, sub](dyn::cli::Sink& sink) {
     o->decide.router = o->router.config(o->seed);

@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "dyn/offline/offline.h"
 #include "dyn/session/families.h"
+#include "session_flags.h"
 
 void setup_normalize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   struct Opts {
@@ -18,6 +19,7 @@ void setup_normalize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
               dyn::session::describe_families());
   sub->add_option("files", o->norm.inputs, "Input JSONL files of {\"headers\": ...} rows; - or none = stdin")
       ->type_name("FILE");
+  dyn::cmd::add_session_flags(*sub, o->norm.session);
   dyn::cli::add_output_options(*sub, o->out);
   dispatch.add_filter(sub, &o->norm.inputs, &o->out, [o](dyn::cli::Sink& sink) {
     dyn::io::Output* out = &sink.get();

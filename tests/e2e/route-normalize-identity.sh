@@ -1,10 +1,13 @@
 # Shows that dyn-route normalize maps header rows to agent_context (SPEC 1): case 14 (Codex
-# spellings and precedence), case 16 (nested Claude Code subagents), case 21 (lower-case Dynamo
-# headers), every captured Claude Code / Codex / OpenCode request, and error rows with line numbers.
+# spellings and precedence, with and without the aliases), case 16 (nested Claude Code subagents),
+# case 21 (lower-case Dynamo headers), every captured Claude Code / Codex / OpenCode request, and
+# error rows with line numbers.
 c="$DYN_CASES"
-echo "== case 14"
-jq -c 'to_entries[] | {name: .key, headers: .value}' "$c/14-codex-header-spellings/headers.json" |
-  dyn-route normalize | jq -r '[.name, .agent_context.session_id, (.agent_context.parent_session_id // "-"), .source] | @tsv'
+echo "== case 14 (sets b and d only with --session-header-aliases: Dynamo reads thread-id alone)"
+for a in "" --session-header-aliases; do
+  jq -c 'to_entries[] | {name: .key, headers: .value}' "$c/14-codex-header-spellings/headers.json" |
+    dyn-route normalize $a | jq -r '[.name, (.agent_context.session_id // "-"), (.agent_context.parent_session_id // "-"), (.source // "-")] | @tsv'
+done
 echo "== case 16"
 dyn-route normalize "$c/16-claude-nested-subagent/requests.jsonl" |
   jq -r '[.name, .agent_context.session_id, (.agent_context.parent_session_id // "-")] | @tsv'

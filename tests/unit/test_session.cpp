@@ -26,8 +26,8 @@ std::vector<Json> read_jsonl(const std::string& path) {
   return rows;
 }
 
-Identity norm(const HeaderList& h) {
-  auto r = normalize(h);
+Identity norm(const HeaderList& h, NormalizeOptions o = {}) {
+  auto r = normalize(h, o);
   REQUIRE_MESSAGE(r.ok(), (r.ok() ? "" : r.error().message));
   return *r;
 }
@@ -46,28 +46,38 @@ std::string header(const HeaderList& h, const std::string& name) {
 }
 }  // namespace
 
-TEST_CASE("case 14: Codex header spellings, precedence over Codex by Claude and Dynamo") {
+TEST_CASE("case 14: Codex header spellings, precedence over Codex by Claude and Dynamo, aliases off and on") {
   std::ifstream f(repo("tests/fixtures/cases/14-codex-header-spellings/headers.json"));
   Json sets = Json::parse(f);
-  std::map<std::string, std::string> want = {{"a-hyphen", "019e0000-0000-7000-8000-0000000000a1"},
-                                             {"b-underscore", "019e0000-0000-7000-8000-0000000000a1"},
-                                             {"c-capitalised", "019e0000-0000-7000-8000-0000000000a1"},
-                                             {"d-session-only", "019e0000-0000-7000-8000-0000000000a1"},
-                                             {"e-with-claude", "5b0c7a7e-0000-4000-8000-000000000001"},
-                                             {"f-with-dynamo", "custom-run-1"}};
+  const std::string thread = "019e0000-0000-7000-8000-0000000000a1";
+  // Aliases off (the default, as Dynamo): the underscore thread_id and a bare session-id are not
+  // identities. On: both are, the thread id first.
+  std::map<std::string, std::pair<std::string, std::string>> want = {
+      {"a-hyphen", {thread, thread}},
+      {"b-underscore", {"<none>", thread}},
+      {"c-capitalised", {thread, thread}},
+      {"d-session-only", {"<none>", thread}},
+      {"e-with-claude", {"5b0c7a7e-0000-4000-8000-000000000001", "5b0c7a7e-0000-4000-8000-000000000001"}},
+      {"f-with-dynamo", {"custom-run-1", "custom-run-1"}}};
   REQUIRE(sets.size() == want.size());
   for (auto it = sets.begin(); it != sets.end(); ++it) {
     CAPTURE(it.key());
     auto h = headers_from_json(it.value());
     REQUIRE(h.ok());
-    Identity id = norm(*h);
-    CHECK(sid(id) == want.at(it.key()));
-    CHECK(pid(id) == "");
+    CHECK(sid(norm(*h)) == want.at(it.key()).first);
+    Identity on = norm(*h, NormalizeOptions{.aliases = true});
+    CHECK(sid(on) == want.at(it.key()).second);
+    CHECK((pid(on) == "" || pid(on) == "<none>"));
   }
-  // The underscore form is the thread id even when session_id differs (thread id first).
-  Identity u = norm({{"session_id", "root"}, {"thread_id", "child"}});
+  // With aliases, the underscore form is the thread id even when session_id differs (thread id first).
+  Identity u = norm({{"session_id", "root"}, {"thread_id", "child"}}, NormalizeOptions{.aliases = true});
   CHECK(sid(u) == "child");
   CHECK(u.source == Source::kCodex);
+  // Without, headers of those names are not identity headers at all: duplicates do not conflict.
+  CHECK_FALSE(norm({{"session_id", "a"}, {"session_id", "b"}}).context);
+  CHECK_FALSE(normalize({{"session_id", "a"}, {"session_id", "b"}}, NormalizeOptions{.aliases = true}).ok());
+  CHECK(describe_families().find("(with --session-header-aliases, else thread_id, else session-id, else session_id)") !=
+        std::string::npos);
 }
 
 TEST_CASE("Dynamo's trajectory-era headers and agent_context read as the session era") {
@@ -373,6 +383,13 @@ TEST_CASE("the family table is what normalize reads: every spelling yields its f
         if (!f.subagent.empty()) break;  // a root turn of a subagent family has no parent
         CHECK(pid(norm({{std::string(n), "s1"}, {std::string(p), "p1"}})) == "p1");
       }
+    }
+    for (auto n : f.session_aliases) {
+      CAPTURE(n);
+      CHECK_FALSE(norm({{std::string(n), "s1"}}).context);
+      Identity got = norm({{std::string(n), "s1"}}, NormalizeOptions{.aliases = true});
+      CHECK(got.source == f.source);
+      CHECK(sid(got) == "s1");
     }
     for (auto n : f.subagent) {
       CAPTURE(n);

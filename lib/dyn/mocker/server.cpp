@@ -251,7 +251,7 @@ class Mocker {
     if (opt_.engine.kv_eviction == engine::KvEviction::kSession) {
       // The session and its end as a router forwards them (SPEC 1: x-dynamo-session-final on
       // the last turn); headers that do not normalize leave the request without a session.
-      if (auto ident = session::normalize(http::header_list(q.headers)); ident && ident->context) {
+      if (auto ident = session::normalize(http::header_list(q.headers), opt_.session); ident && ident->context) {
         spec.session = std::hash<std::string>{}(ident->context->session_id) | 1;
         spec.session_final = ident->context->session_final.value_or(false);
       }

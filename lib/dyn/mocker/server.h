@@ -8,6 +8,7 @@
 
 #include "dyn/engine/config.h"
 #include "dyn/http/server.h"
+#include "dyn/session/normalize.h"
 
 namespace dyn::mocker {
 
@@ -21,6 +22,7 @@ struct MockerOptions {
   std::string kv_events_endpoint;         ///< ZMQ PUB address of vLLM-format KV events ("" = off)
   std::string kv_events_replay_endpoint;  ///< ZMQ ROUTER address answering replay requests
   std::string replies;                    ///< --replies FILE ("" = none; engine::ReplyScript)
+  session::NormalizeOptions session;      ///< how a request's session is read (--kv-eviction session)
   uint64_t default_max_tokens = 128;      ///< output limit of a request that sets none
   // Fault injection for chaos tests (man page, FAULT INJECTION): API requests are numbered in
   // arrival order; the first `fault_after` are served normally, the next `fail_first` are

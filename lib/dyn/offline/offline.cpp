@@ -59,7 +59,7 @@ int normalize_rows(const NormalizeOptions& o, io::Output& out) {
     Expected<session::Identity> id = Error{"row has no \"headers\"", kExitBadData};
     if (h != row.end()) {
       auto list = session::headers_from_json(*h);
-      if (list.ok()) id = session::normalize(*list);
+      if (list.ok()) id = session::normalize(*list, o.session);
       else id = list.error();
     }
     if (id.ok()) {
@@ -367,12 +367,12 @@ void parse_kv_event_row(const Json& row, Parsed& r) {
 }
 
 // A header row -> Row.
-void parse_headers_row(const Json& row, Parsed& r) {
+void parse_headers_row(const Json& row, Parsed& r, const session::NormalizeOptions& how) {
   auto list = session::headers_from_json(row["headers"]);
   if (!list.ok()) {
     r.error = list.error();
   } else {
-    auto id = session::normalize(*list);
+    auto id = session::normalize(*list, how);
     if (!id.ok()) {
       r.error = id.error();
     } else {
@@ -553,7 +553,7 @@ bool Decider::read_row(std::string_view text, Row& r) {
         return false;
       }
     } else {
-      parse_headers_row(rec, p);
+      parse_headers_row(rec, p, o_.session);
     }
     pack(p, r);
   } else {

@@ -11,11 +11,14 @@
 #include "dyn/base/defaults.h"
 #include "dyn/io/output.h"
 #include "dyn/route/config.h"
+#include "dyn/session/normalize.h"
 
 namespace dyn::offline {
 
 struct NormalizeOptions {
   std::vector<std::string> inputs;  ///< JSONL files; empty or "-" = stdin
+  /// How rows' headers are normalized (--session-header-aliases).
+  session::NormalizeOptions session;
 };
 
 /// dyn-route normalize. Each input row {"headers": {name: value} | [[name, value], ...], ...}
@@ -50,6 +53,7 @@ struct DecideOptions {
   uint32_t workload_block_size = 0;
   bool explain = false;
   EndModel end_model;
+  session::NormalizeOptions session;  ///< how header rows are normalized (--session-header-aliases)
 };
 
 /// What one decide() run did, for its run record (dyn-route decide --summary).

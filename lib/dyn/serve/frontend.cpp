@@ -704,7 +704,7 @@ std::shared_ptr<Exchange> Frontend::Impl::open_exchange(Api api) {
 
 bool Frontend::Impl::read_identity(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req,
                                    http::ServerResponse& res, Dispatch& d) {
-  auto ident = session::normalize(http::header_list(req.headers));
+  auto ident = session::normalize(http::header_list(req.headers), opt.session);
   if (!ident) {
     reject(ex, res, http_status(ident.error()), "invalid_request_error", ident.error().message);
     return false;

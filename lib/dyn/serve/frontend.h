@@ -17,6 +17,7 @@
 #include "dyn/io/segment_writer.h"
 #include "dyn/route/admission.h"
 #include "dyn/route/config.h"
+#include "dyn/session/normalize.h"
 
 namespace dyn::serve {
 
@@ -32,6 +33,8 @@ struct FrontendOptions {
   http::ListenOptions listen;
   std::vector<std::string> workers;  ///< base URLs; worker id = index (SPEC: order of --worker)
   bool capture = false;
+  /// How request headers are normalized (SPEC 1.1: --session-header-aliases).
+  session::NormalizeOptions session;
   route::RouterConfig router;  ///< serve mode only
   /// Block size of the trace's replay block (serve: the router's block size).
   uint32_t trace_block_size = kDefaultKvBlockSize;

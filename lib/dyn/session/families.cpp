@@ -41,9 +41,13 @@ const std::vector<Family>& families() {
        .parent = {"x-claude-code-parent-agent-id"},
        .note = "a root turn never has a parent"},
       {.source = Source::kCodex,
-       // thread-id, then the older thread_id; only when no thread id is sent, session-id or
-       // session_id (the run's root thread, as older Codex builds and older Dynamo docs use)
-       .session = {"thread-id", "thread_id", "session-id", "session_id"},
+       // thread-id, as Dynamo reads it (lib/llm/src/protocols/agents.rs; the run-wide session-id
+       // is deliberately not an identity there, ai-dynamo/dynamo#12331). With aliases: the older
+       // thread_id, and only when no thread id is sent, session-id or session_id (the run's root
+       // thread, as older Codex builds and older Dynamo docs use; other clients send a header of
+       // that name for other things, e.g. a cache scope, so it is not read by default).
+       .session = {"thread-id"},
+       .session_aliases = {"thread_id", "session-id", "session_id"},
        .parent = {"x-codex-parent-thread-id"},
        .turn_metadata = "x-codex-turn-metadata",
        .note = "request_kind \"compaction\" in the turn metadata sets agent_context.compaction"},
@@ -64,14 +68,16 @@ const std::vector<Family>& families() {
   return kFamilies;
 }
 
-const std::vector<std::string_view>& identity_header_names() {
-  static const std::vector<std::string_view> kNames = [] {
+const std::vector<std::string_view>& identity_header_names(bool aliases) {
+  static const auto kNames = [](bool with_aliases) {
     std::vector<std::string_view> v;
     auto add = [&](std::string_view n) {
       if (!n.empty() && std::find(v.begin(), v.end(), n) == v.end()) v.push_back(n);
     };
     for (const Family& f : families()) {
       for (auto n : f.session) add(n);
+      if (with_aliases)
+        for (auto n : f.session_aliases) add(n);
       for (auto n : f.subagent) add(n);
       for (auto n : f.parent) add(n);
       add(f.final_flag);
@@ -81,8 +87,9 @@ const std::vector<std::string_view>& identity_header_names() {
                    "x-session-affinity"})
       add(n);
     return v;
-  }();
-  return kNames;
+  };
+  static const std::vector<std::string_view> kWithout = kNames(false), kWith = kNames(true);
+  return aliases ? kWith : kWithout;
 }
 
 const std::vector<ClientStyle>& client_styles() {
@@ -204,6 +211,8 @@ std::string describe_families() {
   int row = 0;
   for (const Family& f : families()) {
     out += std::to_string(++row) + " " + source_name(f.source) + ": session " + list(f.session, ", else ");
+    if (!f.session_aliases.empty())
+      out += " (with --session-header-aliases, else " + list(f.session_aliases, ", else ") + ")";
     if (!f.subagent.empty())
       out += "; subagent " + list(f.subagent, ", else ") +
              " (then the session; its parent is the parent header, "

@@ -21,6 +21,9 @@ const char* source_name(Source s);
 struct Family {
   Source source = Source::kNone;
   std::vector<std::string_view> session = {};  ///< session id spellings
+  /// Session spellings read only with aliases on (NormalizeOptions::aliases), after `session`:
+  /// spellings some clients send that Dynamo does not read today.
+  std::vector<std::string_view> session_aliases = {};
   /// A subagent's own id (Claude Code's agent id). When present it is the session, and its parent
   /// is the first `parent` spelling present, else the `session` spelling's value (the root
   /// session: a top-level subagent). Without it the session spelling is a root turn: no parent.
@@ -35,10 +38,11 @@ struct Family {
 /// present yields the session.
 const std::vector<Family>& families();
 
-/// Every header whose value is part of the identity (lower case): the families' spellings, then
-/// the worker target, priority, x-request-id and x-session-affinity. normalize() rejects a
-/// conflicting duplicate of any of these except the last two, and reads no other header.
-const std::vector<std::string_view>& identity_header_names();
+/// Every header whose value is part of the identity (lower case): the families' spellings (their
+/// aliases with `aliases`), then the worker target, priority, x-request-id and x-session-affinity.
+/// normalize() rejects a conflicting duplicate of any of these except the last two, and reads no
+/// other header.
+const std::vector<std::string_view>& identity_header_names(bool aliases = false);
 
 /// What a client puts in one header (SPEC 6.3), from a request's lineage.
 enum class Put {
@@ -93,7 +97,8 @@ std::vector<std::pair<std::string, std::string>> write_headers(const ClientStyle
 std::string describe_client_styles();
 
 /// The families as text, one line each in precedence order ("1 dynamo: session x-dynamo-session-id;
-/// parent ..."), for `dyn-route normalize --help` and its man page.
+/// parent ..."; aliases as "with --session-header-aliases, else ..."), for `dyn-route normalize
+/// --help` and its man page.
 std::string describe_families();
 
 }  // namespace dyn::session

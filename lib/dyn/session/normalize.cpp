@@ -48,6 +48,12 @@ struct Table {
       if (auto* v = get(n)) return v;
     return nullptr;
   }
+  /// The same over `names`, then `aliases` when `with_aliases`.
+  const std::string* first(const std::vector<std::string_view>& names, const std::vector<std::string_view>& aliases,
+                           bool with_aliases) const {
+    if (const std::string* v = first(names)) return v;
+    return with_aliases ? first(aliases) : nullptr;
+  }
 };
 
 std::optional<bool> parse_bool(std::string_view v) {
@@ -114,9 +120,9 @@ std::optional<AgentContext> AgentContext::from_json(const Json& v) {
   return c;
 }
 
-Expected<Identity> normalize(const HeaderList& headers) {
+Expected<Identity> normalize(const HeaderList& headers, const NormalizeOptions& options) {
   Table t;
-  const auto& names = identity_header_names();
+  const auto& names = identity_header_names(options.aliases);
   for (auto& [name, raw] : headers) {
     std::string n = lower(trim(name));
     if (std::find(names.begin(), names.end(), n) == names.end()) continue;
@@ -166,7 +172,7 @@ Expected<Identity> normalize(const HeaderList& headers) {
   AgentContext c;
   Source src = Source::kNone;
   for (const Family& f : families()) {
-    const std::string* session = t.first(f.session);
+    const std::string* session = t.first(f.session, f.session_aliases, options.aliases);
     const std::string* subagent = t.first(f.subagent);
     if (!session && !subagent) continue;
     src = f.source;

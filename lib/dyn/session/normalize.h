@@ -61,6 +61,15 @@ struct Identity {
   std::string affinity_hint;                   ///< x-session-affinity (a hint, never an identity)
 };
 
+/// How normalize() reads identity headers (SPEC 1.1).
+struct NormalizeOptions {
+  /// Also read the families' alias spellings (Family::session_aliases: Codex's older thread_id,
+  /// and a bare session-id / session_id when no thread id is sent). Off by default, as Dynamo
+  /// reads neither (dyn-route serve/decide/normalize and dyn-mocker --session-header-aliases,
+  /// env DYN_SESSION_HEADER_ALIASES).
+  bool aliases = false;
+};
+
 /// Normalizes request headers per SPEC 1.1: the first family of families() (families.h, the one
 /// table of spellings) with a session or subagent header present yields the session; its parent
 /// is that family's first parent spelling present (Claude Code: see Family::subagent); Dynamo's
@@ -73,7 +82,7 @@ struct Identity {
 /// or priority that is not an integer; a control character (other than tab) inside the trimmed
 /// value of any identity_header_names() header (RFC 9110 5.5).
 /// Pure function, thread-safe.
-Expected<Identity> normalize(const HeaderList& headers);
+Expected<Identity> normalize(const HeaderList& headers, const NormalizeOptions& options = {});
 
 /// Reads headers from JSON: an object {name: value} or an ordered list [[name, value], ...].
 /// Values that are numbers or booleans are converted to their JSON text; an array value (a
