@@ -323,72 +323,76 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
       }
       return true;
     }
-    case Api::kMessages: {
-      std::string type = str_at(j, "type");
-      if (type == "message_start") {
-        if (auto m = member(j, "message")) {
-          if (auto u = member(*m, "usage")) usage(*u);
-        }
-      } else if (type == "content_block_start") {
-        auto b = member(j, "content_block");
-        if (b && str_at(*b, "type") == "tool_use") {
-          uint64_t idx = facts_.tool_calls.size();
-          ToolCall& rec = tool_call(0, idx);
-          rec.id = str_at(*b, "id");
-          rec.name = str_at(*b, "name");
-        }
-      } else if (type == "content_block_delta") {
-        if (auto d = member(j, "delta")) {
-          uint64_t n =
-              text_len(member(*d, "text")) + text_len(member(*d, "thinking")) + text_len(member(*d, "partial_json"));
-          if (n) content(t, n);
-        }
-      } else if (type == "message_delta") {
-        if (auto d = member(j, "delta")) {
-          if (std::string sr = str_at(*d, "stop_reason"); !sr.empty()) facts_.finish_reason = sr;
-        }
-        // message_delta carries the final output count (and may repeat the input counts, as 0,
-        // or leave them out: usage() never lowers a count, case 27).
-        if (auto u = member(j, "usage")) usage(*u);
-      } else if (type == "message_stop") {
-        facts_.terminal_event = true;
-      }
-      return true;
-    }
-    case Api::kResponses: {
-      std::string type = str_at(j, "type");
-      if (type == "response.output_text.delta" || type == "response.reasoning_text.delta" ||
-          type == "response.reasoning_summary_text.delta" || type == "response.function_call_arguments.delta") {
-        uint64_t n = text_len(member(j, "delta"));
-        if (n) content(t, n);
-      } else if (type == "response.output_item.added" || type == "response.output_item.done") {
-        auto item = member(j, "item");
-        if (item && str_at(*item, "type") == "function_call") {
-          uint64_t oi = u64_at(j, "output_index").value_or(facts_.tool_calls.size());
-          ToolCall& rec = tool_call(0, oi);
-          if (std::string id = str_at(*item, "call_id"); !id.empty()) rec.id = id;
-          if (std::string nm = str_at(*item, "name"); !nm.empty()) rec.name = nm;
-        }
-      } else if (type == "response.completed" || type == "response.incomplete" || type == "response.failed") {
-        if (auto r = member(j, "response")) {
-          // Once per response: the whole-body rules run on a Json copy.
-          Json copy = Json::parse(simdjson::minify(*r), nullptr, false);
-          if (copy.is_object()) copy.erase("output");  // items were seen as events; observe_body would re-add them
-          observe_body(copy);
-        }
-        facts_.terminal_event = true;
-        if (type == "response.failed" && !facts_.error_event) {
-          auto r = member(j, "response");
-          auto e = r ? member(*r, "error") : std::nullopt;
-          if (e) note_error(*e);
-          else note_error(Json(std::string("response.failed")));
-          if (facts_.error_type.empty() || facts_.error_type == "stream_error") facts_.error_type = "response.failed";
-        }
-      }
-      return true;
-    }
+    case Api::kMessages: on_messages_event(j, t); return true;
+    case Api::kResponses: on_responses_event(j, t); return true;
   }
   return true;
+}
+
+template <class V>
+void ResponseTap::on_messages_event(const V& j, double t) {
+  std::string type = str_at(j, "type");
+  if (type == "message_start") {
+    if (auto m = member(j, "message")) {
+      if (auto u = member(*m, "usage")) usage(*u);
+    }
+  } else if (type == "content_block_start") {
+    auto b = member(j, "content_block");
+    if (b && str_at(*b, "type") == "tool_use") {
+      uint64_t idx = facts_.tool_calls.size();
+      ToolCall& rec = tool_call(0, idx);
+      rec.id = str_at(*b, "id");
+      rec.name = str_at(*b, "name");
+    }
+  } else if (type == "content_block_delta") {
+    if (auto d = member(j, "delta")) {
+      uint64_t n =
+          text_len(member(*d, "text")) + text_len(member(*d, "thinking")) + text_len(member(*d, "partial_json"));
+      if (n) content(t, n);
+    }
+  } else if (type == "message_delta") {
+    if (auto d = member(j, "delta")) {
+      if (std::string sr = str_at(*d, "stop_reason"); !sr.empty()) facts_.finish_reason = sr;
+    }
+    // message_delta carries the final output count (and may repeat the input counts, as 0,
+    // or leave them out: usage() never lowers a count, case 27).
+    if (auto u = member(j, "usage")) usage(*u);
+  } else if (type == "message_stop") {
+    facts_.terminal_event = true;
+  }
+}
+
+template <class V>
+void ResponseTap::on_responses_event(const V& j, double t) {
+  std::string type = str_at(j, "type");
+  if (type == "response.output_text.delta" || type == "response.reasoning_text.delta" ||
+      type == "response.reasoning_summary_text.delta" || type == "response.function_call_arguments.delta") {
+    uint64_t n = text_len(member(j, "delta"));
+    if (n) content(t, n);
+  } else if (type == "response.output_item.added" || type == "response.output_item.done") {
+    auto item = member(j, "item");
+    if (item && str_at(*item, "type") == "function_call") {
+      uint64_t oi = u64_at(j, "output_index").value_or(facts_.tool_calls.size());
+      ToolCall& rec = tool_call(0, oi);
+      if (std::string id = str_at(*item, "call_id"); !id.empty()) rec.id = id;
+      if (std::string nm = str_at(*item, "name"); !nm.empty()) rec.name = nm;
+    }
+  } else if (type == "response.completed" || type == "response.incomplete" || type == "response.failed") {
+    if (auto r = member(j, "response")) {
+      // Once per response: the whole-body rules run on a Json copy.
+      Json copy = Json::parse(simdjson::minify(*r), nullptr, false);
+      if (copy.is_object()) copy.erase("output");  // items were seen as events; observe_body would re-add them
+      observe_body(copy);
+    }
+    facts_.terminal_event = true;
+    if (type == "response.failed" && !facts_.error_event) {
+      auto r = member(j, "response");
+      auto e = r ? member(*r, "error") : std::nullopt;
+      if (e) note_error(*e);
+      else note_error(Json(std::string("response.failed")));
+      if (facts_.error_type.empty() || facts_.error_type == "stream_error") facts_.error_type = "response.failed";
+    }
+  }
 }
 
 template <class V>

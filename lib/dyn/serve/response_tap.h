@@ -98,6 +98,12 @@ class ResponseTap : public http::StreamTap {
  private:
   /// Handles one complete SSE event; returns false to drop it from the relayed bytes.
   bool on_event(std::string_view event_name, std::string_view data, double t);
+  /// The Anthropic messages and OpenAI Responses readings of an event's JSON object `j` (a
+  /// simdjson::dom::element), apart from the chat/completions reading that most streams take.
+  template <class V>
+  void on_messages_event(const V& j, double t);
+  template <class V>
+  void on_responses_event(const V& j, double t);
   void content(double t, uint64_t bytes);
   /// `V` is Json (whole bodies) or simdjson::dom::element (each SSE event, parsed without a
   /// tree of allocations: issue 16 found per-chunk nlohmann parsing among the proxy's top costs).
