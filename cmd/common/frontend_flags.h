@@ -2,21 +2,13 @@
 // upstream timeouts and request tracing (SPEC 5.2), with flag > environment > default (CLI11 envname).
 #pragma once
 
-#include <atomic>
-#include <csignal>
-#include <cstdlib>
-#include <memory>
-#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
 
-#include "dyn/base/diag.h"
-#include "dyn/base/error.h"
 #include "dyn/cli/checks.h"
 #include "session_flags.h"
 #include "dyn/cli/run_config.h"
-#include "dyn/route/config.h"
 #include "dyn/io/segment_writer.h"
 #include "dyn/serve/frontend.h"
 
@@ -139,53 +131,6 @@ inline dyn::Json frontend_run_config(const CLI::App& root, const dyn::serve::Fro
                 {"roll_bytes", t.roll_bytes},
                 {"roll_lines", t.roll_lines}};
   return c;
-}
-
-/// The one start-up line of a live frontend, once it listens: URL, workers (or the capture
-/// upstream), routing mode and affinity, trace destination, admin listener.
-inline std::string startup_line(const dyn::serve::FrontendOptions& opt, int port) {
-  std::string s = "listening on http://" + opt.listen.host + ":" + std::to_string(port);
-  if (opt.capture) {
-    s += "; upstream " + (opt.workers.empty() ? std::string("?") : opt.workers.front());
-  } else {
-    s += "; " + std::to_string(opt.workers.size()) + (opt.workers.size() == 1 ? " worker" : " workers") +
-         "; router mode " + dyn::route::mode_name(opt.router.mode);
-    if (opt.router.affinity_enabled())
-      s += ", session affinity " + std::string(dyn::route::affinity_mode_name(opt.router.affinity_mode)) + " TTL " +
-           std::to_string(opt.router.affinity_ttl_secs) + " s";
-    else s += ", no session affinity";
-  }
-  // gzip writes numbered segments PREFIX.NNNNNN.jsonl.gz; jsonl appends to the one file PREFIX.
-  s += "; trace " + (!opt.trace            ? std::string("off")
-                     : opt.trace_file.gzip ? opt.trace_file.prefix + ".*.jsonl.gz"
-                                           : opt.trace_file.prefix);
-  if (opt.admin_listen.port >= 0) s += "; admin on " + opt.admin_listen.host;
-  return s;
-}
-
-/// Binds, serves until SIGTERM/SIGINT, then drains in-flight responses and flushes the trace.
-/// Returns 0 after a SIGTERM and 130 after a SIGINT (the README's exit table: interrupted), both
-/// after the same drain and flush; bind errors throw Fatal (exit 4).
-inline int run_frontend(dyn::serve::FrontendOptions opt) {
-  const dyn::serve::FrontendOptions shown = opt;
-  // The watcher blocks the stop signals before the frontend exists: its constructor starts
-  // threads (the Redis store's, the KV event subscribers'), and a thread started earlier would
-  // not block SIGTERM, so the kernel could hand it the signal and the process would die of it
-  // without draining or flushing the trace (the rows of the last ~100 ms were lost that way).
-  // Declared first, the optional is destroyed last: the watcher's thread has ended by then.
-  std::optional<dyn::serve::Frontend> frontend;
-  std::atomic<bool> ready{false};
-  dyn::http::SignalWatcher watcher([&](int) {
-    if (ready.load()) frontend->stop();
-  });
-  frontend.emplace(std::move(opt));
-  ready.store(true);
-  if (watcher.received() != 0) frontend->stop();  // a signal during construction
-  auto port = frontend->bind();
-  if (!port) throw dyn::Fatal(port.error().exit_code, port.error().message);
-  dyn::diag::note(startup_line(shown, *port));
-  frontend->serve();
-  return watcher.received() == SIGINT ? dyn::kExitInterrupted : dyn::kExitOk;
 }
 
 }  // namespace dyn::cmd

@@ -11,6 +11,45 @@
 #include "frontend_flags.h"
 #include "router_flags.h"
 
+namespace {
+
+/// --worker-kv-events URL=ENDPOINT[,REPLAY] values paired with the --worker URLs, in worker
+/// order; every worker needs one once any is given or --router-kv-events is on (else none).
+std::vector<dyn::serve::KvEventSource> kv_event_sources(const std::vector<std::string>& workers,
+                                                        const std::vector<std::string>& specs, bool kv_events) {
+  std::vector<std::optional<dyn::serve::KvEventSource>> src(workers.size());
+  for (const auto& spec : specs) {
+    auto eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
+      throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events " + spec + ": expected URL=ZMQ_ADDR[,REPLAY_ADDR]");
+    std::string url = spec.substr(0, eq), rest = spec.substr(eq + 1);
+    auto w = std::find(workers.begin(), workers.end(), url);
+    if (w == workers.end())
+      throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events " + spec + ": " + url + " is not one of the --worker URLs");
+    size_t i = static_cast<size_t>(w - workers.begin());
+    if (src[i]) throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events given twice for " + url);
+    auto comma = rest.find(',');
+    dyn::serve::KvEventSource k;
+    k.endpoint = rest.substr(0, comma);
+    if (comma != std::string::npos) k.replay_endpoint = rest.substr(comma + 1);
+    if (k.endpoint.empty() || (comma != std::string::npos && k.replay_endpoint.empty()))
+      throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events " + spec + ": empty ZMQ address");
+    src[i] = k;
+  }
+  std::vector<dyn::serve::KvEventSource> out;
+  if (specs.empty() && !kv_events) return out;
+  for (size_t i = 0; i < src.size(); ++i) {
+    if (!src[i])
+      throw dyn::Fatal(dyn::kExitUsage, "--router-kv-events: worker " + workers[i] +
+                                            " has no --worker-kv-events URL=ZMQ_ADDR (every worker needs its event "
+                                            "endpoint)");
+    out.push_back(*src[i]);
+  }
+  return out;
+}
+
+}  // namespace
+
 void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   struct Opts {
     dyn::cmd::FrontendFlags front;
@@ -74,36 +113,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     opt.workers = o->workers;
     opt.binding_store = o->binding_store;
     opt.router = o->router.config(o->seed);
-    // --worker-kv-events URL=ENDPOINT[,REPLAY], paired with --worker by URL.
-    std::vector<std::optional<dyn::serve::KvEventSource>> src(o->workers.size());
-    for (const auto& spec : o->worker_kv_events) {
-      auto eq = spec.find('=');
-      if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
-        throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events " + spec + ": expected URL=ZMQ_ADDR[,REPLAY_ADDR]");
-      std::string url = spec.substr(0, eq), rest = spec.substr(eq + 1);
-      auto w = std::find(o->workers.begin(), o->workers.end(), url);
-      if (w == o->workers.end())
-        throw dyn::Fatal(dyn::kExitUsage,
-                         "--worker-kv-events " + spec + ": " + url + " is not one of the --worker URLs");
-      size_t i = static_cast<size_t>(w - o->workers.begin());
-      if (src[i]) throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events given twice for " + url);
-      auto comma = rest.find(',');
-      dyn::serve::KvEventSource k;
-      k.endpoint = rest.substr(0, comma);
-      if (comma != std::string::npos) k.replay_endpoint = rest.substr(comma + 1);
-      if (k.endpoint.empty() || (comma != std::string::npos && k.replay_endpoint.empty()))
-        throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events " + spec + ": empty ZMQ address");
-      src[i] = k;
-    }
-    if (!o->worker_kv_events.empty() || opt.router.kv_events) {
-      for (size_t i = 0; i < src.size(); ++i) {
-        if (!src[i])
-          throw dyn::Fatal(dyn::kExitUsage,
-                           "--router-kv-events: worker " + o->workers[i] +
-                               " has no --worker-kv-events URL=ZMQ_ADDR (every worker needs its event endpoint)");
-        opt.kv_events.push_back(*src[i]);
-      }
-    }
+    opt.kv_events = kv_event_sources(o->workers, o->worker_kv_events, opt.router.kv_events);
     opt.allow_block_size_mismatch = o->allow_block_size_mismatch;
     opt.tokenizer_url = o->tokenizer_url;
     opt.health_interval_ms = o->health_interval_ms;
@@ -114,6 +124,6 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     // SPEC 9 capacity: the workers' KV blocks (SPEC 8 default, dyn::kDefaultKvBlocks) x the router block size.
     opt.admission_capacity_tokens = (o->admission.kv_blocks ? o->admission.kv_blocks : dyn::kDefaultKvBlocks) *
                                     static_cast<uint64_t>(opt.router.block_size);
-    return dyn::cmd::run_frontend(opt);
+    return dyn::serve::run(opt);
   });
 }

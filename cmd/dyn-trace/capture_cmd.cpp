@@ -24,6 +24,6 @@ void setup_capture(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     f->opt.trace_block_size = *block;
     f->opt.tool_name = "dyn-trace";
     f->opt.run_config = dyn::cmd::frontend_run_config(*sub->get_parent(), f->opt);
-    return dyn::cmd::run_frontend(f->opt);
+    return dyn::serve::run(f->opt);
   });
 }

@@ -1,5 +1,6 @@
 // The live frontend (dyn-route serve, dyn-trace capture): OpenAI/Anthropic-compatible HTTP proxy
-// with session identity, session-aware routing with leases, request_end tracing and admin API.
+// with session identity, session-aware routing with leases, request_end tracing and admin API;
+// serve::run is the whole server's life for a command's main.
 #pragma once
 
 #include <cstdint>
@@ -133,5 +134,17 @@ class Frontend {
   struct Impl;
   std::unique_ptr<Impl> impl_;
 };
+
+/// The one start-up line of a live frontend, once it listens on `port`: URL, workers (or the
+/// capture upstream), routing mode and affinity, trace destination, admin listener.
+std::string startup_line(const FrontendOptions& opt, int port);
+
+/// A whole server's life, for dyn-route serve and dyn-trace capture: builds the Frontend, binds
+/// (port files), says startup_line on stderr, serves until SIGTERM or SIGINT, then drains the
+/// requests in flight and flushes the trace. Returns 0 after a SIGTERM and 130 after a SIGINT
+/// (the README's exit table: interrupted), both after the same drain and flush. Start-up errors
+/// throw Fatal: a bad configuration (exit 2, as Frontend's constructor), a port or trace folder
+/// that cannot be used (exit 4).
+int run(FrontendOptions options);
 
 }  // namespace dyn::serve
