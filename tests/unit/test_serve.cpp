@@ -21,7 +21,10 @@
 #include "dyn/base/json.h"
 #include "dyn/http/proxy.h"
 #include "dyn/http/server.h"
+#include "dyn/serve/fleet.h"
 #include "dyn/serve/frontend.h"
+#include "dyn/serve/intake.h"
+#include "dyn/serve/placer.h"
 #include "dyn/serve/response_tap.h"
 
 using dyn::Json;
@@ -796,4 +799,91 @@ TEST_CASE("serve: a dead worker is retried elsewhere; all dead gives 503 or 502,
     CHECK(r->get_header_value("x-dyn-worker") == "1");
   }
   ::close(fd);
+}
+
+TEST_CASE("fleet: a health change reaches its listener once; a block size mismatch refuses the worker") {
+  dyn::http::EventLoop loop(1, 1);
+  Fleet fleet({"http://127.0.0.1:1", "http://127.0.0.1:2"}, loop, {}, /*block_size=*/16, false);
+  std::vector<std::pair<size_t, bool>> changes;
+  fleet.on_health_change([&](size_t i, bool ok) { changes.emplace_back(i, ok); });
+  fleet.set_health(1, false, "test");
+  fleet.set_health(1, false, "test again");  // no change: not told twice
+  CHECK(changes == std::vector<std::pair<size_t, bool>>{{1, false}});
+  CHECK(fleet.first_healthy() == 0u);
+  CHECK(fleet.check_block_size(0, 16, "test"));
+  CHECK_FALSE(fleet.check_block_size(0, 32, "test"));  // refused: marked down
+  CHECK(fleet.at(0).refused);
+  CHECK_FALSE(fleet.at(0).healthy);
+  CHECK(fleet.at(0).block_size == 32u);
+  CHECK_FALSE(fleet.first_healthy());
+  CHECK(fleet.check_block_size(0, 16, "test"));  // accepted again; the next good poll marks it up
+  CHECK_FALSE(fleet.at(0).refused);
+  Fleet lenient({"http://127.0.0.1:1"}, loop, {}, 16, /*allow_block_size_mismatch=*/true);
+  CHECK(lenient.check_block_size(0, 32, "test"));
+  CHECK(lenient.at(0).healthy);
+  CHECK_THROWS_AS(Fleet({"not a url"}, loop, {}, 16, false), dyn::Fatal);
+}
+
+TEST_CASE("placer: the router follows the fleet's health; a lease is given back once") {
+  dyn::http::EventLoop loop(1, 1);
+  FrontendOptions o;
+  o.workers = {"http://127.0.0.1:1", "http://127.0.0.1:2"};
+  o.router.affinity_ttl_secs = 300;
+  Fleet fleet(o.workers, loop, {}, o.router.block_size, false);
+  dyn::FakeClock clock;
+  Placer placer(o, fleet, clock);
+  fleet.on_health_change([&](size_t i, bool ok) { placer.on_health_change(i, ok); });
+  fleet.set_health(0, false, "test");
+  for (int k = 0; k < 4; ++k) {
+    dyn::route::RouteRequest rr;
+    rr.session_id = "s" + std::to_string(k);
+    auto placed = placer.place(rr);
+    REQUIRE(placed);
+    CHECK(placed->worker() == 1u);
+    Lease lease;
+    lease.placement.emplace(std::move(*placed));
+    lease.placement->commit();
+    placer.release(lease, TurnEnd{});
+    CHECK_FALSE(lease.placement);
+  }
+  CHECK(placer.router().bindings().size() == 4);
+  fleet.set_health(1, false, "test");
+  dyn::route::RouteRequest rr;
+  CHECK_FALSE(placer.place(rr));  // no healthy worker
+  o.binding_store = "redis://127.0.0.1:1";
+  o.router.affinity_ttl_secs = 0;
+  CHECK_THROWS_AS(Placer(o, fleet, clock), dyn::Fatal);  // a shared store needs affinity
+}
+
+TEST_CASE("intake: body errors are 400s that quote no body bytes; the origin form of a target") {
+  Exchange ex;
+  auto err = [&](const std::string& body) {
+    auto b = read_body(ex, body, false);
+    REQUIRE_FALSE(b);
+    CHECK(b.error().exit_code == 400);
+    return b.error().message;
+  };
+  CHECK(err("") == "empty request body (a JSON object is required)");
+  CHECK(err("[1]") == "request body must be a JSON object");
+  std::string bad = err(R"({"model": "secret-text)");
+  CHECK(bad.find("secret") == std::string::npos);
+  CHECK(bad.find("near byte") != std::string::npos);
+  CHECK(err(std::string(200, '[') + std::string(200, ']')).find("nested deeper") != std::string::npos);
+  // A repeated key: read as a Json tree reads it (the last value), not simdjson's first.
+  auto b = read_body(ex, R"({"model":"a","model":"b","stream":true,"messages":[]})", false);
+  REQUIRE(b);
+  CHECK(ex.model == "b");
+  CHECK(ex.stream);
+  CHECK(b->json);
+  Exchange ex2;
+  auto fast = read_body(ex2, R"({"model":"c","messages":[{"role":"user","content":"hi"}]})", false);
+  REQUIRE(fast);
+  CHECK(ex2.model == "c");
+  CHECK_FALSE(ex2.stream);
+  CHECK(fast->rendered);
+  CHECK_FALSE(fast->json);
+  CHECK(origin_form("http://h:1/v1/x?q=1") == "/v1/x?q=1");
+  CHECK(origin_form("http://h:1?q=1") == "/?q=1");
+  CHECK(origin_form("http://h:1") == "/");
+  CHECK(origin_form("/v1/models") == "/v1/models");
 }

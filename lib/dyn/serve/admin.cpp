@@ -1,0 +1,189 @@
+// The admin pages: their routes and the loopback guard, /v1/bindings and /health.
+#include "dyn/serve/admin.h"
+
+#include <algorithm>
+#include <map>
+#include <optional>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+namespace dyn::serve {
+
+void AdminPages::add_routes(http::EventServer& s, bool guarded) const {
+  // Wraps an admin handler: on the main listener only loopback peers (or --admin-allow-remote).
+  auto admin = [this, guarded](http::EventServer::Handler fn) {
+    return [this, guarded, fn](const http::ServerRequest& req, http::ServerResponse& res) {
+      if (guarded && !admin_allowed(req)) {
+        return http::set_error(res, 403, "permission_error",
+                               "admin endpoint " + req.path +
+                                   " answers loopback clients only (see --admin-port and --admin-allow-remote)");
+      }
+      fn(req, res);
+    };
+  };
+  if (s_.placer) {
+    s.route("GET", "/v1/bindings", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
+              res.set_content(bindings_text(), "application/json");
+            }));
+    s.route(
+        "GET", "/v1/programs", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
+          const route::AdmissionController* a = s_.placer->admission();
+          Json j = a ? a->snapshot_json(s_.clock.now_ms()) : Json{{"admission", "none"}, {"programs", Json::array()}};
+          res.set_content(j.dump(2) + "\n", "application/json");
+        }));
+  }
+  if (!s_.opt.run_config.is_null()) {
+    s.route("GET", "/v1/run-config", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
+              res.set_content(s_.opt.run_config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n",
+                              "application/json");
+            }));
+  }
+  s.route("GET", "/metrics", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
+            res.set_content(metrics_text(), "text/plain; version=0.0.4");
+          }));
+  if (guarded || !s_.placer) return;
+  s.route("GET", "/health", [this](const http::ServerRequest&, http::ServerResponse& res) {
+    bool any = false;
+    Json j = health_json(&any);
+    res.status = any ? 200 : 503;
+    res.set_content(j.dump() + "\n", "application/json");
+  });
+}
+
+void AdminPages::add_health_route(http::EventServer& s) const {
+  s.route("GET", "/health", [this](const http::ServerRequest& req, http::ServerResponse& res) {
+    bool any = false;
+    Json j = health_json(&any);
+    res.status = any ? 200 : 503;
+    if (admin_separate() || !admin_allowed(req)) j.erase("workers");
+    res.set_content(j.dump() + "\n", "application/json");
+  });
+}
+
+Json AdminPages::health_json(bool* any_healthy) const {
+  Json ws = Json::array();
+  bool any = false;
+  for (size_t i = 0; i < s_.fleet.size(); ++i) {
+    bool h = s_.fleet.at(i).healthy.load();
+    any = any || h;
+    ws.push_back(Json{{"worker", i}, {"url", s_.fleet.at(i).url}, {"healthy", h}});
+  }
+  if (any_healthy) *any_healthy = any;
+  Json j = Json::object();
+  j["status"] = any ? "ok" : "no healthy worker";
+  j["workers"] = std::move(ws);
+  return j;
+}
+
+namespace {
+
+/// The identity columns of a /v1/bindings row: a session's key, or a parent group's parent id.
+Json binding_key_json(const std::string& key, const std::string& parent) {
+  Json j = Json::object();
+  if (!parent.empty()) {
+    j["key"] = nullptr;
+    j["parent_session_id"] = parent;
+    j["kind"] = "parent_group";
+  } else {
+    j["key"] = key;
+    j["kind"] = "session";
+  }
+  return j;
+}
+
+/// Rows of the shared table: every replica's bindings as the store holds them; leases, state
+/// and version are this replica's view (other replicas' leases are not in the store).
+template <class Emit>
+void store_rows(std::vector<StoredBinding>& rows, const std::vector<route::BindingInfo>& local, const Fleet& fleet,
+                uint64_t unix_now, Emit emit) {
+  std::map<std::pair<std::string, std::string>, const route::BindingInfo*> mine;
+  for (const auto& b : local) mine[{b.key, b.parent_session_id}] = &b;
+  std::sort(rows.begin(), rows.end(), [](const StoredBinding& a, const StoredBinding& b) {
+    return std::tie(a.session_id, a.parent_session_id) < std::tie(b.session_id, b.parent_session_id);
+  });
+  for (const auto& r : rows) {
+    Json j = binding_key_json(r.session_id, r.parent_session_id);
+    std::optional<size_t> w;
+    for (size_t i = 0; i < fleet.size() && !w; ++i)
+      if (fleet.at(i).url == r.worker_url) w = i;
+    j["worker"] = w ? Json(static_cast<uint64_t>(*w)) : Json(nullptr);
+    j["worker_url"] = r.worker_url;
+    auto m = mine.find({r.session_id, r.parent_session_id});
+    const route::BindingInfo* b = m == mine.end() ? nullptr : m->second;
+    j["state"] = !w ? "unknown_worker" : (b && b->initializing ? "initializing" : "bound");
+    j["active_leases"] = b ? b->active_leases : 0;
+    j["version"] = b ? b->version : 0;
+    if (r.ttl_ms >= 0) {
+      j["idle_deadline_unix_ms"] = unix_now + static_cast<uint64_t>(r.ttl_ms);
+      j["idle_expires_in_ms"] = static_cast<double>(r.ttl_ms);
+    } else {
+      j["idle_deadline_unix_ms"] = nullptr;
+    }
+    emit(j);
+  }
+}
+
+/// Rows of this replica's own table.
+template <class Emit>
+void local_rows(const std::vector<route::BindingInfo>& local, const Fleet& fleet, double now, uint64_t unix_now,
+                Emit emit) {
+  for (const auto& b : local) {
+    Json j = binding_key_json(b.key, b.parent_session_id);
+    j["worker"] = b.worker;
+    j["worker_url"] = b.worker < fleet.size() ? fleet.at(b.worker).url : "";
+    j["state"] = b.initializing ? "initializing" : "bound";
+    j["active_leases"] = b.active_leases;
+    j["version"] = b.version;
+    if (b.idle_deadline_ms) {
+      double left = *b.idle_deadline_ms - now;
+      j["idle_deadline_unix_ms"] = unix_now + static_cast<uint64_t>(std::max(0.0, left));
+      j["idle_expires_in_ms"] = std::max(0.0, left);
+    } else {
+      j["idle_deadline_unix_ms"] = nullptr;
+    }
+    emit(j);
+  }
+}
+
+}  // namespace
+
+std::string AdminPages::bindings_text() const {
+  const route::RouterConfig& rc = s_.opt.router;
+  SharedBindings* shared = s_.placer->shared();
+  double now = s_.clock.now_ms();
+  uint64_t unix_now = s_.clock.unix_ms();
+  auto local = std::as_const(*s_.placer).router().bindings();
+  std::optional<Expected<std::vector<StoredBinding>>> stored;
+  if (shared && shared->store().up()) stored = shared->store().list();
+  const bool from_store = stored && *stored;
+  // The document is written row by row, each binding on one line: the table can hold 65,536
+  // bindings, and one Json tree of them all (plus its indented dump) peaked at about 150 MB.
+  Json head = Json::object();
+  head["affinity"] = rc.affinity_enabled() ? Json{{"ttl_secs", rc.affinity_ttl_secs},
+                                                  {"mode", route::affinity_mode_name(rc.affinity_mode)}}
+                                           : Json(nullptr);
+  if (shared) {
+    // Which table this is: the shared one, or this replica's own while the store is unreachable.
+    head["store"] = Json{{"url", s_.opt.binding_store}, {"up", from_store}, {"table", from_store ? "shared" : "local"}};
+  }
+  head["count"] = from_store ? (**stored).size() : local.size();
+  std::string out = head.dump(2, ' ', false, Json::error_handler_t::replace);
+  out.resize(out.size() - 2);  // "\n}": the rows follow
+  out += ",\n  \"bindings\": [";
+  bool first = true;
+  auto emit = [&](const Json& j) {
+    out += first ? "\n    " : ",\n    ";
+    first = false;
+    out += j.dump(-1, ' ', false, Json::error_handler_t::replace);
+  };
+  if (from_store) {
+    store_rows(**stored, local, s_.fleet, unix_now, emit);
+  } else {
+    local_rows(local, s_.fleet, now, unix_now, emit);
+  }
+  out += first ? "]\n}\n" : "\n  ]\n}\n";
+  return out;
+}
+
+}  // namespace dyn::serve

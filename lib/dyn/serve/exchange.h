@@ -1,0 +1,69 @@
+// One API request from its arrival to its end (the relay's unit of work), and the facts its
+// request_end row and the metrics both read: latencies from the response tap, the response's error.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "dyn/http/proxy.h"
+#include "dyn/serve/placer.h"
+#include "dyn/serve/response_tap.h"
+#include "dyn/session/normalize.h"
+
+namespace dyn::serve {
+
+/// One request from arrival to its request_end row.
+struct Exchange {
+  Exchange() = default;
+  Exchange(const Exchange&) = delete;
+  Exchange& operator=(const Exchange&) = delete;
+  /// Frees the request's concurrency slot: the exchange lives until its response has ended.
+  ~Exchange() {
+    if (slot) slot->fetch_sub(1);
+  }
+  std::atomic<size_t>* slot = nullptr;  ///< counted in RelayStats::in_flight
+  Api api = Api::kChat;
+  bool stream = false;
+  double start_ms = 0;
+  uint64_t received_unix_ms = 0;
+  std::optional<session::AgentContext> ctx;
+  std::string x_request_id;
+  std::string request_id;
+  std::string model;
+  uint64_t input_length = 0;
+  std::vector<uint64_t> sequence_hashes;  ///< with the trailing partial block (SPEC 4.1 replay)
+  Lease lease;                            ///< what the Placer gave it (serve mode)
+  int worker = -1;
+  std::string binding;             ///< dyn.binding ("" = omit: capture mode)
+  std::optional<double> pause_ms;  ///< dyn.pause_ms (admission wait, SPEC 9)
+  std::shared_ptr<ResponseTap> tap;
+};
+
+/// The latency figures of an exchange (SPEC 7) from the tap's content-chunk stamps: one rule for
+/// the request_end row and the /metrics histograms. Times in ms from the request's arrival.
+struct Latencies {
+  std::optional<double> ttft_ms;     ///< first content chunk
+  std::optional<double> latency_ms;  ///< last content chunk
+  /// usage's count, else the SPEC 4.2 estimate from the content bytes; unset when the response
+  /// said nothing (no usage, no content, no outcome).
+  std::optional<uint64_t> output_tokens;
+  bool output_tokens_estimated = false;
+  /// (latency - TTFT) / (output tokens - 1), for a stream with at least 2 output tokens.
+  std::optional<double> avg_itl_ms;
+};
+
+/// `out` null = the request was answered by the frontend itself.
+Latencies latencies_of(const Exchange& ex, const http::ProxyOutcome* out);
+
+/// The error of a relayed response (type, message; type "" = success): a cut upstream stream, a
+/// client that went away, an HTTP error status (with the upstream's message), an error event
+/// inside a 2xx response (the upstream's own type and message, issue 21.3), or a stream cut
+/// before its API's terminal event with no finish reason (stream_incomplete, issue 21.2).
+std::pair<std::string, std::string> response_error(const Exchange& ex, const http::ProxyOutcome& o);
+
+}  // namespace dyn::serve

@@ -1,0 +1,110 @@
+// Worker health polls: a thread that asks every worker's GET /health and updates the fleet.
+#include "dyn/serve/health.h"
+
+#include <algorithm>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include "dyn/base/json.h"
+
+namespace dyn::serve {
+
+void HealthPoller::start() {
+  thread_ = std::thread([this] { run(); });
+}
+
+void HealthPoller::stop() {
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+}
+
+void HealthPoller::join() {
+  stop();
+  if (thread_.joinable()) thread_.join();
+}
+
+namespace {
+
+/// One worker's poll client and its state between polls.
+struct Polled {
+  std::unique_ptr<httplib::Client> client;
+  unsigned failed_polls = 0;   ///< consecutive
+  uint64_t answered_seen = 0;  ///< the worker's answered count at the previous poll
+};
+
+/// The client of one worker's polls.
+std::unique_ptr<httplib::Client> poll_client(const http::UpstreamPool& pool, double timeout_ms) {
+  auto c = std::make_unique<httplib::Client>(pool.url().scheme_host_port);
+  auto us = std::chrono::microseconds(static_cast<int64_t>(timeout_ms * 1000));
+  c->set_connection_timeout(us);
+  c->set_read_timeout(us);
+  // A fresh connection per poll: a reused keep-alive connection may have been closed by the
+  // worker (idle timeout, request cap, restart), and the poll then fails with a write error that
+  // says nothing about the worker's health. Seen under load in the soak ("GET /health failed:
+  // Write") as a healthy worker marked down and its hard-affinity sessions moved. Proxied
+  // requests do not need this: ProxyCall retries a reused connection once on a fresh one.
+  c->set_keep_alive(false);
+  return c;
+}
+
+/// One poll of worker `i`: its verdict goes to the fleet.
+void poll_once(Fleet& fleet, size_t i, Polled& p, unsigned failure_threshold) {
+  Fleet::Worker& w = fleet.at(i);
+  auto r = p.client->Get(w.pool.url().path_prefix + "/health");
+  bool ok = r && r->status == 200;
+  // A poll that got no answer from a worker that completed requests since the last poll is not
+  // a failure: the worker is alive, its HTTP server busy (a thread-per-connection engine with
+  // every thread streaming queues the poll's connection). Counting it turned overload into an
+  // outage: at 2,000 streams on one dyn-mocker, the router marked its only worker down and
+  // answered 503 "no healthy worker" (issue 16). A worker that stops answering proxied requests
+  // too fails on the next poll, and a failed proxied request marks it down at once.
+  const uint64_t answered = w.counters.answered.load();
+  const bool busy = !r && answered != p.answered_seen;
+  p.answered_seen = answered;
+  if (busy) {
+    p.failed_polls = 0;
+    return;
+  }
+  std::string why = ok  ? "GET /health answered 200"
+                    : r ? fmt::format("GET /health answered {}", r->status)
+                        : "GET /health failed: " + httplib::to_string(r.error());
+  if (ok) {
+    // Worker metadata: dyn-mocker reports its block size here (vLLM's /health is empty).
+    Json j = Json::parse(r->body, nullptr, false);
+    if (j.is_object()) {
+      auto it = j.find("kv_block_size");
+      if (it != j.end() && it->is_number_unsigned() && it->get<uint64_t>() > 0 && it->get<uint64_t>() <= UINT32_MAX)
+        fleet.check_block_size(i, it->get<uint32_t>(), "GET /health kv_block_size");
+    }
+    if (w.refused) return fleet.set_health(i, false, "refused: block size mismatch");
+  }
+  p.failed_polls = ok ? 0 : p.failed_polls + 1;
+  if (ok || p.failed_polls >= std::max(1u, failure_threshold)) {
+    if (!ok && p.failed_polls > 1) why += fmt::format(" ({} polls in a row)", p.failed_polls);
+    fleet.set_health(i, ok, why);
+  }
+}
+
+}  // namespace
+
+void HealthPoller::run() {
+  std::vector<Polled> polled(fleet_.size());
+  for (size_t i = 0; i < polled.size(); ++i) polled[i].client = poll_client(fleet_.at(i).pool, opt_.timeout_ms);
+  for (;;) {
+    for (size_t i = 0; i < polled.size(); ++i) poll_once(fleet_, i, polled[i], opt_.failure_threshold);
+    std::unique_lock<std::mutex> lk(mu_);
+    if (cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>(opt_.interval_ms * 1000)),
+                     [&] { return stopping_; }))
+      return;
+  }
+}
+
+}  // namespace dyn::serve

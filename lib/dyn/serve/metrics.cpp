@@ -1,0 +1,205 @@
+// GET /metrics: the Prometheus text of a frontend, one section per part, in a fixed order.
+#include <functional>
+#include <tuple>
+#include <utility>
+
+#include <fmt/format.h>
+
+#include "dyn/http/prometheus.h"
+#include "dyn/serve/admin.h"
+
+namespace dyn::serve {
+
+namespace {
+
+using http::prom_family;
+using http::prom_sample;
+
+/// The labels of worker `i`'s samples.
+std::string worker_labels(const Fleet& fleet, size_t i) {
+  return fmt::format("worker=\"{}\",url=\"{}\"", i, fleet.at(i).url);
+}
+
+/// One counter family without labels.
+void counter(std::string& o, const char* name, const char* help, uint64_t v) {
+  prom_family(o, name, "counter", help);
+  prom_sample(o, name, "", static_cast<double>(v));
+}
+
+void relay_counters(std::string& o, const RelayStats& s) {
+  counter(o, "dyn_frontend_requests_total", "API requests received", s.requests.load());
+  counter(o, "dyn_frontend_rejected_total", "requests answered by the frontend with an error before dispatch",
+          s.rejected.load());
+  counter(o, "dyn_frontend_retries_total", "dispatches retried on another worker after a transport failure",
+          s.retries.load());
+}
+
+void worker_families(std::string& o, const Fleet& fleet) {
+  struct F {
+    const char* name;
+    const char* help;
+    std::atomic<uint64_t> WorkerCounters::*m;
+  };
+  const F fams[] = {
+      {"dyn_worker_requests_total", "requests dispatched to the worker", &WorkerCounters::requests},
+      {"dyn_worker_errors_total", "dispatched requests that ended in an error", &WorkerCounters::errors},
+      {"dyn_worker_cancelled_total", "dispatched requests whose client went away", &WorkerCounters::cancelled},
+      {"dyn_worker_input_tokens_total", "input tokens reported by the worker", &WorkerCounters::input_tokens},
+      {"dyn_worker_output_tokens_total", "output tokens reported by the worker", &WorkerCounters::output_tokens},
+      {"dyn_worker_cached_tokens_total", "cached prompt tokens reported by the worker", &WorkerCounters::cached_tokens},
+  };
+  for (const auto& fam : fams) {
+    prom_family(o, fam.name, "counter", fam.help);
+    for (size_t i = 0; i < fleet.size(); ++i)
+      prom_sample(o, fam.name, worker_labels(fleet, i), static_cast<double>((fleet.at(i).counters.*fam.m).load()));
+  }
+  prom_family(o, "dyn_worker_in_flight", "gauge",
+              "requests dispatched to the worker and not ended (awaiting its headers or being relayed)");
+  for (size_t i = 0; i < fleet.size(); ++i)
+    prom_sample(o, "dyn_worker_in_flight", worker_labels(fleet, i),
+                static_cast<double>(fleet.at(i).counters.in_flight.load()));
+  prom_family(o, "dyn_worker_healthy", "gauge", "1 when the worker's /health answered 200 at the last poll");
+  for (size_t i = 0; i < fleet.size(); ++i)
+    prom_sample(o, "dyn_worker_healthy", worker_labels(fleet, i), fleet.at(i).healthy.load() ? 1 : 0);
+}
+
+void store_families(std::string& o, const SharedBindings& shared) {
+  BindingStore::Stats bs = shared.store().stats();
+  SharedBindings::Stats ss = shared.stats();
+  prom_family(o, "dyn_router_binding_store_up", "gauge",
+              "1 while the shared binding store answers (--router-binding-store)");
+  prom_sample(o, "dyn_router_binding_store_up", "", shared.store().up() ? 1 : 0);
+  const std::tuple<const char*, const char*, uint64_t> fams[] = {
+      {"dyn_router_binding_store_outages_total", "times the binding store became unreachable", bs.outages},
+      {"dyn_router_binding_store_errors_total", "failed binding store calls", bs.errors},
+      {"dyn_router_binding_store_reads_total", "placements that read the binding store (one round trip)",
+       ss.round_trips},
+      {"dyn_router_binding_store_cached_total", "placements that trusted a copy of the store's binding (no round trip)",
+       ss.cached},
+      {"dyn_router_binding_store_claims_total", "atomic claims and compare-and-sets sent to the binding store",
+       ss.claims},
+      {"dyn_router_binding_store_conflicts_total", "claims lost to another replica (the request followed its binding)",
+       ss.conflicts},
+      {"dyn_router_binding_store_bad_values_total",
+       "store bindings naming a worker URL this replica does not have (ignored)", ss.bad_values},
+      {"dyn_router_binding_store_local_only_total", "placements made on the local table alone (store unreachable)",
+       ss.local_only},
+      {"dyn_router_binding_store_updates_dropped_total",
+       "queued TTL refreshes and deletes dropped while the store was unreachable", bs.async_dropped},
+      {"dyn_router_binding_store_notifications_total", "binding changes announced by other replicas", bs.notifications},
+  };
+  for (const auto& [name, help, v] : fams) counter(o, name, help, v);
+}
+
+void router_families(std::string& o, const Placer& placer) {
+  const route::Router& router = placer.router();
+  route::RouterStats s = router.stats();
+  prom_family(o, "dyn_router_decisions_total", "counter", "routing decisions per chosen worker");
+  for (const auto& [w, n] : s.decisions_per_worker)
+    prom_sample(o, "dyn_router_decisions_total", fmt::format("worker=\"{}\"", w), static_cast<double>(n));
+  prom_family(o, "dyn_router_bindings_total", "counter", "binding outcomes of routed requests (SPEC 5.1 dyn.binding)");
+  const std::pair<const char*, uint64_t> outcomes[] = {{"new", s.binding_new},
+                                                       {"hit", s.binding_hit},
+                                                       {"rebound", s.binding_rebound},
+                                                       {"expired", s.binding_expired},
+                                                       {"none", s.binding_none}};
+  for (const auto& [k, v] : outcomes)
+    prom_sample(o, "dyn_router_bindings_total", fmt::format("outcome=\"{}\"", k), static_cast<double>(v));
+  prom_family(o, "dyn_router_bindings_live", "gauge", "live session bindings");
+  prom_sample(o, "dyn_router_bindings_live", "", static_cast<double>(s.bindings_live));
+  counter(o, "dyn_router_binding_table_full_total", "new bindings refused at the table limit", s.table_full);
+  counter(o, "dyn_router_binding_waits_total", "requests that waited for an initializing binding", s.waits);
+  if (const SharedBindings* shared = placer.shared()) store_families(o, *shared);
+  prom_family(o, "dyn_router_index_blocks", "gauge", "KV blocks the router's index holds for the worker");
+  for (const auto& l : router.loads())
+    prom_sample(o, "dyn_router_index_blocks", fmt::format("worker=\"{}\"", l.worker),
+                static_cast<double>(l.cached_blocks));
+}
+
+void kv_families(std::string& o, const KvFeeds& kv, const Fleet& fleet) {
+  using Sub = kvevents::Subscriber::Stats;
+  struct S {
+    const char* name;
+    const char* type;
+    const char* help;
+    std::function<double(size_t)> v;
+  };
+  auto sub = [&kv](std::atomic<uint64_t> Sub::*m) {
+    return [&kv, m](size_t i) { return static_cast<double>((kv.subscriber(i).*m).load()); };
+  };
+  const S kvf[] = {
+      {"dyn_kv_events_batches_total", "counter", "KV event batches applied (replayed ones included)",
+       sub(&Sub::batches)},
+      {"dyn_kv_events_replayed_batches_total", "counter", "KV event batches fetched from the replay socket",
+       sub(&Sub::replayed_batches)},
+      {"dyn_kv_events_gaps_total", "counter", "sequence gaps detected in the worker's KV event stream",
+       sub(&Sub::gaps)},
+      {"dyn_kv_events_gaps_unrecovered_total", "counter",
+       "gaps the replay socket could not fill (the worker's index was cleared)", sub(&Sub::gaps_unrecovered)},
+      {"dyn_kv_events_publisher_restarts_total", "counter",
+       "publisher restarts or reconnections seen (the worker's index was cleared)", sub(&Sub::restarts)},
+      {"dyn_kv_events_index_resets_total", "counter", "times the worker's index was cleared for lost events",
+       [&kv](size_t i) { return static_cast<double>(kv.resets(i)); }},
+      {"dyn_kv_events_bad_batches_total", "counter", "undecodable KV event messages", sub(&Sub::bad_batches)},
+      {"dyn_kv_events_last_seq", "gauge", "sequence number of the last KV event batch applied (-1 = none)",
+       [&kv](size_t i) { return static_cast<double>(kv.subscriber(i).last_seq.load()); }},
+      {"dyn_kv_events_engine_blocks", "gauge", "engine blocks the event translator knows for the worker",
+       [&kv](size_t i) { return static_cast<double>(kv.counts(i).engine_blocks.load()); }},
+  };
+  for (const auto& f : kvf) {
+    prom_family(o, f.name, f.type, f.help);
+    for (size_t i = 0; i < kv.size(); ++i) prom_sample(o, f.name, worker_labels(fleet, i), f.v(i));
+  }
+  using Counts = kvevents::FeedCounts;
+  prom_family(o, "dyn_kv_events_total", "counter", "KV events received, by type");
+  const std::pair<const char*, std::atomic<uint64_t> Counts::*> types[] = {
+      {"BlockStored", &Counts::stored}, {"BlockRemoved", &Counts::removed}, {"AllBlocksCleared", &Counts::cleared}};
+  for (size_t i = 0; i < kv.size(); ++i) {
+    for (const auto& [type, m] : types)
+      prom_sample(o, "dyn_kv_events_total", worker_labels(fleet, i) + ",type=\"" + type + "\"",
+                  static_cast<double>((kv.counts(i).*m).load()));
+  }
+  prom_family(o, "dyn_kv_events_skipped_total", "counter",
+              "KV events not applied to the worker's index, by reason (never their batch)");
+  for (size_t i = 0; i < kv.size(); ++i)
+    for (size_t r = 0; r < kvevents::kSkipReasons; ++r)
+      prom_sample(o, "dyn_kv_events_skipped_total",
+                  worker_labels(fleet, i) + ",reason=\"" + kvevents::skip_name(static_cast<kvevents::Skip>(r)) + "\"",
+                  static_cast<double>(kv.counts(i).skipped[r].load()));
+}
+
+void latency_families(std::string& o, const RelayStats& s) {
+  prom_family(o, "dyn_request_ttft_seconds", "histogram", "time to first token of successful requests");
+  s.ttft.render(o, "dyn_request_ttft_seconds", "");
+  prom_family(o, "dyn_request_duration_seconds", "histogram", "total time of successful requests");
+  s.total.render(o, "dyn_request_duration_seconds", "");
+  prom_family(o, "dyn_request_itl_seconds", "histogram", "average inter-token latency per streamed request");
+  s.itl.render(o, "dyn_request_itl_seconds", "");
+}
+
+}  // namespace
+
+std::string AdminPages::metrics_text() const {
+  std::string o;
+  const RelayStats& rs = s_.relay.stats();
+  relay_counters(o, rs);
+  worker_families(o, s_.fleet);
+  if (s_.placer) router_families(o, *s_.placer);
+  if (s_.kv) kv_families(o, *s_.kv, s_.fleet);
+  if (!s_.opt.tokenizer_url.empty())
+    counter(o, "dyn_tokenizer_errors_total", "requests hashed from 4-byte tokens because the tokenizer failed",
+            rs.tokenizer_errors.load());
+  if (s_.placer) {
+    prom_family(o, "dyn_worker_block_size", "gauge", "KV block size the worker reported (0 = not known)");
+    for (size_t i = 0; i < s_.fleet.size(); ++i)
+      prom_sample(o, "dyn_worker_block_size", worker_labels(s_.fleet, i), s_.fleet.at(i).block_size.load());
+  }
+  prom_family(o, "dyn_frontend_in_flight_requests", "gauge", "API requests being served (streams until they end)");
+  prom_sample(o, "dyn_frontend_in_flight_requests", "", static_cast<double>(rs.in_flight.load()));
+  if (auto dropped = s_.trace.dropped_rows())
+    counter(o, "dyn_trace_rows_dropped_total", "request_end rows lost to failed trace writes (disk full)", *dropped);
+  latency_families(o, rs);
+  return o;
+}
+
+}  // namespace dyn::serve

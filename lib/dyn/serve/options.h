@@ -1,0 +1,87 @@
+// The settings of a live frontend (dyn-route serve, dyn-trace capture), shared by its parts.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "dyn/base/defaults.h"
+#include "dyn/base/json.h"
+#include "dyn/http/proxy.h"
+#include "dyn/http/server.h"
+#include "dyn/io/segment_writer.h"
+#include "dyn/route/admission.h"
+#include "dyn/route/config.h"
+#include "dyn/session/normalize.h"
+
+namespace dyn::serve {
+
+/// Where one worker publishes its KV events (vLLM's ZMQ PUB and replay ROUTER addresses).
+struct KvEventSource {
+  std::string endpoint;
+  std::string replay_endpoint;  ///< "" = gaps clear the worker's index instead of being replayed
+};
+
+/// Everything the frontend needs. Serve mode routes over `workers`; capture mode forwards to the
+/// single upstream workers[0] without routing (and forwards any other path untraced).
+struct FrontendOptions {
+  http::ListenOptions listen;
+  std::vector<std::string> workers;  ///< base URLs; worker id = index (SPEC: order of --worker)
+  bool capture = false;
+  /// How request headers are normalized (SPEC 1.1: --session-header-aliases).
+  session::NormalizeOptions session;
+  route::RouterConfig router;  ///< serve mode only
+  /// Block size of the trace's replay block (serve: the router's block size).
+  uint32_t trace_block_size = kDefaultKvBlockSize;
+  bool trace = false;  ///< write request_end rows (SPEC 5.2)
+  io::SegmentWriterOptions trace_file;
+  double health_interval_ms = 1000;  ///< GET /health polling period per worker (serve mode)
+  double health_timeout_ms = 1000;
+  /// Consecutive failed polls before a worker is marked down (SGLang's router and Kubernetes
+  /// probes default to 3): one slow poll on a loaded machine must not move hard-affinity sessions
+  /// off a live worker. A failed proxied request still marks the worker down at once.
+  unsigned health_failure_threshold = 3;
+  http::UpstreamTimeouts upstream;
+  std::string tool_name = "dyn-route";
+  /// How this process was started (cli::run_config: version, flags and their sources, environment
+  /// variables). When not null it is served at GET /v1/run-config (an admin endpoint) and, with
+  /// tracing on, written once to `<trace prefix>.run-config.json` beside the segments when
+  /// serve() starts (replacing the previous run's: the segments of one prefix keep counting up),
+  /// so a trace carries the configuration that produced it.
+  Json run_config;
+  /// Shared binding store of router replicas, redis://HOST:PORT[/DB] ("" = this process's table
+  /// only). Needs session affinity (router.affinity_ttl_secs); see serve::SharedBindings.
+  std::string binding_store;
+  /// Program-aware admission (SPEC 9, serve mode only); mode none = no controller.
+  route::AdmissionConfig admission;
+  /// Each worker's KV capacity in tokens for admission accounting (KV blocks x block size).
+  uint64_t admission_capacity_tokens = 0;
+  /// Largest request body accepted, in bytes; a larger one gets 413 with an OpenAI-style error
+  /// body before any of it is buffered past the limit. 0 = no limit.
+  size_t max_request_bytes = size_t{32} << 20;
+  /// Most API requests in flight at once (a stream counts until it ends); one more gets 429
+  /// (rate_limit_error, Retry-After: 1), as SGLang's router answers. 0 = no limit.
+  size_t max_concurrent_requests = 0;
+  /// A separate admin listener for /v1/bindings, /v1/programs, /metrics and the detailed /health
+  /// (port < 0 = none; then those endpoints are on the main listener and answer only loopback
+  /// peers unless admin_allow_remote). Its host defaults to loopback whatever --host says.
+  http::ListenOptions admin_listen{"127.0.0.1", -1, "", 16};
+  /// Serve admin endpoints on the main listener to any peer (e.g. a remote Prometheus scraper).
+  bool admin_allow_remote = false;
+  /// On stop (SIGTERM), wait up to this long for the API requests in flight to finish before
+  /// closing connections (new requests get 503 meanwhile).
+  double drain_timeout_s = 60;
+  /// Per worker (same order as `workers`), when router.kv_events: the index is fed by these
+  /// publishers (SPEC 3.3 event-fed mode). Required for every worker in that mode.
+  std::vector<KvEventSource> kv_events;
+  /// A worker whose block size (its /health `kv_block_size`, or an event's block_size) differs
+  /// from the router's is refused (not routed to, its events ignored) unless this is set; then a
+  /// warning is printed and its events are cut into router blocks (approximate).
+  bool allow_block_size_mismatch = false;
+  /// OpenAI-compatible tokenizer base URL (vLLM/SGLang `POST /tokenize`): requests are hashed
+  /// from the token ids it returns instead of the SPEC 4.2 4-byte tokens. "" = 4-byte tokens.
+  std::string tokenizer_url;
+};
+
+}  // namespace dyn::serve

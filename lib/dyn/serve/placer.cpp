@@ -1,0 +1,100 @@
+// Placement and leases: the router, the shared binding store and SPEC 9 admission of serve mode.
+#include "dyn/serve/placer.h"
+
+#include <utility>
+#include <vector>
+
+namespace dyn::serve {
+
+namespace {
+
+/// The router's configuration once it is known to be valid (Fatal, exit 2, otherwise).
+route::RouterConfig checked_router_config(const route::RouterConfig& c) {
+  if (auto e = c.validate()) throw Fatal(kExitUsage, e->message);
+  return c;
+}
+
+}  // namespace
+
+Placer::Placer(const FrontendOptions& opt, const Fleet& fleet, const Clock& clock)
+    : fleet_(fleet),
+      clock_(clock),
+      capacity_tokens_(opt.admission_capacity_tokens),
+      router_(checked_router_config(opt.router), clock) {
+  for (size_t i = 0; i < fleet.size(); ++i) {
+    if (auto e = router_.add_worker(route::WorkerSpec{i, 0, 0})) throw Fatal(kExitUsage, e->message);
+  }
+  if (!opt.binding_store.empty()) {
+    if (!opt.router.affinity_enabled())
+      throw Fatal(kExitUsage, "--router-binding-store needs session affinity (--router-session-affinity-ttl-secs)");
+    auto url = StoreUrl::parse(opt.binding_store);
+    if (!url) throw Fatal(kExitUsage, url.error().message);
+    uint64_t ttl_ms = opt.router.affinity_ttl_secs * uint64_t{1000};
+    shared_ = std::make_unique<SharedBindings>(router_, make_redis_store(*url, ttl_ms), opt.workers, clock);
+  }
+  if (opt.admission.enabled()) {
+    if (capacity_tokens_ == 0) throw Fatal(kExitUsage, "admission needs a worker KV capacity > 0");
+    admission_ = std::make_unique<route::AdmissionController>(opt.admission, std::vector<route::AdmissionWorker>{});
+    sync_admission();
+  }
+}
+
+Placer::~Placer() { stop(); }
+
+Placer::Admitted Placer::admit(const session::AgentContext& ctx, uint64_t tokens, Lease& lease) {
+  Admitted r;
+  double waited = 0, t0 = clock_.now_ms();
+  route::AdmitDecision a = admission_->admit_blocking(ctx.session_id, ctx.parent_session_id, tokens, clock_, &waited);
+  r.pause_ms = a.admitted ? waited : clock_.now_ms() - t0;
+  if (!a.admitted) return r;
+  r.admitted = true;
+  lease.admission_program = ctx.session_id;
+  // The controller's worker unless it went away meanwhile (the policy chooses then).
+  if (a.worker >= 0 && static_cast<size_t>(a.worker) < fleet_.size() && fleet_.at(a.worker).healthy)
+    r.worker = static_cast<uint64_t>(a.worker);
+  return r;
+}
+
+void Placer::release(Lease& lease, const TurnEnd& end) {
+  if (lease.placement) {
+    lease.placement->finish();
+    lease.placement.reset();
+  }
+  if (!admission_ || lease.admission_program.empty()) return;
+  double now = clock_.now_ms();
+  if (end.ok) {
+    admission_->on_response(lease.admission_program, end.input_tokens, end.output_tokens, now);
+  } else {
+    admission_->on_request_failed(lease.admission_program, now);
+  }
+  if (end.session_final) admission_->release_program(lease.admission_program, now);
+  lease.admission_program.clear();
+}
+
+void Placer::on_health_change(size_t i, bool healthy) {
+  router_.set_healthy(i, healthy);
+  sync_admission();
+}
+
+void Placer::sync_admission() {
+  if (!admission_) return;
+  std::lock_guard<std::mutex> lk(admission_mu_);
+  std::vector<route::AdmissionWorker> ws;
+  for (size_t i = 0; i < fleet_.size(); ++i)
+    if (fleet_.at(i).healthy) ws.push_back(route::AdmissionWorker{static_cast<int>(i), capacity_tokens_});
+  admission_->set_workers(std::move(ws));
+}
+
+void Placer::start() {
+  if (admission_) ticker_ = std::make_unique<route::AdmissionTicker>(*admission_, clock_);
+}
+
+void Placer::shutdown() {
+  if (admission_) admission_->shutdown();
+}
+
+void Placer::stop() {
+  if (ticker_) ticker_->stop();
+}
+
+}  // namespace dyn::serve

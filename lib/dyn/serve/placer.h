@@ -1,0 +1,104 @@
+// Placement and leases (serve mode): which worker serves a request (the router's policy and
+// session bindings, a shared binding store, SPEC 9 admission) and what the request holds there
+// until it ends.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "dyn/base/clock.h"
+#include "dyn/base/error.h"
+#include "dyn/route/admission.h"
+#include "dyn/route/router.h"
+#include "dyn/serve/binding_store.h"
+#include "dyn/serve/fleet.h"
+#include "dyn/serve/options.h"
+#include "dyn/session/normalize.h"
+
+namespace dyn::serve {
+
+/// What one request holds from the Placer between its placement and its end.
+struct Lease {
+  std::optional<route::Placement> placement;  ///< the router's lease on the worker
+  std::string admission_program;              ///< admitted by the controller: its turn's end is reported
+};
+
+/// How a request's turn ended, as the admission controller hears it (SPEC 9 tool boundary).
+struct TurnEnd {
+  bool ok = false;  ///< a successful response: its usage sets the program's working set
+  uint64_t input_tokens = 0, output_tokens = 0;
+  bool session_final = false;  ///< the session ends: its program is released
+};
+
+/// The routing side of a frontend in serve mode: owns the router (with the workers of the fleet
+/// as its workers), the shared binding store (--router-binding-store) and the admission
+/// controller with its ticker. The router and the controller follow the fleet's health
+/// (on_health_change). Thread-safe.
+class Placer {
+ public:
+  /// Errors (Fatal, exit 2): an invalid router configuration, a binding store without session
+  /// affinity or with a bad URL, admission without a worker KV capacity.
+  Placer(const FrontendOptions& opt, const Fleet& fleet, const Clock& clock);
+  ~Placer();
+  Placer(const Placer&) = delete;
+  Placer& operator=(const Placer&) = delete;
+
+  /// True when place() is a round trip to the shared binding store (call it off the loop).
+  bool uses_store() const { return shared_ != nullptr; }
+  /// True when requests of a session pass admit() first (SPEC 9).
+  bool admits() const { return admission_ != nullptr; }
+
+  /// Result of admit(): `pause_ms` is the wait (dyn.pause_ms); `worker` the controller's worker
+  /// when it is still healthy (the policy chooses otherwise).
+  struct Admitted {
+    bool admitted = false;  ///< false: the router shuts down (503)
+    double pause_ms = 0;
+    std::optional<uint64_t> worker;
+  };
+  /// SPEC 9 admission of a request of session `ctx` with `tokens` prompt tokens: a paused
+  /// program's request blocks here (no polling) until a scheduler tick releases it or the resume
+  /// timeout forces it in. An admitted request's program goes into `lease`. Needs admits().
+  Admitted admit(const session::AgentContext& ctx, uint64_t tokens, Lease& lease);
+  /// Router::place() through the shared binding store when there is one. Same errors as
+  /// Router::place() (503 no healthy worker or a full binding table, kPlaceWouldWait, ...).
+  Expected<route::Placement> place(const route::RouteRequest& rr) {
+    return shared_ ? shared_->place(rr) : router_.place(rr);
+  }
+  /// Gives back what `lease` held: the placement's lease, then the admission program's turn
+  /// (usage sets its working set, a failure keeps the old one, session_final releases it).
+  void release(Lease& lease, const TurnEnd& end);
+
+  /// Worker `i` went up or down: the router and the admission controller's worker set follow.
+  void on_health_change(size_t i, bool healthy);
+  /// Starts the admission scheduler's ticks.
+  void start();
+  /// Wakes requests blocked in admission (they are answered 503) and refuses new waits.
+  void shutdown();
+  /// Stops the admission ticks.
+  void stop();
+
+  route::Router& router() { return router_; }
+  const route::Router& router() const { return router_; }
+  SharedBindings* shared() { return shared_.get(); }
+  const SharedBindings* shared() const { return shared_.get(); }
+  const route::AdmissionController* admission() const { return admission_.get(); }
+
+ private:
+  /// Hands the controller the healthy workers, so a program assigned to a worker that went away
+  /// is re-placed at its next request instead of failing (SPEC 9).
+  void sync_admission();
+
+  const Fleet& fleet_;
+  const Clock& clock_;
+  uint64_t capacity_tokens_;
+  route::Router router_;
+  std::unique_ptr<SharedBindings> shared_;  ///< destroyed before the router
+  std::unique_ptr<route::AdmissionController> admission_;
+  std::unique_ptr<route::AdmissionTicker> ticker_;
+  std::mutex admission_mu_;  ///< orders worker-set updates to the controller
+};
+
+}  // namespace dyn::serve

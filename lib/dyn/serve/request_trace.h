@@ -1,0 +1,54 @@
+// The request trace (SPEC 5.2): a request_end row per finished exchange, into gzip segments or
+// one JSONL file, with the run configuration beside them.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "dyn/base/clock.h"
+#include "dyn/base/error.h"
+#include "dyn/base/json.h"
+#include "dyn/io/segment_writer.h"
+#include "dyn/serve/exchange.h"
+
+namespace dyn::serve {
+
+/// Writes the rows of one frontend. Off until open(); write_end() may then be called from any
+/// thread until close().
+class RequestTrace {
+ public:
+  /// `block_size`: the replay block's (SPEC 4.1); `routed`: rows carry dyn.worker (serve mode).
+  RequestTrace(const Clock& clock, uint32_t block_size, bool routed)
+      : clock_(clock), block_size_(block_size), routed_(routed) {}
+
+  /// An error (exit 4) when the folder of `prefix` cannot be written: checked before the server
+  /// says it is listening, not at the first row.
+  static std::optional<Error> check_folder(const std::string& prefix);
+  /// Starts tracing: rows are written from now on (a full disk drops and counts them instead of
+  /// stopping the proxy). A non-null `run_config` is written to `<prefix>.run-config.json`
+  /// (replacing the previous run's; a warning when it cannot be).
+  void open(const io::SegmentWriterOptions& file, const Json& run_config);
+  bool on() const { return writer_ != nullptr; }
+  /// The request_end row of a finished exchange (records::append_request_end). `out` is null
+  /// for a request the frontend answered itself; `err_type` "" = success. Invalid UTF-8 in a
+  /// header or message becomes U+FFFD: a stray byte must never cost the row.
+  void write_end(const Exchange& ex, const http::ProxyOutcome* out, int status, const std::string& err_type,
+                 const std::string& err_msg);
+  /// Flushes and closes the trace.
+  void close();
+  /// Rows lost to failed writes; nullopt while tracing is off.
+  std::optional<uint64_t> dropped_rows() const;
+
+ private:
+  std::string request_end_row(const Exchange& ex, const http::ProxyOutcome* out, int status,
+                              const std::string& err_type, const std::string& err_msg) const;
+
+  const Clock& clock_;
+  uint32_t block_size_;
+  bool routed_;
+  std::unique_ptr<io::SegmentWriter> writer_;
+};
+
+}  // namespace dyn::serve
