@@ -22,6 +22,9 @@ pkgs+=(zsh fish)
 # Ninja starts a target's compiles before the libraries it links are built (Make waits for them):
 # the quickstart's five one-unit tools then build side by side on both cores
 pkgs+=(ninja-build)
+# the style checks in the suite (e2e.style-check): scripts/format.sh --check and
+# scripts/check-function-size.sh
+pkgs+=(clang-format universal-ctags)
 # node and npm run the real-client e2e tests (OpenAI/Anthropic SDKs, Codex, OpenCode from npm;
 # skipped without them). Asked for by command, not by package: a NodeSource nodejs already ships
 # npm and conflicts with Debian's npm package.

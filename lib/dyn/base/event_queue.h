@@ -37,7 +37,9 @@ class EventQueue {
   /// As push, but it pops before every push() event of the same (time, kind), and among such
   /// events by `rank` (< 2^62): for events fixed before the run (a workload's arrivals, ranked by
   /// row), so they keep one order whether pushed at the start or later (a streamed input).
-  void push_first(double t_ms, int kind, Arg arg, uint64_t rank) { heap_.push(Event{t_ms, kind, rank, std::move(arg)}); }
+  void push_first(double t_ms, int kind, Arg arg, uint64_t rank) {
+    heap_.push(Event{t_ms, kind, rank, std::move(arg)});
+  }
 
   bool empty() const { return heap_.empty(); }
   size_t size() const { return heap_.size(); }

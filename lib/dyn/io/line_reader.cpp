@@ -264,7 +264,7 @@ void LineReader::report_long_line() {
   ++long_lines_;
   if (!opts_.quiet)
     diag::warning(*cur_name_ + ":" + std::to_string(line_no_),
-                "line longer than " + std::to_string(opts_.max_line_bytes) + " bytes skipped");
+                  "line longer than " + std::to_string(opts_.max_line_bytes) + " bytes skipped");
 }
 
 }  // namespace dyn::io

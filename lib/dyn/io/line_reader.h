@@ -1,7 +1,6 @@
 // Reads lines from "-"/stdin and files in order; gzip by magic bytes, multi-member, truncated tails.
 #pragma once
 
-
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -67,7 +66,7 @@ class LineReader {
 
  private:
   bool open_next();
-  bool fill();  // appends decoded bytes to buf_; false at end of current file
+  bool fill();          // appends decoded bytes to buf_; false at end of current file
   void start_member();  // a gzip member begins: fresh inflate state
   void close_current();
   void report_long_line();

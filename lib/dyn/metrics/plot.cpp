@@ -115,6 +115,73 @@ std::string legend(const std::vector<std::string>& workers, const std::map<std::
   return s + "</p>";
 }
 
+// The "Sessions" section: one row per session (the first opt.max_sessions), one bar per turn
+// coloured by the worker that served it; t0 is the first request's start.
+std::string sessions_timeline(const RequestSet& set, const Report& rep, const PlotOptions& opt,
+                              std::optional<int64_t> t0, const std::vector<std::string>& workers,
+                              const std::map<std::string, std::string>& colors) {
+  auto color_of = [&](const std::string& w) { return colors.count(w) ? colors.at(w) : colors.at(""); };
+  std::string h;
+  h += "<h2>Sessions</h2>\n";
+  std::vector<const SessionRow*> sessions;
+  for (const auto& s : rep.sessions)
+    if (sessions.size() < opt.max_sessions) sessions.push_back(&s);
+  if (sessions.empty() || !t0) {
+    h += "<p>no session ids in the rows</p>\n";
+  } else {
+    double tmax = 0;
+    std::map<std::string, std::vector<const RequestRecord*>> turns;
+    for (const auto& r : set.requests)
+      if (!r.session_id.empty() && r.start_ns) {
+        turns[r.session_id].push_back(&r);
+        tmax = std::max(tmax, static_cast<double>(r.end_ns.value_or(*r.start_ns) - *t0) / 1e9);
+      }
+    const double row_h = 16, top = 30, left = 150;
+    const double height = top + row_h * static_cast<double>(sessions.size()) + 30;
+    std::string s =
+        fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{:.0f}" viewBox="0 0 {} {:.0f}">)",
+                    kW, height, kW, height);
+    s += fmt::format(R"(<rect x="0" y="0" width="{}" height="{:.0f}" fill="#ffffff"/>)", kW, height);
+    s += fmt::format(R"(<text x="{}" y="18" font-size="14" font-weight="bold">Which worker served each turn</text>)",
+                     left);
+    auto px = [&](double t) { return left + (tmax > 0 ? t / tmax : 0) * (kW - left - kR); };
+    for (std::size_t i = 0; i < sessions.size(); ++i) {
+      const double y = top + row_h * static_cast<double>(i);
+      std::string label = sessions[i]->session_id;
+      if (label.size() > 22) label = label.substr(0, 21) + "~";
+      s += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10" text-anchor="end">{}</text>)", left - 6, y + 11,
+                       esc(label));
+      s += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#eeeeee"/>)", left, y + 8, kW - kR,
+                       y + 8);
+      int turn = 0;
+      for (const RequestRecord* r : turns[sessions[i]->session_id]) {
+        const double a = static_cast<double>(*r->start_ns - *t0) / 1e9;
+        const double b = static_cast<double>(r->end_ns.value_or(*r->start_ns) - *t0) / 1e9;
+        s += fmt::format(
+            R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"{}><title>{} turn {} worker {}{}</title></rect>)",
+            px(a), y + 2, std::max(2.0, px(b) - px(a)), row_h - 4, color_of(r->worker),
+            r->valid() ? "" : R"( stroke="#000" stroke-dasharray="2")", esc(sessions[i]->session_id),
+            r->turn.value_or(turn), r->worker.empty() ? "?" : esc(r->worker), r->valid() ? "" : " (error)");
+        ++turn;
+      }
+    }
+    const double axis_y = top + row_h * static_cast<double>(sessions.size()) + 4;
+    s += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#333"/>)", left, axis_y, kW - kR, axis_y);
+    const double xs = nice_step(tmax, 8);
+    for (double t = 0; t <= tmax + 1e-9 && tmax > 0; t += xs)
+      s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", px(t),
+                       axis_y + 14, num(t));
+    s += fmt::format(
+        R"(<text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="middle">seconds since first request</text>)",
+        (left + kW - kR) / 2, axis_y + 26);
+    h += s + "</svg>\n";
+    if (!workers.empty()) h += legend(workers, colors);
+    if (rep.sessions.size() > sessions.size())
+      h += fmt::format("<p>showing the first {} of {} sessions</p>\n", sessions.size(), rep.sessions.size());
+  }
+  return h;
+}
+
 }  // namespace
 
 std::string render_html(const RequestSet& set, const Report& rep, const PlotOptions& opt) {
@@ -220,64 +287,7 @@ std::string render_html(const RequestSet& set, const Report& rep, const PlotOpti
     h += s + "</svg>\n<p class=\"legend\">solid: share of requests; light: prompt-cache hit rate</p>\n";
   }
 
-  // Per-session timeline.
-  h += "<h2>Sessions</h2>\n";
-  std::vector<const SessionRow*> sessions;
-  for (const auto& s : rep.sessions)
-    if (sessions.size() < opt.max_sessions) sessions.push_back(&s);
-  if (sessions.empty() || !t0) {
-    h += "<p>no session ids in the rows</p>\n";
-  } else {
-    double tmax = 0;
-    std::map<std::string, std::vector<const RequestRecord*>> turns;
-    for (const auto& r : set.requests)
-      if (!r.session_id.empty() && r.start_ns) {
-        turns[r.session_id].push_back(&r);
-        tmax = std::max(tmax, static_cast<double>(r.end_ns.value_or(*r.start_ns) - *t0) / 1e9);
-      }
-    const double row_h = 16, top = 30, left = 150;
-    const double height = top + row_h * static_cast<double>(sessions.size()) + 30;
-    std::string s =
-        fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{:.0f}" viewBox="0 0 {} {:.0f}">)",
-                    kW, height, kW, height);
-    s += fmt::format(R"(<rect x="0" y="0" width="{}" height="{:.0f}" fill="#ffffff"/>)", kW, height);
-    s += fmt::format(R"(<text x="{}" y="18" font-size="14" font-weight="bold">Which worker served each turn</text>)",
-                     left);
-    auto px = [&](double t) { return left + (tmax > 0 ? t / tmax : 0) * (kW - left - kR); };
-    for (std::size_t i = 0; i < sessions.size(); ++i) {
-      const double y = top + row_h * static_cast<double>(i);
-      std::string label = sessions[i]->session_id;
-      if (label.size() > 22) label = label.substr(0, 21) + "~";
-      s += fmt::format(R"(<text x="{}" y="{:.1f}" font-size="10" text-anchor="end">{}</text>)", left - 6, y + 11,
-                       esc(label));
-      s += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#eeeeee"/>)", left, y + 8, kW - kR,
-                       y + 8);
-      int turn = 0;
-      for (const RequestRecord* r : turns[sessions[i]->session_id]) {
-        const double a = static_cast<double>(*r->start_ns - *t0) / 1e9;
-        const double b = static_cast<double>(r->end_ns.value_or(*r->start_ns) - *t0) / 1e9;
-        s += fmt::format(
-            R"(<rect x="{:.1f}" y="{:.1f}" width="{:.1f}" height="{:.1f}" fill="{}"{}><title>{} turn {} worker {}{}</title></rect>)",
-            px(a), y + 2, std::max(2.0, px(b) - px(a)), row_h - 4, color_of(r->worker),
-            r->valid() ? "" : R"( stroke="#000" stroke-dasharray="2")", esc(sessions[i]->session_id),
-            r->turn.value_or(turn), r->worker.empty() ? "?" : esc(r->worker), r->valid() ? "" : " (error)");
-        ++turn;
-      }
-    }
-    const double axis_y = top + row_h * static_cast<double>(sessions.size()) + 4;
-    s += fmt::format(R"(<line x1="{}" y1="{:.1f}" x2="{}" y2="{:.1f}" stroke="#333"/>)", left, axis_y, kW - kR, axis_y);
-    const double xs = nice_step(tmax, 8);
-    for (double t = 0; t <= tmax + 1e-9 && tmax > 0; t += xs)
-      s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", px(t),
-                       axis_y + 14, num(t));
-    s += fmt::format(
-        R"(<text x="{:.1f}" y="{:.1f}" font-size="11" text-anchor="middle">seconds since first request</text>)",
-        (left + kW - kR) / 2, axis_y + 26);
-    h += s + "</svg>\n";
-    if (!workers.empty()) h += legend(workers, colors);
-    if (rep.sessions.size() > sessions.size())
-      h += fmt::format("<p>showing the first {} of {} sessions</p>\n", sessions.size(), rep.sessions.size());
-  }
+  h += sessions_timeline(set, rep, opt, t0, workers, colors);
   h += "</body></html>\n";
   return h;
 }
