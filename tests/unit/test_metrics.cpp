@@ -440,6 +440,35 @@ TEST_CASE("live bindings: array or {bindings: [...]}, anything else is bad data"
   CHECK(table.find("parent:b") != std::string::npos);
 }
 
+TEST_CASE("compare: repeats give mean and sample sd; a side is marked only beyond the spread") {
+  auto run = [](double ttft, double hit) {
+    Report r;
+    r.series.push_back({"time_to_first_token", "Time to First Token", "ms", false, compute_stats({ttft, ttft})});
+    r.scalars.push_back({"prompt_cache_hit_rate", "Prompt Cache Hit Rate", "percent", hit});
+    return r;
+  };
+  // TTFT: A 100, 140 (mean 120, sd 28.28); B 90, 100 (mean 95, sd 7.07): 25 apart, within 35.36.
+  // Hit rate: A 40, 42; B 60, 61: 19.5 apart, beyond 1.41 + 0.71.
+  auto rows = compare_runs({run(100, 40), run(140, 42)}, {run(90, 60), run(100, 61)});
+  REQUIRE(rows.size() == 5);
+  CHECK(rows[0].a == 120);
+  CHECK(*rows[0].a_sd == doctest::Approx(28.2843).epsilon(1e-4));
+  CHECK(rows[0].b == 95);
+  CHECK(rows[0].better == "b");
+  CHECK(*rows[0].exceeds_spread == false);
+  CHECK(rows[0].a_runs == std::vector<double>{100, 140});
+  CHECK(rows[4].better == "b");
+  CHECK(*rows[4].exceeds_spread == true);
+  // One run a side: no spread, so the verdict is only indicative.
+  auto single = compare_runs({run(100, 40)}, {run(90, 60)});
+  CHECK_FALSE(single[0].a_sd);
+  CHECK_FALSE(single[0].exceeds_spread);
+  CompareSide sa{"a", {run(100, 40)}, {"a.jsonl"}, ""}, sb{"b", {run(90, 60)}, {"b.jsonl"}, ""};
+  const std::string t = compare_table(sa, sb);
+  CHECK(t.find("(b)") != std::string::npos);
+  CHECK(t.find("better: a or b") != std::string::npos);
+}
+
 TEST_CASE("compare: differences, ratios and which side is better") {
   Report a, b;
   a.series.push_back({"time_to_first_token", "Time to First Token", "ms", false, compute_stats({100, 200})});

@@ -234,7 +234,7 @@ Expected<std::vector<Json>> parse_bindings(const Json& body) {
   return out;
 }
 
-std::string text_table(const std::vector<std::vector<std::string>>& rows) {
+std::string text_table(const std::vector<std::vector<std::string>>& rows, std::size_t left) {
   if (rows.empty()) return {};
   std::vector<std::size_t> w;
   for (const auto& r : rows) {
@@ -246,7 +246,7 @@ std::string text_table(const std::vector<std::vector<std::string>>& rows) {
     std::string line;
     for (std::size_t i = 0; i < rows[k].size(); ++i) {
       if (i) line += "  ";
-      line += i == 0 ? fmt::format("{:<{}}", rows[k][i], w[i]) : fmt::format("{:>{}}", rows[k][i], w[i]);
+      line += i < left ? fmt::format("{:<{}}", rows[k][i], w[i]) : fmt::format("{:>{}}", rows[k][i], w[i]);
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";

@@ -80,7 +80,8 @@ Expected<std::vector<Json>> parse_bindings(const Json& body);
 /// nested values are printed as compact JSON, null as "-".
 std::string bindings_table(const std::vector<Json>& entries);
 
-/// Plain aligned table (first column left, others right) used by dyn-bind show.
-std::string text_table(const std::vector<std::vector<std::string>>& rows);
+/// Plain aligned table (the first `left` columns left-aligned, others right) with a rule under the
+/// header row, used by dyn-bind show and dyn-bench compare.
+std::string text_table(const std::vector<std::vector<std::string>>& rows, std::size_t left = 1);
 
 }  // namespace dyn::metrics
