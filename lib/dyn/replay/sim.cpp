@@ -571,6 +571,7 @@ void Simulation::write_row(const Req& r) {
   line_.clear();
   records::append_request_end(line_, e);
   out_.line(line_);
+  if (opt_.on_row) opt_.on_row(line_);
 }
 
 // Request i ended at t: its row, admission's bookkeeping, its concurrency slot, and the requests
@@ -939,6 +940,7 @@ SimSummary simulate(const records::Workload* wl, records::WorkloadReader* in, co
 void check_workload(const records::Workload& wl, size_t rows, const std::vector<std::string>& paths) {
   if (!wl.ok())
     throw Fatal(kExitBadData, fmt::format("workload rejected ({} errors); nothing simulated", wl.errors.size()));
+  if (wl.dataset_type == records::DatasetType::kMultiTurn) throw Fatal(kExitUsage, kMultiTurnSim);
   if (rows == 0 && wl.skipped_rows > 0) throw Fatal(kExitBadData, records::no_workload_rows_message(paths));
 }
 
@@ -948,7 +950,9 @@ SimSummary run_sim_files(const std::vector<std::string>& paths, const records::W
                          const SimOptions& opt, io::Output& out) {
   const bool files = !paths.empty() && std::none_of(paths.begin(), paths.end(), [](auto& p) { return p == "-"; });
   records::WorkloadOptions quiet = wo;
-  if (files && opt.schedule.mode == replay::LoadMode::kFixedSchedule) {
+  // A random pool is drawn from as a whole (load_workload), never streamed.
+  if (files && opt.schedule.mode == replay::LoadMode::kFixedSchedule &&
+      wo.dataset_type != records::DatasetType::kRandomPool) {
     std::optional<records::WorkloadReader> first(std::in_place, paths, wo);
     const StreamPlan plan = plan_stream(*first, opt);
     if (plan.streamable) {
