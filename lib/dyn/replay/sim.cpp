@@ -47,6 +47,7 @@ struct Req {
   uint64_t worker = 0;
   route::Placement placement;
   route::BindingOutcome binding = route::BindingOutcome::kNone;
+  route::RebindReason rebind_reason = route::RebindReason::kNone;
   bool error = false;
   std::string error_message;
   double pause_ms = 0;               // time waited in admission control (SPEC 9)
@@ -567,6 +568,7 @@ void Simulation::write_row(const Req& r) {
   }
   if (!row.session_id.empty()) e.turn = r.turn;
   e.binding = route::binding_name(r.binding);
+  if (r.rebind_reason != route::RebindReason::kNone) e.rebind_reason = route::rebind_reason_name(r.rebind_reason);
   if (admission_) e.pause_ms = r.pause_ms;
   line_.clear();
   records::append_request_end(line_, e);
@@ -673,6 +675,7 @@ void Simulation::dispatch(uint32_t i, double t, std::optional<uint64_t> target) 
   }
   r.worker = placed->worker();
   r.binding = placed->binding();
+  r.rebind_reason = placed->rebind_reason();
   engine::RequestSpec spec;
   spec.id = i;
   spec.prompt_tokens = row.input_length;
