@@ -347,6 +347,9 @@ TEST_CASE("format_number groups thousands") {
 
 #include "dyn/metrics/affinity.h"
 #include "dyn/metrics/compare.h"
+#include "dyn/metrics/plot.h"
+
+#include <set>
 
 namespace {
 
@@ -507,4 +510,58 @@ TEST_CASE("compare: differences, ratios and which side is better") {
   CHECK(rows[0].better == "b");
   CHECK(rows[4].better == "b");
   CHECK(*rows[4].ratio == 3);
+}
+
+TEST_CASE(
+    "multi-run plot: separate set-ups are never joined, a sweep draws one line per group, 15 runs get "
+    "15 colours and CDFs as small multiples (issue 50)") {
+  // 15 runs of one request each: TTFT 10 + i ms, 5i % of the prompt cached.
+  std::vector<RequestSet> sets(15);
+  std::vector<Report> reps;
+  for (int i = 0; i < 15; ++i) {
+    Json row{{"event_type", "request_end"},
+             {"event_time_unix_ms", 2000},
+             {"request",
+              {{"request_id", "r"},
+               {"input_tokens", 100},
+               {"output_tokens", 5},
+               {"cached_tokens", 5 * i},
+               {"request_received_ms", 1000.0},
+               {"ttft_ms", 10.0 + i},
+               {"total_time_ms", 100.0}}}};
+    sets[i].requests.push_back(*parse_request_end(row, "t:1"));
+  }
+  for (const auto& s : sets) reps.push_back(build_report(s));
+  std::vector<PlotRun> runs;
+  for (int i = 0; i < 15; ++i) runs.push_back(PlotRun{"run" + std::to_string(i), &sets[i], &reps[i], {}, ""});
+  auto count = [](const std::string& h, const std::string& what) {
+    size_t n = 0;
+    for (size_t p = h.find(what); p != std::string::npos; p = h.find(what, p + 1)) ++n;
+    return n;
+  };
+  std::string sep = render_runs_html(runs, "");
+  const std::string sweep_part = sep.substr(sep.find("<h2>Set-ups side by side"));
+  CHECK(count(sweep_part, "<polyline") == 0);   // set-ups as points, never a line through them
+  CHECK(count(sep, "one chart per run") == 2);  // TTFT and latency CDFs as small multiples
+  std::set<std::string> colors;
+  const std::string swatch = "<rect width=\"12\" height=\"12\" fill=\"";
+  for (size_t p = sep.find(swatch); p != std::string::npos; p = sep.find(swatch, p + 1))
+    colors.insert(sep.substr(p + swatch.size(), 7));
+  CHECK(colors.size() == 15);  // the legend's swatches: no colour repeats
+
+  // A sweep: 3 policies x 5 rates, one line per policy in each of the three charts.
+  for (int i = 0; i < 15; ++i) {
+    runs[i].group = std::vector<std::string>{"rr", "kv", "kv+aff"}[i / 5];
+    runs[i].x = 0.5 * (i % 5 + 1);
+  }
+  std::string sw = render_runs_html(runs, "rate");
+  const std::string part = sw.substr(sw.find("<h2>Sweep: metrics against rate"));
+  CHECK(count(part, "<polyline") == 9);  // 3 charts (hit %, TTFT p90, req/s) x 3 policies
+  CHECK(count(sw, "one chart per run") == 2);
+  // Up to 6 runs share one CDF chart with a legend.
+  runs.resize(6);
+  for (auto& r : runs) r.group.clear(), r.x.reset();
+  std::string few = render_runs_html(runs, "");
+  CHECK(count(few, "one chart per run") == 0);
+  CHECK(count(few.substr(0, few.find("<h2>Set-ups")), "<polyline") == 12);
 }
