@@ -389,7 +389,9 @@ std::string sweep_chart(const std::string& title, const std::vector<PlotRun>& ru
   double x0 = *std::min_element(xs.begin(), xs.end()), x1 = *std::max_element(xs.begin(), xs.end());
   if (x1 == x0) x0 -= 0.5, x1 += 0.5;
   const double pad = (x1 - x0) * 0.06;
-  Axes a{x0 - pad, x1 + pad, 0, ymax > 0 ? ymax * 1.1 : 1};
+  // Headroom above the data for the line labels (top right, 14 px each), so no label sits on a line.
+  const double label_share = std::min(0.5, (14.0 * static_cast<double>(lines.size()) + 8) / (kH - kT - kB));
+  Axes a{x0 - pad, x1 + pad, 0, ymax > 0 ? ymax / (1 - label_share) : 1};
   std::string s = frame(title, a, numeric ? sweep_name : "run", ylabel, numeric);
   if (!numeric)
     for (std::size_t i = 0; i < runs.size(); ++i)
