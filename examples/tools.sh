@@ -1,5 +1,5 @@
 # Sourced by the examples: puts build/bin first on PATH and checks that the tools an example runs
-# are there (scripts/quickstart.sh builds only the five it runs), naming how to build a missing one
+# are there (scripts/quickstart.sh builds all six; a partial build may lack one), naming how to build a missing one
 # (exit 4). Usage: source "$here/tools.sh" TOOL...
 PATH="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/../build/bin:$PATH"
 for t in "$@"; do

@@ -20,7 +20,7 @@ pkgs+=(libhiredis-dev redis-server)
 # the completion test (e2e.completions) loads and runs each generated script in its own shell
 pkgs+=(zsh fish)
 # Ninja starts a target's compiles before the libraries it links are built (Make waits for them):
-# the quickstart's five one-unit tools then build side by side on both cores
+# the quickstart's six one-unit tools then build side by side on both cores
 pkgs+=(ninja-build)
 # the style checks in the suite (e2e.style-check): scripts/format.sh --check and
 # scripts/check-function-size.sh

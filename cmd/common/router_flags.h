@@ -31,13 +31,16 @@ struct RouterFlags {
   /// True when --kv-cache-block-size (or its environment variable) was given.
   bool block_size_given() const { return block_size_opt && block_size_opt->count() > 0; }
 
-  /// The RouterConfig these flags describe (seed from the tool's own --seed).
+  /// The RouterConfig these flags describe (seed from the tool's own --seed). Fatal (exit 2) when
+  /// it is not valid (RouterConfig::validate), before anything is read or bound: e.g.
+  /// --router-kv-events with a mode that never reads the KV index.
   route::RouterConfig config(uint64_t seed = 0) const {
     route::RouterConfig c = cfg;
     if (active_decode_blocks_threshold >= 0) c.active_decode_blocks_threshold = active_decode_blocks_threshold;
     if (active_prefill_tokens_threshold >= 0)
       c.active_prefill_tokens_threshold = static_cast<uint64_t>(active_prefill_tokens_threshold);
     c.seed = seed;
+    if (auto e = c.validate()) throw Fatal(e->exit_code, e->message);
     return c;
   }
 };

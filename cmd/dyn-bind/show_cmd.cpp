@@ -1,16 +1,20 @@
 // dyn-bind show and check: per-session placement and the TTL affinity check (SPEC 2).
+#include <algorithm>
 #include <cstdlib>
+#include <map>
 #include <memory>
 
 #include <fmt/format.h>
 
 #include "commands.h"
+#include "dyn/cli/choices.h"
 #include "dyn/cli/format.h"
 #include "dyn/base/diag.h"
 #include "dyn/base/error.h"
 #include "dyn/metrics/affinity.h"
 #include "dyn/metrics/report.h"
 #include "dyn/route/config.h"
+#include "dyn/route/router.h"
 
 using namespace dyn;
 
@@ -67,38 +71,124 @@ void setup_show(CLI::App& app, cli::Dispatch& dispatch) {
   });
 }
 
+namespace {
+
+/// The TTL and mode to check against: the flags, else the run-config beside the trace files (or
+/// --run-config), which must agree. Fatal(kExitUsage) when none says, or when they disagree.
+metrics::CheckOptions check_settings(const std::vector<std::string>& inputs, const std::string& run_config,
+                                     std::optional<double> ttl, std::optional<route::AffinityMode> mode) {
+  std::vector<std::string> configs;
+  if (!run_config.empty()) configs.push_back(run_config);
+  else
+    for (const auto& f : inputs)
+      if (auto c = metrics::run_config_beside(f);
+          !c.empty() && std::find(configs.begin(), configs.end(), c) == configs.end())
+        configs.push_back(c);
+  std::optional<metrics::RouterAffinity> from;
+  for (const auto& c : configs) {
+    auto a = metrics::read_router_affinity(c);
+    if (!a) throw Fatal(a.error().exit_code, a.error().message);
+    if (from && (from->ttl_secs != a->ttl_secs || from->soft != a->soft))
+      throw Fatal(kExitUsage, fmt::format("{} and {} record different affinity settings: pass --ttl-secs and --mode",
+                                          from->path, a->path));
+    from = *a;
+  }
+  metrics::CheckOptions o;
+  const bool said = ttl && mode;  // the flags said everything; else the run-config is named
+  if (!ttl) {
+    if (!from)
+      throw Fatal(kExitUsage,
+                  "no TTL: pass --ttl-secs, or --run-config FILE (a router trace's PREFIX.run-config.json, read "
+                  "by itself beside trace files), or set DYN_ROUTER_SESSION_AFFINITY_TTL_SECS");
+    if (!from->ttl_secs)
+      throw Fatal(kExitUsage, from->path +
+                                  ": the router ran without session affinity (no --router-session-affinity-ttl-secs): "
+                                  "pass --ttl-secs to check its moves against a TTL anyway");
+    ttl = from->ttl_secs;
+  }
+  if (!(*ttl >= 1 && *ttl <= dyn::route::kMaxAffinityTtlSecs))
+    throw Fatal(kExitUsage,
+                fmt::format("TTL {} s is out of range 1..{} (SPEC 2.1)", *ttl, dyn::route::kMaxAffinityTtlSecs));
+  o.ttl_secs = *ttl;
+  o.soft = mode ? *mode == route::AffinityMode::kSoft : from && from->soft;
+  if (from && !said)
+    diag::note(fmt::format("TTL {} s, {} affinity, from {}", o.ttl_secs, o.soft ? "soft" : "hard", from->path));
+  for (const auto& r : route::kRebindReasons)
+    (route::forced_move(r.value) ? o.forced_reasons : o.soft_reasons).push_back(r.name);
+  return o;
+}
+
+/// The moves that are not violations, on stderr: each (the first 20), then how many per reason.
+void report_moves(const std::vector<metrics::Violation>& moves) {
+  if (moves.empty()) return;
+  std::map<std::string, uint64_t> per;
+  for (const auto& m : moves) ++per[m.reason];
+  constexpr size_t kShown = 20;
+  for (size_t i = 0; i < moves.size() && i < kShown; ++i) {
+    const auto& m = moves[i];
+    diag::note(fmt::format("moved, not a violation: {} from worker {} to {} at {} ({})", m.key, m.previous->worker,
+                           m.next->worker, m.next->where, m.reason));
+  }
+  if (moves.size() > kShown) diag::note(fmt::format("... and {} more such moves", moves.size() - kShown));
+  std::string counts;
+  for (const auto& [reason, n] : per) {
+    std::string gloss = reason == "soft"                   ? "soft affinity rebind"
+                        : reason == "previous_turn_failed" ? "after a failed turn on the old worker"
+                                                           : "";
+    for (const auto& r : route::kRebindReasons)
+      if (reason == r.name) gloss = r.gloss;
+    counts += fmt::format("{}{} {} ({})", counts.empty() ? "" : ", ", n, reason, gloss);
+  }
+  diag::note(fmt::format("{} moves the binding could not prevent or was allowed to make: {}", moves.size(), counts));
+}
+
+}  // namespace
+
 void setup_check(CLI::App& app, cli::Dispatch& dispatch) {
   struct Opts {
     std::vector<std::string> inputs;
     double ttl_secs = 0;
+    route::AffinityMode mode = route::AffinityMode::kHard;
+    std::string run_config;
     cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand(
       "check",
-      "Exit 1 and list violations (JSONL) if a session or subagent group moved between workers within the TTL");
+      "Exit 1 and list violations (JSONL) if a session or subagent group moved between workers within the TTL; "
+      "moves the router records as forced (worker unhealthy, removed, drained, dispatch failed) or soft are "
+      "reported apart on stderr");
   sub->add_option("files", o->inputs, "request_end rows or route_decision rows; - or none = stdin")->type_name("FILE");
-  sub->add_option(
-         "--ttl-secs", o->ttl_secs,
-         fmt::format("Affinity TTL in seconds (1..{}), as the router was given it", dyn::route::kMaxAffinityTtlSecs))
+  sub->add_option("--ttl-secs", o->ttl_secs,
+                  fmt::format("Affinity TTL in seconds (1..{}), as the router was given it (default: from the "
+                              "router's run-config)",
+                              dyn::route::kMaxAffinityTtlSecs))
       ->envname("DYN_ROUTER_SESSION_AFFINITY_TTL_SECS")
       ->type_name("S");
+  cli::add_choice(*sub, "--mode", o->mode, route::kAffinityModes,
+                  "Affinity mode the router ran with (default: from its run-config, else hard): soft allows the "
+                  "router's own rebinds");
+  sub->add_option("--run-config", o->run_config,
+                  "The router's run-config (PREFIX.run-config.json) to take TTL and mode from; default: the one beside "
+                  "the trace files")
+      ->type_name("FILE");
   cli::add_output_options(*sub, o->out);
   dispatch.add_filter(sub, &o->inputs, &o->out, [o, sub](cli::Sink& sink) {
-    const double ttl = o->ttl_secs;
-    if (sub->count("--ttl-secs") == 0)
-      throw Fatal(kExitUsage, "no TTL: pass --ttl-secs or set DYN_ROUTER_SESSION_AFFINITY_TTL_SECS");
-    if (!(ttl >= 1 && ttl <= dyn::route::kMaxAffinityTtlSecs))
-      throw Fatal(kExitUsage,
-                  fmt::format("TTL {} s is out of range 1..{} (SPEC 2.1)", ttl, dyn::route::kMaxAffinityTtlSecs));
+    std::optional<double> ttl;
+    if (sub->count("--ttl-secs")) ttl = o->ttl_secs;
+    std::optional<route::AffinityMode> mode;
+    if (sub->count("--mode")) mode = o->mode;
+    const metrics::CheckOptions co = check_settings(o->inputs, o->run_config, ttl, mode);
     metrics::TurnSet set = load_or_fail(o->inputs);
-    const auto res = metrics::check_affinity(set.turns, ttl);
+    const auto res = metrics::check_affinity(set.turns, co);
     io::Output* out = &sink.get();
-    for (const auto& v : res.violations) out->line(metrics::violation_json(v, ttl).dump());
+    for (const auto& v : res.violations) out->line(metrics::violation_json(v, co.ttl_secs).dump());
     sink.close();
-    diag::note(fmt::format("{} affinity keys, {} served turns checked, {} violations{}", res.keys, res.turns_checked,
-                           res.violations.size(),
-                           res.excused ? fmt::format(", {} rebinds after a failed turn", res.excused) : ""));
+    report_moves(res.moves);
+    diag::note(
+        fmt::format("{} affinity keys, {} served turns checked, {} violations{}", res.keys, res.turns_checked,
+                    res.violations.size(),
+                    res.moves.empty() ? "" : fmt::format(", {} moves that are not violations", res.moves.size())));
     return static_cast<int>(res.violations.empty() ? kExitOk : kExitCheckFailed);
   });
 }

@@ -2,6 +2,7 @@
 // real time. Flags and start-up only: the server is dyn::mocker (lib/dyn/mocker), the model and
 // wire shapes live in lib/dyn/engine and lib/dyn/api.
 #include "dyn/cli/checks.h"
+#include "dyn/cli/choices.h"
 #include "dyn/base/error.h"
 #include "dyn/cli/run_tool.h"
 #include "dyn/mocker/server.h"
@@ -28,6 +29,10 @@ int main(int argc, char** argv) {
   app.add_option("--kv-events-replay-endpoint", o.kv_events_replay_endpoint,
                  "Answer replay requests for missed KV event batches (ZMQ ROUTER) here")
       ->type_name("ZMQ_ADDR")
+      ->needs("--kv-events-endpoint");
+  dyn::cli::add_choice(
+      app, "--kv-events-encoding", o.kv_events_layout, dyn::kvevents::kEncodings,
+      "Encoding of the published batches: " + dyn::cli::choices_help(dyn::kvevents::kEncodings, "; ", ": "))
       ->needs("--kv-events-endpoint");
   app.add_option(
          "--replies", o.replies,

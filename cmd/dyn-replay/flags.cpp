@@ -4,6 +4,7 @@
 #include "dyn/cli/checks.h"
 #include "dyn/cli/choices.h"
 #include "dyn/cli/run_config.h"
+#include "dyn/records/aiperf_dataset.h"
 #include "dyn/session/families.h"
 #include "dyn/tokens/reference.h"
 #include "engine_flags.h"
@@ -48,10 +49,11 @@ void add_sim_flags(CLI::App& app, ReplayFlags& f) {
 void add_endpoint_flags(CLI::App& app, replay::RunOptions& r) {
   app.add_option("--url,-u", r.url, "Endpoint base URL, e.g. http://127.0.0.1:8000 (required unless --sim)");
   cli::add_choice(app, "--endpoint-type", r.api, replay::kEndpointTypes, "API of the endpoint");
-  app.add_option("--endpoint", r.endpoint_path,
+  app.add_option("--endpoint,--custom-endpoint", r.endpoint_path,
                  "Request path instead of the endpoint type's default (/v1/chat/completions)");
   app.add_flag("--streaming,!--no-streaming", r.streaming, "Stream responses (SSE; default on: TTFT and ITL need it)");
-  app.add_option("--model,-m", r.model, "Model name sent in every request (default: the first of GET /v1/models)");
+  app.add_option("--model,-m,--model-names", r.model,
+                 "Model name sent in every request (default: the first of GET /v1/models; one name)");
   app.add_option(
          "--session-headers", r.session_headers,
          "How session identity is sent, as the named client does (SPEC 1.1, 6.3): " + session::describe_client_styles())
@@ -78,8 +80,9 @@ void add_load_flags(CLI::App& app, replay::RunOptions& r) {
   app.add_option("--request-rate", s.request_rate,
                  "Start sessions / requests at this rate (req/s) instead of the schedule")
       ->check(cli::positive());
-  cli::add_choice(app, "--request-rate-mode", s.rate_mode, replay::kRateModes, "Arrival process of --request-rate");
-  app.add_option("--request-rate-gamma-shape", s.gamma_shape,
+  cli::add_choice(app, "--request-rate-mode,--arrival-pattern", s.rate_mode, replay::kRateModes,
+                  "Arrival process of --request-rate");
+  app.add_option("--request-rate-gamma-shape,--arrival-smoothness,--vllm-burstiness", s.gamma_shape,
                  "Shape of gamma arrivals (1 = Poisson, larger = smoother)")
       ->check(cli::positive())
       ->capture_default_str();
@@ -91,7 +94,8 @@ void add_load_flags(CLI::App& app, replay::RunOptions& r) {
   app.add_option("--benchmark-duration", r.duration_s, "Stop sending new requests after this many seconds")
       ->type_name("S")
       ->check(cli::positive());
-  app.add_option("--warmup-request-count", r.warmup, "Warmup requests sent first (rows flagged dyn.warmup)");
+  app.add_option("--warmup-request-count,--num-warmup-requests", r.warmup,
+                 "Warmup requests sent first (rows flagged dyn.warmup)");
 }
 
 /// The request flags after the load flags (tokenizer, workload, seed, body and connection).
@@ -123,6 +127,10 @@ void add_request_flags(CLI::App& app, replay::RunOptions& r) {
   app.add_flag_function(
       "--progress,!--no-progress", [&r](int64_t n) { r.progress = n > 0; },
       "Progress on stderr (default: only when stderr is a terminal)");
+  app.add_flag_function(
+      "--summary-table,!--no-summary-table", [&r](int64_t n) { r.summary_table = n > 0; },
+      "AIPerf's console table of the run's metrics on stderr at the end (default: for a live replay when stderr is "
+      "a terminal; stdout keeps only the rows)");
 }
 
 }  // namespace
@@ -133,15 +141,21 @@ void add_replay_flags(CLI::App& app, ReplayFlags& f) {
       ->type_name("FILE");
   app.add_option("--input-file", f.input_files, "The workload file (AIPerf's spelling of the positional FILE)")
       ->type_name("FILE");
-  app.add_option("--custom-dataset-type", f.dataset_type,
-                 "AIPerf's dataset type; mooncake_trace (Mooncake JSONL, the format read here) is the one accepted")
-      ->check(CLI::IsMember({replay::kDatasetType}));
+  app.add_option_function<std::string>(
+         "--custom-dataset-type",
+         [&f](const std::string& s) { f.run.dataset_type = *parse_in(records::kDatasetTypes, s); },
+         "AIPerf's dataset type of the workload (default: recognised by its rows; random_pool must be named): " +
+             cli::choices_help(records::kDatasetTypes, "; ", ": "))
+      ->check(CLI::IsMember(cli::choice_names(records::kDatasetTypes)));
+  app.add_option("--conversation-num,--num-conversations,--num-sessions", f.run.conversation_num,
+                 "random_pool: requests drawn from the pool (AIPerf's spelling; default 100)")
+      ->check(cli::positive());
   app.add_option("--summary", f.summary_path,
                  "Also write the run summary as JSON to FILE: the configuration (version, flags and the environment "
                  "variables that set them, inputs with SHA-256) and the counts and timing printed on stderr")
       ->type_name("FILE");
   app.add_option(
-         "--artifact-dir", f.artifact_dir,
+         "--artifact-dir,--output-artifact-dir", f.artifact_dir,
          "Write requests.jsonl (unless -o), summary.json and AIPerf's profile_export files into DIR (AIPerf's spelling)")
       ->type_name("DIR");
   add_endpoint_flags(app, f.run);

@@ -18,7 +18,6 @@ namespace dyn::cmd {
 struct ReplayFlags {
   replay::RunOptions run;
   std::vector<std::string> input_files;  ///< --input-file (AIPerf's spelling of the positional FILE)
-  std::string dataset_type;              ///< --custom-dataset-type (replay::kDatasetType only)
   std::string summary_path, artifact_dir;
   cli::OutputOptions out;
   RouterFlags router;

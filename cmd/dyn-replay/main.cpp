@@ -1,6 +1,7 @@
 // dyn-replay: replay a workload against a live OpenAI-compatible endpoint or the simulated cluster
 // (SPEC 6.3) and write one request_end row per request: the flags, then replay::run.
 #include <cstdio>
+#include <string_view>
 
 #include "dyn/base/error.h"
 #include "dyn/cli/run_tool.h"
@@ -8,6 +9,12 @@
 #include "flags.h"
 
 int main(int argc, char** argv) {
+  // AIPerf's verb: `dyn-replay profile WORKLOAD ...` runs as `dyn-replay WORKLOAD ...` (a workload
+  // file named profile is ./profile).
+  if (argc > 1 && std::string_view(argv[1]) == "profile") {
+    for (int i = 1; i + 1 < argc; ++i) argv[i] = argv[i + 1];
+    argv[--argc] = nullptr;
+  }
   CLI::App app{"Replay a workload against a live endpoint or the simulated cluster", "dyn-replay"};
   dyn::cmd::ReplayFlags flags;
   dyn::cmd::add_replay_flags(app, flags);

@@ -26,7 +26,8 @@ dyn-replay --input-file w.jsonl --custom-dataset-type mooncake_trace --sim --ran
 cmp a.jsonl art/requests.jsonl && echo "artifact rows identical"
 ls art
 jq -c '{tool: .input_config.tool, seed: .input_config.options["--seed"], count: .request_count.avg}' art/profile_export_aiperf.json
-expect_status 2 dyn-replay --custom-dataset-type multi_turn w.jsonl --sim 2>&1 >/dev/null | sed 's/ in {.*}/ in {...}/'
+expect_status 2 dyn-replay --custom-dataset-type multi_turn w.jsonl --sim 2>&1 >/dev/null
+expect_status 3 dyn-replay --custom-dataset-type single_turn w.jsonl --sim 2>&1 >/dev/null
 echo "== AIPerf spelling --num-requests (live)"
 start_mocker m --speedup-ratio 100
 dyn-replay w.jsonl --url "$m_url" --num-requests 3 --speedup 100 --no-progress 2>/dev/null | wc -l

@@ -17,10 +17,13 @@ start_mocker w0 --worker-id 0 --block-size $bs --speedup-ratio 100
 start_mocker w1 --worker-id 1 --block-size $bs --speedup-ratio 100
 echo "== usage errors"
 ports() { sed -E 's/127\.0\.0\.1:[0-9]+/127.0.0.1:PORT/g'; }
-expect_status 2 dyn-route serve --worker "$w0_url" --router-kv-events --port 0 2>&1 | head -1 | ports
+expect_status 2 dyn-route serve --worker "$w0_url" --router-mode kv --router-kv-events --port 0 2>&1 | head -1 | ports
 expect_status 2 dyn-route serve --worker "$w0_url" --worker-kv-events "$w0_url=$(ev 0)" --port 0 2>&1 | head -1 | ports
-dyn-route serve --worker "$w0_url" --router-kv-events --worker-kv-events "http://x=$(ev 0)" --port 0 2>&1 | head -1 | ports
-expect_status 2 dyn-route serve --worker "$w0_url" --router-kv-events --worker-kv-events "$w0_url=not-an-address" --port 0 2>&1 | grep error
+dyn-route serve --worker "$w0_url" --router-mode kv --router-kv-events --worker-kv-events "http://x=$(ev 0)" --port 0 2>&1 | head -1 | ports
+expect_status 2 dyn-route serve --worker "$w0_url" --router-mode kv --router-kv-events --worker-kv-events "$w0_url=not-an-address" --port 0 2>&1 | grep error
+# Only the kv policy reads the index the events feed: with any other mode the flag would mean nothing.
+expect_status 2 dyn-route serve --worker "$w0_url" --router-kv-events --worker-kv-events "$w0_url=$(ev 0)" --port 0 2>&1 | head -1
+expect_status 2 dyn-route decide --workers 2 --router-mode least-loaded --router-kv-events /dev/null 2>&1 | head -1
 start_router r --worker "$w0_url" --worker "$w1_url" --health-timeout-ms 10000 --router-mode kv --kv-cache-block-size $bs \
   --router-kv-events --worker-kv-events "$w0_url=$(ev 0)" --worker-kv-events "$w1_url=$(ev 1)"
 sync_pubs 0 1

@@ -1,6 +1,8 @@
 # Shows that a worker killed mid-stream gives the client a clean error (an SSE error event and an
 # incomplete response, no hang), the trace records it as a stream_cut, and under hard affinity the
-# session's next turn rebinds to the live worker and succeeds.
+# session's next turn rebinds to the live worker and succeeds. The trace says why the binding moved
+# (dyn.rebind_reason), and dyn-bind check, taking TTL and mode from the router's run-config, reports
+# that failover as a forced move, apart from violations, and passes (exit 0).
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 start_mocker w0 --worker-id 0 --speedup-ratio 0.2
 start_mocker w1 --worker-id 1 --speedup-ratio 0.2
@@ -27,4 +29,6 @@ out=$(chat "$r_url" '{"x-session-id":"k-1"}' "$m")
 echo "turn 3 status: ${out#* }"
 echo "turn 3 moved to the live worker: $([[ ${out%% *} != "$first" ]] && echo yes || echo no)"
 stop "$r_pid"
-jq -r '[.dyn.status, (.dyn.error.type // "-"), .dyn.binding] | @tsv' tr
+jq -r '[.dyn.status, (.dyn.error.type // "-"), .dyn.binding, (.dyn.rebind_reason // "-")] | @tsv' tr
+echo "== dyn-bind check"
+expect_status 0 dyn-bind check tr 2>&1 | sed -E 's/from worker [01] to [01]/from worker W to the other/'

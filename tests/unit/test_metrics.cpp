@@ -347,6 +347,9 @@ TEST_CASE("format_number groups thousands") {
 
 #include "dyn/metrics/affinity.h"
 #include "dyn/metrics/compare.h"
+#include "dyn/metrics/plot.h"
+
+#include <set>
 
 namespace {
 
@@ -370,21 +373,21 @@ Turn turn(const std::string& session, const std::string& parent, const std::stri
 TEST_CASE("affinity check: a move within the TTL is a violation, after it is not") {
   std::vector<Turn> ts{turn("s", "", "0", 0, 1000), turn("s", "", "1", 5000, 6000), turn("s", "", "0", 20000, 21000)};
   // Gaps: 4 s and 14 s.
-  CHECK(check_affinity(ts, 3).violations.empty());
-  auto r = check_affinity(ts, 10);
+  CHECK(check_affinity(ts, CheckOptions{3}).violations.empty());
+  auto r = check_affinity(ts, CheckOptions{10});
   REQUIRE(r.violations.size() == 1);
   CHECK(r.violations[0].gap_ms == 4000);
   CHECK(r.violations[0].key == "session:s");
-  CHECK(check_affinity(ts, 15).violations.size() == 2);
-  CHECK(check_affinity(ts, 4).violations.size() == 1);  // gap equal to the TTL still binds
+  CHECK(check_affinity(ts, CheckOptions{15}).violations.size() == 2);
+  CHECK(check_affinity(ts, CheckOptions{4}).violations.size() == 1);  // gap equal to the TTL still binds
 }
 
 TEST_CASE("affinity check: subagents bind under their parent group, the parent under its own id") {
   std::vector<Turn> ts{turn("p", "", "0", 0, 100), turn("a", "p", "1", 10, 50), turn("b", "p", "1", 20, 60),
                        turn("p", "", "0", 200, 300)};
-  CHECK(check_affinity(ts, 60).violations.empty());  // parent on 0, group on 1: both kept
-  ts.push_back(turn("c", "p", "0", 30, 70));         // a sibling elsewhere: the group moved
-  auto r = check_affinity(ts, 60);
+  CHECK(check_affinity(ts, CheckOptions{60}).violations.empty());  // parent on 0, group on 1: both kept
+  ts.push_back(turn("c", "p", "0", 30, 70));                       // a sibling elsewhere: the group moved
+  auto r = check_affinity(ts, CheckOptions{60});
   REQUIRE(r.violations.size() == 1);  // b (worker 1) -> c (worker 0); a -> b stayed
   CHECK(r.violations[0].key == "parent:p");
   CHECK(r.violations[0].gap_ms == 30 - 60);  // overlapping turns: negative gap
@@ -392,10 +395,34 @@ TEST_CASE("affinity check: subagents bind under their parent group, the parent u
 
 TEST_CASE("affinity check: a move after the bound worker failed is a rebind (SPEC 2.3), not a violation") {
   std::vector<Turn> ts{turn("s", "", "0", 0, 100), turn("s", "", "0", 200, 210, true), turn("s", "", "1", 300, 400)};
-  auto r = check_affinity(ts, 60);
+  auto r = check_affinity(ts, CheckOptions{60});
   CHECK(r.violations.empty());
-  CHECK(r.excused == 1);
+  REQUIRE(r.moves.size() == 1);
+  CHECK(r.moves[0].reason == "previous_turn_failed");
   CHECK(r.turns_checked == 2);
+}
+
+TEST_CASE("affinity check: forced moves (the row's rebind_reason) and soft rebinds are reported apart") {
+  std::vector<Turn> ts{turn("s", "", "0", 0, 100),   turn("s", "", "1", 200, 300), turn("t", "", "0", 0, 100),
+                       turn("t", "", "1", 200, 300), turn("u", "", "0", 0, 100),   turn("u", "", "1", 200, 300)};
+  ts[1].binding = "rebound", ts[1].rebind_reason = "unhealthy";
+  ts[3].binding = "rebound", ts[3].rebind_reason = "busy";
+  ts[5].binding = "rebound";  // a soft rebind written before reasons were recorded
+  CheckOptions o{60};
+  o.forced_reasons = {"unhealthy", "removed", "drained", "dispatch_failed"};
+  o.soft_reasons = {"busy"};
+  auto hard = check_affinity(ts, o);
+  REQUIRE(hard.moves.size() == 1);
+  CHECK(hard.moves[0].reason == "unhealthy");
+  CHECK(hard.moves[0].key == "session:s");
+  CHECK(hard.violations.size() == 2);  // hard affinity never moves a session for load
+  o.soft = true;
+  auto soft = check_affinity(ts, o);
+  CHECK(soft.violations.empty());
+  REQUIRE(soft.moves.size() == 3);
+  CHECK(violation_json(soft.moves[1], 60)["reason"] == "busy");
+  CHECK(violation_json(soft.moves[2], 60)["reason"] == "soft");
+  CHECK_FALSE(violation_json(hard.violations[0], 60).contains("reason"));
 }
 
 TEST_CASE("route_decision rows use event times; show summarizes sessions and groups") {
@@ -415,8 +442,8 @@ TEST_CASE("route_decision rows use event times; show summarizes sessions and gro
   ts.push_back(*parse_turn(decision("s", 0, 1000), "d:1", 0));
   ts.push_back(*parse_turn(decision("s", 1, 3000), "d:2", 1));
   CHECK(*ts[1].start_ms == 3000);
-  CHECK(check_affinity(ts, 1).violations.empty());  // 2 s between arrivals > 1 s TTL
-  REQUIRE(check_affinity(ts, 2).violations.size() == 1);
+  CHECK(check_affinity(ts, CheckOptions{1}).violations.empty());  // 2 s between arrivals > 1 s TTL
+  REQUIRE(check_affinity(ts, CheckOptions{2}).violations.size() == 1);
   auto sums = summarize_bindings(ts);
   REQUIRE(sums.size() == 1);
   CHECK(sums[0].rebinds == 1);
@@ -440,6 +467,35 @@ TEST_CASE("live bindings: array or {bindings: [...]}, anything else is bad data"
   CHECK(table.find("parent:b") != std::string::npos);
 }
 
+TEST_CASE("compare: repeats give mean and sample sd; a side is marked only beyond the spread") {
+  auto run = [](double ttft, double hit) {
+    Report r;
+    r.series.push_back({"time_to_first_token", "Time to First Token", "ms", false, compute_stats({ttft, ttft})});
+    r.scalars.push_back({"prompt_cache_hit_rate", "Prompt Cache Hit Rate", "percent", hit});
+    return r;
+  };
+  // TTFT: A 100, 140 (mean 120, sd 28.28); B 90, 100 (mean 95, sd 7.07): 25 apart, within 35.36.
+  // Hit rate: A 40, 42; B 60, 61: 19.5 apart, beyond 1.41 + 0.71.
+  auto rows = compare_runs({run(100, 40), run(140, 42)}, {run(90, 60), run(100, 61)});
+  REQUIRE(rows.size() == 5);
+  CHECK(rows[0].a == 120);
+  CHECK(*rows[0].a_sd == doctest::Approx(28.2843).epsilon(1e-4));
+  CHECK(rows[0].b == 95);
+  CHECK(rows[0].better == "b");
+  CHECK(*rows[0].exceeds_spread == false);
+  CHECK(rows[0].a_runs == std::vector<double>{100, 140});
+  CHECK(rows[4].better == "b");
+  CHECK(*rows[4].exceeds_spread == true);
+  // One run a side: no spread, so the verdict is only indicative.
+  auto single = compare_runs({run(100, 40)}, {run(90, 60)});
+  CHECK_FALSE(single[0].a_sd);
+  CHECK_FALSE(single[0].exceeds_spread);
+  CompareSide sa{"a", {run(100, 40)}, {"a.jsonl"}, ""}, sb{"b", {run(90, 60)}, {"b.jsonl"}, ""};
+  const std::string t = compare_table(sa, sb);
+  CHECK(t.find("(b)") != std::string::npos);
+  CHECK(t.find("better: a or b") != std::string::npos);
+}
+
 TEST_CASE("compare: differences, ratios and which side is better") {
   Report a, b;
   a.series.push_back({"time_to_first_token", "Time to First Token", "ms", false, compute_stats({100, 200})});
@@ -454,4 +510,58 @@ TEST_CASE("compare: differences, ratios and which side is better") {
   CHECK(rows[0].better == "b");
   CHECK(rows[4].better == "b");
   CHECK(*rows[4].ratio == 3);
+}
+
+TEST_CASE(
+    "multi-run plot: separate set-ups are never joined, a sweep draws one line per group, 15 runs get "
+    "15 colours and CDFs as small multiples (issue 50)") {
+  // 15 runs of one request each: TTFT 10 + i ms, 5i % of the prompt cached.
+  std::vector<RequestSet> sets(15);
+  std::vector<Report> reps;
+  for (int i = 0; i < 15; ++i) {
+    Json row{{"event_type", "request_end"},
+             {"event_time_unix_ms", 2000},
+             {"request",
+              {{"request_id", "r"},
+               {"input_tokens", 100},
+               {"output_tokens", 5},
+               {"cached_tokens", 5 * i},
+               {"request_received_ms", 1000.0},
+               {"ttft_ms", 10.0 + i},
+               {"total_time_ms", 100.0}}}};
+    sets[i].requests.push_back(*parse_request_end(row, "t:1"));
+  }
+  for (const auto& s : sets) reps.push_back(build_report(s));
+  std::vector<PlotRun> runs;
+  for (int i = 0; i < 15; ++i) runs.push_back(PlotRun{"run" + std::to_string(i), &sets[i], &reps[i], {}, ""});
+  auto count = [](const std::string& h, const std::string& what) {
+    size_t n = 0;
+    for (size_t p = h.find(what); p != std::string::npos; p = h.find(what, p + 1)) ++n;
+    return n;
+  };
+  std::string sep = render_runs_html(runs, "");
+  const std::string sweep_part = sep.substr(sep.find("<h2>Set-ups side by side"));
+  CHECK(count(sweep_part, "<polyline") == 0);   // set-ups as points, never a line through them
+  CHECK(count(sep, "one chart per run") == 2);  // TTFT and latency CDFs as small multiples
+  std::set<std::string> colors;
+  const std::string swatch = "<rect width=\"12\" height=\"12\" fill=\"";
+  for (size_t p = sep.find(swatch); p != std::string::npos; p = sep.find(swatch, p + 1))
+    colors.insert(sep.substr(p + swatch.size(), 7));
+  CHECK(colors.size() == 15);  // the legend's swatches: no colour repeats
+
+  // A sweep: 3 policies x 5 rates, one line per policy in each of the three charts.
+  for (int i = 0; i < 15; ++i) {
+    runs[i].group = std::vector<std::string>{"rr", "kv", "kv+aff"}[i / 5];
+    runs[i].x = 0.5 * (i % 5 + 1);
+  }
+  std::string sw = render_runs_html(runs, "rate");
+  const std::string part = sw.substr(sw.find("<h2>Sweep: metrics against rate"));
+  CHECK(count(part, "<polyline") == 9);  // 3 charts (hit %, TTFT p90, req/s) x 3 policies
+  CHECK(count(sw, "one chart per run") == 2);
+  // Up to 6 runs share one CDF chart with a legend.
+  runs.resize(6);
+  for (auto& r : runs) r.group.clear(), r.x.reset();
+  std::string few = render_runs_html(runs, "");
+  CHECK(count(few, "one chart per run") == 0);
+  CHECK(count(few.substr(0, few.find("<h2>Set-ups")), "<polyline") == 12);
 }

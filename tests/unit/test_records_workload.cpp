@@ -4,6 +4,9 @@
 
 #include <simdjson.h>
 
+#include <fstream>
+
+#include "dyn/records/aiperf_dataset.h"
 #include "dyn/records/record.h"
 #include "dyn/records/workload.h"
 
@@ -217,4 +220,79 @@ TEST_CASE("parse_workload_line_fast: same row as simdjson + parse_workload_objec
     CHECK(fast.priority == slow.priority);
     CHECK(fast.hash_ids_consistent == slow.hash_ids_consistent);
   }
+}
+
+TEST_CASE("AIPerf single_turn, multi_turn and random_pool lines become text rows") {
+  std::vector<WorkloadRow> rows;
+  std::string err;
+  // single_turn: text, timing and output length keep their meaning.
+  REQUIRE(aiperf_rows(dyn::Json::parse(R"({"text": "Who are you?", "delay": 20, "output_length": 4})"),
+                      DatasetType::kSingleTurn, "f:1", rows, &err));
+  REQUIRE(rows.size() == 1);
+  CHECK(*rows[0].text_input == "Who are you?");
+  CHECK(rows[0].input_length == 3);  // 12 bytes, SPEC 4.2
+  CHECK(*rows[0].delay_ms == 20);
+  CHECK(*rows[0].output_length == 4);
+  CHECK(rows[0].where == "f:1");
+  // multi_turn: one row per turn under the conversation's session; texts joined by newlines.
+  rows.clear();
+  REQUIRE(aiperf_rows(dyn::Json::parse(R"({"turns": [{"texts": ["a", {"name": "q", "contents": ["b", "c"]}]},
+                                                     {"text": "d", "delay": 5}]})"),
+                      DatasetType::kMultiTurn, "f:7", rows, &err));
+  REQUIRE(rows.size() == 2);
+  CHECK(*rows[0].text_input == "a\nb\nc");
+  CHECK(rows[0].session_id == "multi_turn-7");
+  CHECK(rows[1].session_id == "multi_turn-7");
+  CHECK(*rows[1].delay_ms == 5);
+  // What cannot be sent is refused, naming the type and the field.
+  rows.clear();
+  CHECK_FALSE(aiperf_rows(dyn::Json::parse(R"({"text": "x", "image": "cat.png"})"), DatasetType::kSingleTurn, "f:2",
+                          rows, &err));
+  CHECK(err.find("single_turn: 'image'") != std::string::npos);
+  CHECK_FALSE(aiperf_rows(dyn::Json::parse(R"({"turns": [{"role": "system", "text": "be brief"}]})"),
+                          DatasetType::kMultiTurn, "f:3", rows, &err));
+  CHECK(err.find("turn 0: multi_turn: role \"system\"") != std::string::npos);
+  CHECK_FALSE(aiperf_rows(dyn::Json::parse(R"({"text": "x", "timestamp": 1, "delay": 2})"), DatasetType::kSingleTurn,
+                          "f:4", rows, &err));
+  CHECK_FALSE(
+      aiperf_rows(dyn::Json::parse(R"({"text": "x", "delay": 2})"), DatasetType::kRandomPool, "f:5", rows, &err));
+  CHECK(err.find("random_pool: 'delay'") != std::string::npos);
+  // Shapes: turns, text without Mooncake fields, else Mooncake.
+  CHECK(row_shape(dyn::Json::parse(R"({"turns": []})")) == DatasetType::kMultiTurn);
+  CHECK(row_shape(dyn::Json::parse(R"({"text": "x"})")) == DatasetType::kSingleTurn);
+  CHECK(row_shape(dyn::Json::parse(R"({"text_input": "x"})")) == DatasetType::kMooncakeTrace);
+}
+
+TEST_CASE("random_pool: seeded draws with replacement; load_workload recognises and samples") {
+  std::vector<WorkloadRow> pool(3);
+  for (size_t i = 0; i < 3; ++i) pool[i].text_input = std::string(1 + i, 'x');
+  auto a = sample_pool(pool, 50, 7), b = sample_pool(pool, 50, 7), c = sample_pool(pool, 50, 8);
+  REQUIRE(a.size() == 50);
+  size_t same = 0, differ = 0;
+  std::vector<int> seen(3, 0);
+  for (size_t i = 0; i < 50; ++i) {
+    same += *a[i].text_input == *b[i].text_input;
+    differ += *a[i].text_input != *c[i].text_input;
+    seen[a[i].text_input->size() - 1] = 1;
+    CHECK(a[i].index == i);
+  }
+  CHECK(same == 50);
+  CHECK(differ > 0);
+  CHECK(seen == std::vector<int>{1, 1, 1});
+  const std::string path = "aiperf-pool-test.jsonl";
+  std::ofstream(path) << "{\"text\": \"alpha\"}\n{\"text\": \"beta\"}\n";
+  WorkloadOptions o;
+  o.dataset_type = DatasetType::kRandomPool;
+  o.pool_samples = 5;
+  o.quiet = true;
+  auto w = load_workload({path}, o);
+  CHECK(w.ok());
+  CHECK(w.rows.size() == 5);
+  CHECK(w.dataset_type == DatasetType::kRandomPool);
+  // Unnamed, the same file is single_turn: each line once.
+  o.dataset_type = DatasetType::kAuto;
+  auto s = load_workload({path}, o);
+  CHECK(s.rows.size() == 2);
+  CHECK(s.dataset_type == DatasetType::kSingleTurn);
+  std::remove(path.c_str());
 }

@@ -3,6 +3,7 @@
 // (cases 06 and 08, errors, closed-loop sessions, delta history, records).
 #include <doctest/doctest.h>
 #include <algorithm>
+#include <cmath>
 #include <atomic>
 #include <memory>
 #include <thread>
@@ -161,6 +162,30 @@ TEST_CASE("sessions: a subagent's later turns keep its parent when their rows om
     CHECK(id->context->session_id == "grand");
     CHECK(id->context->parent_session_id == "child");
   }
+}
+
+TEST_CASE("expected_end_ms: the schedule's length, then its rest with the replies known so far") {
+  // Two independent arrivals at 0 and 3000 ms, and a session turn 500 ms after the first ends.
+  std::vector<PlanItem> items(3);
+  items[0].at_ms = 0;
+  items[1].at_ms = 3000;
+  items[2].deps = {0};
+  items[2].delay_ms = 500;
+  const double nan = NAN;
+  std::vector<double> sent(3, nan), ended(3, nan);
+  // Before anything is sent: the last arrival, service time unknown (0).
+  CHECK(expected_end_ms(items, sent, ended, 0, 0) == 3000);
+  // With a mean latency of 100 ms: the last request ends 100 ms after its arrival.
+  CHECK(expected_end_ms(items, sent, ended, 0, 100) == 3100);
+  // The first request took 4000 ms: its session turn follows it (4500 + 100), past the schedule.
+  sent[0] = 0;
+  ended[0] = 4000;
+  CHECK(expected_end_ms(items, sent, ended, 4000, 100) == 4600);
+  // At 5000 ms the session turn, due at 4500 but not sent, starts no earlier than now (ends 5100);
+  // the request in flight since 3000 ends no earlier than now.
+  sent[1] = 3000;
+  CHECK(expected_end_ms(items, sent, ended, 5000, 100) == 5100);
+  CHECK(expected_end_ms(items, sent, ended, 5000, 1000) == 6000);
 }
 
 TEST_CASE("plan: AIPerf fixtures load as AIPerf loads them") {

@@ -357,6 +357,8 @@ TEST_CASE("hard: invalid bound worker or failed dispatch rebinds once; explicit 
   r.set_healthy(w0, false);
   auto q = place_ok(r, req("s", {}, 10));
   CHECK(q.binding() == BindingOutcome::kRebound);
+  CHECK(q.rebind_reason() == RebindReason::kUnhealthy);
+  CHECK(std::string(rebind_reason_name(q.rebind_reason())) == "unhealthy");
   CHECK(q.worker() != w0);
   q.commit();
   uint64_t w1 = q.worker();
@@ -372,6 +374,8 @@ TEST_CASE("hard: invalid bound worker or failed dispatch rebinds once; explicit 
   again.retry = adv;
   auto h2 = place_ok(r, again);
   CHECK(h2.binding() == BindingOutcome::kRebound);
+  CHECK(h2.rebind_reason() == RebindReason::kDispatchFailed);
+  CHECK(forced_move(h2.rebind_reason()));
   CHECK(h2.worker() != w1);
   h2.commit();
   auto h3 = place_ok(r, req("s", {}, 10));
@@ -385,6 +389,7 @@ TEST_CASE("hard: invalid bound worker or failed dispatch rebinds once; explicit 
   auto e = place_ok(r, ex);
   CHECK(e.worker() == w1);
   CHECK(e.binding() == BindingOutcome::kNone);
+  CHECK(e.rebind_reason() == RebindReason::kNone);
   // Removing the bound worker invalidates the binding.
   r.remove_worker(h2.worker());
   auto m = place_ok(r, req("s", {}, 10));
@@ -416,6 +421,8 @@ TEST_CASE("soft: busy bound worker moves; an older concurrent rebind does not ov
   auto older = place_ok(r, req("s", {}, 16));
   auto newer = place_ok(r, req("s", {}, 16));
   CHECK(older.binding() == BindingOutcome::kRebound);
+  CHECK(older.rebind_reason() == RebindReason::kBusy);
+  CHECK_FALSE(forced_move(older.rebind_reason()));
   CHECK(newer.binding() == BindingOutcome::kRebound);
   CHECK(older.worker() != bound);
   CHECK(newer.worker() != bound);

@@ -79,7 +79,8 @@ const CLI::App* named_subcommand(const CLI::App& app, int argc, char** argv) {
 /// For every `--name` on the command line that no option of the tool or the named subcommand
 /// has: "unknown option --name (did you mean --closest?)". The closest is the option of that
 /// context with the smallest edit distance, offered when it is at most a third of the name's
-/// length (at least 2), or when one name is a prefix of the other.
+/// length (at least 2), when one name is a prefix of the other, or when the name is the last
+/// words of a known one (--rate: --request-rate).
 std::string unknown_option_hints(const CLI::App& app, int argc, char** argv) {
   const CLI::App* sub = named_subcommand(app, argc, argv);
   std::vector<std::string> known;
@@ -100,7 +101,10 @@ std::string unknown_option_hints(const CLI::App& app, int argc, char** argv) {
     for (auto& k : ctx) {
       size_t d = edit_distance(name, k);
       bool prefix = k.rfind(name, 0) == 0 || name.rfind(k, 0) == 0;
-      if (prefix) d = std::min<size_t>(d, 1);
+      // The last words of a flag (--rate for --request-rate, --seed for --random-seed).
+      const std::string tail = "-" + name.substr(2);
+      bool suffix = k.size() > tail.size() && k.compare(k.size() - tail.size(), tail.size(), tail) == 0;
+      if (prefix || suffix) d = std::min<size_t>(d, 1);
       if (d < best_d) best_d = d, best = k;
     }
     size_t limit = std::max<size_t>(2, (name.size() - 2) / 3);

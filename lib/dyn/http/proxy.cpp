@@ -205,6 +205,22 @@ UpstreamPool::~UpstreamPool() {
     }
 }
 
+void UpstreamPool::close_idle() {
+  std::vector<std::pair<const void*, std::vector<std::shared_ptr<Idle>>>> all;
+  {
+    std::lock_guard<std::mutex> lk(mu_);
+    closed_ = true;
+    all.swap(idle_);
+  }
+  for (auto& [ctx, list] : all)
+    for (auto& i : list)
+      asio::post(i->sock.get_executor(), [i] {
+        i->taken = true;
+        beast::error_code ignored;
+        i->sock.close(ignored);
+      });
+}
+
 std::shared_ptr<UpstreamPool::Idle> UpstreamPool::take_idle(const asio::any_io_executor& executor) {
   const void* ctx = &asio::query(executor, asio::execution::context);
   std::lock_guard<std::mutex> lk(mu_);
@@ -238,6 +254,12 @@ void UpstreamPool::put_idle(std::shared_ptr<Idle> idle) {
     i->sock.close(ignored);
   });
   std::lock_guard<std::mutex> lk(mu_);
+  if (closed_) {  // the server is stopping: a kept connection's wait would hold its loop again
+    idle->taken = true;
+    beast::error_code ignored;
+    idle->sock.close(ignored);
+    return;
+  }
   for (auto& [c, list] : idle_) {
     if (c != ctx) continue;
     // Enough idle connections for a burst of concurrent streams; beyond that close them.

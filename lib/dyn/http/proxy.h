@@ -68,12 +68,19 @@ class UpstreamPool {
   /// Keeps a connection after a complete exchange whose response allowed keep-alive (or closes
   /// it when enough are idle already). Call on the connection's loop thread.
   void put_idle(std::shared_ptr<Idle> idle);
+  /// Closes every idle connection, each on its own loop thread (posted: any thread may call).
+  /// A server that stops calls it before its loop shuts down: an idle connection's read wait is
+  /// an operation that keeps its loop running until the upstream closes the connection (a
+  /// cpp-httplib worker after its 5 s keep-alive), which held a router's exit for 5 s after traffic.
+  /// Connections put back afterwards (a stream that ends during the stop) are closed, not kept.
+  void close_idle();
 
  private:
   UpstreamUrl url_;
   UpstreamTimeouts timeouts_;
   EventLoop& loop_;
   std::mutex mu_;
+  bool closed_ = false;  ///< close_idle() ran: put_idle closes instead of keeping
   /// Idle connections per loop thread, keyed by its execution context.
   std::vector<std::pair<const void*, std::vector<std::shared_ptr<Idle>>>> idle_;
 };

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "dyn/base/error.h"
+#include "dyn/base/named.h"
 
 namespace dyn::kvevents {
 
@@ -71,6 +72,15 @@ struct EventBatch {
 ///   lora_name have none and are always written, nil when unset);
 /// - kMaps: the batch a map too ({"ts", "events", "data_parallel_rank" when set}), current vLLM.
 enum class Layout { kArrays, kMapEvents, kMaps };
+
+/// The two encodings a publisher chooses between (dyn-mocker --kv-events-encoding): what vLLM
+/// publishes today and what older vLLM (before its structs dropped array_like) and SGLang publish.
+/// Both are decoded everywhere; kMapEvents, a layout only some vLLM versions wrote, is decoded
+/// but never published.
+inline constexpr Named<Layout> kEncodings[] = {
+    {Layout::kMaps, "map", "batch and events as msgpack maps, as current vLLM publishes them"},
+    {Layout::kArrays, "array", "batch and events as arrays (array_like), as older vLLM and SGLang publish them"},
+};
 
 /// Encodes a batch as vLLM's msgspec encoder does in `layout`: integers in their smallest
 /// msgpack form, strings as str, none as nil. (`rejected` is not encoded.)

@@ -69,7 +69,7 @@ Publisher::~Publisher() {
 }
 
 void Publisher::publish(const EventBatch& batch) {
-  std::string payload = encode_batch(batch);
+  std::string payload = encode_batch(batch, opt_.layout);
   {
     std::lock_guard lk(mu_);
     queue_.push_back(std::move(payload));

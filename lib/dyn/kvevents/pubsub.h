@@ -26,6 +26,9 @@ struct PublisherOptions {
   std::string replay_endpoint;   ///< "" = no replay socket
   std::string topic;             ///< first frame of every message (vLLM's default: "")
   size_t buffer_steps = 10'000;  ///< batches kept for replay (vLLM's default)
+  /// How each batch is encoded (codec.h Layout): current vLLM's maps by default; kArrays for a
+  /// subscriber written against older vLLM (dyn-mocker --kv-events-encoding array).
+  Layout layout = Layout::kMaps;
 };
 
 /// Publishes batches with sequence numbers 0, 1, 2, ... from its own thread (ZMQ sockets are

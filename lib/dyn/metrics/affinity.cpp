@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <fstream>
 #include <map>
 
 #include <fmt/format.h>
@@ -76,6 +78,7 @@ std::optional<Turn> parse_turn(const Json& row, std::string where, uint64_t orde
   t.parent_session_id = records::parent_of(row);
   t.worker = records::worker_of(row);
   t.binding = text_at(row, "dyn.binding");
+  t.rebind_reason = text_at(row, "dyn.rebind_reason");
   const std::string status = text_at(row, "dyn.status");
   t.error = status == "error" || status == "cancelled";
   t.input_tokens = number_at(row, "request.input_tokens");
@@ -173,13 +176,23 @@ Json binding_summary_json(const BindingSummary& s) {
               {"cached_ratio", opt_json(s.cached_ratio)}};
 }
 
-CheckResult check_affinity(const std::vector<Turn>& turns, double ttl_secs) {
+CheckResult check_affinity(const std::vector<Turn>& turns, const CheckOptions& opt) {
   CheckResult res;
-  const double ttl_ms = ttl_secs * 1000.0;
-  auto key_of = [](const Turn& t) { return affinity_key(t); };
+  const double ttl_ms = opt.ttl_secs * 1000.0;
+  auto listed = [](const std::vector<std::string>& v, const std::string& r) {
+    return !r.empty() && std::find(v.begin(), v.end(), r) != v.end();
+  };
+  // Why a move to `t` was not a violation ("" when it was one).
+  auto excuse = [&](const Turn& t, bool failed_since) -> std::string {
+    if (listed(opt.forced_reasons, t.rebind_reason)) return t.rebind_reason;
+    if (opt.soft && listed(opt.soft_reasons, t.rebind_reason)) return t.rebind_reason;
+    if (opt.soft && t.binding == "rebound" && t.rebind_reason.empty()) return "soft";
+    if (failed_since) return "previous_turn_failed";
+    return "";
+  };
   std::map<std::string, std::vector<const Turn*>> g;
   for (const Turn& t : turns)
-    if (auto k = key_of(t); !k.empty()) g[k].push_back(&t);
+    if (auto k = affinity_key(t); !k.empty()) g[k].push_back(&t);
   for (auto& [key, v] : g) {
     std::stable_sort(v.begin(), v.end(), [](const Turn* a, const Turn* b) {
       const double sa = a->start_ms.value_or(0), sb = b->start_ms.value_or(0);
@@ -200,26 +213,70 @@ CheckResult check_affinity(const std::vector<Turn>& turns, double ttl_secs) {
         if (prev->end_ms && t->start_ms) gap = *t->start_ms - *prev->end_ms;
         else gap = t->start_ms.value_or(0) - prev->start_ms.value_or(0);
         if (gap <= ttl_ms) {
-          if (failed_since) ++res.excused;
-          else res.violations.push_back({key, prev, t, gap});
+          std::string why = excuse(*t, failed_since);
+          (why.empty() ? res.violations : res.moves).push_back({key, prev, t, gap, std::move(why)});
         }
       }
       prev = t;
       failed_since = false;
     }
   }
-  std::stable_sort(res.violations.begin(), res.violations.end(), [](const Violation& a, const Violation& b) {
+  auto by_time = [](const Violation& a, const Violation& b) {
     return a.next->start_ms.value_or(0) < b.next->start_ms.value_or(0);
-  });
+  };
+  std::stable_sort(res.violations.begin(), res.violations.end(), by_time);
+  std::stable_sort(res.moves.begin(), res.moves.end(), by_time);
   return res;
 }
 
 Json violation_json(const Violation& v, double ttl_secs) {
-  return Json{{"key", v.key},
-              {"previous", turn_json(*v.previous)},
-              {"next", turn_json(*v.next)},
-              {"gap_ms", v.gap_ms},
-              {"ttl_secs", ttl_secs}};
+  Json j{{"key", v.key},
+         {"previous", turn_json(*v.previous)},
+         {"next", turn_json(*v.next)},
+         {"gap_ms", v.gap_ms},
+         {"ttl_secs", ttl_secs}};
+  if (!v.reason.empty()) j["reason"] = v.reason;
+  return j;
+}
+
+std::string run_config_beside(const std::string& trace_path) {
+  if (trace_path.empty() || trace_path == "-") return "";
+  std::string prefix = trace_path;
+  // PREFIX.NNNNNN.jsonl.gz or PREFIX.NNNNNN.jsonl: six digits between the prefix and ".jsonl".
+  for (const char* ext : {".jsonl.gz", ".jsonl"}) {
+    const std::string e = ext;
+    if (prefix.size() > e.size() + 7 && prefix.compare(prefix.size() - e.size(), e.size(), e) == 0) {
+      const std::string digits = prefix.substr(prefix.size() - e.size() - 6, 6);
+      if (prefix[prefix.size() - e.size() - 7] == '.' &&
+          std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        prefix.resize(prefix.size() - e.size() - 7);
+        break;
+      }
+    }
+  }
+  const std::string cfg = prefix + ".run-config.json";
+  std::ifstream in(cfg);
+  return in.good() ? cfg : "";
+}
+
+Expected<RouterAffinity> read_router_affinity(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{path + ": cannot read the run-config", kExitIo};
+  Json j = Json::parse(in, nullptr, false);
+  if (!j.is_object() || !j.contains("options") || !j["options"].is_object())
+    return bad_data(path + ": not a run-config (no \"options\" object)");
+  RouterAffinity a;
+  a.path = path;
+  const Json& o = j["options"];
+  if (auto t = o.find("--router-session-affinity-ttl-secs"); t != o.end() && !t->is_null()) {
+    const std::string v = t->is_string() ? t->get<std::string>() : t->dump();
+    char* end = nullptr;
+    const double ttl = std::strtod(v.c_str(), &end);
+    if (end == v.c_str() || *end) return bad_data(path + ": --router-session-affinity-ttl-secs is not a number: " + v);
+    a.ttl_secs = ttl;
+  }
+  if (auto m = o.find("--router-session-affinity-mode"); m != o.end() && m->is_string()) a.soft = *m == "soft";
+  return a;
 }
 
 Expected<std::vector<Json>> parse_bindings(const Json& body) {
@@ -234,7 +291,7 @@ Expected<std::vector<Json>> parse_bindings(const Json& body) {
   return out;
 }
 
-std::string text_table(const std::vector<std::vector<std::string>>& rows) {
+std::string text_table(const std::vector<std::vector<std::string>>& rows, std::size_t left) {
   if (rows.empty()) return {};
   std::vector<std::size_t> w;
   for (const auto& r : rows) {
@@ -246,7 +303,7 @@ std::string text_table(const std::vector<std::vector<std::string>>& rows) {
     std::string line;
     for (std::size_t i = 0; i < rows[k].size(); ++i) {
       if (i) line += "  ";
-      line += i == 0 ? fmt::format("{:<{}}", rows[k][i], w[i]) : fmt::format("{:>{}}", rows[k][i], w[i]);
+      line += i < left ? fmt::format("{:<{}}", rows[k][i], w[i]) : fmt::format("{:>{}}", rows[k][i], w[i]);
     }
     while (!line.empty() && line.back() == ' ') line.pop_back();
     out += line + "\n";

@@ -12,8 +12,19 @@
 namespace dyn::metrics {
 namespace {
 
-constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
-                                    "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
+// Series colours: Tableau's ten, then ten more of Trubetskoy's 20 distinct colours that differ from
+// them (without his pastels, too faint on white), so a 15-run page repeats none. Beyond 20 a series
+// also gets a dash pattern (series_dash), so colour and dash together stay distinct.
+constexpr const char* kPalette[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2",
+                                    "#7f7f7f", "#bcbd22", "#17becf", "#000075", "#800000", "#469990", "#f032e6",
+                                    "#000000", "#808000", "#3cb44b", "#ffe119", "#911eb4", "#4363d8"};
+const char* series_color(std::size_t i) { return kPalette[i % std::size(kPalette)]; }
+/// The stroke-dasharray attribute of series i ("" for the first 20: colour alone tells them apart).
+std::string series_dash(std::size_t i) {
+  static constexpr const char* kDashes[] = {"6 3", "2 2", "8 3 2 3"};
+  if (i < std::size(kPalette)) return "";
+  return fmt::format(R"( stroke-dasharray="{}")", kDashes[(i / std::size(kPalette) - 1) % std::size(kDashes)]);
+}
 constexpr double kW = 720, kH = 300, kL = 64, kR = 16, kT = 28, kB = 44;  // chart box and margins
 
 std::string esc(const std::string& s) {
@@ -46,21 +57,22 @@ std::string num(double v) {
 
 struct Axes {
   double x0, x1, y0, y1;
-  double px(double x) const { return kL + (x1 > x0 ? (x - x0) / (x1 - x0) : 0) * (kW - kL - kR); }
-  double py(double y) const { return kH - kB - (y1 > y0 ? (y - y0) / (y1 - y0) : 0) * (kH - kT - kB); }
+  double w = kW, h = kH;  ///< the chart's size in px (a small multiple is smaller)
+  double px(double x) const { return kL + (x1 > x0 ? (x - x0) / (x1 - x0) : 0) * (w - kL - kR); }
+  double py(double y) const { return h - kB - (y1 > y0 ? (y - y0) / (y1 - y0) : 0) * (h - kT - kB); }
 };
 
 // Frame, grid, ticks and labels of a chart.
 std::string frame(const std::string& title, const Axes& a, const std::string& xlabel, const std::string& ylabel,
                   bool xticks = true) {
   std::string s = fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{}" height="{}" viewBox="0 0 {} {}">)",
-                              kW, kH, kW, kH);
-  s += fmt::format(R"(<rect x="0" y="0" width="{}" height="{}" fill="#ffffff"/>)", kW, kH);
+                              a.w, a.h, a.w, a.h);
+  s += fmt::format(R"(<rect x="0" y="0" width="{}" height="{}" fill="#ffffff"/>)", a.w, a.h);
   s += fmt::format(R"(<text x="{}" y="18" font-size="14" font-weight="bold">{}</text>)", kL, esc(title));
   const double ys = nice_step(a.y1 - a.y0, 5);
   for (double y = std::ceil(a.y0 / ys) * ys; y <= a.y1 + 1e-9; y += ys) {
     s += fmt::format(R"(<line x1="{:.1f}" y1="{:.1f}" x2="{:.1f}" y2="{:.1f}" stroke="#e0e0e0"/>)", kL, a.py(y),
-                     kW - kR, a.py(y));
+                     a.w - kR, a.py(y));
     s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="end">{}</text>)", kL - 4, a.py(y) + 3,
                      ys >= 1 ? fmt::format("{:.0f}", y) : num(y));
   }
@@ -68,15 +80,15 @@ std::string frame(const std::string& title, const Axes& a, const std::string& xl
     const double xs = nice_step(a.x1 - a.x0, 8);
     for (double x = std::ceil(a.x0 / xs) * xs; x <= a.x1 + 1e-9; x += xs)
       s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", a.px(x),
-                       kH - kB + 14, num(x));
+                       a.h - kB + 14, num(x));
   }
-  s += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#333"/>)", kL, kH - kB, kW - kR, kH - kB);
-  s += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#333"/>)", kL, kT, kL, kH - kB);
-  s += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" text-anchor="middle">{}</text>)", (kL + kW - kR) / 2,
-                   kH - 8, esc(xlabel));
+  s += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#333"/>)", kL, a.h - kB, a.w - kR, a.h - kB);
+  s += fmt::format(R"(<line x1="{}" y1="{}" x2="{}" y2="{}" stroke="#333"/>)", kL, kT, kL, a.h - kB);
+  s += fmt::format(R"(<text x="{:.1f}" y="{}" font-size="11" text-anchor="middle">{}</text>)", (kL + a.w - kR) / 2,
+                   a.h - 8, esc(xlabel));
   s += fmt::format(
       R"~(<text x="12" y="{:.1f}" font-size="11" text-anchor="middle" transform="rotate(-90 12 {:.1f})">{}</text>)~",
-      (kT + kH - kB) / 2, (kT + kH - kB) / 2, esc(ylabel));
+      (kT + a.h - kB) / 2, (kT + a.h - kB) / 2, esc(ylabel));
   return s;
 }
 
@@ -193,7 +205,7 @@ std::string render_html(const RequestSet& set, const Report& rep, const PlotOpti
   std::vector<std::string> workers;
   for (const auto& w : rep.workers) workers.push_back(w.worker);
   std::map<std::string, std::string> colors;
-  for (std::size_t i = 0; i < workers.size(); ++i) colors[workers[i]] = kPalette[i % std::size(kPalette)];
+  for (std::size_t i = 0; i < workers.size(); ++i) colors[workers[i]] = series_color(i);
   colors[""] = "#555555";
   auto color_of = [&](const std::string& w) { return colors.count(w) ? colors[w] : colors[""]; };
 
@@ -314,38 +326,67 @@ std::string run_legend(const std::vector<PlotRun>& runs) {
   std::string s = "<p class=\"legend\">";
   for (std::size_t i = 0; i < runs.size(); ++i)
     s += fmt::format(R"(<span><svg width="12" height="12"><rect width="12" height="12" fill="{}"/></svg> {}</span> )",
-                     kPalette[i % std::size(kPalette)], esc(runs[i].label));
+                     series_color(i), esc(runs[i].label));
   return s + "</p>";
 }
 
-/// Empirical CDF of one per-request metric, one line per run.
+/// The sorted points of one run's empirical CDF as an SVG polyline's points.
+std::string cdf_points(std::vector<double> v, const Axes& a) {
+  std::sort(v.begin(), v.end());
+  std::string pts;
+  for (std::size_t k = 0; k < v.size(); ++k)
+    pts += fmt::format("{:.1f},{:.1f} ", a.px(v[k]),
+                       a.py(100.0 * static_cast<double>(k + 1) / static_cast<double>(v.size())));
+  return pts;
+}
+
+/// Empirical CDF of one per-request metric, one line per run. Up to kCdfOverlay runs share one
+/// chart; more become small multiples (one small chart per run, its line in its colour over the
+/// other runs in grey, the same axes in every one): fifteen overlaid lines cannot be told apart.
+constexpr std::size_t kCdfOverlay = 6;
 std::string cdf_chart(const std::string& title, const std::vector<std::vector<double>>& per_run,
-                      const std::string& xlabel) {
+                      const std::string& xlabel, const std::vector<PlotRun>& runs) {
   double mx = 0;
   bool any = false;
   for (const auto& v : per_run)
     for (double x : v) mx = std::max(mx, x), any = true;
   if (!any) return fmt::format("<p>{}: no data</p>", esc(title));
-  Axes a{0, mx > 0 ? mx : 1, 0, 100};
-  std::string s = frame(title, a, xlabel, "percent of requests at or below");
-  for (std::size_t i = 0; i < per_run.size(); ++i) {
-    std::vector<double> v = per_run[i];
-    if (v.empty()) continue;
-    std::sort(v.begin(), v.end());
-    std::string pts;
-    for (std::size_t k = 0; k < v.size(); ++k)
-      pts += fmt::format("{:.1f},{:.1f} ", a.px(v[k]),
-                         a.py(100.0 * static_cast<double>(k + 1) / static_cast<double>(v.size())));
-    s += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2" points="{}"/>)",
-                     kPalette[i % std::size(kPalette)], pts);
+  if (per_run.size() <= kCdfOverlay) {
+    Axes a{0, mx > 0 ? mx : 1, 0, 100};
+    std::string s = frame(title, a, xlabel, "percent of requests at or below");
+    for (std::size_t i = 0; i < per_run.size(); ++i)
+      if (!per_run[i].empty())
+        s += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2"{} points="{}"/>)", series_color(i),
+                         series_dash(i), cdf_points(per_run[i], a));
+    return s + "</svg>" + run_legend(runs);
   }
-  return s + "</svg>";
+  std::string s = fmt::format(
+      "<h3>{} — one chart per run (same axes; the other runs in grey)</h3>\n"
+      "<div style=\"display:flex;flex-wrap:wrap;gap:8px\">",
+      esc(title));
+  const Axes a{0, mx > 0 ? mx : 1, 0, 100, 310, 200};
+  std::vector<std::string> pts;
+  for (const auto& v : per_run) pts.push_back(v.empty() ? std::string() : cdf_points(v, a));
+  for (std::size_t i = 0; i < per_run.size(); ++i) {
+    s += frame(runs[i].label, a, xlabel, "% at or below");
+    for (std::size_t k = 0; k < per_run.size(); ++k)
+      if (k != i && !pts[k].empty())
+        s += fmt::format(R"(<polyline fill="none" stroke="#d0d0d0" stroke-width="1" points="{}"/>)", pts[k]);
+    if (!pts[i].empty())
+      s += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="2"{} points="{}"/>)", series_color(i),
+                       series_dash(i), pts[i]);
+    s += "</svg>";
+  }
+  return s + "</div>";
 }
 
-/// Metric(s) against the swept parameter: one polyline + dots per metric, runs as points.
+/// Metric(s) against the swept parameter. With a swept value (runs' x) each line is drawn through
+/// its runs in order of x: one per metric, or with groups one per group (a policy), its dots in
+/// its colour. Without one the runs are separate set-ups, not points of a curve: each is a dot
+/// above its label, never joined to the next (stroke = metric, fill = run).
 std::string sweep_chart(const std::string& title, const std::vector<PlotRun>& runs, const std::string& sweep_name,
                         const std::vector<std::pair<std::string, std::vector<std::optional<double>>>>& lines,
-                        const std::string& ylabel) {
+                        const std::string& ylabel, bool grouped) {
   const bool numeric = !runs.empty() && runs.front().x.has_value();
   std::vector<double> xs;
   for (std::size_t i = 0; i < runs.size(); ++i) xs.push_back(numeric ? *runs[i].x : static_cast<double>(i));
@@ -358,27 +399,32 @@ std::string sweep_chart(const std::string& title, const std::vector<PlotRun>& ru
   double x0 = *std::min_element(xs.begin(), xs.end()), x1 = *std::max_element(xs.begin(), xs.end());
   if (x1 == x0) x0 -= 0.5, x1 += 0.5;
   const double pad = (x1 - x0) * 0.06;
-  Axes a{x0 - pad, x1 + pad, 0, ymax > 0 ? ymax * 1.1 : 1};
+  // Headroom above the data for the line labels (top right, 14 px each), so no label sits on a line.
+  const double label_share = std::min(0.5, (14.0 * static_cast<double>(lines.size()) + 8) / (kH - kT - kB));
+  Axes a{x0 - pad, x1 + pad, 0, ymax > 0 ? ymax / (1 - label_share) : 1};
   std::string s = frame(title, a, numeric ? sweep_name : "run", ylabel, numeric);
   if (!numeric)
     for (std::size_t i = 0; i < runs.size(); ++i)
       s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="10" text-anchor="middle">{}</text>)", a.px(xs[i]),
-                       kH - kB + 14, esc(runs[i].label));
+                       kH - kB + 14 + (runs.size() > 8 ? 10.0 * static_cast<double>(i % 2) : 0.0), esc(runs[i].label));
   constexpr const char* kLineColors[] = {"#333333", "#d62728", "#1f77b4", "#2ca02c", "#9467bd", "#8c564b"};
   for (std::size_t m = 0; m < lines.size(); ++m) {
-    const char* lc = kLineColors[m % std::size(kLineColors)];
+    const std::string lc = grouped ? series_color(m) : kLineColors[m % std::size(kLineColors)];
     // Through the points in order of x (a group's runs need not be given in order).
     std::vector<std::size_t> at;
     for (std::size_t i = 0; i < runs.size(); ++i)
       if (lines[m].second[i]) at.push_back(i);
     std::stable_sort(at.begin(), at.end(), [&](std::size_t p, std::size_t q) { return xs[p] < xs[q]; });
-    std::string pts;
-    for (std::size_t i : at) pts += fmt::format("{:.1f},{:.1f} ", a.px(xs[i]), a.py(*lines[m].second[i]));
-    s += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="1.5" points="{}"/>)", lc, pts);
+    if (numeric) {
+      std::string pts;
+      for (std::size_t i : at) pts += fmt::format("{:.1f},{:.1f} ", a.px(xs[i]), a.py(*lines[m].second[i]));
+      s += fmt::format(R"(<polyline fill="none" stroke="{}" stroke-width="{}"{} points="{}"/>)", lc, grouped ? 2 : 1.5,
+                       grouped ? series_dash(m) : "", pts);
+    }
     for (std::size_t i : at)
       s += fmt::format(
           R"(<circle cx="{:.1f}" cy="{:.1f}" r="5" fill="{}" stroke="{}"><title>{} {}: {}</title></circle>)",
-          a.px(xs[i]), a.py(*lines[m].second[i]), kPalette[i % std::size(kPalette)], lc, esc(runs[i].label),
+          a.px(xs[i]), a.py(*lines[m].second[i]), grouped ? lc : series_color(i), lc, esc(runs[i].label),
           esc(lines[m].first), num(*lines[m].second[i]));
     s += fmt::format(R"(<text x="{:.1f}" y="{:.1f}" font-size="11" fill="{}">{}</text>)", kW - kR - 150,
                      kT + 14 + 14.0 * m, lc, esc(lines[m].first));
@@ -447,8 +493,8 @@ std::string render_runs_html(const std::vector<PlotRun>& runs, const std::string
       if (r.latency) lat[i].push_back(*r.latency * to_ms);
     }
   }
-  h += "<h2>Distributions</h2>\n" + cdf_chart("Time to first token (CDF)", ttft, "TTFT (ms)") + "\n" +
-       run_legend(runs) + cdf_chart("Request latency (CDF)", lat, "latency (ms)") + "\n" + run_legend(runs);
+  h += "<h2>Distributions</h2>\n" + cdf_chart("Time to first token (CDF)", ttft, "TTFT (ms)", runs) + "\n" +
+       cdf_chart("Request latency (CDF)", lat, "latency (ms)", runs) + "\n";
 
   // Sweep: metrics against the parameter (or the run order).
   auto col = [&](const std::string& tag, int pct) {
@@ -456,8 +502,9 @@ std::string render_runs_html(const std::vector<PlotRun>& runs, const std::string
     for (const auto& r : runs) v.push_back(figure(*r.report, tag, pct));
     return v;
   };
-  h += "<h2>Sweep" + (sweep_name.empty() ? std::string(" across runs") : ": metrics against " + esc(sweep_name)) +
-       "</h2>\n";
+  h += sweep_name.empty() || runs.empty() || !runs.front().x
+           ? std::string("<h2>Set-ups side by side (separate runs: points, not a curve)</h2>\n")
+           : "<h2>Sweep: metrics against " + esc(sweep_name) + "</h2>\n";
   // One line per metric, or with groups one per group and metric (the other groups' runs left out).
   std::vector<std::string> groups;
   for (const auto& r : runs)
@@ -476,16 +523,16 @@ std::string render_runs_html(const std::vector<PlotRun>& runs, const std::string
     return out;
   };
   h += sweep_chart("Prompt-cache hit rate", runs, sweep_name, lines({{"hit %", col("prompt_cache_hit_rate", -1)}}),
-                   "percent") +
+                   "percent", !groups.empty()) +
        "\n";
   h += sweep_chart("Time to first token", runs, sweep_name,
                    lines(groups.empty() ? Lines{{"TTFT p50", col("time_to_first_token", 50)},
                                                 {"TTFT p90", col("time_to_first_token", 90)}}
                                         : Lines{{"TTFT p90", col("time_to_first_token", 90)}}),
-                   "ms") +
+                   "ms", !groups.empty()) +
        "\n";
   h += sweep_chart("Request throughput", runs, sweep_name, lines({{"req/s", col("request_throughput", -1)}}),
-                   "requests/s") +
+                   "requests/s", !groups.empty()) +
        "\n";
   h += run_legend(runs);
   h += "</body></html>\n";

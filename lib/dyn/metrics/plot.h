@@ -32,11 +32,13 @@ struct PlotRun {
 
 /// HTML comparing runs, each its own series in one colour with a legend (never merged): a
 /// side-by-side table (requests, errors, prompt-cache hit %, TTFT and latency p50/p90, ITL avg,
-/// request and output-token throughput), TTFT and request-latency CDFs (one line per run), and
-/// sweep charts — hit %, TTFT p50/p90 and request throughput against the swept parameter
-/// (`sweep_name`, runs' x; without one, against the run order with the labels as ticks). With
-/// groups (every run has one), each sweep chart draws one line per group and metric through its
-/// runs in order of x: e.g. TTFT p90 against request rate for each routing policy.
+/// request and output-token throughput), TTFT and request-latency CDFs (one line per run; more
+/// than 6 runs become small multiples, one chart per run), and sweep charts — hit %, TTFT p50/p90
+/// and request throughput against the swept parameter (`sweep_name`, runs' x). With groups (every
+/// run has one), each sweep chart draws one line per group through its runs in order of x: e.g.
+/// TTFT p90 against request rate for each routing policy. Without a swept value the runs are
+/// separate set-ups: one dot each above its label, never joined by a line. Up to 20 runs get
+/// distinct colours (then colour and dash pattern).
 /// Deterministic for the same input. Thread-safe.
 std::string render_runs_html(const std::vector<PlotRun>& runs, const std::string& sweep_name,
                              const PlotOptions& options = {});

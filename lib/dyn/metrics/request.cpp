@@ -250,6 +250,18 @@ RequestRecord parse_aiperf_record(const Json& row, std::string where) {
   return r;
 }
 
+void add_request_row(RequestSet& set, const Json& row, std::string where) {
+  if (const Json* src = records::find_path(row, "event_source"); src && src->is_string()) {
+    const std::string& v = src->get_ref<const std::string&>();
+    if (set.event_source.empty()) set.event_source = v;
+    else if (set.event_source != v) set.event_source = "mixed";
+  }
+  bool warmup = false;
+  if (auto r = parse_request_end(row, std::move(where), &warmup)) set.requests.push_back(std::move(*r));
+  else if (warmup) ++set.warmup_skipped;
+  else ++set.other_rows;
+}
+
 RequestSet load_requests(const std::vector<std::string>& paths) {
   RequestSet set;
   records::RowReader reader(paths);
@@ -270,14 +282,22 @@ RequestSet load_requests(const std::vector<std::string>& paths) {
       set.requests.push_back(parse_aiperf_record(row, where));
       continue;
     }
-    bool warmup = false;
-    if (auto r = parse_request_end(row, where, &warmup)) set.requests.push_back(std::move(*r));
-    else if (warmup) ++set.warmup_skipped;
-    else ++set.other_rows;
+    add_request_row(set, row, where);
   }
   reader.summarize();
   set.malformed = reader.malformed();
   return set;
+}
+
+std::string describe_view(const RequestSet& set) {
+  if (set.kind == RowKind::kAiperf) return "client view (AIPerf records: timed at the client)";
+  const std::string& s = set.event_source;
+  if (s == "client") return "client view (dyn-replay rows: timed at the client, router and network included)";
+  if (s == "router" || s == "dynamo")
+    return "router view (a router trace: timed at the proxy, the client's network not included)";
+  if (s == "simulator") return "simulated (dyn-replay --sim rows: virtual clock)";
+  if (s == "mixed") return "mixed views (rows from several sources)";
+  return s.empty() ? "" : s + " rows";
 }
 
 RequestRecord metrics_from_timeline(const ChunkTimeline& t) {

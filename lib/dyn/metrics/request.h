@@ -64,6 +64,9 @@ struct RequestSet {
   uint64_t warmup_skipped = 0;          ///< rows with dyn.warmup (excluded from everything)
   uint64_t other_rows = 0;              ///< rows of other event types (ignored)
   uint64_t malformed = 0;               ///< lines the reader skipped
+  /// The rows' event_source ("client", "router", "simulator", ...; SPEC 5.1), "mixed" when rows
+  /// disagree, "" when none says.
+  std::string event_source;
   /// Multiplier from the time unit to ms (1 for dyn rows, 1e-6 for AIPerf's ns).
   double time_to_ms() const { return kind == RowKind::kAiperf ? 1e-6 : 1.0; }
   /// Multiplier from the time unit to seconds.
@@ -85,11 +88,22 @@ std::optional<RequestRecord> parse_request_end(const Json& row, std::string wher
 /// converted to integer ns, ITL and per-user throughput recomputed from them as AIPerf does.
 RequestRecord parse_aiperf_record(const Json& row, std::string where);
 
+/// Adds one trace row to a dyn RequestSet as load_requests does: a request_end row becomes a
+/// request, a warmup row is counted in warmup_skipped, another event type in other_rows; the row's
+/// event_source joins set.event_source.
+void add_request_row(RequestSet& set, const Json& row, std::string where);
+
 /// Reads request rows from files ("-" = stdin; gzip, envelopes, malformed-line skipping via
 /// records::RowReader). The kind is detected from the first data row; mixing AIPerf records with
 /// trace rows is an error (Fatal, exit 3). route_decision and other event types are counted in
 /// `other_rows`. Fatal (exit 4) for unreadable files.
 RequestSet load_requests(const std::vector<std::string>& paths);
+
+/// Where a set's timings were taken, in words for the tables that show them (dyn-bench compare,
+/// report, dyn-replay's summary table): the client's view (dyn-replay rows, AIPerf records: the
+/// network and the router included), the router's (a dyn-route serve or dyn-trace capture trace:
+/// timed at the proxy), or the simulator's virtual clock. "" when the rows do not say.
+std::string describe_view(const RequestSet& set);
 
 /// A streamed response: chunk arrival times (ms since the request was sent) and tokens per chunk.
 struct ChunkTimeline {

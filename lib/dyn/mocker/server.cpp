@@ -119,8 +119,8 @@ class Mocker {
     svr.set_write_timeout(600, 0);
     routes(svr);
     if (!opt_.kv_events_endpoint.empty()) {
-      publisher_ = std::make_unique<kvevents::Publisher>(
-          kvevents::PublisherOptions{opt_.kv_events_endpoint, opt_.kv_events_replay_endpoint, "", 10'000});
+      publisher_ = std::make_unique<kvevents::Publisher>(kvevents::PublisherOptions{
+          opt_.kv_events_endpoint, opt_.kv_events_replay_endpoint, "", 10'000, opt_.kv_events_layout});
       engine_.set_kv_listener([this](const std::vector<KvEvent>& ev) { publish(ev); });
       diag::note(
           fmt::format("KV events on {}{}", publisher_->endpoint(),
@@ -383,6 +383,9 @@ class Mocker {
   void publish(const std::vector<KvEvent>& events) {
     kvevents::EventBatch b;
     b.ts = static_cast<double>(RealClock::instance().unix_ms()) / 1000.0;
+    // vLLM's publisher stamps every batch with its data-parallel rank since the map form (0 here:
+    // one engine); the older array form had no such field.
+    if (opt_.kv_events_layout == kvevents::Layout::kMaps) b.data_parallel_rank = 0;
     for (const KvEvent& e : events) {
       switch (e.kind) {
         case KvEvent::Kind::kStored: {

@@ -8,6 +8,7 @@
 
 #include "dyn/engine/config.h"
 #include "dyn/http/server.h"
+#include "dyn/kvevents/codec.h"
 #include "dyn/session/normalize.h"
 
 namespace dyn::mocker {
@@ -21,9 +22,12 @@ struct MockerOptions {
   engine::EngineConfig engine;            ///< validated by the caller (EngineConfig::validate)
   std::string kv_events_endpoint;         ///< ZMQ PUB address of vLLM-format KV events ("" = off)
   std::string kv_events_replay_endpoint;  ///< ZMQ ROUTER address answering replay requests
-  std::string replies;                    ///< --replies FILE ("" = none; engine::ReplyScript)
-  session::NormalizeOptions session;      ///< how a request's session is read (--kv-eviction session)
-  uint64_t default_max_tokens = 128;      ///< output limit of a request that sets none
+  /// --kv-events-encoding: current vLLM's maps (the default) or older vLLM's arrays; the map form
+  /// carries data_parallel_rank 0, as vLLM's publisher always sets it (kvevents::kEncodings).
+  kvevents::Layout kv_events_layout = kvevents::Layout::kMaps;
+  std::string replies;                ///< --replies FILE ("" = none; engine::ReplyScript)
+  session::NormalizeOptions session;  ///< how a request's session is read (--kv-eviction session)
+  uint64_t default_max_tokens = 128;  ///< output limit of a request that sets none
   // Fault injection for chaos tests (man page, FAULT INJECTION): API requests are numbered in
   // arrival order; the first `fault_after` are served normally, the next `fail_first` are
   // answered with `fail_status`, then `stall_count` (0 = all) wait `stall_ms` before headers.

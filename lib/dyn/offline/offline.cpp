@@ -724,6 +724,7 @@ void Decider::write_decision(const Row& r, std::string_view request_id, Expected
   d.kv_hit_rate = r.tokens ? static_cast<double>(p.cached_tokens()) / static_cast<double>(r.tokens) : 0.0;
   d.worker = static_cast<int64_t>(p.worker());
   d.binding = binding_name(p.binding());
+  d.rebind_reason = rebind_reason_name(p.rebind_reason());
   d.request_blocks = p.request_blocks();
   d.explain = o_.explain;
   if (o_.explain) {

@@ -154,6 +154,7 @@ void append_request_end(std::string& o, const RequestEnd& r) {
   if (r.block_size) num(o, "block_size", *r.block_size);
   if (r.turn) num(o, "turn", *r.turn);
   if (r.binding) str(o, "binding", *r.binding);
+  if (r.rebind_reason) str(o, "rebind_reason", *r.rebind_reason);
   if (r.pause_ms) num(o, "pause_ms", *r.pause_ms);
   if (r.queue_ms) num(o, "queue_ms", *r.queue_ms);
   if (r.warmup) flag(o, "warmup", true);
@@ -236,7 +237,7 @@ void append_route_decision(std::string& o, const RouteDecision& d) {
   // Room: the head, the strings copied in place, and at most 256 bytes of keys and numbers for the
   // row plus 192 for each explain entry (5 numbers of at most 32 characters and their keys).
   RawRow w(o, prefix.size() + source.size() + d.request_id.size() + d.x_request_id.size() + d.binding.size() +
-                  (d.error ? d.error->message.size() : 0) + 256 + d.candidates.size() * 192);
+                  d.rebind_reason.size() + (d.error ? d.error->message.size() : 0) + 256 + d.candidates.size() * 192);
   w.bytes(prefix);
   w.u64(d.event_time_unix_ms);
   w.bytes(source);
@@ -269,6 +270,10 @@ void append_route_decision(std::string& o, const RouteDecision& d) {
   w.i64(d.worker);
   w.lit(R"(}},"dyn":{"binding":)");
   w.str(d.binding);
+  if (!d.rebind_reason.empty()) {
+    w.lit(R"(,"rebind_reason":)");
+    w.str(d.rebind_reason);
+  }
   w.lit(R"(,"request_blocks":)");
   w.u64(d.request_blocks);
   if (d.explain) {

@@ -79,6 +79,7 @@ struct RequestEnd {
   std::optional<std::span<const uint64_t>> hash_ids;
   std::optional<uint64_t> block_size, turn;
   std::optional<std::string_view> binding;
+  std::optional<std::string_view> rebind_reason;  ///< why a "rebound" binding moved (route::kRebindReasons)
   std::optional<double> pause_ms, queue_ms;
   bool warmup = false;
   bool input_tokens_estimated = false, output_tokens_estimated = false;
@@ -95,7 +96,7 @@ struct RequestEnd {
 /// request_received_ms, ttft_ms, total_time_ms, avg_itl_ms, kv_hit_rate, worker, replay,
 /// finish_reason_metadata }, dyn { status, error, warning, ttst_ms, inter_chunk_ms, chunk_tokens,
 /// request_latency_ms, schedule_lag_ms, scheduled_ms, hash_ids, block_size, turn, binding,
-/// pause_ms, queue_ms, warmup, input_tokens_estimated, output_tokens_estimated, prompt_sizing }.
+/// rebind_reason, pause_ms, queue_ms, warmup, input_tokens_estimated, output_tokens_estimated, prompt_sizing }.
 /// Strings that may carry invalid UTF-8 (headers, upstream messages) get U+FFFD, as dump's
 /// replace handler does. Thread-safe.
 void append_request_end(std::string& out, const RequestEnd& r);
@@ -114,6 +115,7 @@ struct RouteDecision {
   double kv_hit_rate = 0;
   int64_t worker = 0;
   std::string_view binding;
+  std::string_view rebind_reason;  ///< "" = omitted (no move)
   uint64_t request_blocks = 0;
   /// dyn.explain (--explain): one entry per worker.
   struct Candidate {
@@ -136,7 +138,7 @@ struct RouteDecision {
 /// Appends `d` as one JSON object (no newline), byte for byte Json::dump() of the same row:
 /// schema, event_type, event_time_unix_ms, event_source "router", agent_context, request {
 /// request_id, x_request_id, input_tokens, output_tokens, [cached_tokens, kv_hit_rate, worker] },
-/// dyn { binding, request_blocks, explain {request_blocks, workers [{worker, overlap_blocks,
+/// dyn { binding, rebind_reason, request_blocks, explain {request_blocks, workers [{worker, overlap_blocks,
 /// prefill_blocks, decode_blocks, cost, eligible}]} } or dyn { binding "none", error {code,
 /// message} }. Thread-safe.
 void append_route_decision(std::string& out, const RouteDecision& d);

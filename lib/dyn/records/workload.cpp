@@ -5,6 +5,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
+#include <deque>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -12,6 +13,7 @@
 
 #include "dyn/base/diag.h"
 #include "dyn/io/jsonl.h"
+#include "dyn/records/aiperf_dataset.h"
 #include "dyn/records/reader.h"
 #include "dyn/records/record.h"
 
@@ -681,6 +683,27 @@ struct WorkloadReader::State {
     uint64_t line = 0;
   };
   std::unordered_map<std::string, Later> seen;
+  std::deque<WorkloadRow> pending;  // the further rows of an AIPerf multi_turn line
+
+  /// The format of a row's line (its shape, or the declared type), or nullopt with the error
+  /// reported when it is not the workload's: one format per workload.
+  std::optional<DatasetType> format_of(const Json& row, const std::string& where) {
+    DatasetType shape = row_shape(row);
+    DatasetType declared = opts.dataset_type;
+    if (declared == DatasetType::kRandomPool && shape == DatasetType::kSingleTurn) shape = DatasetType::kRandomPool;
+    if (w.dataset_type == DatasetType::kAuto) w.dataset_type = declared == DatasetType::kAuto ? shape : declared;
+    if (shape == w.dataset_type) return shape;
+    // The first such row is reported with its line, the rest counted (finish): a whole file of
+    // another format is one mistake, not one per line.
+    if (format_mismatches++ == 0) {
+      auto name = [](DatasetType t) { return std::string(name_in(kDatasetTypes, t)); };
+      report(where + ": a " + name(shape) + " row in a " + name(w.dataset_type) + " workload" +
+             (declared == DatasetType::kAuto ? " (the first row decides; one format per workload)"
+                                             : " (--custom-dataset-type " + name(declared) + ")"));
+    }
+    return std::nullopt;
+  }
+  uint64_t format_mismatches = 0;
 
   void report(const std::string& msg) {
     if (!quiet) diag::error("", msg);
@@ -732,6 +755,9 @@ struct WorkloadReader::State {
   }
   void finish() {
     done = true;
+    if (format_mismatches > 1)
+      report(std::to_string(format_mismatches) + " rows in all are not " + name_in(kDatasetTypes, w.dataset_type) +
+             " rows (the first is named above)");
     if (!quiet) reader.summarize();
     w.skipped_rows = reader.malformed();
     if (reader.out_of_range())  // each was reported with its file:line and field; the run is refused
@@ -747,20 +773,48 @@ bool WorkloadReader::next(WorkloadRow& r) {
   State& s = *s_;
   if (s.done) return false;
   std::string_view text;
-  while (s.reader.next_line(text)) {
-    r.where = s.reader.line().where();
-    if (parse_workload_line_fast(text, s.w.block_size, r)) {
-      s.reader.accept_line();
+  for (;;) {
+    if (!s.pending.empty()) {
+      r = std::move(s.pending.front());
+      s.pending.pop_front();
+    } else if (!s.reader.next_line(text)) {
+      break;
     } else {
-      if (!s.reader.parse_line_dom(s.obj)) continue;
-      if (!s.obj["event_type"].error() || !s.obj["schema"].error()) {  // is_trace_record: Dynamo records are rare
-        s.dynamo.emplace_back(io::to_json(s.obj), r.where);
-        continue;
-      }
-      std::string err;
-      if (!parse_workload_object(s.obj, s.w.block_size, r, &err)) {
-        s.report(r.where + ": " + err);
-        continue;
+      r.where = s.reader.line().where();
+      if (s.w.dataset_type == DatasetType::kAuto && s.opts.dataset_type != DatasetType::kAuto)
+        s.w.dataset_type = s.opts.dataset_type;
+      const bool mooncake = s.w.dataset_type == DatasetType::kAuto || s.w.dataset_type == DatasetType::kMooncakeTrace;
+      if (mooncake && parse_workload_line_fast(text, s.w.block_size, r)) {
+        s.reader.accept_line();
+        if (s.w.dataset_type == DatasetType::kAuto) s.w.dataset_type = DatasetType::kMooncakeTrace;
+      } else {
+        if (!s.reader.parse_line_dom(s.obj)) continue;
+        if (!s.obj["event_type"].error() || !s.obj["schema"].error()) {  // is_trace_record: Dynamo records are rare
+          s.dynamo.emplace_back(io::to_json(s.obj), r.where);
+          continue;
+        }
+        if (!s.obj["turns"].error() || !s.obj["text"].error() || !s.obj["texts"].error() || !mooncake) {
+          // An AIPerf line (or one in a workload declared as such): its rows, the first now.
+          const Json row = io::to_json(s.obj);
+          const auto format = s.format_of(row, r.where);
+          if (!format) continue;
+          if (*format != DatasetType::kMooncakeTrace) {
+            std::vector<WorkloadRow> rows;
+            std::string err;
+            if (!aiperf_rows(row, *format, r.where, rows, &err)) {
+              s.report(r.where + ": " + err);
+              continue;
+            }
+            s.pending.assign(std::make_move_iterator(rows.begin()), std::make_move_iterator(rows.end()));
+            continue;
+          }
+        }
+        std::string err;
+        if (!parse_workload_object(s.obj, s.w.block_size, r, &err)) {
+          s.report(r.where + ": " + err);
+          continue;
+        }
+        if (s.w.dataset_type == DatasetType::kAuto) s.w.dataset_type = DatasetType::kMooncakeTrace;
       }
     }
     if (!s.check(r)) continue;
@@ -812,6 +866,13 @@ Workload load_workload(const std::vector<std::string>& paths, const WorkloadOpti
       }
     }
     return d;
+  }
+  if (w.dataset_type == DatasetType::kRandomPool && !w.rows.empty()) {
+    const size_t pool = w.rows.size();
+    w.rows = sample_pool(w.rows, opts.pool_samples, opts.pool_seed);
+    if (!opts.quiet)
+      diag::note(fmt::format("random_pool: {} requests drawn with replacement from {} entries (seed {})", w.rows.size(),
+                             pool, opts.pool_seed));
   }
   if (opts.sort_by_timestamp && w.has_timestamps) {
     bool sorted = true;

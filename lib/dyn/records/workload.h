@@ -33,6 +33,10 @@ std::optional<std::string> dynamo_start_error(double start_ms);
 /// neither the input (Dynamo records carry their own) nor the user says otherwise.
 inline constexpr uint32_t kMooncakeBlockSize = 512;
 
+/// The format of a workload's rows: AIPerf's --custom-dataset-type (aiperf_dataset.h has the table
+/// of names and the conversions), or kAuto: recognised by the rows themselves.
+enum class DatasetType { kAuto, kMooncakeTrace, kSingleTurn, kMultiTurn, kRandomPool };
+
 /// One request of a workload. Times in ms. Absent optional fields stay nullopt / empty.
 struct WorkloadRow {
   std::string where;                      ///< "file:line" of the source row
@@ -89,6 +93,14 @@ struct WorkloadOptions {
   /// Print nothing while reading (errors are still collected): a second reading of input whose
   /// problems were already printed.
   bool quiet = false;
+  /// The rows' format (--custom-dataset-type): kAuto takes each input's from its first row (AIPerf's
+  /// single_turn and multi_turn lines are recognised; random_pool must be named). A row of another
+  /// format is an error naming both.
+  DatasetType dataset_type = DatasetType::kAuto;
+  /// random_pool: requests drawn from the pool (AIPerf --conversation-num, default 100) and the
+  /// seed of the draws.
+  uint64_t pool_samples = 100;
+  uint64_t pool_seed = 0;
 };
 
 /// A loaded workload. `errors` holds "file:line: what" messages for rejected rows; the loader
@@ -96,7 +108,10 @@ struct WorkloadOptions {
 struct Workload {
   std::vector<WorkloadRow> rows;
   uint32_t block_size = kMooncakeBlockSize;
-  bool from_dynamo = false;     ///< converted from dynamo.request.trace.v1 records (SPEC 6.2)
+  bool from_dynamo = false;  ///< converted from dynamo.request.trace.v1 records (SPEC 6.2)
+  /// The format the rows were read in (kMooncakeTrace for Mooncake and Dynamo rows; kMultiTurn:
+  /// each row is a turn's new input, to be sent after the conversation so far, replies included).
+  DatasetType dataset_type = DatasetType::kAuto;
   bool has_timestamps = false;  ///< the first row carries a timestamp
   bool reordered = false;       ///< rows were sorted by timestamp
   std::vector<std::string> errors;

@@ -14,6 +14,8 @@
 #include <set>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "dyn/base/clock.h"
 #include "dyn/base/diag.h"
 #include "dyn/http/pool.h"
@@ -228,6 +230,8 @@ class Runner {
     }
     const size_t n = items.size();
     remaining_.assign(n, 0);
+    sent_ms_.assign(n, NAN);
+    ended_ms_.assign(n, NAN);
     dep_end_.assign(n, 0);
     dependents_.assign(n, {});
     for (size_t k = 0; k < n; ++k) {
@@ -302,6 +306,7 @@ class Runner {
       }
       ++in_flight_;
       ++sent_;
+      sent_ms_[k] = std::max(at, now - mono0_);
       lk.unlock();
       const GateKey key{at, k};
       http::ConnectionPool::Job job{[this, k, deadline, at](http::Transport& c) { execute(c, k, deadline, at); },
@@ -444,9 +449,16 @@ class Runner {
     std::lock_guard<std::mutex> lk(mu_);
     in_flight_conns_.erase(&conn);
     out_.line(line);
+    if (!warmup_ && o_.on_row) o_.on_row(line);
     if (first_start_ == 0 || res.start_ms < first_start_) first_start_ = res.start_ms;
     last_end_ = std::max(last_end_, res.end_ms);
     end_rel_[k] = res.end_ms - mono0_;
+    if (res.start_ms > 0) sent_ms_[k] = res.start_ms - mono0_;
+    ended_ms_[k] = res.end_ms - mono0_;
+    if (!res.error && res.end_ms > res.start_ms) {
+      latency_sum_ += res.end_ms - res.start_ms;
+      ++latency_n_;
+    }
     if (!warmup_) {
       stats_.lag_ms.push_back(ctx.lag_ms);
       if (res.error && res.error->type == "cancelled") {
@@ -484,21 +496,60 @@ class Runner {
     }
   }
 
+  /// How long the plan runs as scheduled (no replies waited for), said once when progress is
+  /// shown: a fixed schedule or request-rate plan knows it before anything is sent.
+  void progress_start_note() {
+    const size_t n = items_.size();
+    if (o_.schedule.mode == LoadMode::kConcurrency) {
+      diag::note(fmt::format("{} requests, {} at a time: the ETA estimates from the requests left and the rate so far",
+                             n, o_.concurrency ? std::to_string(o_.concurrency) : std::string("all")));
+      return;
+    }
+    const double len_s = expected_end_ms(items_, sent_ms_, ended_ms_, 0, 0) / 1000.0;
+    const std::string what =
+        o_.schedule.mode == LoadMode::kFixedSchedule
+            ? fmt::format("fixed schedule{}", o_.schedule.speedup != 1
+                                                  ? fmt::format(" at --speedup {:g}", o_.schedule.speedup)
+                                                  : std::string())
+            : fmt::format("request rate {:g} req/s", o_.schedule.request_rate);
+    diag::note(
+        fmt::format("{}: {} requests over {} as scheduled (a session's later turns also wait for the "
+                    "replies before them); the ETA follows the schedule",
+                    what, n, clock_text(len_s)));
+  }
+
+  /// Seconds left: from the schedule (the plan's expected end with the mean latency so far) unless
+  /// the plan is a closed loop (concurrency mode), where the rate so far and the requests left say it.
+  std::optional<double> eta_s(double now_ms) const {
+    if (o_.schedule.mode != LoadMode::kConcurrency) {
+      const double lat = latency_n_ ? latency_sum_ / static_cast<double>(latency_n_) : 0;
+      return std::max(0.0, expected_end_ms(items_, sent_ms_, ended_ms_, now_ms, lat) - now_ms) / 1000.0;
+    }
+    const double rate = now_ms > 0 ? static_cast<double>(done_) / now_ms : 0;  // per ms
+    if (rate <= 0) return std::nullopt;
+    return static_cast<double>(items_.size() - done_) / rate / 1000.0;
+  }
+
+  static std::string clock_text(double s) {
+    if (s < 9.95) return fmt::format("{:.1f} s", std::max(0.0, s));
+    const auto r = static_cast<long long>(std::llround(s));
+    if (r < 60) return std::to_string(r) + " s";
+    return fmt::format("{}:{:02d} min", r / 60, static_cast<int>(r % 60));
+  }
+
   void progress_loop() {
     std::unique_lock<std::mutex> lk(mu_);
-    const double t0 = RealClock::instance().now_ms();
+    progress_start_note();
     while (!finished_) {
       progress_cv_.wait_for(lk, std::chrono::milliseconds(250));
-      double el = (RealClock::instance().now_ms() - t0) / 1000.0;
-      double rate = el > 0 ? static_cast<double>(done_) / el : 0;
-      uint64_t left = items_.size() - done_;
-      char buf[200];
-      std::snprintf(
-          buf, sizeof buf, "\r%s: %zu/%zu done, %zu in flight, %llu errors, %.1f req/s, ETA %s   ",
-          diag::program().c_str(), done_, items_.size(), in_flight_, static_cast<unsigned long long>(stats_.errors),
-          rate,
-          rate > 0 ? (std::to_string(static_cast<long long>(static_cast<double>(left) / rate)) + "s").c_str() : "?");
-      std::fputs(buf, stderr);
+      const double now = RealClock::instance().now_ms() - mono0_;
+      const double rate = now > 0 ? static_cast<double>(done_) * 1000.0 / now : 0;
+      const auto eta = eta_s(now);
+      std::fputs(fmt::format("\r{}: {}/{} done, {} in flight, {} errors, {:.1f} req/s, {} elapsed, ETA {}   ",
+                             diag::program(), done_, items_.size(), in_flight_, stats_.errors, rate,
+                             clock_text(now / 1000.0), eta ? clock_text(*eta) : std::string("?"))
+                     .c_str(),
+                 stderr);
     }
     std::fputs("\n", stderr);
   }
@@ -526,6 +577,11 @@ class Runner {
   uint64_t transport_errors_ = 0;
   bool stopped_ = false, finished_ = false, pool_wait_ = false, interrupted_ = false;
   double mono0_ = 0, unix0_ = 0, first_start_ = 0, last_end_ = 0;
+  // Per plan item, ms from run start (NaN until known): when it was sent and when it ended; the
+  // progress line's ETA follows the schedule with these (expected_end_ms).
+  std::vector<double> sent_ms_, ended_ms_;
+  double latency_sum_ = 0;
+  uint64_t latency_n_ = 0;
 };
 
 }  // namespace

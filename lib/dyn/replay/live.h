@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -57,6 +58,9 @@ struct LiveOptions {
   /// client.endpoint (null = the real connection). Lets a test see the exact order in which
   /// requests are handed over (issue 21.6) without a server's arrival order in between.
   http::TransportFactory transport;
+  /// Called with each measured (not warmup) request_end row as it is written, under the run's
+  /// lock (dyn-replay's summary table); none = not.
+  std::function<void(const std::string&)> on_row;
 };
 
 /// A synthetic prompt sized with the engine's tokenizer (size_prompt).

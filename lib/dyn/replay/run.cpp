@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <csignal>
 #include <filesystem>
+#include <functional>
 #include <memory>
 
 #include <fmt/format.h>
@@ -55,6 +56,27 @@ LoadFlags load_flags(const RunOptions& o) {
   f.schedule = o.schedule;
   f.schedule.seed = o.seed;
   return f;
+}
+
+/// How the workload is read (both modes): block size, hash-id strictness, AIPerf's dataset type and,
+/// for random_pool, how many requests are drawn with which seed. --conversation-num of another
+/// type, or a directory of pools, is a usage error.
+records::WorkloadOptions workload_options(const RunOptions& o) {
+  records::WorkloadOptions wo;
+  wo.block_size = o.block_size;
+  wo.strict_hash_ids = !o.lenient;
+  wo.dataset_type = o.dataset_type;
+  if (o.conversation_num && o.dataset_type != records::DatasetType::kRandomPool)
+    throw Fatal(kExitUsage,
+                "--conversation-num draws requests from a pool: it needs --custom-dataset-type random_pool");
+  if (o.conversation_num) wo.pool_samples = o.conversation_num;
+  wo.pool_seed = o.seed;
+  if (o.dataset_type == records::DatasetType::kRandomPool)
+    for (const auto& p : o.inputs)
+      if (std::filesystem::is_directory(p))
+        throw Fatal(kExitUsage, p + ": random_pool from a directory (AIPerf merges one entry of each file into a "
+                                    "request) is not read by dyn-replay; give one pool file");
+  return wo;
 }
 
 /// The sink of the rows: stdout or a file (renamed into place by close()).
@@ -108,15 +130,32 @@ Load check_sim(const RunOptions& o) {
       throw Fatal(kExitUsage, std::string(shown) + " applies to a live endpoint; it has no meaning with --sim");
   if (o.warmup)
     throw Fatal(kExitUsage, "--warmup-request-count cannot be used with --sim: the simulator sends no warmup requests");
+  if (o.dataset_type == records::DatasetType::kMultiTurn) throw Fatal(kExitUsage, kMultiTurnSim);
   const LoadFlags lf = load_flags(o);
   refuse_schedule_with_rate(lf);
   refuse_rate_shape_without_rate(lf);
-  // The fixed schedule by default: the simulator reads the workload requiring timestamps then.
-  return choose_load(lf, /*workload_has_timestamps=*/true);
+  // The fixed schedule by default: the simulator reads the workload requiring timestamps then. A
+  // random pool has none (its entries are drawn, not scheduled): one request at a time, as live.
+  return choose_load(lf, /*workload_has_timestamps=*/o.dataset_type != records::DatasetType::kRandomPool);
+}
+
+/// The rows a run hands to its summary table (none: no table).
+using RowHook = std::function<void(const std::string&)>;
+
+/// AIPerf's console table (SPEC 7: avg, min, max, p99, p90, p50, std) of the rows the run wrote,
+/// on stderr after the summary line, titled with where the times were taken.
+void print_summary_table(const metrics::RequestSet& set) {
+  if (set.requests.empty()) return;
+  const metrics::Report rep = metrics::build_report(set);
+  std::string text = "\n" + diag::program() + " | LLM Metrics";
+  if (const std::string view = metrics::describe_view(set); !view.empty()) text += " | " + view;
+  text += "\n" + metrics::report_table(rep, /*per_session=*/false);
+  std::fflush(stdout);
+  std::fputs(text.c_str(), stderr);
 }
 
 /// The simulated run (run_sim_files) with its notes on stderr; `summary` gets its JSON.
-int run_simulated(const RunOptions& o, const RunOutput& out, Json& summary) {
+int run_simulated(const RunOptions& o, const RunOutput& out, Json& summary, const RowHook& hook) {
   const Load load = check_sim(o);
   SimOptions so = o.cluster;
   if (auto e = so.admission.validate(); !e.empty()) throw Fatal(kExitUsage, e);  // before loading
@@ -127,10 +166,9 @@ int run_simulated(const RunOptions& o, const RunOutput& out, Json& summary) {
   so.duration_s = o.duration_s;
   so.router.seed = o.seed;
   so.engine.block_size = so.router.block_size;  // one block size: the router's --kv-cache-block-size
+  so.on_row = hook;
   if (!o.model.empty()) so.model = o.model;
-  records::WorkloadOptions wo;
-  wo.block_size = o.block_size;
-  wo.strict_hash_ids = !o.lenient;
+  records::WorkloadOptions wo = workload_options(o);
   wo.require_timestamps = load.mode == LoadMode::kFixedSchedule;
   std::unique_ptr<io::Output> file;
   io::Output& rows = open_rows(out, file);
@@ -157,6 +195,9 @@ LiveOptions live_options(const RunOptions& o) {
     throw Fatal(kExitUsage, o.cluster_typed.front() +
                                 " configures the simulated cluster (--sim); a live run uses the endpoint's own "
                                 "workers, router and engines");
+  if (o.model.find(',') != std::string::npos)
+    throw Fatal(kExitUsage, "--model " + o.model +
+                                ": one model per run (AIPerf's --model-names takes a list; dyn-replay sends one name)");
   LiveOptions lo;
   auto ep = http::Endpoint::parse(o.url);
   if (!ep) throw Fatal(ep.error().exit_code, ep.error().message);
@@ -198,21 +239,26 @@ LiveOptions live_options(const RunOptions& o) {
 
 /// The live replay: the workload checked and loaded before anything is sent, then run_live with
 /// SIGINT/SIGTERM handled; `summary` gets its JSON.
-int run_endpoint(const RunOptions& o, const RunOutput& out, Json& summary) {
+int run_endpoint(const RunOptions& o, const RunOutput& out, Json& summary, const RowHook& hook) {
   LiveOptions lo = live_options(o);
+  lo.on_row = hook;
   // What the live replay cannot honour is a usage error, as in --sim, before the workload is read.
   const LoadFlags lf = load_flags(o);
   refuse_schedule_with_rate(lf);
   refuse_rate_shape_without_rate(lf);
   refuse_offsets_off_schedule(lf);
-  records::WorkloadOptions wo;
-  wo.block_size = o.block_size;
-  wo.strict_hash_ids = !o.lenient;
+  records::WorkloadOptions wo = workload_options(o);
   require_timestamps(lf, wo);
   records::Workload w = records::load_workload(o.inputs.empty() ? std::vector<std::string>{"-"} : o.inputs, wo);
   if (!w.ok()) throw Fatal(kExitBadData, std::to_string(w.errors.size()) + " workload error(s); nothing was sent");
   if (w.rows.empty()) throw Fatal(kExitBadData, records::no_workload_rows_message(o.inputs));
   const Load load = choose_load(lf, w.has_timestamps);
+  if (w.dataset_type == records::DatasetType::kMultiTurn && !was_typed(o, "--history")) {
+    // AIPerf's multi_turn turns are new input (deltas_without_responses): the conversation so far
+    // and the live replies go before each one.
+    lo.history = History::kDelta;
+    diag::note("multi_turn: each turn is sent after the conversation so far, live replies included (--history delta)");
+  }
   lo.schedule = lf.schedule;
   lo.schedule.mode = load.mode;
   lo.concurrency = load.concurrency;
@@ -303,7 +349,14 @@ int run(const RunOptions& options, const RunOutput& output) {
   if (!out.summary_path.empty()) summary_out = std::make_unique<io::Output>(out.summary_path);
   note_environment(out.config);
   Json summary;
-  const int rc = options.sim ? run_simulated(options, out, summary) : run_endpoint(options, out, summary);
+  metrics::RequestSet seen;  // the rows, for the summary table
+  RowHook hook;
+  if (options.summary_table.value_or(!options.sim && isatty(STDERR_FILENO) != 0))
+    hook = [&seen, n = uint64_t{0}](const std::string& line) mutable {
+      metrics::add_request_row(seen, Json::parse(line), "row " + std::to_string(++n));
+    };
+  const int rc = options.sim ? run_simulated(options, out, summary, hook) : run_endpoint(options, out, summary, hook);
+  if (hook) print_summary_table(seen);
   if (!summary.is_null()) {
     summary["exit_status"] = rc;
     if (summary_out) write_record(*summary_out, out.config, summary);

@@ -14,15 +14,12 @@
 #include "dyn/base/json.h"
 #include "dyn/base/named.h"
 #include "dyn/http/client.h"
+#include "dyn/records/workload.h"
 #include "dyn/replay/live.h"
 #include "dyn/replay/schedule.h"
 #include "dyn/replay/sim.h"
 
 namespace dyn::replay {
-
-/// AIPerf's --custom-dataset-type of the workloads dyn-replay reads (Mooncake JSONL; the one
-/// value accepted).
-inline constexpr const char* kDatasetType = "mooncake_trace";
 
 /// The APIs a live replay sends (--endpoint-type): the two whose bodies build_body writes, under
 /// their names in api::kApis.
@@ -38,6 +35,10 @@ struct RunOptions {
   std::vector<std::string> inputs;  ///< workload files; none or "-" = stdin
   uint32_t block_size = 0;          ///< --block-size of hash_ids (0 = 512, or a Dynamo trace's own)
   bool lenient = false;             ///< --lenient: misfit hash_ids warn instead of rejecting the workload
+  /// --custom-dataset-type (records::kDatasetTypes; kAuto: each input's rows say) and, for
+  /// random_pool, --conversation-num (0 = not given: AIPerf's 100).
+  records::DatasetType dataset_type = records::DatasetType::kAuto;
+  uint64_t conversation_num = 0;
 
   // Load (the same meaning live and with --sim; load.h chooses the mode).
   bool fixed_schedule = false;  ///< --fixed-schedule
@@ -67,6 +68,10 @@ struct RunOptions {
   uint64_t max_connections = LiveOptions{}.max_connections;            ///< --max-connections
   std::string tokenizer_url;                                           ///< --tokenizer-url
   std::optional<bool> progress;  ///< --progress / --no-progress (unset: when stderr is a terminal)
+  /// --summary-table / --no-summary-table: AIPerf's console table of the run's metrics on stderr
+  /// at the end (unset: for a live replay when stderr is a terminal; --sim only when asked, as the
+  /// table holds every row until the end).
+  std::optional<bool> summary_table;
 
   /// The simulated cluster (--sim): workers, engine, router, admission, epoch, --reference and the
   /// model of its records. Its load controls are set from the fields above, the engine block size
@@ -117,7 +122,8 @@ Expected<std::string> endpoint_model(const http::ClientOptions& client);
 /// --extra-inputs, bad admission thresholds) before the workload is read; loads the workload
 /// (Fatal kExitBadData when rejected or empty: nothing is sent); replays it live (run_live,
 /// SIGINT/SIGTERM stop it without losing a row) or simulated (run_sim_files); writes the rows to
-/// output.rows, the summary line(s) on stderr, and the records `output` asks for. Returns the exit
+/// output.rows, the summary line(s) on stderr, the metrics table on stderr (summary_table), and
+/// the records `output` asks for. Returns the exit
 /// status: live_verdict's live, 0 simulated. I/O errors: Fatal(kExitIo) naming the file.
 int run(const RunOptions& options, const RunOutput& output);
 

@@ -2,6 +2,7 @@
 #include "dyn/replay/schedule.h"
 
 #include <algorithm>
+#include <cmath>
 #include <unordered_map>
 
 namespace dyn::replay {
@@ -121,6 +122,30 @@ Plan build_plan(const records::Workload& w, const ScheduleOptions& o) {
     }
   }
   return plan;
+}
+
+double expected_end_ms(const std::vector<PlanItem>& items, const std::vector<double>& sent_ms,
+                       const std::vector<double>& ended_ms, double now_ms, double latency_ms) {
+  std::vector<double> end(items.size(), 0);
+  double last = 0;
+  for (size_t k = 0; k < items.size(); ++k) {
+    const PlanItem& it = items[k];
+    double start;
+    if (!std::isnan(sent_ms[k])) {
+      start = sent_ms[k];
+    } else {
+      start = it.at_ms.value_or(0);
+      double ready = 0;
+      for (size_t d : it.deps) ready = std::max(ready, end[d]);
+      if (!it.deps.empty()) start = std::max(start, ready + it.delay_ms);
+      start = std::max(start, now_ms);  // not sent yet: it cannot start in the past
+    }
+    if (!std::isnan(ended_ms[k])) end[k] = ended_ms[k];
+    else if (!std::isnan(sent_ms[k])) end[k] = std::max(now_ms, start + latency_ms);
+    else end[k] = start + latency_ms;
+    last = std::max(last, end[k]);
+  }
+  return last;
 }
 
 }  // namespace dyn::replay

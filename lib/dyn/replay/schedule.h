@@ -71,4 +71,15 @@ struct Plan {
 /// the request count keep their own timing. Deterministic for a given seed.
 Plan build_plan(const records::Workload& workload, const ScheduleOptions& options);
 
+/// When the last request of a plan is expected to end, in ms from run start (dyn-replay's
+/// progress line and its ETA). Each item starts at its known send time (`sent_ms[k]`, NaN while
+/// unsent), else at the latest expected end of its dependencies plus its delay, and no earlier than
+/// its at_ms nor before `now_ms`; it ends at its known end (`ended_ms[k]`, NaN while running), else `latency_ms` after
+/// its start and no earlier than `now_ms` for one in flight. Dependencies come before their
+/// dependents in a plan (build_plan), so one pass in plan order suffices. With no request sent
+/// and `latency_ms` 0 this is the length of the schedule itself: the last arrival, or for a
+/// session's later turns their recorded gaps. Spans must have items.size() entries.
+double expected_end_ms(const std::vector<PlanItem>& items, const std::vector<double>& sent_ms,
+                       const std::vector<double>& ended_ms, double now_ms, double latency_ms);
+
 }  // namespace dyn::replay

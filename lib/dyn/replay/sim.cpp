@@ -47,6 +47,7 @@ struct Req {
   uint64_t worker = 0;
   route::Placement placement;
   route::BindingOutcome binding = route::BindingOutcome::kNone;
+  route::RebindReason rebind_reason = route::RebindReason::kNone;
   bool error = false;
   std::string error_message;
   double pause_ms = 0;               // time waited in admission control (SPEC 9)
@@ -567,10 +568,12 @@ void Simulation::write_row(const Req& r) {
   }
   if (!row.session_id.empty()) e.turn = r.turn;
   e.binding = route::binding_name(r.binding);
+  if (r.rebind_reason != route::RebindReason::kNone) e.rebind_reason = route::rebind_reason_name(r.rebind_reason);
   if (admission_) e.pause_ms = r.pause_ms;
   line_.clear();
   records::append_request_end(line_, e);
   out_.line(line_);
+  if (opt_.on_row) opt_.on_row(line_);
 }
 
 // Request i ended at t: its row, admission's bookkeeping, its concurrency slot, and the requests
@@ -672,6 +675,7 @@ void Simulation::dispatch(uint32_t i, double t, std::optional<uint64_t> target) 
   }
   r.worker = placed->worker();
   r.binding = placed->binding();
+  r.rebind_reason = placed->rebind_reason();
   engine::RequestSpec spec;
   spec.id = i;
   spec.prompt_tokens = row.input_length;
@@ -939,6 +943,7 @@ SimSummary simulate(const records::Workload* wl, records::WorkloadReader* in, co
 void check_workload(const records::Workload& wl, size_t rows, const std::vector<std::string>& paths) {
   if (!wl.ok())
     throw Fatal(kExitBadData, fmt::format("workload rejected ({} errors); nothing simulated", wl.errors.size()));
+  if (wl.dataset_type == records::DatasetType::kMultiTurn) throw Fatal(kExitUsage, kMultiTurnSim);
   if (rows == 0 && wl.skipped_rows > 0) throw Fatal(kExitBadData, records::no_workload_rows_message(paths));
 }
 
@@ -948,7 +953,9 @@ SimSummary run_sim_files(const std::vector<std::string>& paths, const records::W
                          const SimOptions& opt, io::Output& out) {
   const bool files = !paths.empty() && std::none_of(paths.begin(), paths.end(), [](auto& p) { return p == "-"; });
   records::WorkloadOptions quiet = wo;
-  if (files && opt.schedule.mode == replay::LoadMode::kFixedSchedule) {
+  // A random pool is drawn from as a whole (load_workload), never streamed.
+  if (files && opt.schedule.mode == replay::LoadMode::kFixedSchedule &&
+      wo.dataset_type != records::DatasetType::kRandomPool) {
     std::optional<records::WorkloadReader> first(std::in_place, paths, wo);
     const StreamPlan plan = plan_stream(*first, opt);
     if (plan.streamable) {

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,11 @@
 #include "dyn/records/workload.h"
 
 namespace dyn::replay {
+
+/// Why an AIPerf multi_turn workload cannot be simulated (a usage error of --sim).
+inline constexpr const char* kMultiTurnSim =
+    "multi_turn: each turn follows the live replies of the turns before it, which the simulator does not produce; "
+    "replay it against an endpoint (dyn-mocker for a mock one)";
 
 struct SimOptions {
   uint32_t workers = 1;
@@ -53,6 +59,8 @@ struct SimOptions {
   /// last token, with the engine blocks it was routed on) go through one KV cache of every
   /// worker's blocks under each policy (tokens::reference_hit_tokens); SimSummary::references.
   std::vector<tokens::ReferencePolicy> references;
+  /// Called with each request_end row as it is written (dyn-replay's summary table); none = not.
+  std::function<void(const std::string&)> on_row;
 };
 
 struct SimSummary {

@@ -25,6 +25,11 @@ std::optional<Error> RouterConfig::validate() const {
   if (active_decode_blocks_threshold && !(*active_decode_blocks_threshold >= 0 && *active_decode_blocks_threshold <= 1))
     return usage("--active-decode-blocks-threshold must be a fraction in [0, 1]");
   if (max_bindings == 0) return usage("the binding limit must be at least 1");
+  // Only the kv policy reads the index the events feed (the others never look at it): accepting
+  // the flag with them would promise event-fed routing that does not happen (issue 50).
+  if (kv_events && mode != Mode::kKv)
+    return usage(std::string("--router-kv-events: --router-mode ") + mode_name(mode) +
+                 " does not use the KV index; use --router-mode kv, or drop --router-kv-events");
   return std::nullopt;
 }
 

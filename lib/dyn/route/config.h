@@ -75,7 +75,8 @@ struct RouterConfig {
 
   bool affinity_enabled() const { return affinity_ttl_secs > 0; }
   /// Checks ranges (TTL 1 … 31,536,000 when set, block size > 0, weights >= 0, thresholds in
-  /// range, ratio in (0, 1]). Returns an Error (exit code 2, usage) naming the flag, or nullopt.
+  /// range, ratio in (0, 1]) and that kv_events comes with Mode::kKv, the one policy that reads
+  /// the index. Returns an Error (exit code 2, usage) naming the flag, or nullopt.
   std::optional<Error> validate() const;
 };
 

@@ -268,6 +268,14 @@ struct Pick {
 
   uint32_t n() const { return static_cast<uint32_t>(I.workers.size()); }
   bool usable(uint32_t s) const { return I.workers[s].present && I.workers[s].healthy && (!avoid || *avoid != s); }
+  // Why a bound worker that is not kept lost its session: gone, unhealthy, its dispatch just
+  // failed (the retry avoids it), else busy (soft affinity only).
+  RebindReason why_not(uint32_t s) const {
+    if (!I.workers[s].present) return RebindReason::kRemoved;
+    if (!I.workers[s].healthy) return RebindReason::kUnhealthy;
+    if (avoid && *avoid == s) return RebindReason::kDispatchFailed;
+    return RebindReason::kBusy;
+  }
   // Over a busy threshold (SPEC 3.2): decode blocks beyond a share of the KV pool, or prefill
   // tokens in flight beyond a count.
   bool busy(uint32_t s) const {
@@ -425,6 +433,7 @@ uint32_t select(const Pick& p) {
 struct Bound {
   uint32_t chosen = kNoSlot;
   BindingOutcome outcome = BindingOutcome::kNone;
+  RebindReason reason = RebindReason::kNone;
   Router::Impl::Role role = Router::Impl::Role::kNone;
   std::string key;  // "" when the placement holds no binding (waiting gave up)
   uint64_t gen = 0, seen_version = 0;
@@ -516,9 +525,11 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
         b.gen = e.gen;
         b.seen_version = e.version;
         b.outcome = BindingOutcome::kRebound;
+        b.reason = p.why_not(bw);
         break;
       }
       // Hard: the bound worker is gone or unhealthy; invalidate and place once more normally.
+      b.reason = p.why_not(bw);
       I.table.erase(it);
       b.chosen = select(p);
       if (b.chosen == kNoSlot) return Error{"no healthy worker available", 503};
@@ -538,6 +549,7 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
     if (b.chosen == kNoSlot) return Error{"no healthy worker available", 503};
     own_new_binding(I, b, req.parent_session_id);
     b.outcome = (req.retry && req.retry->was_bound) ? BindingOutcome::kRebound : absent_outcome;
+    if (b.outcome == BindingOutcome::kRebound) b.reason = RebindReason::kDispatchFailed;
     break;
   }
   if (gave_up) {
@@ -636,6 +648,7 @@ Expected<Placement> Router::place(const RouteRequest& req) {
   p.slot_ = slot;
   p.worker_ = w.spec.id;
   p.binding_ = b.outcome;
+  p.rebind_reason_ = b.reason;
   p.overlap_ = overlap;
   p.cached_tokens_ = cached;
   p.request_blocks_ = static_cast<uint32_t>(req.sequence_hashes.size());
@@ -856,6 +869,7 @@ Placement& Placement::operator=(Placement&& o) noexcept {
     slot_ = o.slot_;
     worker_ = o.worker_;
     binding_ = o.binding_;
+    rebind_reason_ = o.rebind_reason_;
     overlap_ = o.overlap_;
     cached_tokens_ = o.cached_tokens_;
     request_blocks_ = o.request_blocks_;

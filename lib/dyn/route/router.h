@@ -16,6 +16,7 @@
 #include "dyn/kv/block_event.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
+#include "dyn/base/named.h"
 #include "dyn/base/random.h"
 #include "dyn/kv/prefix_index.h"
 #include "dyn/route/config.h"
@@ -32,6 +33,33 @@ enum class BindingOutcome {
 };
 /// "none", "new", "hit", "rebound", "expired".
 const char* binding_name(BindingOutcome b);
+
+/// Why a binding moved (a kRebound placement; SPEC 5.1 `dyn.rebind_reason`, docs/records.md). The
+/// first four are forced: the bound worker could not take the turn, so the session had to move
+/// (dyn-bind check reports them apart from violations). kBusy is soft affinity's own move: the
+/// bound worker was over a busy threshold and the policy preferred another (SPEC 2.3).
+enum class RebindReason {
+  kNone,            ///< no move
+  kUnhealthy,       ///< the bound worker failed its health checks
+  kRemoved,         ///< the bound worker left the worker set
+  kDrained,         ///< the bound worker is draining (takes no new sessions)
+  kDispatchFailed,  ///< the dispatch to the bound worker failed; the retry went elsewhere
+  kBusy,            ///< soft affinity: the bound worker was busy, the policy chose another
+};
+/// Every reason by its name in records (dyn.rebind_reason), in the order above; kNone has none.
+inline constexpr Named<RebindReason> kRebindReasons[] = {
+    {RebindReason::kUnhealthy, "unhealthy", "the bound worker failed its health checks"},
+    {RebindReason::kRemoved, "removed", "the bound worker left the worker set"},
+    {RebindReason::kDrained, "drained", "the bound worker was draining"},
+    {RebindReason::kDispatchFailed, "dispatch_failed", "the dispatch to the bound worker failed"},
+    {RebindReason::kBusy, "busy", "soft affinity: the bound worker was busy"},
+};
+/// The record name of `r` ("" for kNone).
+inline const char* rebind_reason_name(RebindReason r) {
+  return r == RebindReason::kNone ? "" : name_in(kRebindReasons, r);
+}
+/// Whether a move for `r` was forced on the session (every reason but kBusy and kNone).
+inline bool forced_move(RebindReason r) { return r != RebindReason::kNone && r != RebindReason::kBusy; }
 
 /// A worker as the router knows it. `id` is the caller's worker id (serve: 0..N-1 in --worker
 /// order; simulator: 0..N-1). `block_size` is the worker's KV block size in tokens (0 = unknown,
@@ -109,6 +137,8 @@ class Placement {
 
   uint64_t worker() const { return worker_; }
   BindingOutcome binding() const { return binding_; }
+  /// Why the binding moved, for a kRebound placement (kNone otherwise).
+  RebindReason rebind_reason() const { return rebind_reason_; }
   /// Leading blocks predicted cached on the chosen worker.
   uint32_t overlap_blocks() const { return overlap_; }
   /// min(overlap_blocks × block_size, tokens): the predicted `request.cached_tokens`.
@@ -141,6 +171,7 @@ class Placement {
   uint32_t slot_ = 0;
   uint64_t worker_ = 0;
   BindingOutcome binding_ = BindingOutcome::kNone;
+  RebindReason rebind_reason_ = RebindReason::kNone;
   uint32_t overlap_ = 0;
   uint64_t cached_tokens_ = 0;
   uint32_t request_blocks_ = 0;

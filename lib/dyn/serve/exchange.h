@@ -40,6 +40,7 @@ struct Exchange {
   Lease lease;                            ///< what the Placer gave it (serve mode)
   int worker = -1;
   std::string binding;             ///< dyn.binding ("" = omit: capture mode)
+  std::string rebind_reason;       ///< dyn.rebind_reason of a moved binding ("" = omit)
   std::optional<double> pause_ms;  ///< dyn.pause_ms (admission wait, SPEC 9)
   std::shared_ptr<ResponseTap> tap;
 };

@@ -65,6 +65,11 @@ class Fleet {
   /// mismatch refuses the worker (marked down, said once on stderr) unless mismatches are
   /// allowed (then a warning, once). False when the worker is (now) refused.
   bool check_block_size(size_t i, uint32_t bs, const char* source);
+  /// Closes every worker's idle upstream connections (http::UpstreamPool::close_idle): what lets
+  /// the event loop stop at once when the server does.
+  void close_idle() {
+    for (auto& w : workers_) w->pool.close_idle();
+  }
 
  private:
   std::vector<std::unique_ptr<Worker>> workers_;

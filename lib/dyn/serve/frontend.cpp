@@ -192,6 +192,7 @@ void Frontend::serve() {
   // finishes the handlers and the last operations.
   m.server.close();
   m.admin_server.close();
+  m.fleet->close_idle();  // an idle upstream connection's wait would hold the loop (5 s)
   m.loop.shutdown();
   if (m.placer) m.placer->stop();
   if (m.health) m.health->join();

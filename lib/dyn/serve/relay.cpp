@@ -133,6 +133,7 @@ std::optional<size_t> Relay::lease_worker(const std::shared_ptr<Exchange>& ex, h
     ex->lease.placement.emplace(std::move(*placed));
     worker = ex->lease.placement->worker();
     ex->binding = route::binding_name(ex->lease.placement->binding());
+    ex->rebind_reason = route::rebind_reason_name(ex->lease.placement->rebind_reason());
   }
   ex->worker = static_cast<int>(worker);
   WorkerCounters& wc = fleet_.at(worker).counters;

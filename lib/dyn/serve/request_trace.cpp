@@ -115,6 +115,7 @@ std::string RequestTrace::request_end_row(const Exchange& ex, const http::ProxyO
     r.chunk_tokens = f->chunk_tokens;
   if (lat.latency_ms) r.request_latency_ms = *lat.latency_ms;
   if (!ex.binding.empty()) r.binding = ex.binding;
+  if (!ex.rebind_reason.empty()) r.rebind_reason = ex.rebind_reason;
   r.pause_ms = ex.pause_ms;
   std::string line;
   line.reserve(1024);

@@ -26,8 +26,9 @@ Commands:
                           "block_size", "ids": [...], other BlockStored fields?} = BlockStored of
                           the text's complete blocks; any other type is written as given.
   fetch REPLAY_ENDPOINT   print "SEQ HEX_PAYLOAD" for every batch the replay socket holds
-  reencode                for each "SEQ HEX" line: decode, rebuild the events as the documented
-                          classes and encode them again; print "SEQ HEX" and the decoded JSON
+  reencode                for each "SEQ HEX" line: decode (either layout), rebuild the events as the
+                          documented classes and encode them again in the same layout; print
+                          "SEQ HEX" and the decoded JSON {"layout", "data_parallel_rank", "events"}
   tokens TEXT             print the 4-byte token ids of TEXT (dyn's SPEC 4.2 convention)
 """
 import json
@@ -40,7 +41,7 @@ import zmq
 
 # vLLM's classes, as documented (field order is the wire order; `defaults` are the fields declared
 # with a default, which msgspec's omit_defaults leaves out of a map when unset). The first six
-# BlockStored fields are the older classes dyn-mocker publishes; the rest came later
+# BlockStored fields are the older classes (dyn-mocker --kv-events-encoding array); the rest came later
 # (vllm/distributed/kv_events.py): lora_name, extra_keys, group_idx, kv_cache_spec_kind/_sliding_window.
 class BlockStored:
     fields = ("block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name",
@@ -100,15 +101,26 @@ def encode_batch(ts, events, dp_rank=None, layout="array"):
 
 
 def decode_batch(payload):
-    ts, events, *rest = msgpack.unpackb(payload, raw=False)
+    """(ts, events, dp_rank, layout): either documented layout, array (older vLLM) or map (current)."""
+    body = msgpack.unpackb(payload, raw=False)
+    if isinstance(body, dict):
+        ts, events, dp, layout = body["ts"], body["events"], body.get("data_parallel_rank"), "map"
+    else:
+        ts, events, *rest = body
+        dp, layout = (rest[0] if rest else None), "array"
     out = []
     for e in events:
-        cls = CLASSES[e[0]]
-        d = {"type": e[0]}
-        for f, v in zip(cls.fields[:cls.older], e[1:]):
-            d[f] = v
+        if isinstance(e, dict):
+            d = dict(e)
+        else:
+            cls = CLASSES[e[0]]
+            d = {"type": e[0]}
+            for f, v in zip(cls.fields, e[1:]):
+                d[f] = v
         out.append(d)
-    return ts, out, (rest[0] if rest else None)
+    if any(isinstance(e, dict) for e in events) and layout == "array":
+        layout = "map-events"
+    return ts, out, dp, layout
 
 
 def text_tokens(text):
@@ -206,9 +218,9 @@ def fetch(replay_endpoint):
 def reencode():
     for line in sys.stdin:
         s, h = line.split()
-        ts, events, dp = decode_batch(bytes.fromhex(h))
-        print(s, encode_batch(ts, events, dp).hex())
-        print(json.dumps({"events": events}))
+        ts, events, dp, layout = decode_batch(bytes.fromhex(h))
+        print(s, encode_batch(ts, events, dp, layout).hex())
+        print(json.dumps({"layout": layout, "data_parallel_rank": dp, "events": events}))
 
 
 if __name__ == "__main__":
