@@ -84,7 +84,9 @@ Expected<SizedPrompt> size_prompt(const LiveOptions& o, const records::WorkloadR
   for (uint32_t round = 1; round <= kSizingRounds; ++round) {
     std::string text = text_of(n);
     Json body = build_body(o, text, row.output_length, kNoHistory);
-    auto ids = http::tokenize(o.tokenizer_url, http::tokenize_request(o.api, body, o.model, &tokens::render_request));
+    auto req = http::tokenize_request(o.api, body, o.model);
+    if (!req) return req.error();
+    auto ids = http::tokenize(o.tokenizer_url, *req);
     if (!ids) return ids.error();
     const uint64_t c = ids->size();
     tried.insert(n);

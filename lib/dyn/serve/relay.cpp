@@ -15,6 +15,8 @@ namespace dyn::serve {
 Relay::Relay(const FrontendOptions& opt, const Clock& clock, http::EventLoop& loop, Fleet& fleet, Placer* placer,
              const kvevents::Adapters* adapters, RequestTrace& trace)
     : opt_(opt), clock_(clock), loop_(loop), fleet_(fleet), placer_(placer), adapters_(adapters), trace_(trace) {
+  if (!opt_.tokenizer_url.empty())
+    tokenizer_ = std::make_unique<EngineTokenizer>(opt_.tokenizer_url, clock_, stats_.tokenizer_errors);
   std::random_device rd;
   id_prefix_ = fmt::format("{:08x}", rd());
 }
@@ -35,7 +37,7 @@ void Relay::handle_api(Api api, ReqPtr req, ResPtr res, Done done) {
   build_upstream(*ex, *body, *req, *d);
   auto rest = [this, ex, req, res, d, done, body = std::make_shared<Body>(std::move(*body))] {
     const uint64_t seed = adapters_ ? adapters_->seed_for(ex->model) : tokens::kHashSeed;
-    hash_prompt(*ex, *body, opt_.tokenizer_url, opt_.trace_block_size, seed, stats_.tokenizer_errors);
+    hash_prompt(*ex, *body, tokenizer_.get(), opt_.trace_block_size, seed);
     if (!admit(ex, *res, *d)) return done();
     dispatch(ex, req, res, d, 0, std::nullopt, done);
   };

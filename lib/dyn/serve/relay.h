@@ -19,6 +19,7 @@
 #include "dyn/serve/options.h"
 #include "dyn/serve/placer.h"
 #include "dyn/serve/request_trace.h"
+#include "dyn/serve/tokenizer.h"
 
 namespace dyn::serve {
 
@@ -118,6 +119,7 @@ class Relay {
   const kvevents::Adapters* adapters_;
   RequestTrace& trace_;
   RelayStats stats_;
+  std::unique_ptr<EngineTokenizer> tokenizer_;  ///< --tokenizer-url (null without)
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> seq_{0};
   std::string id_prefix_;  ///< this process's request ids: "<8 hex digits>-<sequence>"
