@@ -98,6 +98,13 @@ class Relay {
   /// marks the worker down).
   void relay_response(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<http::ProxyCall>& call, ResPtr res,
                       Done done);
+  /// Tells the exchange when its client hangs up (req.client): the flag every stage checks, and
+  /// the attempt in flight cancelled (issue 51.4: the worker stops computing for nobody).
+  void watch_client(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req);
+  /// When the client has hung up: ends the exchange as cancelled (499 set, row status
+  /// "cancelled", `when` in its message) and returns true. The worker counters are those of the
+  /// attempt whose worker is in ex.worker (none before a dispatch).
+  bool client_left(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, const char* when);
   /// Answers the request with an error of the frontend's own (before or instead of a dispatch)
   /// and ends the exchange; counted in stats.rejected.
   void reject(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, int status, const std::string& type,
