@@ -5,8 +5,9 @@
 # cut-off that ends within --benchmark-grace-period counts (a4), one still hung when it ends (b2,
 # whose worker sends nothing for 40 s) is cancelled: its row says cancelled, the worker sees its
 # connection close, and it neither stretches the run nor the measured duration (dyn-bench report:
-# 7 requests over about 1.6 s, not 40 s). The grace period is 2 s here (AIPerf's default 30 s,
-# shown in --help), and without --benchmark-duration it is a usage error.
+# 7 requests over about 1.6 s, not 40 s; the bounds leave room for a loaded machine). The grace
+# period is 2 s here (AIPerf's default 30 s, shown in --help), and without --benchmark-duration it
+# is a usage error.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 c="$DYN_CASES/53-duration-cutoff-grace"
 start_scripted w "$c/script.json"
@@ -23,7 +24,7 @@ start=$(date +%s.%N)
 expect_status 0 dyn-replay "$c/workload.jsonl" --url "$w_url" --model m --benchmark-duration 1.4 \
   --benchmark-grace-period 2 --no-progress -o rows.jsonl --summary summary.json 2>run.err
 took=$(echo "$(date +%s.%N) - $start" | bc)
-echo "run ended within 5 s (grace 2 s after the 1.4 s cut-off, not b2's 40 s): $(echo "$took < 5" | bc | sed 's/1/yes/; s/0/no/')"
+echo "run ended within 10 s (grace 2 s after the 1.4 s cut-off, not b2's 40 s): $(echo "$took < 10" | bc | sed 's/1/yes/; s/0/no/')"
 echo "sent: $(ids true rows.jsonl)"
 echo "ok: $(ids '.dyn.status == "ok"' rows.jsonl)"
 echo "cancelled: $(ids '.dyn.status == "cancelled"' rows.jsonl)"
@@ -33,15 +34,15 @@ jq -r 'select(.dyn.status == "cancelled") | "b2 row: \(.dyn.error.code) \(.dyn.e
 echo "last send within the duration after the first: $(jq -s 'map(.request.request_received_ms) | (max - min) <= 1450' rows.jsonl)"
 grep -o '12 requests planned: .* not sent' run.err
 sed -n 's/^dyn-replay: \(--benchmark-[a-z-]* [0-9.]* s [a-z]*\).*/\1/p' run.err
-jq -c '.summary | {sent, ok, errors, cancelled, not_sent, duration_about_1_6: (.duration_s > 1.45 and .duration_s < 2)}' summary.json
+jq -c '.summary | {sent, ok, errors, cancelled, not_sent, duration_about_1_6: (.duration_s > 1.45 and .duration_s < 2.5)}' summary.json
 # The worker saw b2's connection closed while it stalled (an engine aborts the request then).
-jq -r 'select(.client_closed) | "worker saw the close at: \(.at), after \(if .after_ms > 2000 and .after_ms < 3500 then "the grace period" else .after_ms end)"' w.requests.jsonl
+jq -r 'select(.client_closed) | "worker saw the close at: \(.at), after \(if .after_ms > 2000 and .after_ms < 5000 then "the grace period" else .after_ms end)"' w.requests.jsonl
 
 echo "== dyn-bench report: the hung request sets neither the count nor the duration"
 dyn-bench report rows.jsonl --format json 2>/dev/null |
   jq -c '{request_count: .request_count.avg, errors: .error_request_count.avg,
-          duration_about_1_6: (.benchmark_duration.avg > 1.45 and .benchmark_duration.avg < 2),
-          throughput_about_4_4: (.request_throughput.avg > 3.5 and .request_throughput.avg < 4.9)}'
+          duration_about_1_6: (.benchmark_duration.avg > 1.45 and .benchmark_duration.avg < 2.5),
+          throughput_about_4_4: (.request_throughput.avg > 2.8 and .request_throughput.avg < 4.9)}'
 
 echo "== flags"
 dyn-replay --help | grep -A1 -- '--benchmark-grace-period' | tr -s ' ' | head -2
