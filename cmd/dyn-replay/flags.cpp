@@ -91,9 +91,15 @@ void add_load_flags(CLI::App& app, replay::RunOptions& r) {
       ->check(cli::positive());
   app.add_option("--request-count,--num-requests", s.request_count, "Send only the first N requests of the plan")
       ->check(cli::positive());
-  app.add_option("--benchmark-duration", r.duration_s, "Stop sending new requests after this many seconds")
+  app.add_option("--benchmark-duration", r.duration_s, "Send no request after this many seconds (AIPerf)")
       ->type_name("S")
       ->check(cli::positive());
+  app.add_option("--benchmark-grace-period", r.grace_period_s,
+                 "With --benchmark-duration: how long requests in flight may still finish before they are "
+                 "cancelled (inf = wait for all)")
+      ->type_name("S")
+      ->check(cli::non_negative_or_inf())
+      ->capture_default_str();
   app.add_option("--warmup-request-count,--num-warmup-requests", r.warmup,
                  "Warmup requests sent first (rows flagged dyn.warmup)");
 }

@@ -20,7 +20,8 @@ send() {  # send SECONDS KIND: one streamed request pinned to worker 0, abandone
 }
 clients=()
 for i in 1 2 3; do send 0.4 stall-headers & clients+=($!); done
-# The router holds them until worker 0's headers come (1.5 s), whether or not their clients wait.
+# Until their clients give up (0.4 s) they are worker 0's load; the router then cancels them at
+# once, without waiting for worker 0's headers (issue 51.4).
 for i in $(seq 1 20); do
   n=$(gauge dyn_worker_in_flight '{worker="0",')
   [[ $n == 3 ]] && break

@@ -16,13 +16,6 @@ start_router r --worker "$w0_url" --worker "$w1_url" --health-timeout-ms 10000 -
   --router-kv-events --worker-kv-events "$w0_url=$(ev 0)" --worker-kv-events "$w1_url=$(ev 1)" \
   --tokenizer-url "http://127.0.0.1:$(cat tok.port)"
 sync_pubs 0 1
-# stored TEXT IDS: a batch with the BlockStored of TEXT's complete blocks, one token per character.
-stored() {
-  jq -nc --arg t "$1" --argjson ids "[$2]" --argjson bs $bs '
-    ($t | explode) as $tok | (($tok | length) / $bs | floor) as $n |
-    {events: [{type: "BlockStored", block_hashes: $ids[0:$n], parent_block_hash: null,
-               token_ids: $tok[0:($n * $bs)], block_size: $bs, lora_id: null, medium: "GPU"}]}'
-}
 worker() { tr -d '\r' <h.txt | awk -F': ' 'tolower($1)=="x-dyn-worker"{print $2}'; }
 complete() { curl -s -H "content-type: application/json" -D h.txt -o /dev/null -w '%{http_code}' "$r_url/v1/completions" -d "{\"prompt\":\"$1\",\"max_tokens\":1}"; echo " worker $(worker)"; }
 chat() { curl -s -H "content-type: application/json" -D h.txt -o /dev/null -w '%{http_code}' "$r_url/v1/chat/completions" \

@@ -2,7 +2,8 @@
 # (SPEC 6.3): --speedup divides the schedule and session delays, the fixed-schedule offsets cut
 # and shift it, --request-count keeps the first N rows, --request-rate replaces the timestamps by
 # an arrival process (constant, Poisson, gamma; seeded), --concurrency caps requests in flight on
-# the virtual clock (alone: a closed loop), --benchmark-duration stops sending. A flag the
+# the virtual clock (alone: a closed loop), --benchmark-duration stops sending and cancels what
+# still runs after --benchmark-grace-period. A flag the
 # simulator cannot honour is a usage error naming it (exit 2), never silently ignored: before
 # this, every one of these flags was accepted and ignored.
 set -u
@@ -68,6 +69,10 @@ expect_status 3 sim nots.jsonl >/dev/null
 echo "== --benchmark-duration 0.45 with --request-rate 10: starts at 0..400 ms are sent"
 sim w.jsonl --request-rate 10 --benchmark-duration 0.45 | starts
 grep -o 'not simulated: .*' err
+echo "== and --benchmark-grace-period 0: requests still running at 0.45 s are cancelled (rows say so)"
+sim w.jsonl --request-rate 10 --benchmark-duration 0.45 --benchmark-grace-period 0 |
+  jq -r '[.request.request_received_ms, .dyn.status] | @tsv' | sort -n
+grep -o '[0-9]* requests still in flight after --benchmark-grace-period were cancelled' err
 echo "== usage errors (exit 2, naming the flag)"
 for args in "--url http://127.0.0.1:9" "--no-streaming" "--warmup-request-count 2" "--session-headers claude" \
             "--request-rate 5 --fixed-schedule-start-offset 0" "--concurrency 2 --fixed-schedule-auto-offset" \

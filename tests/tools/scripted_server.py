@@ -5,11 +5,15 @@
 
 script.json (the shared cases' format): {"routes": [{"match": {"path", "body_contains"?}, "status",
 "reason"?, "headers": [[name, value], ...], "framing": "chunked" | "length",
-"stall_before_headers_ms"?, "segments": [{"data", "sleep_ms"?}, ...]}, ...]}. The first route whose
+"stall_before_headers_ms"?, "watch_close"?, "segments": [{"data", "sleep_ms"?}, ...]}, ...]}. The first route whose
 path equals the request's path (query string ignored) and whose body_contains occurs in the body
 (as sent, or printed as compact JSON) answers. `sleep_ms` is waited before its segment is written;
 each segment is written (and, when chunked, framed) on its own. GET /health answers 200 (the router's health poll) unless a route
-says otherwise; anything unmatched gets 404 with a JSON body.
+says otherwise; anything unmatched gets 404 with a JSON body. A route with "watch_close": true
+watches its connection while it waits (the stall, each sleep): when the client closes it, the
+answer stops there and the log gets {"client_closed": target, "after_ms": ms since the request was
+read, "at": "headers" or the segment index} (what an engine that aborts a request on disconnect
+sees).
 
 The bytes are written by hand, not by an HTTP library, so the response framing is exactly what the
 script says (the tests check what a proxy makes of it). Every request is logged as one JSON line
@@ -19,6 +23,7 @@ Listens on 127.0.0.1 only; stops on SIGTERM/SIGINT.
 """
 import argparse
 import json
+import select
 import signal
 import socket
 import socketserver
@@ -130,12 +135,39 @@ class Handler(socketserver.StreamRequestHandler):
                      "segments": [{"data": json.dumps({"error": {"message": "no route for " + path,
                                                                  "type": "not_found"}})}]}
         close = any(k == "connection" and "close" in v.lower() for k, v in lower)
+        self.read_at = time.monotonic()
+        self.target = target
         return self.answer(route, method, close)
 
+    def wait(self, ms, watch, at):
+        """Sleeps ms; with watch, False as soon as the client closed the connection (logged)."""
+        end = time.monotonic() + ms / 1000.0
+        while True:
+            left = end - time.monotonic()
+            if left <= 0:
+                return True
+            if not watch:
+                time.sleep(left)
+                continue
+            ready, _, _ = select.select([self.connection], [], [], min(left, 0.01))
+            if not ready:
+                continue
+            try:
+                peek = self.connection.recv(1, socket.MSG_PEEK)
+            except OSError:
+                peek = b""
+            if peek:  # the next request pipelined: not a close
+                time.sleep(min(left, 0.01))
+                continue
+            self.log({"client_closed": self.target, "at": at,
+                      "after_ms": round((time.monotonic() - self.read_at) * 1000)})
+            return False
+
     def answer(self, r, method, close):
+        watch = r.get("watch_close", False)
         stall = r.get("stall_before_headers_ms", 0)
-        if stall:
-            time.sleep(stall / 1000.0)
+        if stall and not self.wait(stall, watch, "headers"):
+            return False
         status = r["status"]
         reason = r.get("reason", {200: "OK", 404: "Not Found"}.get(status, "Status"))
         out = ["HTTP/1.1 %d %s" % (status, reason)]
@@ -154,9 +186,9 @@ class Handler(socketserver.StreamRequestHandler):
         w.flush()
         if method == "HEAD":
             return not close
-        for data, sleep_ms in segs:
-            if sleep_ms:
-                time.sleep(sleep_ms / 1000.0)
+        for i, (data, sleep_ms) in enumerate(segs):
+            if sleep_ms and not self.wait(sleep_ms, watch, i):
+                return False
             if chunked:
                 w.write(b"%x\r\n" % len(data) + data + b"\r\n")
             else:

@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <future>
+#include <mutex>
 #include <thread>
 #include <fstream>
 #include <sstream>
@@ -658,6 +659,72 @@ TEST_CASE("event server: a stream's head goes with its first chunk, or alone whe
   got = exchange_raw(fd, "POST /now HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n", 300);
   CHECK(got.substr(got.find(head_end) + 4) == "9\r\ndata: 1\n\n\r\n0\r\n\r\n");
   ::close(fd);
+  server.close();
+  loop.shutdown();
+}
+
+TEST_CASE(
+    "event server: a hang-up while the handler has not answered is told at once; a pipelined request is not one") {
+  EventLoop loop(1, 2);
+  EventServer server(loop);
+  // /hold answers only when its client goes, or when the test releases it (issue 51.4: nothing is
+  // written meanwhile, so only the watch can see the hang-up).
+  std::mutex mu;
+  std::vector<std::function<void()>> held;
+  std::promise<std::chrono::steady_clock::time_point> gone_at;
+  std::atomic<int> gone{0};
+  server.route_async(
+      "POST", "/hold",
+      [&](std::shared_ptr<const ServerRequest> req, std::shared_ptr<ServerResponse> res, std::function<void()> done) {
+        res->set_content("held", "text/plain");
+        REQUIRE(req->client);
+        req->client->on_gone([&, done] {
+          if (gone++ == 0) gone_at.set_value(std::chrono::steady_clock::now());
+          done();
+        });
+        std::lock_guard<std::mutex> lk(mu);
+        held.push_back(done);
+      });
+  const int port = start_on_free_port(loop, server);
+  const std::string hold = "POST /hold HTTP/1.1\r\nHost: x\r\nContent-Length: 0\r\n\r\n";
+
+  // Pipelined: the second request's bytes arrive while the first is held; it is no hang-up.
+  int fd = dial_local(port);
+  REQUIRE(fd >= 0);
+  std::string got = exchange_raw(fd, hold + hold, 300);
+  CHECK(got.empty());
+  CHECK(gone == 0);
+  auto release = [&] {
+    std::function<void()> d;
+    for (int i = 0; i < 200 && !d; ++i) {
+      {
+        std::lock_guard<std::mutex> lk(mu);
+        if (!held.empty()) {
+          d = held.front();
+          held.erase(held.begin());
+        }
+      }
+      if (!d) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    REQUIRE(d);
+    d();
+  };
+  release();
+  release();  // the pipelined one, read once the first was answered
+  got = exchange_raw(fd, "", 300);
+  CHECK(got.find("held") != std::string::npos);
+  CHECK(got.find("held", got.find("held") + 1) != std::string::npos);
+  CHECK(gone == 0);
+
+  // The client closes while its request is held: the handler hears of it without any write.
+  got = exchange_raw(fd, hold, 100);
+  CHECK(got.empty());
+  const auto closed = std::chrono::steady_clock::now();
+  ::close(fd);
+  auto f = gone_at.get_future();
+  REQUIRE(f.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  CHECK(f.get() - closed < std::chrono::seconds(2));  // the old server: never, until a write
+  CHECK(gone == 1);
   server.close();
   loop.shutdown();
 }

@@ -353,6 +353,13 @@ TEST_CASE("format_number groups thousands") {
 
 namespace {
 
+/// Check options with only a TTL (seconds), the other members at their defaults.
+CheckOptions ttl(double secs) {
+  CheckOptions o;
+  o.ttl_secs = secs;
+  return o;
+}
+
 Turn turn(const std::string& session, const std::string& parent, const std::string& worker, double start, double end,
           bool error = false) {
   static uint64_t order = 0;
@@ -373,21 +380,21 @@ Turn turn(const std::string& session, const std::string& parent, const std::stri
 TEST_CASE("affinity check: a move within the TTL is a violation, after it is not") {
   std::vector<Turn> ts{turn("s", "", "0", 0, 1000), turn("s", "", "1", 5000, 6000), turn("s", "", "0", 20000, 21000)};
   // Gaps: 4 s and 14 s.
-  CHECK(check_affinity(ts, CheckOptions{3}).violations.empty());
-  auto r = check_affinity(ts, CheckOptions{10});
+  CHECK(check_affinity(ts, ttl(3)).violations.empty());
+  auto r = check_affinity(ts, ttl(10));
   REQUIRE(r.violations.size() == 1);
   CHECK(r.violations[0].gap_ms == 4000);
   CHECK(r.violations[0].key == "session:s");
-  CHECK(check_affinity(ts, CheckOptions{15}).violations.size() == 2);
-  CHECK(check_affinity(ts, CheckOptions{4}).violations.size() == 1);  // gap equal to the TTL still binds
+  CHECK(check_affinity(ts, ttl(15)).violations.size() == 2);
+  CHECK(check_affinity(ts, ttl(4)).violations.size() == 1);  // gap equal to the TTL still binds
 }
 
 TEST_CASE("affinity check: subagents bind under their parent group, the parent under its own id") {
   std::vector<Turn> ts{turn("p", "", "0", 0, 100), turn("a", "p", "1", 10, 50), turn("b", "p", "1", 20, 60),
                        turn("p", "", "0", 200, 300)};
-  CHECK(check_affinity(ts, CheckOptions{60}).violations.empty());  // parent on 0, group on 1: both kept
-  ts.push_back(turn("c", "p", "0", 30, 70));                       // a sibling elsewhere: the group moved
-  auto r = check_affinity(ts, CheckOptions{60});
+  CHECK(check_affinity(ts, ttl(60)).violations.empty());  // parent on 0, group on 1: both kept
+  ts.push_back(turn("c", "p", "0", 30, 70));              // a sibling elsewhere: the group moved
+  auto r = check_affinity(ts, ttl(60));
   REQUIRE(r.violations.size() == 1);  // b (worker 1) -> c (worker 0); a -> b stayed
   CHECK(r.violations[0].key == "parent:p");
   CHECK(r.violations[0].gap_ms == 30 - 60);  // overlapping turns: negative gap
@@ -395,7 +402,7 @@ TEST_CASE("affinity check: subagents bind under their parent group, the parent u
 
 TEST_CASE("affinity check: a move after the bound worker failed is a rebind (SPEC 2.3), not a violation") {
   std::vector<Turn> ts{turn("s", "", "0", 0, 100), turn("s", "", "0", 200, 210, true), turn("s", "", "1", 300, 400)};
-  auto r = check_affinity(ts, CheckOptions{60});
+  auto r = check_affinity(ts, ttl(60));
   CHECK(r.violations.empty());
   REQUIRE(r.moves.size() == 1);
   CHECK(r.moves[0].reason == "previous_turn_failed");
@@ -408,7 +415,7 @@ TEST_CASE("affinity check: forced moves (the row's rebind_reason) and soft rebin
   ts[1].binding = "rebound", ts[1].rebind_reason = "unhealthy";
   ts[3].binding = "rebound", ts[3].rebind_reason = "busy";
   ts[5].binding = "rebound";  // a soft rebind written before reasons were recorded
-  CheckOptions o{60};
+  CheckOptions o = ttl(60);
   o.forced_reasons = {"unhealthy", "removed", "drained", "dispatch_failed"};
   o.soft_reasons = {"busy"};
   auto hard = check_affinity(ts, o);
@@ -442,8 +449,8 @@ TEST_CASE("route_decision rows use event times; show summarizes sessions and gro
   ts.push_back(*parse_turn(decision("s", 0, 1000), "d:1", 0));
   ts.push_back(*parse_turn(decision("s", 1, 3000), "d:2", 1));
   CHECK(*ts[1].start_ms == 3000);
-  CHECK(check_affinity(ts, CheckOptions{1}).violations.empty());  // 2 s between arrivals > 1 s TTL
-  REQUIRE(check_affinity(ts, CheckOptions{2}).violations.size() == 1);
+  CHECK(check_affinity(ts, ttl(1)).violations.empty());  // 2 s between arrivals > 1 s TTL
+  REQUIRE(check_affinity(ts, ttl(2)).violations.size() == 1);
   auto sums = summarize_bindings(ts);
   REQUIRE(sums.size() == 1);
   CHECK(sums[0].rebinds == 1);

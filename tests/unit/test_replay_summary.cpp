@@ -123,6 +123,26 @@ TEST_CASE("live summary: every planned request accounted for; lag percentiles in
   CHECK_FALSE(live_summary_json(st, "u").contains("schedule_lag_ms"));
 }
 
+TEST_CASE("live summary after --benchmark-grace-period: the cancelled counted apart, out of the rate") {
+  LiveStats st;  // case 53: 8 sent, 7 ok, 1 cancelled when the grace period ended, 4 not sent
+  st.planned = 12;
+  st.sent = 8;
+  st.ok = 7;
+  st.cancelled = 1;
+  st.not_sent = 4;
+  st.lag_ms = {0};
+  st.duration_ms = 1600;  // first send to the last end of a request that was not cancelled
+  CHECK(live_summary_line(st) ==
+        "12 requests planned: 8 sent (7 ok, 0 errors, 1 cancelled), 4 not sent; "
+        "schedule lag p50 0.000 ms, p99 0.000 ms, max 0.000 ms; 4.4 req/s");
+  CHECK(live_request_rate(st) == doctest::Approx(7 / 1.6));
+  CHECK(live_verdict(st, "u").exit_code == dyn::kExitOk);
+  st.ok = 0;  // nothing finished in time: nothing was measured
+  LiveVerdict v = live_verdict(st, "u");
+  CHECK(v.exit_code == dyn::kExitIo);
+  CHECK(v.error == "no request succeeded (0 errors, 1 cancelled); nothing was measured");
+}
+
 TEST_CASE("live verdict: interrupted 130, nothing answered or nothing succeeded 4, else 0") {
   LiveStats st;
   st.sent = 3;

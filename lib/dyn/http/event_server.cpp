@@ -2,7 +2,10 @@
 // headers, Content-Length or chunked framing), handlers on an elastic pool.
 #include "dyn/http/event_server.h"
 
+#include <sys/socket.h>
+
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <future>
 #include <limits>
@@ -149,6 +152,32 @@ bool EventLoop::in_loop_thread() const { return tl_loop == this; }
 
 // ---- requests and responses --------------------------------------------------------------------
 
+void ClientWatch::on_gone(std::function<void()> fn) {
+  std::unique_lock lk(mu_);
+  if (!gone_) {
+    fn_ = std::move(fn);
+    return;
+  }
+  lk.unlock();
+  fn();
+}
+
+bool ClientWatch::gone() const {
+  std::lock_guard lk(mu_);
+  return gone_;
+}
+
+void ClientWatch::fire() {
+  std::function<void()> fn;
+  {
+    std::lock_guard lk(mu_);
+    if (gone_) return;
+    gone_ = true;
+    fn = std::move(fn_);
+  }
+  if (fn) fn();
+}
+
 std::string ServerRequest::get_header_value(const std::string& name) const {
   auto it = headers.find(name);
   return it == headers.end() ? std::string() : it->second;
@@ -231,6 +260,9 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
   bool closed = false;
   size_t served = 0;
   std::function<void()> on_close;
+  std::shared_ptr<ClientWatch> client;  // the request being answered (null between requests)
+  uint64_t watch_id = 0;                // its watch (0: none); a wait of an earlier one does nothing
+  uint64_t watch_seq = 0;
 
   ServerSession(std::shared_ptr<EventServer::Impl> s, tcp::socket sock) : srv(std::move(s)), stream(std::move(sock)) {
     beast::error_code ec;
@@ -265,6 +297,33 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
     stream.socket().close(ignored);
     forget();
     if (auto fn = std::move(on_close)) fn();
+    if (auto c = std::exchange(client, nullptr)) c->fire();
+  }
+
+  /// Watches the connection for the client's hang-up while its request is answered, as nginx
+  /// does (ngx_http_upstream_check_broken_connection): a readable socket is peeked; EOF or an
+  /// error is a hang-up (the connection is closed, which tells the stream and the handler), bytes
+  /// are a pipelined request and end the watch, unread. The peek first: an EOF that came while
+  /// no read was queued gives the edge-triggered reactor no new event. Per request: one recv and
+  /// one queued wait, nothing per relayed chunk.
+  void watch_client() {
+    const uint64_t id = watch_id = ++watch_seq;
+    if (peer_closed()) return close_now();
+    stream.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), id](beast::error_code ec) {
+      if (ec || self->closed || self->watch_id != id) return;
+      if (self->peer_closed()) self->close_now();
+    });
+  }
+  /// The client closed or reset the connection (a non-blocking peek: no byte waiting is false).
+  bool peer_closed() {
+    char c;
+    const ssize_t n = ::recv(stream.socket().native_handle(), &c, 1, MSG_PEEK | MSG_DONTWAIT);
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+  }
+  /// The response has ended: the request's watch stops.
+  void end_watch() {
+    watch_id = 0;
+    client = nullptr;
   }
 
   /// Closes after the response without resetting the peer: the send side first, then unread
@@ -366,6 +425,8 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
       set_error(res, 404, "not_found_error", "unknown route " + req->method + " " + req->path);
       return respond(std::move(res));
     }
+    req->client = client = std::make_shared<ClientWatch>();
+    watch_client();
     auto self = shared_from_this();
     auto res = std::make_shared<ServerResponse>();
     auto send = [self, res] {
@@ -452,6 +513,7 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
   }
 
   void next_or_close() {
+    end_watch();
     if (keep_alive) return read_next();
     linger_close();
   }
@@ -544,6 +606,7 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
   void abort_body() {
     streaming = false;
     on_close = nullptr;
+    end_watch();
     close_now();
   }
 };

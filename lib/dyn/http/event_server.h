@@ -88,6 +88,28 @@ class EventLoop {
   std::atomic<bool> started_{false}, shut_{false};
 };
 
+/// What a handler learns of its client while it answers: that the client closed the connection
+/// before the response ended. The server watches the connection from the moment the request is
+/// read until its response has ended, including while nothing is written to it (an upstream
+/// that is silent before its headers, between two chunks, or while a whole body is read), and
+/// tells at once (issue 51.4: seen only at the next write, a hang-up cost the worker the whole
+/// generation and left the request's load counted). Thread-safe.
+class ClientWatch {
+ public:
+  /// `fn` runs once, on the connection's loop thread, when the client goes (at once, on the
+  /// calling thread, when it has gone already). One callback: a second call replaces the first.
+  void on_gone(std::function<void()> fn);
+  /// The client has gone.
+  bool gone() const;
+  /// The server saw the client go: runs the callback (once).
+  void fire();
+
+ private:
+  mutable std::mutex mu_;
+  bool gone_ = false;
+  std::function<void()> fn_;
+};
+
 /// A request as a handler sees it.
 struct ServerRequest {
   std::string method;        ///< "POST" (a HEAD request reaches the GET handler as "HEAD")
@@ -98,6 +120,8 @@ struct ServerRequest {
   std::string remote_addr;  ///< the peer's address, e.g. "127.0.0.1" or "::1"
   /// The connection's loop thread: upstream I/O for this request runs there too (ProxyCall::start).
   boost::asio::any_io_executor executor;
+  /// The client's hang-up, while this request is answered (null for a request no server read).
+  std::shared_ptr<ClientWatch> client;
   std::string get_header_value(const std::string& name) const;
 };
 
@@ -149,7 +173,12 @@ void set_error(ServerResponse& res, int status, std::string_view type, std::stri
 /// and Expect: 100-continue as clients use them. Errors it answers itself, with OpenAI-style bodies: 400 for a
 /// malformed request (a header line over 8 KiB, a bad request line, header or chunked body, CR/LF/NUL in a header), 413
 /// for a body over `max_body_bytes`, 414 for a target over 8 KiB, 404 for no route. Binding a busy port is an error (no
-/// SO_REUSEPORT sharing, issue 16).
+/// SO_REUSEPORT sharing, issue 16). From a request's arrival to its response's end the connection
+/// is watched for the client's hang-up (ServerRequest::client): a readable socket is peeked, and
+/// no byte (EOF) or an error (RST) closes the connection, as nginx's
+/// ngx_http_upstream_check_broken_connection does; bytes are the client's next request and stay
+/// unread. One wait queued per request on a socket the reactor already polls: nothing per
+/// streamed chunk.
 class EventServer {
  public:
   /// Runs on the handler pool (it may block); the response is sent when it returns.

@@ -300,6 +300,15 @@ struct ProxyCall::Io {
   std::chrono::steady_clock::time_point last_read;  // the upstream's last bytes (or the request sent)
 
   beast::tcp_stream& lowest() { return tls ? beast::get_lowest_layer(*tls) : *tcp; }
+  /// Closes the socket from outside the coroutine that uses it (its pending operation ends with
+  /// an error); the stream objects stay until that coroutine closes them (close), since a TLS
+  /// stream must outlive its pending operation.
+  void abort_io() {
+    beast::error_code ignored;
+    if (tcp || tls) lowest().socket().close(ignored);
+    deadline.cancel();
+    deadline_armed = false;
+  }
   void close() {
     beast::error_code ignored;
     if (tcp || tls) lowest().socket().close(ignored);
@@ -483,7 +492,7 @@ awaitable<void> ProxyCall::exchange() {
   std::string err;
   // A pooled keep-alive connection may have been closed by the upstream just now; when such a
   // connection fails before any response byte, try once more on a fresh connection.
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  for (int attempt = 0; attempt < 2 && !client_gone_; ++attempt) {
     x.close();
     x.buf.clear();
     std::shared_ptr<UpstreamPool::Idle> idle = url.tls || attempt > 0 ? nullptr : pool_.take_idle(x.ex);
@@ -494,6 +503,7 @@ awaitable<void> ProxyCall::exchange() {
     } else {
       tcp::resolver resolver(x.ex);
       auto endpoints = co_await resolver.async_resolve(url.host, url.port, redirect_error(use_awaitable, ec));
+      if (!ec && client_gone_) ec = asio::error::operation_aborted;  // never connect for nobody
       if (!ec) {
         if (url.tls) x.tls.emplace(x.ex, tls_context());
         else x.tcp.emplace(x.ex);
@@ -513,6 +523,7 @@ awaitable<void> ProxyCall::exchange() {
         break;
       }
     }
+    if (!ec && client_gone_) ec = asio::error::operation_aborted;  // never send a request for nobody
     if (!ec) {
       x.lowest().expires_after(seconds(to.read_s));
       if (x.tls) co_await bhttp::async_write(*x.tls, r, redirect_error(use_awaitable, ec));
@@ -552,6 +563,7 @@ awaitable<void> ProxyCall::exchange() {
   }
   x.close();
   done_ = true;
+  if (client_gone_) err = "client went away";  // whatever the socket said, the close was ours
   error_ = err;
 }
 
@@ -568,12 +580,21 @@ void ProxyCall::stop_upstream() {
   if (done_) return;
   done_ = true;
   if (error_.empty() && !body_complete_) error_ = "cancelled";
-  io_->close();
+  io_->abort_io();
 }
 
 void ProxyCall::cancel() {
   auto self = shared_from_this();
   asio::dispatch(io_->ex, [self] { self->stop_upstream(); });
+}
+
+void ProxyCall::cancel_for_client() {
+  client_gone_ = true;
+  auto self = shared_from_this();
+  asio::dispatch(io_->ex, [self] {
+    if (self->error_.empty() && !self->body_complete_) self->error_ = "client went away";
+    self->stop_upstream();
+  });
 }
 
 bool ProxyCall::take_piece(size_t n, boost::system::error_code ec, std::string& out) {
@@ -650,6 +671,10 @@ void ProxyCall::relay(ServerResponse& res, const std::vector<std::pair<std::stri
           if (self->body_complete_) {
             res.set_content(std::move(*body), ct);
             self->finish_once(ProxyOutcome::Kind::kOk);
+          } else if (self->client_gone_) {
+            // Nobody reads the answer; the worker saw its request dropped.
+            set_error(res, 499, "cancelled", "client went away");
+            self->finish_once(ProxyOutcome::Kind::kCancelled);
           } else {
             res.headers.clear();
             for (const auto& [k, v] : extra_headers) res.headers.emplace(k, v);

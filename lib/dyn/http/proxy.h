@@ -3,6 +3,7 @@
 // through an observing tap to the client's connection.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -143,8 +144,9 @@ bool forwardable_header(std::string_view name, const std::vector<std::string>& n
 /// then retry elsewhere (cancel) or answer with relay(). An SSE body (text/event-stream) is
 /// relayed on the loop piece by piece as it arrives, through the tap, as a chunked response: no
 /// thread per stream and no thread switch per chunk (issue 16). Other bodies are read whole and
-/// answered with a Content-Length. A client that disconnects stops the upstream request (seen at
-/// the next write, or at once when the server closes the connection).
+/// answered with a Content-Length. A client that disconnects stops the upstream request: at once
+/// when the server closes the connection (it watches it, ClientWatch) or the caller says so
+/// (cancel_for_client), else at the next write.
 class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
  public:
   /// An exchange forwarding `request` to `pool`'s upstream (nothing is sent before
@@ -190,6 +192,13 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
                       std::function<void(const ProxyOutcome&)> on_end);
   /// Abandons the exchange (no relay): closes the upstream connection (on the loop, soon after).
   void cancel();
+  /// The client went away (any time, from any thread): the upstream connection is closed on the
+  /// loop, so the worker sees the request dropped, a pooled connection is not tried again, and
+  /// the exchange ends as kCancelled: start_async's on_headers(false) with client_gone() set, or
+  /// relay()'s on_end with kCancelled (a whole body as well as a stream).
+  void cancel_for_client();
+  /// cancel_for_client() was called, or the stream's client connection closed (on the loop).
+  bool client_gone() const { return client_gone_; }
 
  private:
   struct Io;  // the Beast connection, parser and buffers (proxy.cpp)
@@ -216,7 +225,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   std::string error_;
   bool body_complete_ = false;
   bool timed_out_ = false;
-  bool client_gone_ = false;
+  std::atomic<bool> client_gone_{false};
   std::function<void(const ProxyOutcome&)> on_end_;
 };
 

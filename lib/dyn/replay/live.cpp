@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -86,7 +87,9 @@ Expected<SizedPrompt> size_prompt(const LiveOptions& o, const records::WorkloadR
   for (uint32_t round = 1; round <= kSizingRounds; ++round) {
     std::string text = text_of(n);
     Json body = build_body(o, text, row.output_length, kNoHistory);
-    auto ids = http::tokenize(o.tokenizer_url, http::tokenize_request(o.api, body, o.model, &tokens::render_request));
+    auto req = http::tokenize_request(o.api, body, o.model);
+    if (!req) return req.error();
+    auto ids = http::tokenize(o.tokenizer_url, *req);
     if (!ids) return ids.error();
     const uint64_t c = ids->size();
     tried.insert(n);
@@ -270,31 +273,37 @@ class Runner {
     std::unique_lock<std::mutex> lk(mu_);
     const uint64_t cap = o_.concurrency ? o_.concurrency : UINT64_MAX;
     const double stop_at = o_.duration_s > 0 && !warmup_ ? mono0_ + o_.duration_s * 1000 : INFINITY;
+    const double grace_end = stop_at + o_.grace_s * 1000;
     for (;;) {
       if (done_ == items_.size()) break;
+      double now = RealClock::instance().now_ms();
+      if (!stopped_ && now >= stop_at) cut_off();
       if (stopped_) {
         if (in_flight_ == 0) break;
-        cv_.wait(lk);
+        if (cut_off_ && !grace_over_ && now >= grace_end) cancel_after_grace();
+        wait(lk, cut_off_ && !grace_over_ ? grace_end : INFINITY);
         continue;
       }
       if (ready_.empty()) {
         if (in_flight_ == 0) break;  // nothing can become ready (cannot happen with a valid plan)
-        cv_.wait(lk);
+        wait(lk, stop_at);
         continue;
       }
-      double now = RealClock::instance().now_ms();
       auto [at, k] = ready_.top();
       double deadline = mono0_ + at;
-      if (now >= stop_at || deadline > stop_at) {
-        stopped_ = true;
+      if (deadline > stop_at) {
+        // Due after the cut-off, so never sent; but a request in flight may still make a session's
+        // next turn due before it (AIPerf: only the duration stops sending, case 53).
+        if (in_flight_ == 0) stopped_ = true;
+        else wait(lk, stop_at);
         continue;
       }
       if (now < deadline - o_.dispatch_lead_ms) {
-        cv_.wait_until(lk, to_tp(std::min(deadline - o_.dispatch_lead_ms, stop_at)));
+        wait(lk, deadline - o_.dispatch_lead_ms);
         continue;
       }
       if (in_flight_ >= cap) {
-        cv_.wait(lk);
+        wait(lk, stop_at);
         continue;
       }
       ready_.pop();
@@ -340,6 +349,34 @@ class Runner {
   }
 
  private:
+  /// Waits on cv_ until notified or until `until_ms` (monotonic ms; INFINITY = no time limit).
+  void wait(std::unique_lock<std::mutex>& lk, double until_ms) {
+    if (std::isinf(until_ms)) cv_.wait(lk);
+    else cv_.wait_until(lk, to_tp(until_ms));
+  }
+
+  /// --benchmark-duration has passed (under mu_): nothing more is sent, and what the requests
+  /// in flight are given is said on stderr.
+  void cut_off() {
+    stopped_ = cut_off_ = true;
+    if (in_flight_ == 0) return;
+    diag::note(fmt::format(
+        "--benchmark-duration {:g} s reached: nothing more is sent; waiting {} for {} request{} "
+        "in flight (--benchmark-grace-period), then cancelling what is left",
+        o_.duration_s, std::isinf(o_.grace_s) ? std::string("without limit") : fmt::format("up to {:g} s", o_.grace_s),
+        in_flight_, in_flight_ == 1 ? "" : "s"));
+  }
+
+  /// The grace period after --benchmark-duration is over (under mu_): the requests still in
+  /// flight are cancelled (AIPerf cancels them and leaves them out of the metrics); their rows
+  /// say cancelled.
+  void cancel_after_grace() {
+    grace_over_ = true;
+    diag::note(fmt::format("--benchmark-grace-period {:g} s over: cancelling {} request{} still in flight", o_.grace_s,
+                           in_flight_, in_flight_ == 1 ? "" : "s"));
+    for (http::Transport* c : in_flight_conns_) c->cancel();
+  }
+
   /// The send-order gate (issue 21.6): a request is handed to its transport only once it is
   /// the first, by (scheduled ms from run start, plan index = file order), of the requests
   /// dispatched and not yet handed over, and its time has come. The dispatcher already pops in
@@ -388,7 +425,7 @@ class Runner {
     {
       std::lock_guard<std::mutex> lk(mu_);
       in_flight_conns_.insert(&conn);
-      if (interrupted_) conn.cancel();  // post() then sends nothing and says so
+      if (interrupted_ || grace_over_) conn.cancel();  // post() then sends nothing and says so
     }
     const PlanItem& it = items_[k];
     const auto& row = w_.rows[it.row];
@@ -441,6 +478,10 @@ class Runner {
     http::HttpResult res = conn.post(req);
     gate_leave(key);  // a transport that never called on_start
     ctx.lag_ms = std::max(0.0, res.start_ms - deadline);
+    const bool cancelled = res.error && res.error->type == "cancelled";
+    if (cancelled && grace_over_)
+      res.error->message = fmt::format("not finished {:g} s after --benchmark-duration (--benchmark-grace-period): {}",
+                                       o_.grace_s, res.error->message);
     if (hist) {
       hist->emplace_back("user", prompt);
       hist->emplace_back("assistant", res.summary.content);
@@ -450,8 +491,10 @@ class Runner {
     in_flight_conns_.erase(&conn);
     out_.line(line);
     if (!warmup_ && o_.on_row) o_.on_row(line);
-    if (first_start_ == 0 || res.start_ms < first_start_) first_start_ = res.start_ms;
-    last_end_ = std::max(last_end_, res.end_ms);
+    if (!cancelled) {  // a cancelled request neither starts nor stretches the measured duration
+      if (first_start_ == 0 || res.start_ms < first_start_) first_start_ = res.start_ms;
+      last_end_ = std::max(last_end_, res.end_ms);
+    }
     end_rel_[k] = res.end_ms - mono0_;
     if (res.start_ms > 0) sent_ms_[k] = res.start_ms - mono0_;
     ended_ms_[k] = res.end_ms - mono0_;
@@ -461,7 +504,7 @@ class Runner {
     }
     if (!warmup_) {
       stats_.lag_ms.push_back(ctx.lag_ms);
-      if (res.error && res.error->type == "cancelled") {
+      if (cancelled) {
         ++stats_.cancelled;
       } else if (res.error) {
         ++stats_.errors;
@@ -576,6 +619,8 @@ class Runner {
   size_t in_flight_ = 0, done_ = 0, sent_ = 0;
   uint64_t transport_errors_ = 0;
   bool stopped_ = false, finished_ = false, pool_wait_ = false, interrupted_ = false;
+  bool cut_off_ = false;                 // --benchmark-duration stopped the sending
+  std::atomic<bool> grace_over_{false};  // and its grace period is over (read by execute unlocked)
   double mono0_ = 0, unix0_ = 0, first_start_ = 0, last_end_ = 0;
   // Per plan item, ms from run start (NaN until known): when it was sent and when it ended; the
   // progress line's ETA follows the schedule with these (expected_end_ms).

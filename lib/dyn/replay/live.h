@@ -43,7 +43,7 @@ struct LiveOptions {
   ScheduleOptions schedule;
   uint64_t concurrency = 0;            ///< cap on requests in flight (0 = none, except the pool size)
   uint64_t warmup_count = 0;           ///< warmup requests before the run (rows flagged dyn.warmup)
-  double duration_s = 0;               ///< stop sending new requests after this long (0 = no limit)
+  double duration_s = 0;               ///< send no request after this long (0 = no limit; AIPerf)
   uint64_t prompt_seed = 0;            ///< SPEC 4.3 block text seed
   bool ignore_eos = false;             ///< send ignore_eos and min_tokens = output_length
   Json extra_inputs = Json::object();  ///< merged into every body
@@ -51,6 +51,10 @@ struct LiveOptions {
   size_t max_connections = 4096;       ///< worker threads / connections at most
   bool progress = false;               ///< progress line on stderr
   double dispatch_lead_ms = 2;         ///< hand a request to its worker this early to build it
+  /// --benchmark-grace-period (AIPerf's default 30 s; INFINITY = wait for every response): how
+  /// long after duration_s requests in flight may still finish; then they are cancelled, and
+  /// their rows say cancelled (LiveStats::cancelled).
+  double grace_s = 30;
   /// --tokenizer-url: engine tokenizer base URL (POST URL/tokenize); synthetic prompts are sized
   /// to input_length of its tokens before the run (size_prompt). "" = 4 bytes per token (SPEC 4.3).
   std::string tokenizer_url;
@@ -91,9 +95,9 @@ struct LiveStats {
   uint64_t planned = 0, sent = 0, ok = 0, errors = 0, not_sent = 0, warmup = 0;
   std::map<std::string, uint64_t> errors_by_type;  ///< "code type" -> count
   std::vector<double> lag_ms;                      ///< schedule lag per measured request
-  double duration_ms = 0;                          ///< first send to last end
+  double duration_ms = 0;                          ///< first send to last end, cancelled requests left out
   bool all_transport_errors = false;               ///< every request failed without a response
-  uint64_t cancelled = 0;                          ///< sent, then cancelled by interrupt_live()
+  uint64_t cancelled = 0;                          ///< sent, then cancelled (interrupt_live, grace period)
   bool interrupted = false;                        ///< interrupt_live() stopped the run
 };
 

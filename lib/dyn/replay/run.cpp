@@ -164,6 +164,7 @@ int run_simulated(const RunOptions& o, const RunOutput& out, Json& summary, cons
   so.schedule.mode = load.mode;
   so.concurrency = load.concurrency;
   so.duration_s = o.duration_s;
+  so.grace_s = o.grace_period_s;
   so.router.seed = o.seed;
   so.engine.block_size = so.router.block_size;  // one block size: the router's --kv-cache-block-size
   so.on_row = hook;
@@ -176,6 +177,7 @@ int run_simulated(const RunOptions& o, const RunOutput& out, Json& summary, cons
   rows.close();
   diag::note(sim_summary_line(s, so.workers));
   if (std::string skipped = sim_skipped_line(s); !skipped.empty()) diag::note(skipped);
+  if (std::string cancelled = sim_cancelled_line(s); !cancelled.empty()) diag::note(cancelled);
   if (std::string refs = sim_reference_line(s); !refs.empty()) diag::note(refs);
   if (std::string streamed = sim_stream_line(s); !streamed.empty()) diag::note(streamed);
   summary = sim_summary_json(s, so.workers);
@@ -213,6 +215,7 @@ LiveOptions live_options(const RunOptions& o) {
   lo.history = o.history;
   lo.warmup_count = o.warmup;
   lo.duration_s = o.duration_s;
+  lo.grace_s = o.grace_period_s;
   lo.prompt_seed = o.seed;
   lo.ignore_eos = o.ignore_eos;
   lo.max_connections = o.max_connections;
@@ -338,6 +341,8 @@ Expected<std::string> endpoint_model(const http::ClientOptions& client) {
 }
 
 int run(const RunOptions& options, const RunOutput& output) {
+  if (was_typed(options, "--benchmark-grace-period") && !(options.duration_s > 0))
+    throw Fatal(kExitUsage, "--benchmark-grace-period applies only with --benchmark-duration (as in AIPerf)");
   RunOutput out = output;
   if (!out.artifact_dir.empty()) {
     std::error_code ec;

@@ -50,6 +50,9 @@ struct RunOptions {
   uint64_t seed = 0;      ///< --seed: synthetic prompts, random arrivals, the simulated router
   std::string model;      ///< --model ("" = live: the endpoint's first model; --sim: sim.model)
   bool sim = false;       ///< --sim: the simulated cluster instead of an endpoint
+  /// --benchmark-grace-period: AIPerf's default 30 s (INFINITY = wait for every response); typed
+  /// without --benchmark-duration it is a usage error, as in AIPerf.
+  double grace_period_s = 30;
 
   // The live endpoint (--url and the flags only it reads).
   std::string url;

@@ -27,8 +27,9 @@ namespace dyn::replay {
 namespace {
 
 // Same-instant order: arrivals, then requests admitted to a freed concurrency slot (both join
-// the step that starts at that instant), step ends, kicks, admission ticks (SPEC 9).
-enum EventKind : int { kArrival = 0, kAdmit = 1, kStepEnd = 2, kKick = 3, kTick = 4 };
+// the step that starts at that instant), step ends, kicks, admission ticks (SPEC 9), the end of
+// --benchmark-grace-period (a request that ends at that instant still counts, as in AIPerf).
+enum EventKind : int { kArrival = 0, kAdmit = 1, kStepEnd = 2, kKick = 3, kTick = 4, kGraceEnd = 5 };
 
 struct Req {
   const records::WorkloadRow* row = nullptr;
@@ -49,6 +50,7 @@ struct Req {
   route::BindingOutcome binding = route::BindingOutcome::kNone;
   route::RebindReason rebind_reason = route::RebindReason::kNone;
   bool error = false;
+  bool cancelled = false;  // still in flight when --benchmark-grace-period ended
   std::string error_message;
   double pause_ms = 0;               // time waited in admission control (SPEC 9)
   double dispatched = -1;            // --reference: when the engine got it
@@ -146,6 +148,7 @@ class Simulation {
   void on_tick(const Event& ev);
   void on_kick(const Event& ev);
   void on_step_end(const Event& ev);
+  void on_grace_end(const Event& ev);
   void push(double t, int kind, uint32_t arg);
   void kick(uint32_t w, double t);
   void dispatch(uint32_t i, double t, std::optional<uint64_t> target);
@@ -182,7 +185,8 @@ class Simulation {
   double speed_ = 1;
   uint64_t cap_ = 0;  // concurrency cap, 0 = none
   double stop_at_ = INFINITY;
-  double zero_ = 0;  // time zero of the fixed schedule
+  double grace_end_ = INFINITY;  // stop_at_ + the grace period: requests still in flight are cancelled
+  double zero_ = 0;              // time zero of the fixed schedule
 
   std::deque<Req> reqs_;
   std::vector<int64_t> prev_row_;
@@ -275,6 +279,7 @@ Simulation::Simulation(const records::Workload* wl, records::WorkloadReader* in,
     throw Fatal(kExitUsage, "--request-rate must be positive");
   cap_ = opt.concurrency ? opt.concurrency : so.mode == replay::LoadMode::kConcurrency ? 1 : 0;
   stop_at_ = opt.duration_s > 0 ? opt.duration_s * 1000.0 : INFINITY;
+  grace_end_ = stop_at_ + opt.grace_s * 1000.0;
 }
 
 // Ids and turns are those of the whole workload, so a row keeps its request id whatever the
@@ -524,8 +529,9 @@ void Simulation::free_slot(uint32_t i) {
 
 void Simulation::push(double t, int kind, uint32_t arg) {
   q_.push(t, kind, arg);
-  // A tick can release paused requests into an engine, so it bounds fast-forwarding like an arrival.
-  if (kind == kArrival || kind == kAdmit || kind == kTick) arrivals_.push(t);
+  // A tick can release paused requests into an engine, and the grace period's end cancels what
+  // runs: both bound fast-forwarding like an arrival.
+  if (kind == kArrival || kind == kAdmit || kind == kTick || kind == kGraceEnd) arrivals_.push(t);
 }
 
 void Simulation::count_theoretical(uint32_t i, std::span<const uint64_t> seq) {
@@ -548,7 +554,15 @@ void Simulation::write_row(const Req& r) {
   e.model = opt_.model;
   e.input_tokens = row.input_length;
   e.request_received_ms = opt_.epoch_unix_ms + static_cast<uint64_t>(std::llround(r.start));
-  if (!r.error) {
+  if (r.cancelled) {
+    // As the live replay writes a request it cancelled: what had arrived, status cancelled.
+    e.output_tokens = r.generated;
+    if (r.first >= 0) e.ttft_ms = r.first - r.start;
+    e.worker = static_cast<int64_t>(r.worker);
+    e.total_time_ms = r.end - r.start;
+    e.status = "cancelled";
+    e.error = records::RequestEnd::Failure{499, "cancelled", r.error_message};
+  } else if (!r.error) {
     e.output_tokens = r.generated;
     e.cached_tokens = r.cached;
     const double ttft = r.first - r.start, total = r.end - r.start;
@@ -748,6 +762,33 @@ void Simulation::on_tick(const Event& ev) {
   if (!q_.empty() || !parked_.empty()) push(ev.t_ms + tick_ms_, kTick, 0);
 }
 
+// --benchmark-grace-period is over (AIPerf): nothing more is sent, and every request still in
+// flight (in an engine, or paused by admission control) is cancelled and written as cancelled;
+// it counts apart from the requests and errors and does not stretch the simulated duration.
+void Simulation::on_grace_end(const Event& ev) {
+  arrivals_.pop();
+  stopped_ = true;
+  for (size_t i = 0; i < reqs_.size(); ++i) {
+    Req& r = rq(i);
+    if (!r.kept || r.start < 0 || r.end >= 0 || r.cancelled) continue;
+    bool parked = false;
+    for (auto it = parked_.begin(); it != parked_.end(); ++it)
+      if (it->second == i) {
+        parked_.erase(it);
+        parked = true;
+        break;
+      }
+    if (!parked) workers_[r.worker].engine->cancel(i);
+    r.placement.finish();  // committed: its load and lease end; otherwise a cancelled dispatch
+    r.cancelled = true;
+    r.end = ev.t_ms;
+    r.error_message =
+        fmt::format("not finished {:g} s after --benchmark-duration (--benchmark-grace-period)", opt_.grace_s);
+    ++sum_.cancelled;
+    write_row(r);
+  }
+}
+
 // An idle engine with work starts a step.
 void Simulation::on_kick(const Event& ev) {
   Worker& wk = workers_[ev.arg];
@@ -800,6 +841,7 @@ void Simulation::on_step_end(const Event& ev) {
   }
   for (const engine::TokenOutput& o : wk.pending.outputs) {
     Req& r = rq(o.id);
+    if (r.cancelled) continue;  // cancelled while this step ran: its tokens reach nobody
     r.generated = o.generated;
     r.cached = o.cached_tokens;
     if (r.first < 0) {
@@ -830,6 +872,7 @@ SimSummary Simulation::run() {
     schedule_arrivals();
   }
   if (admission_) push(tick_ms_, kTick, 0);
+  if (std::isfinite(grace_end_)) push(grace_end_, kGraceEnd, 0);
   for (;;) {
     if (more_) {  // streaming: the rows due by the next event first
       if (q_.empty()) {
@@ -844,6 +887,7 @@ SimSummary Simulation::run() {
       case kArrival:
       case kAdmit: on_send(ev); break;
       case kTick: on_tick(ev); break;
+      case kGraceEnd: on_grace_end(ev); break;
       case kKick: on_kick(ev); break;
       default: on_step_end(ev); break;
     }

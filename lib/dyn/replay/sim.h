@@ -55,6 +55,10 @@ struct SimOptions {
   /// Send nothing at or after this many seconds of virtual time (0 = no limit); rows not sent
   /// get no row and are counted in SimSummary::not_sent.
   double duration_s = 0;
+  /// With duration_s: requests still in flight this many seconds after it are cancelled
+  /// (AIPerf's --benchmark-grace-period; INFINITY = none), their rows say cancelled and they count
+  /// in SimSummary::cancelled.
+  double grace_s = 30;
   /// Yardsticks (`--reference`, issue 18): after the run, its requests (each from dispatch to its
   /// last token, with the engine blocks it was routed on) go through one KV cache of every
   /// worker's blocks under each policy (tokens::reference_hit_tokens); SimSummary::references.
@@ -75,6 +79,7 @@ struct SimSummary {
   uint64_t outside_offsets = 0;  ///< rows dropped by the fixed-schedule offsets
   uint64_t over_count = 0;       ///< rows dropped by request_count
   uint64_t not_sent = 0;         ///< rows not started before duration_s ran out
+  uint64_t cancelled = 0;        ///< in flight when the grace period after duration_s ended
   /// SimOptions::references: per policy, the pooled cache's hit rate (cached / input tokens)
   /// over the requests that completed without error; `reference_run_hit` is this run's own over
   /// the same requests, `reference_blocks` the pool's capacity (workers x KV blocks).

@@ -11,13 +11,13 @@
 namespace dyn::replay {
 
 double live_request_rate(const LiveStats& st) {
-  return st.duration_ms > 0 ? 1000.0 * static_cast<double>(st.sent) / st.duration_ms : 0.0;
+  return st.duration_ms > 0 ? 1000.0 * static_cast<double>(st.ok + st.errors) / st.duration_ms : 0.0;
 }
 
 std::string live_summary_line(const LiveStats& st) {
   std::string msg =
       fmt::format("{} requests planned: {} sent ({} ok, {} errors", st.planned, st.sent, st.ok, st.errors);
-  if (st.interrupted) msg += fmt::format(", {} cancelled", st.cancelled);
+  if (st.interrupted || st.cancelled) msg += fmt::format(", {} cancelled", st.cancelled);
   msg += fmt::format("), {} not sent", st.not_sent);
   if (st.warmup) msg += fmt::format("; {} warmup", st.warmup);
   if (!st.lag_ms.empty()) {
@@ -57,7 +57,9 @@ LiveVerdict live_verdict(const LiveStats& st, const std::string& url) {
   if (st.interrupted) return {kExitInterrupted, ""};
   if (st.all_transport_errors) return {kExitIo, "no request got a response from " + url};
   if (st.sent > 0 && st.ok == 0)
-    return {kExitIo, fmt::format("every request failed ({} errors); nothing was measured", st.errors)};
+    return {kExitIo, st.cancelled ? fmt::format("no request succeeded ({} errors, {} cancelled); nothing was measured",
+                                                st.errors, st.cancelled)
+                                  : fmt::format("every request failed ({} errors); nothing was measured", st.errors)};
   return {kExitOk, ""};
 }
 
@@ -72,6 +74,14 @@ std::string sim_summary_line(const SimSummary& s, uint32_t workers) {
       s.requests, s.errors, workers, s.simulated_ms / 1000.0, s.wall_ms / 1000.0,
       s.wall_ms > 0 ? static_cast<double>(s.requests) / (s.wall_ms / 1000.0) : 0.0,
       s.wall_ms > 0 ? s.simulated_ms / s.wall_ms : 0.0, sim_hit_pct(s), 100.0 * s.theoretical_hit, s.preemptions);
+}
+
+std::string sim_cancelled_line(const SimSummary& s) {
+  if (!s.cancelled) return "";
+  return fmt::format(
+      "{} requests still in flight after --benchmark-grace-period were cancelled (rows with "
+      "dyn.status cancelled; not in the requests above)",
+      s.cancelled);
 }
 
 std::string sim_skipped_line(const SimSummary& s) {
@@ -117,7 +127,8 @@ Json sim_summary_json(const SimSummary& s, uint32_t workers) {
                 {"preemptions", s.preemptions},
                 {"outside_offsets", s.outside_offsets},
                 {"over_count", s.over_count},
-                {"not_sent", s.not_sent}};
+                {"not_sent", s.not_sent},
+                {"cancelled", s.cancelled}};
   if (!s.references.empty()) {
     j["reference_blocks"] = s.reference_blocks;
     j["reference_run_hit_pct"] = 100.0 * s.reference_run_hit;

@@ -11,12 +11,13 @@
 
 namespace dyn::replay {
 
-/// Requests sent per second of the run (sent / first send to last end); 0 for an empty run.
+/// Requests that ended (ok or an error; cancelled ones are left out, as AIPerf leaves them out of
+/// its metrics) per second of LiveStats::duration_ms; 0 for an empty run.
 double live_request_rate(const LiveStats& st);
 
 /// The live replay's summary line (every planned request accounted for): "P requests planned: S
 /// sent (O ok, E errors[, C cancelled]), N not sent[; W warmup][; schedule lag p50 X ms, p99 Y
-/// ms, max Z ms; R req/s]" (cancelled only when interrupted; the lag percentiles interpolated,
+/// ms, max Z ms; R req/s]" (cancelled when interrupted or any was; the lag percentiles interpolated,
 /// records::percentile_linear; 3 decimals).
 std::string live_summary_line(const LiveStats& st);
 
@@ -44,6 +45,9 @@ double sim_hit_pct(const SimSummary& s);
 /// preemptions.
 std::string sim_summary_line(const SimSummary& s, uint32_t workers);
 
+/// The requests cancelled at the end of --benchmark-grace-period, or "" when none were.
+std::string sim_cancelled_line(const SimSummary& s);
+
 /// The rows the load controls left out of a simulated run (outside the fixed-schedule offsets,
 /// over --request-count, not sent within --benchmark-duration); "" when there are none, so a plain
 /// run reads as before.
@@ -58,7 +62,8 @@ std::string sim_reference_line(const SimSummary& s);
 std::string sim_stream_line(const SimSummary& s);
 
 /// The --sim summary JSON: {mode "sim", requests, errors, workers, simulated_s, wall_s,
-/// prompt_cache_hit_pct, theoretical_hit_pct, preemptions, outside_offsets, over_count, not_sent},
+/// prompt_cache_hit_pct, theoretical_hit_pct, preemptions, outside_offsets, over_count, not_sent,
+/// cancelled},
 /// with --reference also reference_blocks, reference_run_hit_pct and references: {NAME:
 /// {hit_pct, run_ratio}}.
 Json sim_summary_json(const SimSummary& s, uint32_t workers);

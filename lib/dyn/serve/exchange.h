@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <utility>
@@ -43,6 +44,11 @@ struct Exchange {
   std::string rebind_reason;       ///< dyn.rebind_reason of a moved binding ("" = omit)
   std::optional<double> pause_ms;  ///< dyn.pause_ms (admission wait, SPEC 9)
   std::shared_ptr<ResponseTap> tap;
+  /// The client hung up (its connection's ClientWatch, on the loop thread): a stage that has not
+  /// sent the request ends the exchange as cancelled instead, and `call` is cancelled.
+  std::atomic<bool> client_gone{false};
+  std::mutex call_mu;                   ///< orders `call` against client_gone's callback
+  std::weak_ptr<http::ProxyCall> call;  ///< the attempt in flight
 };
 
 /// The latency figures of an exchange (SPEC 7) from the tap's content-chunk stamps: one rule for

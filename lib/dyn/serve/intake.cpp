@@ -9,9 +9,7 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
-#include "dyn/base/diag.h"
 #include "dyn/base/json_limits.h"
-#include "dyn/http/tokenize.h"
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
 
@@ -160,18 +158,11 @@ void build_upstream(const Exchange& ex, Body& b, const http::ServerRequest& req,
   p.body = b.json->dump();
 }
 
-void hash_prompt(Exchange& ex, const Body& b, const std::string& tokenizer_url, uint32_t block_size, uint64_t seed,
-                 std::atomic<uint64_t>& tokenizer_errors) {
-  std::vector<uint32_t> toks;
-  if (!tokenizer_url.empty()) {
-    auto t = http::tokenize(tokenizer_url, http::tokenize_request(ex.api, *b.json, ex.model, &tokens::render_request));
-    if (t) {
-      toks = std::move(*t);
-    } else if (tokenizer_errors++ % 100 == 0) {
-      diag::warning("tokenizer", t.error().message + "; hashing the 4-byte tokens instead (routing is approximate)");
-    }
-  }
-  if (toks.empty()) toks = tokens::text_to_tokens(b.rendered ? *b.rendered : tokens::render_request(*b.json));
+void hash_prompt(Exchange& ex, const Body& b, EngineTokenizer* tokenizer, uint32_t block_size, uint64_t seed) {
+  std::optional<std::vector<uint32_t>> ids;
+  if (tokenizer) ids = tokenizer->ids(ex.api, *b.json, ex.model);
+  std::vector<uint32_t> toks =
+      ids ? std::move(*ids) : tokens::text_to_tokens(b.rendered ? *b.rendered : tokens::render_request(*b.json));
   ex.input_length = toks.size();
   auto blocks = tokens::block_hashes(toks, block_size, /*include_partial=*/true, seed);
   ex.sequence_hashes = tokens::sequence_hashes(blocks);

@@ -2,7 +2,6 @@
 // send upstream and the prompt's hashes. Each step says what is wrong instead of answering.
 #pragma once
 
-#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -12,6 +11,7 @@
 #include "dyn/base/json.h"
 #include "dyn/http/proxy.h"
 #include "dyn/serve/exchange.h"
+#include "dyn/serve/tokenizer.h"
 
 namespace dyn::serve {
 
@@ -67,12 +67,11 @@ Expected<Body> read_body(Exchange& ex, const std::string& body, bool need_tree);
 /// stream_options.include_usage added to `body` (for the trace's token counts) and the usage
 /// chunk hidden from the client.
 void build_upstream(const Exchange& ex, Body& body, const http::ServerRequest& req, Dispatch& d);
-/// Prompt hashing: SPEC 4.2 tokens (or the ids of the tokenizer at `tokenizer_url`, "" = none;
-/// a failure falls back to the 4-byte tokens and counts in `tokenizer_errors`) and SPEC 4.1
+/// Prompt hashing: the engine's token ids from `tokenizer` (--tokenizer-url; null = none, or
+/// when it has none for this body: SPEC 4.2 tokens of the rendered request) and SPEC 4.1
 /// sequence hashes at `block_size` from `seed` (kvevents::Adapters::seed_for the model: a LoRA
 /// adapter's blocks hash apart), the trailing partial block included (routing uses the complete
-/// blocks only).
-void hash_prompt(Exchange& ex, const Body& body, const std::string& tokenizer_url, uint32_t block_size, uint64_t seed,
-                 std::atomic<uint64_t>& tokenizer_errors);
+/// blocks only). With a tokenizer, `body` holds a Json tree (read_body's need_tree).
+void hash_prompt(Exchange& ex, const Body& body, EngineTokenizer* tokenizer, uint32_t block_size, uint64_t seed);
 
 }  // namespace dyn::serve

@@ -15,6 +15,8 @@ namespace dyn::serve {
 Relay::Relay(const FrontendOptions& opt, const Clock& clock, http::EventLoop& loop, Fleet& fleet, Placer* placer,
              const kvevents::Adapters* adapters, RequestTrace& trace)
     : opt_(opt), clock_(clock), loop_(loop), fleet_(fleet), placer_(placer), adapters_(adapters), trace_(trace) {
+  if (!opt_.tokenizer_url.empty())
+    tokenizer_ = std::make_unique<EngineTokenizer>(opt_.tokenizer_url, clock_, stats_.tokenizer_errors);
   std::random_device rd;
   id_prefix_ = fmt::format("{:08x}", rd());
 }
@@ -27,6 +29,7 @@ void Relay::handle_api(Api api, ReqPtr req, ResPtr res, Done done) {
     return done();
   }
   if (!take_slot(ex, *res)) return done();
+  watch_client(ex, *req);
   auto body = read_body(*ex, req->body, !opt_.tokenizer_url.empty());
   if (!body) {
     reject(ex, *res, body.error().exit_code, "invalid_request_error", body.error().message);
@@ -35,7 +38,8 @@ void Relay::handle_api(Api api, ReqPtr req, ResPtr res, Done done) {
   build_upstream(*ex, *body, *req, *d);
   auto rest = [this, ex, req, res, d, done, body = std::make_shared<Body>(std::move(*body))] {
     const uint64_t seed = adapters_ ? adapters_->seed_for(ex->model) : tokens::kHashSeed;
-    hash_prompt(*ex, *body, opt_.tokenizer_url, opt_.trace_block_size, seed, stats_.tokenizer_errors);
+    hash_prompt(*ex, *body, tokenizer_.get(), opt_.trace_block_size, seed);
+    if (client_left(ex, *res, "while its prompt was tokenized")) return done();
     if (!admit(ex, *res, *d)) return done();
     dispatch(ex, req, res, d, 0, std::nullopt, done);
   };
@@ -86,6 +90,7 @@ bool Relay::admit(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res
 
 void Relay::dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res, std::shared_ptr<const Dispatch> d,
                      int attempt, std::optional<route::RetryAdvice> retry, Done done) {
+  if (client_left(ex, *res, "before its request was sent")) return done();
   const bool on_loop = loop_.in_loop_thread();
   auto on_pool = [&] { loop_.handlers().post([=, this] { dispatch(ex, req, res, d, attempt, retry, done); }); };
   if (on_loop && placer_ && placer_->uses_store()) return on_pool();  // the store is a Redis round trip
@@ -95,8 +100,14 @@ void Relay::dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res
   if (!worker) return done();
   ex->tap = std::make_shared<ResponseTap>(ex->api, d->hide_usage);
   auto call = http::ProxyCall::start(fleet_.at(*worker).pool, d->request, ex->tap, clock_, req->executor);
+  {
+    std::lock_guard<std::mutex> lk(ex->call_mu);
+    ex->call = call;
+    if (ex->client_gone) call->cancel_for_client();  // the attempt then ends without sending
+  }
   call->start_async([this, ex, req, res, d, attempt, retry, done, call](bool ok) mutable {
     if (ok) return relay_response(ex, call, res, done);
+    if (client_left(ex, *res, "before the response headers")) return done();
     if (no_response(ex, *call, *res, *d, attempt, retry)) return dispatch(ex, req, res, d, attempt + 1, retry, done);
     done();
   });
@@ -165,6 +176,7 @@ bool Relay::no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& ca
     if (can_retry) {
       if (advice.retry) retry = advice;
       stats_.retries++;
+      ex->worker = -1;  // its counters are settled; the next attempt leases its own
       return true;
     }
   }
@@ -203,13 +215,43 @@ void Relay::relay_response(const std::shared_ptr<Exchange>& ex, const std::share
   if (placer_) extra.emplace_back("x-dyn-worker", std::to_string(ex->worker));
   call->relay(
       *res, extra,
-      [this, ex](const http::ProxyOutcome& o) {
+      [this, ex](http::ProxyOutcome o) {
+        // A client that hangs up once the API's end event reached it (Codex closes its
+        // connection on response.completed) has the whole answer: not a cancellation.
+        if (o.kind == http::ProxyOutcome::Kind::kCancelled && ex->tap->facts().terminal_event)
+          o.kind = http::ProxyOutcome::Kind::kOk;
         if (o.kind == http::ProxyOutcome::Kind::kStreamCut && placer_)
           fleet_.set_health(ex->worker, false, "a stream was cut: " + o.message);
         auto [type, msg] = response_error(*ex, o);
         finish(ex, &o, o.status, type, msg);
       },
       std::move(done));
+}
+
+void Relay::watch_client(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req) {
+  if (!req.client) return;
+  req.client->on_gone([w = std::weak_ptr<Exchange>(ex)] {
+    const auto ex = w.lock();
+    if (!ex) return;  // its row is written
+    std::shared_ptr<http::ProxyCall> call;
+    {
+      std::lock_guard<std::mutex> lk(ex->call_mu);
+      ex->client_gone = true;
+      call = ex->call.lock();
+    }
+    if (call) call->cancel_for_client();
+  });
+}
+
+bool Relay::client_left(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, const char* when) {
+  if (!ex->client_gone) return false;
+  http::ProxyOutcome o;
+  o.kind = http::ProxyOutcome::Kind::kCancelled;
+  o.message = std::string("client went away ") + when;
+  o.end_ms = clock_.now_ms();
+  http::set_error(res, 499, "cancelled", o.message);
+  finish(ex, &o, 499, "cancelled", o.message);
+  return true;
 }
 
 void Relay::reject(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, int status, const std::string& type,

@@ -19,6 +19,7 @@
 #include "dyn/serve/options.h"
 #include "dyn/serve/placer.h"
 #include "dyn/serve/request_trace.h"
+#include "dyn/serve/tokenizer.h"
 
 namespace dyn::serve {
 
@@ -97,6 +98,13 @@ class Relay {
   /// marks the worker down).
   void relay_response(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<http::ProxyCall>& call, ResPtr res,
                       Done done);
+  /// Tells the exchange when its client hangs up (req.client): the flag every stage checks, and
+  /// the attempt in flight cancelled (issue 51.4: the worker stops computing for nobody).
+  void watch_client(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req);
+  /// When the client has hung up: ends the exchange as cancelled (499 set, row status
+  /// "cancelled", `when` in its message) and returns true. The worker counters are those of the
+  /// attempt whose worker is in ex.worker (none before a dispatch).
+  bool client_left(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, const char* when);
   /// Answers the request with an error of the frontend's own (before or instead of a dispatch)
   /// and ends the exchange; counted in stats.rejected.
   void reject(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, int status, const std::string& type,
@@ -118,6 +126,7 @@ class Relay {
   const kvevents::Adapters* adapters_;
   RequestTrace& trace_;
   RelayStats stats_;
+  std::unique_ptr<EngineTokenizer> tokenizer_;  ///< --tokenizer-url (null without)
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> seq_{0};
   std::string id_prefix_;  ///< this process's request ids: "<8 hex digits>-<sequence>"

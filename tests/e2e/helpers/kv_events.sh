@@ -38,3 +38,11 @@ sync_pubs() {
     wait_seq "$n" "$s"
   done
 }
+# stored TEXT IDS: a batch with the BlockStored of TEXT's complete blocks of $bs tokens, one token
+# per character (as helpers/char_tokenizer.py counts), under the engine block ids IDS (1,2,...).
+stored() {
+  jq -nc --arg t "$1" --argjson ids "[$2]" --argjson bs "$bs" '
+    ($t | explode) as $tok | (($tok | length) / $bs | floor) as $n |
+    {events: [{type: "BlockStored", block_hashes: $ids[0:$n], parent_block_hash: null,
+               token_ids: $tok[0:($n * $bs)], block_size: $bs, lora_id: null, medium: "GPU"}]}'
+}
