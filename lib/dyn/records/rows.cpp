@@ -154,6 +154,24 @@ void append_request_end(std::string& o, const RequestEnd& r) {
   if (r.block_size) num(o, "block_size", *r.block_size);
   if (r.turn) num(o, "turn", *r.turn);
   if (r.binding) str(o, "binding", *r.binding);
+  if (r.binding_reason) str(o, "binding_reason", *r.binding_reason);
+  if (r.retries) num(o, "retries", r.retries);
+  if (r.migrations) num(o, "migrations", r.migrations);
+  if (!r.attempts.empty()) {
+    o += R"(,"attempts":[)";
+    for (size_t i = 0; i < r.attempts.size(); ++i) {
+      const RequestEnd::Attempt& a = r.attempts[i];
+      o += i ? R"(,{"worker":)" : R"({"worker":)";
+      append_json_number(o, a.worker);
+      str(o, "stage", a.stage);
+      str(o, "error", a.error);
+      num(o, "status", a.status);
+      str(o, "circuit", a.circuit);
+      num(o, "tokens_sent", a.tokens_sent);
+      o += '}';
+    }
+    o += ']';
+  }
   if (r.pause_ms) num(o, "pause_ms", *r.pause_ms);
   if (r.queue_ms) num(o, "queue_ms", *r.queue_ms);
   if (r.warmup) flag(o, "warmup", true);

@@ -33,6 +33,13 @@ enum class BindingOutcome {
 /// "none", "new", "hit", "rebound", "expired".
 const char* binding_name(BindingOutcome b);
 
+/// Why a session's binding moved off its worker (a "rebound" placement, SPEC 2.3): the bound
+/// worker was unhealthy (down, its circuit open, or it failed this request's dispatch), removed
+/// from the fleet, draining, or (soft affinity only) busy.
+enum class MoveReason : uint8_t { kNone, kUnhealthy, kRemoved, kDrained, kBusy };
+/// "", "unhealthy", "removed", "drained", "busy".
+const char* move_reason_name(MoveReason r);
+
 /// A worker as the router knows it. `id` is the caller's worker id (serve: 0..N-1 in --worker
 /// order; simulator: 0..N-1). `block_size` is the worker's KV block size in tokens (0 = unknown,
 /// not checked); `kv_blocks` its capacity in router blocks (0 = RouterConfig::worker_kv_blocks).
@@ -66,6 +73,9 @@ struct RouteRequest {
   bool explain = false;
   /// Set on the one retry after Placement::fail() advised it: the failed worker is avoided.
   std::optional<RetryAdvice> retry;
+  /// Workers a retry must not get (ids of the workers its earlier attempts failed on). A binding
+  /// to one of them moves (MoveReason::kUnhealthy).
+  std::span<const uint64_t> avoid_workers;
   /// true (live server): a request whose key is "initializing" blocks until that first dispatch
   /// commits or fails (SPEC 2.2.2). false (single-threaded simulator): it follows the
   /// initializing placement's worker at once instead of blocking.
@@ -111,6 +121,8 @@ class Placement {
   BindingOutcome binding() const { return binding_; }
   /// Leading blocks predicted cached on the chosen worker.
   uint32_t overlap_blocks() const { return overlap_; }
+  /// For a rebound placement: why the binding left its worker (kNone otherwise).
+  MoveReason move_reason() const { return move_reason_; }
   /// min(overlap_blocks × block_size, tokens): the predicted `request.cached_tokens`.
   uint64_t cached_tokens() const { return cached_tokens_; }
   /// Complete blocks of the request (the span's length).
@@ -141,6 +153,7 @@ class Placement {
   uint32_t slot_ = 0;
   uint64_t worker_ = 0;
   BindingOutcome binding_ = BindingOutcome::kNone;
+  MoveReason move_reason_ = MoveReason::kNone;
   uint32_t overlap_ = 0;
   uint64_t cached_tokens_ = 0;
   uint32_t request_blocks_ = 0;
@@ -221,8 +234,24 @@ class Router {
   /// would silently be zero.
   std::optional<Error> add_worker(const WorkerSpec& spec);
   /// Removes a worker: it is no longer a candidate, its index entries are dropped and every
-  /// binding to it is invalidated (SPEC 2.3). Active placements on it finish normally.
-  void remove_worker(uint64_t id);
+  /// binding to it is dropped (each told to the binding listener), never followed again: the
+  /// session's next placement is "rebound" with MoveReason::kRemoved, even if the worker comes
+  /// back meanwhile (SPEC 2.3). Active placements on it finish normally. Returns the number of
+  /// bindings dropped.
+  size_t remove_worker(uint64_t id);
+  /// A draining worker takes no new placements; a binding to it moves at its next placement
+  /// (MoveReason::kDrained, hard and soft alike) while its placements in flight finish normally.
+  /// An explicit worker target still reaches it.
+  void set_draining(uint64_t id, bool draining);
+  /// True when a placement avoiding `avoid` has a candidate: a present, healthy, not draining
+  /// worker outside the list (a retry's check before it gives up the failed response).
+  bool any_eligible(std::span<const uint64_t> avoid) const;
+  /// The binding of `key` (a session id or parent group key) was dropped elsewhere with
+  /// `reason` (a shared store naming a worker this replica removed): unless the key is bound
+  /// here, its next placement is reported as a move with that reason, as remove_worker() does.
+  void note_moved(const std::string& key, MoveReason reason);
+  /// Live bindings per worker id (GET /v1/workers bound_sessions), in worker order.
+  std::vector<std::pair<uint64_t, uint64_t>> bindings_per_worker() const;
   /// Replaces the worker set (adds new ids, removes missing ones). First error aborts.
   std::optional<Error> set_workers(const std::vector<WorkerSpec>& specs);
   /// Health changes (serve's health checks): an unhealthy worker is not a candidate and a hard

@@ -17,6 +17,17 @@
 
 namespace dyn::serve {
 
+/// A dispatch that failed and was given up for another worker (dyn.attempts): a retry before
+/// the first byte, or a migration mid-stream.
+struct FailedAttempt {
+  int worker = -1;
+  const char* stage = "dispatch";  ///< "dispatch" (before the first byte) or "stream" (migrated)
+  std::string error;               ///< connection, timeout, http, stream_cut
+  int status = 0;                  ///< the worker's HTTP status (0: none)
+  const char* circuit = "closed";  ///< the worker's circuit breaker after the failure
+  uint64_t tokens_sent = 0;        ///< tokens the client had when the stream moved
+};
+
 /// One request from arrival to its request_end row.
 struct Exchange {
   Exchange() = default;
@@ -39,9 +50,17 @@ struct Exchange {
   std::vector<uint64_t> sequence_hashes;  ///< with the trailing partial block (SPEC 4.1 replay)
   Lease lease;                            ///< what the Placer gave it (serve mode)
   int worker = -1;
-  std::string binding;             ///< dyn.binding ("" = omit: capture mode)
-  std::optional<double> pause_ms;  ///< dyn.pause_ms (admission wait, SPEC 9)
+  std::string binding;                                       ///< dyn.binding ("" = omit: capture mode)
+  route::MoveReason move_reason = route::MoveReason::kNone;  ///< why a "rebound" binding moved
+  std::optional<double> pause_ms;                            ///< dyn.pause_ms (admission wait, SPEC 9)
   std::shared_ptr<ResponseTap> tap;
+  // Retries and migrations (issue 53): all empty or zero until one happens.
+  unsigned retries = 0;                      ///< dyn.retries: dispatches retried before the first byte
+  unsigned migrations = 0;                   ///< dyn.migrations: moves mid-stream (and resent timeouts)
+  std::vector<FailedAttempt> failed;         ///< dyn.attempts
+  std::vector<uint64_t> avoid;               ///< workers this request failed on (never tried again)
+  std::optional<route::RetryAdvice> advice;  ///< the router's word after a failed bound dispatch
+  std::unique_ptr<StreamLog> log;            ///< what the stream sent (--migration-limit > 0)
 };
 
 /// The latency figures of an exchange (SPEC 7) from the tap's content-chunk stamps: one rule for
