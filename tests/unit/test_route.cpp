@@ -394,9 +394,9 @@ TEST_CASE("hard: invalid bound worker or failed dispatch rebinds once; explicit 
   CHECK(m.move_reason() == MoveReason::kRemoved);
   m.commit();
   m.finish();
-  auto again = place_ok(r, req("s", {}, 10));
-  CHECK(again.binding() == BindingOutcome::kHit);
-  CHECK(again.move_reason() == MoveReason::kNone);
+  auto later = place_ok(r, req("s", {}, 10));
+  CHECK(later.binding() == BindingOutcome::kHit);
+  CHECK(later.move_reason() == MoveReason::kNone);
 }
 
 TEST_CASE("soft: busy bound worker moves; an older concurrent rebind does not overwrite a newer one") {
