@@ -4,7 +4,7 @@
 # session moves at its next turn, "rebound" with reason "drained", and nothing new lands on it);
 # DELETE /v1/workers removes one (its binding dropped and counted, the session's next turn a
 # "rebound" with reason "removed"); bad bodies are 400s, unknown workers 404s, and the router keeps
-# serving throughout.
+# serving throughout. dyn-bind live --workers shows the workers and their state.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 start_mocker w0 --worker-id 0
 start_mocker w1 --worker-id 1
@@ -25,6 +25,7 @@ admin POST /v1/workers/drain "{\"url\":\"$w0_url/\"}"
 echo "turn 2: $(chat "$r_url" '{"x-session-id":"s"}' "$(grow "$m" 1)")"
 echo "a new session: $(chat "$r_url" '{"x-session-id":"t"}' "$m")"
 admin GET /v1/workers
+dyn-bind live --url "$r_url" --workers --format table | sed -E 's/127\.0\.0\.1:[0-9]+/H:P/g'
 admin DELETE /v1/workers "{\"url\":\"$w1_url\"}"
 admin POST /v1/workers "{\"url\":\"$w0_url\"}"
 echo "turn 3: $(chat "$r_url" '{"x-session-id":"s"}' "$(grow "$(grow "$m" 1)" 2)")"
