@@ -89,8 +89,7 @@ Fleet::Fleet(const std::vector<std::string>& urls, http::EventLoop& loop, const 
       clock_(clock) {
   for (const auto& w : urls) {
     if (auto known = find(w))
-      throw Fatal(kExitUsage, fmt::format("worker {} is given twice ({} and {} name the same worker)", at(*known).url,
-                                          at(*known).url, w));
+      throw Fatal(kExitUsage, fmt::format("worker {} is given twice ({} names it again)", at(*known).url, w));
     auto a = add(w, WorkerSource::kFlag);
     if (!a) throw Fatal(kExitUsage, a.error().message);
   }
