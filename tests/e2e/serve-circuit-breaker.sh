@@ -14,20 +14,27 @@ ask() {  # ask TEXT [PIN]: status and worker of one chat request
     -d "{\"model\":\"mock-model\",\"max_tokens\":3,\"messages\":[{\"role\":\"user\",\"content\":\"$1\"}]}"
   echo "$1${2:+ (pinned to $2)}: $(head -1 h.txt | awk '{print $2}') worker $(tr -d '\r' <h.txt | awk -F': ' 'tolower($1)=="x-dyn-worker"{print $2}')"
 }
+# state WANT: worker 0's state, circuit and circuit metric, once they read WANT (up to 3 s: the
+# circuit hears a request's outcome when its exchange ends, just after the client has the answer).
 state() {
-  echo "worker 0: $(curl -sS "$r_url/v1/workers" | jq -r '.workers[0] | "\(.state) circuit \(.circuit)"'), metric $(curl -sS "$r_url/metrics" | awk '/^dyn_worker_circuit_state\{worker="0"/{print $2}')"
+  local i got
+  for i in $(seq 1 60); do
+    got="$(curl -sS "$r_url/v1/workers" | jq -r '.workers[0] | "\(.state) circuit \(.circuit)"'), metric $(curl -sS "$r_url/metrics" | awk '/^dyn_worker_circuit_state\{worker="0"/{print $2}')"
+    [[ $got == "$1" ]] && break
+    sleep 0.05
+  done
+  echo "worker 0: $got"
 }
 ask "fails" 0
-state
+state "serving circuit closed, metric 0"
 ask "fails" 0
-state
+state "down circuit open, metric 1"
 for i in 1 2 3 4; do ask "routed $i"; done
-sleep 1.3
-state
+state "serving circuit half_open, metric 2"
 ask "works-now" 0
-state
+state "serving circuit half_open, metric 2"
 ask "works-now" 0
-state
+state "serving circuit closed, metric 0"
 ask "routed 5"
 ask "routed 6"
 grep -E 'circuit' r.log | sed -E 's/127\.0\.0\.1:[0-9]+/H:P/g'
