@@ -2,7 +2,7 @@
 # Redis, one given "http://127.0.0.1:P", the other "HTTP://127.0.0.1:P/v1/" (and the default port
 # spelled out for nothing), keep every session on one worker across replicas (the store's values
 # compare canonically: no flip per turn, no "bad value" warning); /v1/workers, /health and the
-# store show the canonical form; --worker-kv-events pairs with any spelling; the same worker named
+# store show the canonical form; --worker-kv-events pairs with any spelling of a --worker; the same worker named
 # twice is a usage error.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 source "$DYN_ROOT/tests/e2e/helpers/redis.sh"
@@ -39,3 +39,8 @@ echo "sessions on exactly one worker: $(cut -f1,2 rows.tsv | sort -u | cut -f1 |
 echo "bindings: $(cut -f3 rows.tsv | sort | uniq -c | awk '{printf "%s=%s ", $2, $1}')"
 expect_status 2 dyn-route serve --worker "http://127.0.0.1:$p0" --worker "HTTP://127.0.0.1:$p0/" --port 0 2>&1 |
   sed "s/:$p0/:P/g"
+# --worker-kv-events pairs with the worker whatever the spelling.
+start_router rk --worker "http://127.0.0.1:$p0" --router-kv-events \
+  --worker-kv-events "HTTP://127.0.0.1:$p0/v1/=tcp://127.0.0.1:1"
+curl -sS "$rk_url/v1/workers" | jq -c '[.workers[] | {worker, kv_events_endpoint}]'
+stop "$rk_pid"
