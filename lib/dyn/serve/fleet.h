@@ -169,7 +169,7 @@ class Fleet {
   std::unique_ptr<std::atomic<Worker*>[]> slots_;
   std::atomic<size_t> count_{0};
   std::vector<std::unique_ptr<Worker>> owned_;  ///< under mu_
-  mutable std::mutex mu_;                       ///< orders add() and find()
+  mutable std::mutex mu_;                       ///< one add() at a time (find() and at() take no lock)
   std::mutex routable_mu_;                      ///< one recomputation at a time, so the listener hears them in order
   uint32_t block_size_;
   bool allow_mismatch_;
