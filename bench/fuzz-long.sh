@@ -26,7 +26,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
   esac
 done
-((${#targets[@]})) || targets=(sse headers jsonl workload request_end render kv_events)
+((${#targets[@]})) || targets=(sse headers jsonl workload request_end render kv_events worker_url)
 
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   cmake -S "$root" -B "$build" -DDYN_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ >/dev/null

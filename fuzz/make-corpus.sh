@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Assembles the seed corpus of one fuzz target into DIR from the checked-in seeds (fuzz/seeds/,
 # regression inputs included), the test fixtures (tests/fixtures, its cases/) and the public data in data/ (small files only).
-# Usage: fuzz/make-corpus.sh TARGET DIR   (TARGET: sse headers jsonl workload request_end render kv_events)
+# Usage: fuzz/make-corpus.sh TARGET DIR   (TARGET: sse headers jsonl workload request_end render kv_events
+# worker_url)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cases="$root/tests/fixtures/cases"
@@ -81,6 +82,7 @@ case "$target" in
     for f in "$cases"/*/*.json "$data"/agent-headers/captured/*.jsonl "$data"/dynamo-docs/*.jsonl; do seed "$f"; done
     ;;
   kv_events) ;;  # generator bytes: the checked-in seeds alone (one per layout and unusable kind)
+  worker_url) ;;  # the checked-in URLs alone (spellings of one worker, IPv6, prefixes, ports)
   *) echo "make-corpus.sh: unknown target '$target'" >&2; exit 2 ;;
 esac
 echo "$target: $(find "$dir" -maxdepth 1 -type f | wc -l) seeds in $dir" >&2

@@ -1,4 +1,5 @@
-// dyn-bind live: a router's live binding table from GET /v1/bindings.
+// dyn-bind live: a router's live binding table from GET /v1/bindings, or its workers (GET /v1/workers).
+#include <cstring>
 #include <memory>
 
 #include <fmt/format.h>
@@ -14,11 +15,41 @@
 
 using namespace dyn;
 
+namespace {
+
+/// GET /v1/workers as JSONL (one worker a line) or a table of each worker's state.
+int print_workers(const Json& body, const std::string& where, cli::Format format, cli::Sink& sink) {
+  auto ws = body.find("workers");
+  if (!body.is_object() || ws == body.end() || !ws->is_array())
+    throw Fatal(kExitBadData, where + ": expected {\"workers\": [...]}");
+  io::Output* out = &sink.get();
+  if (!cli::as_table(format, *out)) {
+    for (const Json& w : *ws) out->line(w.dump());
+  } else {
+    std::string t = fmt::format("{:<7} {:<8} {:<9} {:<6} {:<9} {:>9} {:>14}  {}\n", "worker", "state", "circuit",
+                                "source", "in_flight", "active", "bound_sessions", "url");
+    for (const Json& w : *ws) {
+      auto text = [&](const char* k) { return w.contains(k) ? w[k].dump() : std::string("-"); };
+      auto str = [&](const char* k) { return w.contains(k) && w[k].is_string() ? w[k].get<std::string>() : "-"; };
+      std::string active =
+          w.contains("load") && w["load"].contains("active_requests") ? w["load"]["active_requests"].dump() : "-";
+      t += fmt::format("{:<7} {:<8} {:<9} {:<6} {:>9} {:>9} {:>14}  {}\n", text("worker"), str("state"), str("circuit"),
+                       str("source"), text("in_flight"), active, text("bound_sessions"), str("url"));
+    }
+    out->write(t);
+  }
+  sink.close();
+  return static_cast<int>(kExitOk);
+}
+
+}  // namespace
+
 void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
   struct Opts {
     std::string url;
     cli::Format format = cli::Format::kAuto;
     double timeout_secs = 5;
+    bool workers = false;
     cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
@@ -31,6 +62,8 @@ void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
   sub->add_option("--timeout-secs", o->timeout_secs, "Connect and read timeout")
       ->check(dyn::cli::positive())
       ->capture_default_str();
+  sub->add_flag("--workers", o->workers,
+                "Show the router's workers and their state (GET /v1/workers: serving, draining, down) instead");
   cli::add_output_options(*sub, o->out);
   dispatch.add_filter(sub, nullptr, &o->out, [o](cli::Sink& sink) {
     std::string base = o->url;
@@ -39,7 +72,11 @@ void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
     std::string path = slash == std::string::npos ? "" : base.substr(slash);
     if (slash != std::string::npos) base = base.substr(0, slash);
     while (!path.empty() && path.back() == '/') path.pop_back();
-    if (path.size() < 12 || path.substr(path.size() - 12) != "/v1/bindings") path += "/v1/bindings";
+    const std::string want = o->workers ? "/v1/workers" : "/v1/bindings";
+    for (const char* known : {"/v1/bindings", "/v1/workers"})
+      if (path.size() >= std::strlen(known) && path.substr(path.size() - std::strlen(known)) == known)
+        path.resize(path.size() - std::strlen(known));
+    path += want;
     httplib::Client client(base);
     const auto secs = static_cast<time_t>(o->timeout_secs);
     const auto usecs = static_cast<time_t>((o->timeout_secs - static_cast<double>(secs)) * 1e6);
@@ -65,6 +102,7 @@ void setup_live(CLI::App& app, cli::Dispatch& dispatch) {
     } catch (const std::exception& e) {
       throw Fatal(kExitBadData, fmt::format("{}{}: response is not JSON: {}", base, path, e.what()));
     }
+    if (o->workers) return print_workers(body, base + path, o->format, sink);
     auto entries = metrics::parse_bindings(body);
     if (!entries) throw Fatal(kExitBadData, fmt::format("{}{}: {}", base, path, entries.error().message));
     io::Output* out = &sink.get();

@@ -5,6 +5,7 @@
 
 #include "dyn/cli/checks.h"
 #include "dyn/base/defaults.h"
+#include "dyn/http/url.h"
 
 #include "admission_flags.h"
 #include "commands.h"
@@ -23,7 +24,12 @@ std::vector<dyn::serve::KvEventSource> kv_event_sources(const std::vector<std::s
     if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size())
       throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events " + spec + ": expected URL=ZMQ_ADDR[,REPLAY_ADDR]");
     std::string url = spec.substr(0, eq), rest = spec.substr(eq + 1);
-    auto w = std::find(workers.begin(), workers.end(), url);
+    // Paired by canonical URL (issue 51.2): "http://h:8000/" names the worker "http://H:8000".
+    auto canonical = dyn::http::canonical_worker_url(url);
+    auto w = std::find_if(workers.begin(), workers.end(), [&](const std::string& u) {
+      auto c = dyn::http::canonical_worker_url(u);
+      return canonical && c && *c == *canonical;
+    });
     if (w == workers.end())
       throw dyn::Fatal(dyn::kExitUsage, "--worker-kv-events " + spec + ": " + url + " is not one of the --worker URLs");
     size_t i = static_cast<size_t>(w - workers.begin());
@@ -48,6 +54,69 @@ std::vector<dyn::serve::KvEventSource> kv_event_sources(const std::vector<std::s
   return out;
 }
 
+/// Retries, circuit breakers (SGLang model gateway's names and defaults) and request migration
+/// (Dynamo's --migration-limit, env DYN_MIGRATION_LIMIT).
+template <class Opts>
+void add_fault_flags(CLI::App& sub, Opts& o) {
+  const char* g = "Failures";
+  sub.add_option("--migration-limit", o.migration_limit,
+                 "Times one streamed chat or messages generation may move to another worker when its worker dies "
+                 "or stalls mid-stream (0 = never: the stream is cut)")
+      ->envname("DYN_MIGRATION_LIMIT")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 100u))
+      ->group(g);
+  sub.add_option("--retry-max-retries", o.retry.max_retries,
+                 "Retries on another worker of a request that failed before its first byte (connection error, 502, "
+                 "503, 504; 429 with Retry-After)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 100u))
+      ->group(g);
+  sub.add_option("--retry-initial-backoff-ms", o.retry.initial_backoff_ms, "Delay before the first retry")
+      ->capture_default_str()
+      ->check(dyn::cli::finite())
+      ->check(CLI::Range(0.0, 6e5))
+      ->group(g);
+  sub.add_option("--retry-max-backoff-ms", o.retry.max_backoff_ms, "Longest delay between retries")
+      ->capture_default_str()
+      ->check(dyn::cli::finite())
+      ->check(CLI::Range(0.0, 6e5))
+      ->group(g);
+  sub.add_option("--retry-backoff-multiplier", o.retry.multiplier, "Each retry waits this much longer")
+      ->capture_default_str()
+      ->check(dyn::cli::finite())
+      ->check(CLI::Range(1.0, 100.0))
+      ->group(g);
+  sub.add_option("--retry-jitter-factor", o.retry.jitter, "Delays vary by up to this fraction either way")
+      ->capture_default_str()
+      ->check(dyn::cli::finite())
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(g);
+  sub.add_flag("--disable-retries", o.disable_retries, "Never retry a failed request on another worker")->group(g);
+  sub.add_option("--cb-failure-threshold", o.circuit.failure_threshold,
+                 "Consecutive failed requests that open a worker's circuit (not routed to)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u))
+      ->group(g);
+  sub.add_option("--cb-success-threshold", o.circuit.success_threshold,
+                 "Successful requests in half-open that close the circuit again")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 100000u))
+      ->group(g);
+  sub.add_option("--cb-timeout-duration-secs", o.circuit.timeout_s, "An open circuit turns half-open after this")
+      ->capture_default_str()
+      ->check(dyn::cli::finite())
+      ->check(CLI::Range(0.01, 86400.0))
+      ->group(g);
+  sub.add_option("--cb-window-duration-secs", o.circuit.window_s,
+                 "A failure older than this no longer counts towards the threshold")
+      ->capture_default_str()
+      ->check(dyn::cli::finite())
+      ->check(CLI::Range(0.01, 86400.0))
+      ->group(g);
+  sub.add_flag("--disable-circuit-breaker", o.disable_circuit_breaker, "No per-worker circuit breaker")->group(g);
+}
+
 }  // namespace
 
 void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
@@ -64,13 +133,28 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     double health_interval_ms = 1000;
     double health_timeout_ms = 1000;
     unsigned health_failure_threshold = 3;
+    dyn::serve::RetryOptions retry;
+    bool disable_retries = false;
+    dyn::serve::CircuitOptions circuit;
+    bool disable_circuit_breaker = false;
+    unsigned migration_limit = 0;
+    std::string worker_file;
+    double worker_file_interval_ms = 1000;
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand(
       "serve", "Live OpenAI/Anthropic-compatible frontend: session-aware routing to workers, request tracing");
-  sub->add_option("--worker", o->workers, "Worker base URL (repeat; worker ids 0..N-1 in this order)")
-      ->required()
+  sub->add_option("--worker", o->workers,
+                  "Worker base URL (repeat; worker ids 0..N-1 in this order; later workers get the next ids)")
       ->type_name("URL");
+  sub->add_option("--worker-file", o->worker_file,
+                  "Serve over the workers named in FILE (a URL or a JSON worker spec per line), re-read when it "
+                  "changes: named workers are added, drained (\"draining\": true) or removed")
+      ->type_name("FILE");
+  sub->add_option("--worker-file-interval-ms", o->worker_file_interval_ms, "How often --worker-file is read")
+      ->capture_default_str()
+      ->check(dyn::cli::finite())
+      ->check(CLI::Range(10.0, 3.6e6));
   sub->add_option("--worker-kv-events", o->worker_kv_events,
                   "Where worker URL publishes its KV events (vLLM --kv-events-config endpoint, and its replay "
                   "endpoint if any), for --router-kv-events; repeat for every --worker")
@@ -97,6 +181,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                   "down at once)")
       ->capture_default_str()
       ->check(CLI::Range(1u, 1000u));
+  add_fault_flags(*sub, *o);
   sub->add_option("--router-binding-store", o->binding_store,
                   "Share session bindings with other serve replicas through Redis at redis://HOST:PORT[/DB]: "
                   "first claim wins, strict affinity across replicas (needs --router-session-affinity-ttl-secs)")
@@ -119,6 +204,15 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     opt.health_interval_ms = o->health_interval_ms;
     opt.health_timeout_ms = o->health_timeout_ms;
     opt.health_failure_threshold = o->health_failure_threshold;
+    if (o->workers.empty() && o->worker_file.empty())
+      throw dyn::Fatal(dyn::kExitUsage, "at least one --worker URL (or a --worker-file) is needed");
+    opt.worker_file = o->worker_file;
+    opt.worker_file_interval_ms = o->worker_file_interval_ms;
+    opt.retry = o->retry;
+    opt.retry.enabled = !o->disable_retries;
+    opt.circuit = o->circuit;
+    opt.circuit.enabled = !o->disable_circuit_breaker;
+    opt.migration_limit = o->migration_limit;
     opt.tool_name = "dyn-route";
     opt.admission = dyn::cmd::admission_config(o->admission);
     // SPEC 9 capacity: the workers' KV blocks (SPEC 8 default, dyn::kDefaultKvBlocks) x the router block size.

@@ -2,12 +2,13 @@
 # gives the client that 503 with an OpenAI-style error body and never a hang, that under hard
 # affinity the failed dispatch invalidates the session's binding so the next turn rebinds to a
 # live worker, and that once the worker recovers it serves new sessions again; the trace and the
-# mocker's fault counter record each step.
+# mocker's fault counter record each step. It runs with --disable-retries: a retried 503 never
+# reaches the client (e2e serve-retry-before-first-byte shows that).
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 start_mocker w0 --worker-id 0 --speedup-ratio 50 --fault-after 1 --fail-first 2
 start_mocker w1 --worker-id 1 --speedup-ratio 50
 start_router r --worker "$w0_url" --worker "$w1_url" --router-session-affinity-ttl-secs 300 \
-  --health-interval-ms 60000 --request-trace --request-trace-file-path "$PWD/tr" --request-trace-file-format jsonl
+  --health-interval-ms 60000 --disable-retries --request-trace --request-trace-file-path "$PWD/tr" --request-trace-file-format jsonl
 m='[{"role":"user","content":"Plan the migration of the billing service."}]'
 echo "a turn 1: $(chat "$r_url" '{"x-session-id":"a"}' "$m")"
 m=$(grow "$m" 1)

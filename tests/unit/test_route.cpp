@@ -390,11 +390,18 @@ TEST_CASE("hard: invalid bound worker or failed dispatch rebinds once; explicit 
   CHECK(e.worker() == w1);
   CHECK(e.binding() == BindingOutcome::kNone);
   CHECK(e.rebind_reason() == RebindReason::kNone);
-  // Removing the bound worker invalidates the binding.
-  r.remove_worker(h2.worker());
+  // Removing the bound worker drops the binding; the session's next placement is a move with
+  // its reason (issue 53), even when the worker is back by then, and then a hit again.
+  CHECK(r.remove_worker(h2.worker()) == 1);
+  CHECK(r.add_worker(WorkerSpec{h2.worker(), 0, 0}) == std::nullopt);
   auto m = place_ok(r, req("s", {}, 10));
-  CHECK(m.binding() == BindingOutcome::kNew);
-  CHECK(m.worker() != h2.worker());
+  CHECK(m.binding() == BindingOutcome::kRebound);
+  CHECK(m.rebind_reason() == RebindReason::kRemoved);
+  m.commit();
+  m.finish();
+  auto later = place_ok(r, req("s", {}, 10));
+  CHECK(later.binding() == BindingOutcome::kHit);
+  CHECK(later.rebind_reason() == RebindReason::kNone);
 }
 
 TEST_CASE("soft: busy bound worker moves; an older concurrent rebind does not overwrite a newer one") {

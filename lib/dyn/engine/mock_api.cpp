@@ -218,6 +218,10 @@ Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t blo
         if (!x.is_object() || !x.contains("role")) return bad("each message must be an object with a 'role'");
       r.last_user_text = last_user(*m);
       conversation_facts(api, *m, &r);
+      const Json& last = m->back();
+      const bool continues = api == Api::kMessages || body.value("continue_final_message", false);
+      if (continues && last.value("role", "") == "assistant" && last.contains("content"))
+        r.continued_tokens = split_pieces(content_text(last["content"])).size();
       break;
     }
     case Api::kCompletions: {
@@ -398,7 +402,7 @@ ReplyPlan plan_reply(const MockRequest& req, const std::optional<Reply>& scripte
     return p;
   }
   if (!scripted) {
-    p.pieces = filler_pieces(req.max_tokens);
+    p.pieces = filler_pieces(req.max_tokens, req.continued_tokens);
     p.finish_reason = finish_reason_for(p, req.max_tokens);
     return p;
   }

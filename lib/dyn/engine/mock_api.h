@@ -36,6 +36,12 @@ struct MockRequest {
   bool first_turn = true;               ///< no assistant turn (message, tool call) in the history yet
   std::string after_tool;               ///< the request ends with the result of a call to this tool
   std::string last_tool_output;         ///< that result's text ("" when after_tool is empty)
+  /// Output tokens the request continues (a migrated stream, Dynamo --migration-limit): the
+  /// pieces of the final assistant message's text when the request continues it (chat with
+  /// vLLM's "continue_final_message": true; Anthropic messages, whose final assistant message
+  /// is a prefill). The unscripted filler goes on from that position, so a generation moved to
+  /// another worker reads as one (issue 53).
+  uint64_t continued_tokens = 0;
 };
 
 /// Parses and validates a request body. Limits: max_completion_tokens > max_tokens >

@@ -37,38 +37,6 @@
 
 namespace dyn::http {
 
-Expected<UpstreamUrl> UpstreamUrl::parse(std::string_view url) {
-  UpstreamUrl u;
-  u.text = std::string(url);
-  auto bad = [&] { return Error{"bad upstream url '" + std::string(url) + "' (want http://HOST:PORT)", kExitUsage}; };
-  size_t scheme_end = url.find("://");
-  if (scheme_end == std::string_view::npos) return bad();
-  std::string_view scheme = url.substr(0, scheme_end);
-  if (scheme != "http" && scheme != "https") return bad();
-  size_t host_start = scheme_end + 3;
-  size_t path_start = url.find('/', host_start);
-  std::string_view host =
-      url.substr(host_start, path_start == std::string_view::npos ? std::string_view::npos : path_start - host_start);
-  if (host.empty()) return bad();
-  u.scheme_host_port = std::string(url.substr(0, host_start)) + std::string(host);
-  u.tls = scheme == "https";
-  // HOST[:PORT], HOST possibly "[v6]" (whose colons are inside the brackets).
-  size_t colon = host.rfind(':');
-  if (colon != std::string_view::npos && host.find(']', colon) == std::string_view::npos) {
-    u.host = std::string(host.substr(0, colon));
-    u.port = std::string(host.substr(colon + 1));
-  } else {
-    u.host = std::string(host);
-    u.port = u.tls ? "443" : "80";
-  }
-  if (u.host.size() > 2 && u.host.front() == '[' && u.host.back() == ']') u.host = u.host.substr(1, u.host.size() - 2);
-  std::string prefix = path_start == std::string_view::npos ? "" : std::string(url.substr(path_start));
-  while (!prefix.empty() && prefix.back() == '/') prefix.pop_back();
-  if (prefix.size() >= 3 && prefix.compare(prefix.size() - 3, 3, "/v1") == 0) prefix.resize(prefix.size() - 3);
-  u.path_prefix = prefix;
-  return u;
-}
-
 const char* outcome_name(ProxyOutcome::Kind k) {
   switch (k) {
     case ProxyOutcome::Kind::kOk: return "ok";
@@ -478,7 +446,7 @@ awaitable<void> ProxyCall::exchange() {
     if (header_name_equal(k, "content-type")) have_ct = true;
     r.insert(k, v);
   }
-  // The URL's authority as written: "host:port", "[v6]:port", or the host alone on the default port.
+  // The URL's canonical authority: "host:port", "[v6]:port", or the host alone on the default port.
   const std::string& shp = pool_.url().scheme_host_port;
   r.set(bhttp::field::host, shp.substr(shp.find("://") + 3));
   if (!have_ct && !request.body.empty()) r.set(bhttp::field::content_type, request.content_type);
@@ -701,6 +669,22 @@ void ProxyCall::relay(ServerResponse& res, const std::vector<std::pair<std::stri
   ready();
 }
 
+void ProxyCall::continue_stream(std::shared_ptr<BodyStream> out, std::function<void(const ProxyOutcome&)> on_end) {
+  on_end_ = std::move(on_end);
+  auto self = shared_from_this();
+  out->on_close([self] {
+    asio::dispatch(self->io_->ex, [self] {
+      self->client_gone_ = true;
+      self->stop_upstream();
+    });
+  });
+  asio::co_spawn(io_->ex, pump(std::move(out)), asio::detached);
+}
+
+void ProxyCall::cut_stream(std::shared_ptr<BodyStream> out, const std::string& error) {
+  out->write(cut_event(error), [out](bool) { out->abort(); });
+}
+
 void ProxyCall::relay_blocking(ServerResponse& res,
                                const std::vector<std::pair<std::string, std::string>>& extra_headers,
                                std::function<void(const ProxyOutcome&)> on_end) {
@@ -741,6 +725,17 @@ awaitable<void> ProxyCall::pump(std::shared_ptr<BodyStream> out) {
     }
     if (client_gone_) break;
     if (done) {
+      if (!body_complete_ && continuation_ && continuation_->may_continue(error_)) {
+        // Migration: the complete events go out, the partial one is dropped (never the client's),
+        // and the client's stream passes to the continuation, which ends the exchange.
+        if (auto w = write_now(chunk);
+            w == TryWrite::kClosed || (w == TryWrite::kNotNow && !co_await send(std::move(chunk))))
+          break;
+        out->on_close([] {});  // the continuation's call watches the client from now on
+        continuation_->take(std::move(out));
+        continuation_.reset();
+        co_return;
+      }
       if (tap_) tap_->on_end(clock_.now_ms(), chunk);
       if (!body_complete_) {
         // Record the cut before the client can see it, so a client that retries at once meets

@@ -22,22 +22,9 @@
 #include "dyn/base/clock.h"
 #include "dyn/base/error.h"
 #include "dyn/http/event_server.h"
+#include "dyn/http/url.h"
 
 namespace dyn::http {
-
-/// An upstream base URL "http://HOST:PORT[/PREFIX]". A trailing "/" or "/v1" is dropped from the
-/// prefix because request paths already start with /v1 (so "http://w:8000/v1" works as users
-/// write it for OpenAI clients).
-struct UpstreamUrl {
-  std::string text;              ///< as given
-  std::string scheme_host_port;  ///< "http://127.0.0.1:8000"
-  std::string path_prefix;       ///< "" or "/prefix" (no trailing slash)
-  bool tls = false;              ///< https
-  std::string host;              ///< "127.0.0.1" (an IPv6 literal without its brackets)
-  std::string port;              ///< "8000"; 80 or 443 when the URL names none
-  /// Errors (exit code 2): not http(s)://host[:port][/path].
-  static Expected<UpstreamUrl> parse(std::string_view url);
-};
 
 /// Timeouts for upstream calls, in seconds.
 struct UpstreamTimeouts {
@@ -99,6 +86,19 @@ class StreamTap {
   virtual void on_data(std::string_view data, double arrival_ms, std::string& out) { out.append(data); }
   /// The upstream body ended (cleanly or not); append any held-back bytes to `out`.
   virtual void on_end(double now_ms, std::string& out) {}
+};
+
+/// Continues an SSE response whose upstream failed after its headers (a relay's request
+/// migration, --migration-limit): the pump asks it at the cut, never per chunk.
+class StreamContinuation {
+ public:
+  virtual ~StreamContinuation() = default;
+  /// True when the stream goes on elsewhere: the pump then sends the complete events it holds,
+  /// skips the tap's end (a partial event is dropped, never the client's), does not end the
+  /// exchange, and hands the client's stream to take(). `error` says why the upstream ended.
+  virtual bool may_continue(const std::string& error) = 0;
+  /// Takes over `out` once the pump has stopped: the taker writes the rest and ends it.
+  virtual void take(std::shared_ptr<BodyStream> out) = 0;
 };
 
 /// How a proxied exchange ended.
@@ -187,6 +187,16 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   /// rather than a hang. Call after the headers arrived, at most once.
   void relay(ServerResponse& res, const std::vector<std::pair<std::string, std::string>>& extra_headers,
              std::function<void(const ProxyOutcome&)> on_end, std::function<void()> ready);
+  /// Consulted when this call's SSE upstream fails after its headers (set before relay()).
+  void set_continuation(std::shared_ptr<StreamContinuation> c) { continuation_ = std::move(c); }
+  /// Relays this call's SSE body into `out`, a client stream that another call began (the
+  /// continuation of a migrated stream): no status line or headers are written; the body goes
+  /// through the tap, and `on_end` runs once when the response to the client has ended, as with
+  /// relay(). Call after the headers arrived, at most once, instead of relay().
+  void continue_stream(std::shared_ptr<BodyStream> out, std::function<void(const ProxyOutcome&)> on_end);
+  /// Ends a client stream as a cut upstream does: an SSE error event {"error": {..., "type":
+  /// "stream_cut"}} naming `error`, then an aborted chunked response.
+  static void cut_stream(std::shared_ptr<BodyStream> out, const std::string& error);
   /// relay() waited for, from a thread that is not one of the loop's.
   void relay_blocking(ServerResponse& res, const std::vector<std::pair<std::string, std::string>>& extra_headers,
                       std::function<void(const ProxyOutcome&)> on_end);
@@ -227,6 +237,7 @@ class ProxyCall : public std::enable_shared_from_this<ProxyCall> {
   bool timed_out_ = false;
   std::atomic<bool> client_gone_{false};
   std::function<void(const ProxyOutcome&)> on_end_;
+  std::shared_ptr<StreamContinuation> continuation_;
 };
 
 }  // namespace dyn::http

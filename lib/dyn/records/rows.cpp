@@ -155,6 +155,23 @@ void append_request_end(std::string& o, const RequestEnd& r) {
   if (r.turn) num(o, "turn", *r.turn);
   if (r.binding) str(o, "binding", *r.binding);
   if (r.rebind_reason) str(o, "rebind_reason", *r.rebind_reason);
+  if (r.retries) num(o, "retries", r.retries);
+  if (r.migrations) num(o, "migrations", r.migrations);
+  if (!r.attempts.empty()) {
+    o += R"(,"attempts":[)";
+    for (size_t i = 0; i < r.attempts.size(); ++i) {
+      const RequestEnd::Attempt& a = r.attempts[i];
+      o += i ? R"(,{"worker":)" : R"({"worker":)";
+      append_json_number(o, a.worker);
+      str(o, "stage", a.stage);
+      str(o, "error", a.error);
+      num(o, "status", a.status);
+      str(o, "circuit", a.circuit);
+      num(o, "tokens_sent", a.tokens_sent);
+      o += '}';
+    }
+    o += ']';
+  }
   if (r.pause_ms) num(o, "pause_ms", *r.pause_ms);
   if (r.queue_ms) num(o, "queue_ms", *r.queue_ms);
   if (r.warmup) flag(o, "warmup", true);

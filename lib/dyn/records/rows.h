@@ -80,6 +80,17 @@ struct RequestEnd {
   std::optional<uint64_t> block_size, turn;
   std::optional<std::string_view> binding;
   std::optional<std::string_view> rebind_reason;  ///< why a "rebound" binding moved (route::kRebindReasons)
+  /// dyn.retries, dyn.migrations and dyn.attempts (router rows, issue 53): dispatches retried
+  /// before the first byte, moves mid-stream, and each failed attempt. Omitted when zero/empty.
+  uint64_t retries = 0, migrations = 0;
+  struct Attempt {
+    int64_t worker = 0;
+    std::string_view stage, error;  ///< "dispatch" | "stream"; connection, timeout, http, stream_cut
+    int64_t status = 0;             ///< the worker's HTTP status (0: none)
+    std::string_view circuit;       ///< the worker's circuit breaker after the failure
+    uint64_t tokens_sent = 0;
+  };
+  std::span<const Attempt> attempts;
   std::optional<double> pause_ms, queue_ms;
   bool warmup = false;
   bool input_tokens_estimated = false, output_tokens_estimated = false;
@@ -96,7 +107,8 @@ struct RequestEnd {
 /// request_received_ms, ttft_ms, total_time_ms, avg_itl_ms, kv_hit_rate, worker, replay,
 /// finish_reason_metadata }, dyn { status, error, warning, ttst_ms, inter_chunk_ms, chunk_tokens,
 /// request_latency_ms, schedule_lag_ms, scheduled_ms, hash_ids, block_size, turn, binding,
-/// rebind_reason, pause_ms, queue_ms, warmup, input_tokens_estimated, output_tokens_estimated, prompt_sizing }.
+/// rebind_reason, retries, migrations, attempts, pause_ms, queue_ms, warmup,
+/// input_tokens_estimated, output_tokens_estimated, prompt_sizing }.
 /// Strings that may carry invalid UTF-8 (headers, upstream messages) get U+FFFD, as dump's
 /// replace handler does. Thread-safe.
 void append_request_end(std::string& out, const RequestEnd& r);

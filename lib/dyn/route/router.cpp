@@ -50,13 +50,15 @@ Expected<KvEvent> kv_event_from_json(const Json& j) {
 
 namespace {
 constexpr uint32_t kNoSlot = 0xffffffffu;
-}
+double ttl_ms(const RouterConfig& c) { return static_cast<double>(c.affinity_ttl_secs) * 1000.0; }
+}  // namespace
 
 struct Router::Impl {
   struct Worker {
     WorkerSpec spec;
     bool present = true;
     bool healthy = true;
+    bool draining = false;
     uint64_t kv_blocks = 0;
     uint64_t active_requests = 0, active_blocks = 0, prefill_tokens = 0;
     uint64_t decisions = 0;
@@ -108,6 +110,13 @@ struct Router::Impl {
   std::unordered_map<uint64_t, uint32_t> by_id;
   uint64_t rr = 0;
   std::unordered_map<std::string, Entry> table;
+  // Bindings dropped with their removed worker, by key: the key's next placement is reported as
+  // a move with this reason (never followed); forgotten after the affinity TTL.
+  struct Dropped {
+    RebindReason reason = RebindReason::kNone;
+    double at_ms = 0;
+  };
+  std::unordered_map<std::string, Dropped> dropped;
   uint64_t next_gen = 1;
   std::vector<Active> slots;
   std::vector<uint32_t> free_slots;
@@ -151,6 +160,7 @@ std::optional<Error> Router::add_worker(const WorkerSpec& spec) {
     w.spec = spec;
     w.present = true;
     w.healthy = true;
+    w.draining = false;
     w.kv_blocks = spec.kv_blocks ? spec.kv_blocks : cfg_.worker_kv_blocks;
     return std::nullopt;
   }
@@ -165,24 +175,62 @@ std::optional<Error> Router::add_worker(const WorkerSpec& spec) {
   return std::nullopt;
 }
 
-void Router::remove_worker(uint64_t id) {
+size_t Router::remove_worker(uint64_t id) {
   std::lock_guard lk(impl_->mu);
   auto& I = *impl_;
   auto it = I.by_id.find(id);
-  if (it == I.by_id.end()) return;
+  if (it == I.by_id.end()) return 0;
   uint32_t s = it->second;
   I.workers[s].present = false;
   I.index.clear_worker(s);
-  bool erased = false;
+  const double now = clock_.now_ms();
+  size_t erased = 0;
   for (auto e = I.table.begin(); e != I.table.end();) {
     if (e->second.worker == s) {
+      if (I.listener) I.listener->dropped(e->first, e->second.parent, id);
+      if (I.dropped.size() < cfg_.max_bindings) I.dropped[e->first] = Impl::Dropped{RebindReason::kRemoved, now};
       e = I.table.erase(e);
-      erased = true;
+      ++erased;
     } else {
       ++e;
     }
   }
   if (erased) I.cv.notify_all();
+  return erased;
+}
+
+void Router::set_draining(uint64_t id, bool draining) {
+  std::lock_guard lk(impl_->mu);
+  auto it = impl_->by_id.find(id);
+  if (it != impl_->by_id.end()) impl_->workers[it->second].draining = draining;
+}
+
+void Router::note_moved(const std::string& key, RebindReason reason) {
+  auto& I = *impl_;
+  std::lock_guard lk(I.mu);
+  auto it = I.table.find(key);
+  if (it != I.table.end() && I.workers[it->second.worker].present) return;
+  if (I.dropped.size() < cfg_.max_bindings) I.dropped[key] = Impl::Dropped{reason, clock_.now_ms()};
+}
+
+bool Router::any_eligible(std::span<const uint64_t> avoid) const {
+  std::lock_guard lk(impl_->mu);
+  for (const auto& w : impl_->workers)
+    if (w.present && w.healthy && !w.draining && std::find(avoid.begin(), avoid.end(), w.spec.id) == avoid.end())
+      return true;
+  return false;
+}
+
+std::vector<std::pair<uint64_t, uint64_t>> Router::bindings_per_worker() const {
+  auto& I = *impl_;
+  std::lock_guard lk(I.mu);
+  std::vector<uint64_t> n(I.workers.size(), 0);
+  const double now = clock_.now_ms();
+  for (const auto& [k, e] : I.table)
+    if (e.initializing || e.leases > 0 || e.idle_since_ms + ttl_ms(cfg_) > now) ++n[e.worker];
+  std::vector<std::pair<uint64_t, uint64_t>> out;
+  for (size_t s = 0; s < I.workers.size(); ++s) out.emplace_back(I.workers[s].spec.id, n[s]);
+  return out;
 }
 
 std::optional<Error> Router::set_workers(const std::vector<WorkerSpec>& specs) {
@@ -219,10 +267,6 @@ void Router::apply_kv_event(uint64_t worker_id, const KvEvent& e) {
   }
 }
 
-namespace {
-double ttl_ms(const RouterConfig& c) { return static_cast<double>(c.affinity_ttl_secs) * 1000.0; }
-}  // namespace
-
 // Sweeps expired bindings and index blocks. Caller holds the lock.
 // `periodic`: the lazy sweep of place(), which skips the binding scan while nothing can have
 // expired (Impl::no_expiry_before_ms); the others scan always.
@@ -242,6 +286,8 @@ static void sweep_locked(Router::Impl& I, const RouterConfig& cfg, double now, b
       ++e;
     }
     I.no_expiry_before_ms = earliest;
+    for (auto d = I.dropped.begin(); d != I.dropped.end();)
+      d = d->second.at_ms + ttl <= now ? I.dropped.erase(d) : std::next(d);
   }
   if (!cfg.kv_events) I.index.expire(now);
   double period = 30'000;
@@ -267,13 +313,25 @@ struct Pick {
   std::optional<uint32_t> avoid;  // slot of the worker a retry must not get again
 
   uint32_t n() const { return static_cast<uint32_t>(I.workers.size()); }
-  bool usable(uint32_t s) const { return I.workers[s].present && I.workers[s].healthy && (!avoid || *avoid != s); }
-  // Why a bound worker that is not kept lost its session: gone, unhealthy, its dispatch just
-  // failed (the retry avoids it), else busy (soft affinity only).
+  bool avoided(uint32_t s) const {
+    if (avoid && *avoid == s) return true;
+    for (uint64_t id : req.avoid_workers)
+      if (I.workers[s].spec.id == id) return true;
+    return false;
+  }
+  bool usable(uint32_t s) const {
+    const auto& w = I.workers[s];
+    return w.present && w.healthy && !w.draining && !avoided(s);
+  }
+  // Why a bound worker that is not kept lost its session (SPEC 2.3): gone, draining, unhealthy
+  // (down or its circuit open), its dispatch just failed (the retry avoids it), else busy (soft
+  // affinity only).
   RebindReason why_not(uint32_t s) const {
-    if (!I.workers[s].present) return RebindReason::kRemoved;
-    if (!I.workers[s].healthy) return RebindReason::kUnhealthy;
-    if (avoid && *avoid == s) return RebindReason::kDispatchFailed;
+    const auto& w = I.workers[s];
+    if (!w.present) return RebindReason::kRemoved;
+    if (w.draining) return RebindReason::kDrained;
+    if (!w.healthy) return RebindReason::kUnhealthy;
+    if (avoided(s)) return RebindReason::kDispatchFailed;
     return RebindReason::kBusy;
   }
   // Over a busy threshold (SPEC 3.2): decode blocks beyond a share of the KV pool, or prefill
@@ -451,6 +509,7 @@ static void own_new_binding(Router::Impl& I, Bound& b, const std::string& parent
   e.leases = 1;
   e.gen = I.next_gen++;
   e.parent = parent;
+  if (!I.dropped.empty()) I.dropped.erase(b.key);  // bound again: its old move is told
   b.role = Router::Impl::Role::kOwner;
   b.gen = e.gen;
   I.table.emplace(b.key, std::move(e));
@@ -517,6 +576,7 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
         b.outcome = BindingOutcome::kHit;
         break;
       }
+      b.reason = p.why_not(bw);
       if (cfg.affinity_mode == AffinityMode::kSoft) {
         b.chosen = select(p);
         if (b.chosen == kNoSlot) return Error{"no healthy worker available", 503};
@@ -547,9 +607,14 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
     }
     b.chosen = select(p);
     if (b.chosen == kNoSlot) return Error{"no healthy worker available", 503};
-    own_new_binding(I, b, req.parent_session_id);
     b.outcome = (req.retry && req.retry->was_bound) ? BindingOutcome::kRebound : absent_outcome;
     if (b.outcome == BindingOutcome::kRebound) b.reason = RebindReason::kDispatchFailed;
+    if (auto d = I.dropped.find(key); d != I.dropped.end()) {
+      // Dropped with its removed worker: a forced move, never a new session.
+      b.outcome = BindingOutcome::kRebound;
+      b.reason = d->second.reason;
+    }
+    own_new_binding(I, b, req.parent_session_id);
     break;
   }
   if (gave_up) {
@@ -786,6 +851,7 @@ bool Router::adopt_binding(const std::string& key, const std::string& parent, ui
   auto w = I.by_id.find(worker);
   if (w == I.by_id.end() || key.empty()) return false;
   double now = clock_.now_ms();
+  if (!I.dropped.empty()) I.dropped.erase(key);
   auto it = I.table.find(key);
   if (it == I.table.end()) {
     if (I.table.size() >= cfg_.max_bindings) return false;

@@ -94,6 +94,9 @@ struct RouteRequest {
   bool explain = false;
   /// Set on the one retry after Placement::fail() advised it: the failed worker is avoided.
   std::optional<RetryAdvice> retry;
+  /// Workers a retry must not get (ids of the workers its earlier attempts failed on). A binding
+  /// to one of them moves (RebindReason::kUnhealthy).
+  std::span<const uint64_t> avoid_workers;
   /// true (live server): a request whose key is "initializing" blocks until that first dispatch
   /// commits or fails (SPEC 2.2.2). false (single-threaded simulator): it follows the
   /// initializing placement's worker at once instead of blocking.
@@ -252,8 +255,24 @@ class Router {
   /// would silently be zero.
   std::optional<Error> add_worker(const WorkerSpec& spec);
   /// Removes a worker: it is no longer a candidate, its index entries are dropped and every
-  /// binding to it is invalidated (SPEC 2.3). Active placements on it finish normally.
-  void remove_worker(uint64_t id);
+  /// binding to it is dropped (each told to the binding listener), never followed again: the
+  /// session's next placement is "rebound" with RebindReason::kRemoved, even if the worker comes
+  /// back meanwhile (SPEC 2.3). Active placements on it finish normally. Returns the number of
+  /// bindings dropped.
+  size_t remove_worker(uint64_t id);
+  /// A draining worker takes no new placements; a binding to it moves at its next placement
+  /// (RebindReason::kDrained, hard and soft alike) while its placements in flight finish normally.
+  /// An explicit worker target still reaches it.
+  void set_draining(uint64_t id, bool draining);
+  /// True when a placement avoiding `avoid` has a candidate: a present, healthy, not draining
+  /// worker outside the list (a retry's check before it gives up the failed response).
+  bool any_eligible(std::span<const uint64_t> avoid) const;
+  /// The binding of `key` (a session id or parent group key) was dropped elsewhere with
+  /// `reason` (a shared store naming a worker this replica removed): unless the key is bound
+  /// here, its next placement is reported as a move with that reason, as remove_worker() does.
+  void note_moved(const std::string& key, RebindReason reason);
+  /// Live bindings per worker id (GET /v1/workers bound_sessions), in worker order.
+  std::vector<std::pair<uint64_t, uint64_t>> bindings_per_worker() const;
   /// Replaces the worker set (adds new ids, removes missing ones). First error aborts.
   std::optional<Error> set_workers(const std::vector<WorkerSpec>& specs);
   /// Health changes (serve's health checks): an unhealthy worker is not a candidate and a hard

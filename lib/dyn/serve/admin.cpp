@@ -33,6 +33,7 @@ void AdminPages::add_routes(http::EventServer& s, bool guarded) const {
           res.set_content(j.dump(2) + "\n", "application/json");
         }));
   }
+  if (s_.members) add_worker_routes(s, admin);
   if (!s_.opt.run_config.is_null()) {
     s.route("GET", "/v1/run-config", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
               res.set_content(s_.opt.run_config.dump(2, ' ', false, Json::error_handler_t::replace) + "\n",
@@ -51,6 +52,37 @@ void AdminPages::add_routes(http::EventServer& s, bool guarded) const {
   });
 }
 
+void AdminPages::add_worker_routes(
+    http::EventServer& s, const std::function<http::EventServer::Handler(http::EventServer::Handler)>& admin) const {
+  Membership* m = s_.members;
+  // The body of a worker verb, or a 400 that says what is wrong with it.
+  auto spec_of = [](const http::ServerRequest& req, http::ServerResponse& res, bool url_only) {
+    Json j = Json::parse(req.body, nullptr, false);
+    auto spec =
+        j.is_discarded() ? Expected<WorkerSpec>(Error{"the body is not JSON", 400}) : parse_worker_spec(j, url_only);
+    if (!spec) http::set_error(res, 400, "invalid_request_error", spec.error().message);
+    return spec;
+  };
+  auto answer = [](http::ServerResponse& res, const Membership::Answer& a) {
+    res.status = a.status;
+    res.set_content(a.body.dump(2) + "\n", "application/json");
+  };
+  s.route("GET", "/v1/workers", admin([m](const http::ServerRequest&, http::ServerResponse& res) {
+            res.set_content(m->list().dump(2) + "\n", "application/json");
+          }));
+  s.route("POST", "/v1/workers", admin([m, spec_of, answer](const http::ServerRequest& req, http::ServerResponse& res) {
+            if (auto spec = spec_of(req, res, false)) answer(res, m->add(*spec, WorkerSource::kApi));
+          }));
+  s.route("POST", "/v1/workers/drain",
+          admin([m, spec_of, answer](const http::ServerRequest& req, http::ServerResponse& res) {
+            if (auto spec = spec_of(req, res, true)) answer(res, m->drain(spec->url));
+          }));
+  s.route("DELETE", "/v1/workers",
+          admin([m, spec_of, answer](const http::ServerRequest& req, http::ServerResponse& res) {
+            if (auto spec = spec_of(req, res, true)) answer(res, m->remove(spec->url));
+          }));
+}
+
 void AdminPages::add_health_route(http::EventServer& s) const {
   s.route("GET", "/health", [this](const http::ServerRequest& req, http::ServerResponse& res) {
     bool any = false;
@@ -65,9 +97,11 @@ Json AdminPages::health_json(bool* any_healthy) const {
   Json ws = Json::array();
   bool any = false;
   for (size_t i = 0; i < s_.fleet.size(); ++i) {
-    bool h = s_.fleet.at(i).healthy.load();
-    any = any || h;
-    ws.push_back(Json{{"worker", i}, {"url", s_.fleet.at(i).url}, {"healthy", h}});
+    const Fleet::Worker& w = s_.fleet.at(i);
+    if (!w.present()) continue;
+    bool h = w.routable.load();
+    any = any || (h && w.state.load() == WorkerState::kServing);
+    ws.push_back(Json{{"worker", i}, {"url", w.url}, {"healthy", h}});
   }
   if (any_healthy) *any_healthy = any;
   Json j = Json::object();
@@ -104,9 +138,8 @@ void store_rows(std::vector<StoredBinding>& rows, const std::vector<route::Bindi
   });
   for (const auto& r : rows) {
     Json j = binding_key_json(r.session_id, r.parent_session_id);
-    std::optional<size_t> w;
-    for (size_t i = 0; i < fleet.size() && !w; ++i)
-      if (fleet.at(i).url == r.worker_url) w = i;
+    std::optional<size_t> w = fleet.find(r.worker_url);
+    if (w && !fleet.at(*w).present()) w.reset();
     j["worker"] = w ? Json(static_cast<uint64_t>(*w)) : Json(nullptr);
     j["worker_url"] = r.worker_url;
     auto m = mine.find({r.session_id, r.parent_session_id});

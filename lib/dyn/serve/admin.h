@@ -1,7 +1,8 @@
-// The admin pages of a frontend: /v1/bindings, /v1/programs, /v1/run-config, /metrics and the
-// detailed /health, read from the other parts' state (never changing it).
+// The admin pages of a frontend: /v1/bindings, /v1/programs, /v1/run-config, /metrics, the
+// detailed /health, read from the other parts' state, and the worker verbs (/v1/workers).
 #pragma once
 
+#include <functional>
 #include <string>
 
 #include "dyn/base/clock.h"
@@ -9,6 +10,7 @@
 #include "dyn/http/event_server.h"
 #include "dyn/serve/fleet.h"
 #include "dyn/serve/kv_feeds.h"
+#include "dyn/serve/membership.h"
 #include "dyn/serve/options.h"
 #include "dyn/serve/placer.h"
 #include "dyn/serve/relay.h"
@@ -16,9 +18,10 @@
 
 namespace dyn::serve {
 
-/// What the pages read. `placer` and `kv` are null where the frontend has none (capture mode,
-/// a predicted index); the placer is not const only because listing the shared binding store
-/// takes one of its connections.
+/// What the pages read. `placer`, `kv` and `members` are null where the frontend has none
+/// (capture mode, a predicted index); the placer is not const only because listing the shared
+/// binding store takes one of its connections. The worker verbs change the fleet through
+/// `members` (Membership), the one part that does.
 struct AdminSources {
   const FrontendOptions& opt;
   const Clock& clock;
@@ -27,9 +30,12 @@ struct AdminSources {
   const KvFeeds* kv;
   const Relay& relay;
   const RequestTrace& trace;
+  Membership* members;
 };
 
 /// The admin endpoints. They answer on the admin listener when there is one (--admin-port);
+/// GET /v1/workers lists the workers, POST /v1/workers adds one, POST /v1/workers/drain drains
+/// one, DELETE /v1/workers removes one (JSON bodies, Membership's answers; serve mode).
 /// otherwise on the main listener, to loopback peers only (403 for others) unless
 /// admin_allow_remote. /health stays on the main listener for load balancers, with worker
 /// details for admin peers only.
@@ -53,6 +59,9 @@ class AdminPages {
 
  private:
   bool admin_separate() const { return s_.opt.admin_listen.port >= 0; }
+  /// The worker verbs on `server`, each wrapped by `admin` (the loopback guard).
+  void add_worker_routes(http::EventServer& server,
+                         const std::function<http::EventServer::Handler(http::EventServer::Handler)>& admin) const;
   /// Admin endpoints on the main listener: loopback peers, or anyone with admin_allow_remote.
   bool admin_allowed(const http::ServerRequest& req) const {
     return s_.opt.admin_allow_remote || http::is_loopback_address(req.remote_addr);

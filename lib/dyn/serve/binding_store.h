@@ -106,13 +106,17 @@ std::unique_ptr<BindingStore> make_redis_store(const StoreUrl& url, uint64_t ttl
 /// - a hit on a trusted copy refreshes the store's TTL without a round trip (queued);
 /// - lease ends refresh the TTL, dropped bindings (failed first dispatch, hard invalidation) are
 ///   deleted from the store if they still hold this replica's worker (Router::BindingListener).
-/// A store value naming a URL that is not one of `worker_urls` is ignored with one warning per
-/// URL (and overwritten by this replica's placement). While the store is down every call goes
-/// straight to the router (its local table), so no request fails or waits because of the store.
+/// Workers are named in the store by their canonical URL (http::canonical_worker_url, issue 51.2),
+/// and a value is canonicalized before it is compared, so replicas given different spellings of a
+/// worker agree. A value naming a worker this replica removed is not followed (the placement is a
+/// move, RebindReason::kRemoved); one naming a URL this replica never had is ignored with one
+/// warning per URL; both are overwritten by this replica's placement. While the store is down
+/// every call goes straight to the router (its local table), so no request fails or waits
+/// because of the store.
 class SharedBindings : public route::BindingListener {
  public:
-  /// `worker_urls[i]` is router worker id i. The router and clock must outlive this object; the
-  /// constructor installs itself as the router's binding listener.
+  /// `worker_urls[i]` is router worker id i (canonicalized here). The router and clock must
+  /// outlive this object; the constructor installs itself as the router's binding listener.
   SharedBindings(route::Router& router, std::unique_ptr<BindingStore> store, std::vector<std::string> worker_urls,
                  const Clock& clock);
   ~SharedBindings() override;
@@ -120,17 +124,21 @@ class SharedBindings : public route::BindingListener {
   /// Router::place() with the store consulted as above. Same errors as Router::place().
   Expected<route::Placement> place(const route::RouteRequest& req);
 
+  /// Worker `id` is named `url` (canonicalized) and `present` (false: removed) from now on.
+  void set_worker(uint64_t id, const std::string& url, bool present);
+
   BindingStore& store() { return *store_; }
   const BindingStore& store() const { return *store_; }
 
   /// Counters for /metrics.
   struct Stats {
-    uint64_t round_trips = 0;  ///< places that read the store
-    uint64_t cached = 0;       ///< places that trusted a copy (no round trip)
-    uint64_t claims = 0;       ///< claims and compare-and-sets sent
-    uint64_t conflicts = 0;    ///< claims lost to another replica (request placed again)
-    uint64_t bad_values = 0;   ///< store values naming an unknown worker URL
-    uint64_t local_only = 0;   ///< places while the store was down
+    uint64_t round_trips = 0;     ///< places that read the store
+    uint64_t cached = 0;          ///< places that trusted a copy (no round trip)
+    uint64_t claims = 0;          ///< claims and compare-and-sets sent
+    uint64_t conflicts = 0;       ///< claims lost to another replica (request placed again)
+    uint64_t bad_values = 0;      ///< store values naming an unknown worker URL
+    uint64_t removed_values = 0;  ///< store values naming a worker this replica removed (not followed)
+    uint64_t local_only = 0;      ///< places while the store was down
   };
   Stats stats() const;
 
@@ -142,20 +150,25 @@ class SharedBindings : public route::BindingListener {
     uint64_t worker = 0;
     double read_ms = 0;
   };
-  std::optional<uint64_t> worker_of(const std::string& url, const std::string& key);
+  /// The present worker named by store value `url`; nullopt for a removed (*removed set) or
+  /// unknown one.
+  std::optional<uint64_t> worker_of(const std::string& url, const std::string& key, bool* removed);
+  std::string url_of(uint64_t worker) const;
   void remember(const std::string& key, uint64_t worker);
   void forget(const std::string& key);
   void changed(const std::string& id, const std::string& parent);
 
   route::Router& router_;
   std::unique_ptr<BindingStore> store_;
-  std::vector<std::string> urls_;
+  std::vector<std::string> urls_;  ///< under mu_: canonical URL per worker id
+  std::vector<bool> removed_;      ///< under mu_
   const Clock& clock_;
   double ttl_ms_ = 0;
   mutable std::mutex mu_;
   std::unordered_map<std::string, Copy> copies_;  ///< router key -> trusted store value
   std::unordered_set<std::string> warned_urls_;
-  std::atomic<uint64_t> round_trips_{0}, cached_{0}, claims_{0}, conflicts_{0}, bad_values_{0}, local_only_{0};
+  std::atomic<uint64_t> round_trips_{0}, cached_{0}, claims_{0}, conflicts_{0}, bad_values_{0}, local_only_{0},
+      removed_values_{0};
 };
 
 }  // namespace dyn::serve

@@ -18,6 +18,17 @@
 
 namespace dyn::serve {
 
+/// A dispatch that failed and was given up for another worker (dyn.attempts): a retry before
+/// the first byte, or a migration mid-stream.
+struct FailedAttempt {
+  int worker = -1;
+  const char* stage = "dispatch";  ///< "dispatch" (before the first byte) or "stream" (migrated)
+  std::string error;               ///< connection, timeout, http, stream_cut
+  int status = 0;                  ///< the worker's HTTP status (0: none)
+  const char* circuit = "closed";  ///< the worker's circuit breaker after the failure
+  uint64_t tokens_sent = 0;        ///< tokens the client had when the stream moved
+};
+
 /// One request from arrival to its request_end row.
 struct Exchange {
   Exchange() = default;
@@ -48,7 +59,14 @@ struct Exchange {
   /// sent the request ends the exchange as cancelled instead, and `call` is cancelled.
   std::atomic<bool> client_gone{false};
   std::mutex call_mu;                   ///< orders `call` against client_gone's callback
-  std::weak_ptr<http::ProxyCall> call;  ///< the attempt in flight
+  std::weak_ptr<http::ProxyCall> call;  ///< the attempt in flight (a migration's continuation too)
+  // Retries and migrations (issue 53): all empty or zero until one happens.
+  unsigned retries = 0;                      ///< dyn.retries: dispatches retried before the first byte
+  unsigned migrations = 0;                   ///< dyn.migrations: moves mid-stream (and resent timeouts)
+  std::vector<FailedAttempt> failed;         ///< dyn.attempts
+  std::vector<uint64_t> avoid;               ///< workers this request failed on (never tried again)
+  std::optional<route::RetryAdvice> advice;  ///< the router's word after a failed bound dispatch
+  std::unique_ptr<StreamLog> log;            ///< what the stream sent (--migration-limit > 0)
 };
 
 /// The latency figures of an exchange (SPEC 7) from the tap's content-chunk stamps: one rule for

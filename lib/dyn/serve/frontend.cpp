@@ -8,12 +8,15 @@
 #include <mutex>
 #include <thread>
 
+#include <fmt/format.h>
+
 #include "dyn/http/event_server.h"
 #include "dyn/serve/admin.h"
 #include "dyn/serve/fleet.h"
 #include "dyn/serve/health.h"
 #include "dyn/serve/intake.h"
 #include "dyn/serve/kv_feeds.h"
+#include "dyn/serve/membership.h"
 #include "dyn/serve/placer.h"
 #include "dyn/serve/relay.h"
 #include "dyn/serve/request_trace.h"
@@ -22,10 +25,12 @@ namespace dyn::serve {
 
 namespace {
 
-/// The options once checked (Fatal, exit 2, for what no part checks): at least one worker,
-/// exactly one in capture mode; in serve mode the trace's block size is the router's.
+/// The options once checked (Fatal, exit 2, for what no part checks): at least one worker (or a
+/// worker file, which may name none yet), exactly one in capture mode; in serve mode the trace's
+/// block size is the router's.
 FrontendOptions checked_options(FrontendOptions o) {
-  if (o.workers.empty()) throw Fatal(kExitUsage, "at least one --worker URL is needed");
+  if (o.workers.empty() && (o.capture || o.worker_file.empty()))
+    throw Fatal(kExitUsage, "at least one --worker URL (or a --worker-file) is needed");
   if (o.capture && o.workers.size() != 1) throw Fatal(kExitUsage, "capture takes exactly one --upstream");
   if (!o.capture) o.trace_block_size = o.router.block_size;
   return o;
@@ -49,6 +54,7 @@ struct Frontend::Impl {
   std::unique_ptr<Fleet> fleet;
   std::unique_ptr<Placer> placer;        ///< serve mode
   std::unique_ptr<KvFeeds> kv;           ///< --router-kv-events
+  std::unique_ptr<Membership> members;   ///< serve mode: workers joining and leaving
   std::unique_ptr<HealthPoller> health;  ///< serve mode
   std::unique_ptr<RequestTrace> trace;
   std::unique_ptr<Relay> relay;
@@ -70,27 +76,39 @@ Frontend::Impl::Impl(FrontendOptions o, const Clock& c)
       loop(loop_threads(), opt.listen.threads),
       server(loop, opt.max_request_bytes),
       admin_server(loop, opt.max_request_bytes) {
+  CircuitOptions circuit = opt.circuit;
+  if (opt.capture) circuit.enabled = false;  // one upstream, nowhere else to go
   fleet = std::make_unique<Fleet>(opt.workers, loop, opt.upstream, opt.capture ? 0 : opt.router.block_size,
-                                  opt.allow_block_size_mismatch);
+                                  opt.allow_block_size_mismatch, circuit, clock);
   if (!opt.capture) {
     placer = std::make_unique<Placer>(opt, *fleet, clock);
     fleet->on_health_change([p = placer.get()](size_t i, bool ok) { p->on_health_change(i, ok); });
     if (opt.router.kv_events) {
-      kv = std::make_unique<KvFeeds>(opt.kv_events, *fleet, placer->router(), opt.router.block_size);
+      kv = std::make_unique<KvFeeds>(*fleet, placer->router(), opt.router.block_size);
+      if (opt.kv_events.size() != fleet->size())
+        throw Fatal(kExitUsage, fmt::format("--router-kv-events needs the KV event endpoint of every worker "
+                                            "(--worker-kv-events URL=ENDPOINT[,REPLAY]); {} of {} given",
+                                            opt.kv_events.size(), fleet->size()));
+      for (size_t i = 0; i < opt.kv_events.size(); ++i)
+        if (auto e = kv->add(i, opt.kv_events[i])) throw Fatal(kExitUsage, e->message);
     } else if (!opt.kv_events.empty()) {
       throw Fatal(kExitUsage, "--worker-kv-events needs --router-kv-events (the index is predicted otherwise)");
     }
+    members = std::make_unique<Membership>(opt, *fleet, *placer, kv.get());
     health = std::make_unique<HealthPoller>(
         *fleet, HealthPollOptions{opt.health_interval_ms, opt.health_timeout_ms, opt.health_failure_threshold});
   }
   if (opt.trace_block_size == 0) throw Fatal(kExitUsage, "block size must be > 0");
   trace = std::make_unique<RequestTrace>(clock, opt.trace_block_size, !opt.capture);
   relay = std::make_unique<Relay>(opt, clock, loop, *fleet, placer.get(), kv ? &kv->adapters() : nullptr, *trace);
-  admin = std::make_unique<AdminPages>(AdminSources{opt, clock, *fleet, placer.get(), kv.get(), *relay, *trace});
+  admin = std::make_unique<AdminPages>(
+      AdminSources{opt, clock, *fleet, placer.get(), kv.get(), *relay, *trace, members.get()});
   add_api_routes();
   add_other_routes();
   // Last: the subscriber threads use the router, health flags and admission set up above. A bad
-  // ZMQ address is a usage error here, before any thread of serve() exists.
+  // ZMQ address is a usage error here, before any thread of serve() exists; an unreadable worker
+  // file an I/O error, before the server says it listens.
+  if (members) members->start();
   if (kv) kv->start();
 }
 
@@ -196,6 +214,7 @@ void Frontend::serve() {
   m.loop.shutdown();
   if (m.placer) m.placer->stop();
   if (m.health) m.health->join();
+  if (m.members) m.members->stop();
   if (m.kv) m.kv->stop();
   m.trace->close();
 }

@@ -96,13 +96,29 @@ void poll_once(Fleet& fleet, size_t i, Polled& p, unsigned failure_threshold) {
 }  // namespace
 
 void HealthPoller::run() {
-  std::vector<Polled> polled(fleet_.size());
-  for (size_t i = 0; i < polled.size(); ++i) polled[i].client = poll_client(fleet_.at(i).pool, opt_.timeout_ms);
+  std::vector<Polled> polled;
+  // The loop wakes at least every 100 ms so an open circuit turns half-open on time (Fleet::tick)
+  // whatever the polling period; each worker is polled once per period.
+  const double tick_ms = std::min(opt_.interval_ms, 100.0);
+  auto next_round = std::chrono::steady_clock::now();
   for (;;) {
-    for (size_t i = 0; i < polled.size(); ++i) poll_once(fleet_, i, polled[i], opt_.failure_threshold);
+    fleet_.tick();
+    if (std::chrono::steady_clock::now() >= next_round) {
+      next_round += std::chrono::microseconds(static_cast<int64_t>(opt_.interval_ms * 1000));
+      // Workers that joined since the last round are polled from this one on; removed ones not.
+      for (size_t i = 0, n = fleet_.size(); i < n; ++i) {
+        if (polled.size() <= i) polled.resize(i + 1);
+        if (!fleet_.at(i).present()) {
+          polled[i] = Polled{};
+          continue;
+        }
+        if (!polled[i].client) polled[i].client = poll_client(fleet_.at(i).pool, opt_.timeout_ms);
+        poll_once(fleet_, i, polled[i], opt_.failure_threshold);
+      }
+      if (next_round < std::chrono::steady_clock::now()) next_round = std::chrono::steady_clock::now();
+    }
     std::unique_lock<std::mutex> lk(mu_);
-    if (cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>(opt_.interval_ms * 1000)),
-                     [&] { return stopping_; }))
+    if (cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>(tick_ms * 1000)), [&] { return stopping_; }))
       return;
   }
 }

@@ -1,4 +1,5 @@
-// Worker health polls: GET /health on every worker of the fleet, on a thread of its own.
+// Worker health polls: GET /health on every worker of the fleet, and the circuit breakers' clock,
+// on a thread of its own.
 #pragma once
 
 #include <condition_variable>
@@ -19,7 +20,9 @@ struct HealthPollOptions {
 /// Polls each worker's GET /health and marks it up or down in the fleet (serve mode). A worker
 /// goes down after `failure_threshold` failed polls in a row, unless it completed proxied requests
 /// since the previous poll (busy, not dead); a 200 brings it back, and its `kv_block_size`
-/// metadata (dyn-mocker's) goes through the fleet's block size rule.
+/// metadata (dyn-mocker's) goes through the fleet's block size rule. Workers that join later are
+/// polled from the next round, removed ones no more. Between rounds (at least every 100 ms) the
+/// thread turns open circuits whose timeout passed half-open (Fleet::tick), beside the polls.
 class HealthPoller {
  public:
   HealthPoller(Fleet& fleet, HealthPollOptions options) : fleet_(fleet), opt_(options) {}

@@ -8,40 +8,67 @@
 
 namespace dyn::serve {
 
-KvFeeds::KvFeeds(const std::vector<KvEventSource>& sources, Fleet& fleet, route::Router& router, uint32_t block_size)
-    : fleet_(fleet), router_(router) {
-  if (sources.size() != fleet.size())
-    throw Fatal(kExitUsage, fmt::format("--router-kv-events needs the KV event endpoint of every worker "
-                                        "(--worker-kv-events URL=ENDPOINT[,REPLAY]); {} of {} given",
-                                        sources.size(), fleet.size()));
-  for (size_t i = 0; i < sources.size(); ++i) {
-    const KvEventSource& src = sources[i];
-    if (src.endpoint.empty())
-      throw Fatal(kExitUsage, fmt::format("worker {} ({}) has no KV event endpoint", i, fleet.at(i).url));
-    auto f = std::make_unique<Feed>(block_size, &adapters_);
-    kvevents::Subscriber::Handler h;
-    h.batch = [this, i](uint64_t, const kvevents::EventBatch& b, bool) { on_batch(i, b); };
-    h.reset = [this, i](const std::string&) { on_reset(i); };
-    f->sub = std::make_unique<kvevents::Subscriber>(
-        kvevents::SubscriberOptions{src.endpoint, src.replay_endpoint, "",
-                                    fmt::format("worker {} ({})", i, src.endpoint), 2000},
-        std::move(h));
-    feeds_.push_back(std::move(f));
-  }
-}
+KvFeeds::KvFeeds(Fleet& fleet, route::Router& router, uint32_t block_size)
+    : fleet_(fleet),
+      router_(router),
+      block_size_(block_size),
+      slots_(std::make_unique<std::atomic<Feed*>[]>(Fleet::kMaxWorkers)) {}
 
 KvFeeds::~KvFeeds() { stop(); }
 
+std::optional<Error> KvFeeds::add(size_t i, const KvEventSource& src) {
+  if (src.endpoint.empty())
+    return Error{fmt::format("worker {} ({}) has no KV event endpoint", i, fleet_.at(i).url), kExitUsage};
+  auto f = std::make_unique<Feed>(block_size_, &adapters_, src);
+  f->worker = i;
+  Feed* fp = f.get();
+  kvevents::Subscriber::Handler h;
+  h.batch = [this, fp](uint64_t, const kvevents::EventBatch& b, bool) { on_batch(*fp, b); };
+  h.reset = [this, fp](const std::string&) { on_reset(*fp); };
+  f->sub = std::make_unique<kvevents::Subscriber>(
+      kvevents::SubscriberOptions{src.endpoint, src.replay_endpoint, "", fmt::format("worker {} ({})", i, src.endpoint),
+                                  2000},
+      std::move(h));
+  std::lock_guard lk(mu_);
+  if (started_) {
+    try {
+      f->sub->start();
+    } catch (const Fatal& e) {
+      return Error{e.what(), kExitUsage};
+    }
+  }
+  if (Feed* old = slots_[i].load()) {
+    old->sub->stop();
+    old->feed.reset([](const route::KvEvent&) {});
+  }
+  slots_[i].store(fp);
+  feeds_.push_back(std::move(f));
+  return std::nullopt;
+}
+
+void KvFeeds::remove(size_t i) {
+  std::lock_guard lk(mu_);
+  Feed* f = slots_[i].load();
+  if (!f) return;
+  f->sub->stop();
+  // The router dropped the worker's index entries; the translator's engine-block map goes here.
+  f->feed.reset([](const route::KvEvent&) {});
+}
+
 void KvFeeds::start() {
-  for (auto& f : feeds_) f->sub->start();
+  std::lock_guard lk(mu_);
+  started_ = true;
+  for (size_t i = 0, n = fleet_.size(); i < n; ++i)
+    if (Feed* f = slots_[i].load(); f && fleet_.at(i).present()) f->sub->start();
 }
 
 void KvFeeds::stop() {
+  std::lock_guard lk(mu_);
   for (auto& f : feeds_) f->sub->stop();
 }
 
-void KvFeeds::on_batch(size_t i, const kvevents::EventBatch& b) {
-  Feed& f = *feeds_[i];
+void KvFeeds::on_batch(Feed& f, const kvevents::EventBatch& b) {
+  const size_t i = f.worker;
   f.feed.apply(
       b, [&](const route::KvEvent& e) { router_.apply_kv_event(i, e); },
       [&](uint32_t bs) { return fleet_.check_block_size(i, bs, "a BlockStored event"); },
@@ -50,8 +77,8 @@ void KvFeeds::on_batch(size_t i, const kvevents::EventBatch& b) {
       });
 }
 
-void KvFeeds::on_reset(size_t i) {
-  Feed& f = *feeds_[i];
+void KvFeeds::on_reset(Feed& f) {
+  const size_t i = f.worker;
   f.feed.reset([&](const route::KvEvent& e) { router_.apply_kv_event(i, e); });
   f.resets++;
 }

@@ -30,8 +30,27 @@ void relay_counters(std::string& o, const RelayStats& s) {
   counter(o, "dyn_frontend_requests_total", "API requests received", s.requests.load());
   counter(o, "dyn_frontend_rejected_total", "requests answered by the frontend with an error before dispatch",
           s.rejected.load());
-  counter(o, "dyn_frontend_retries_total", "dispatches retried on another worker after a transport failure",
+  counter(o, "dyn_frontend_retries_total",
+          "dispatches retried on another worker before the first byte reached the client (connection error, "
+          "502/503/504, 429 with Retry-After)",
           s.retries.load());
+  counter(o, "dyn_frontend_retries_exhausted_total",
+          "requests whose last retryable failure reached the client (no retry left, or no other eligible worker)",
+          s.retries_exhausted.load());
+  counter(o, "dyn_frontend_migrations_total",
+          "streams continued on another worker after theirs died or stalled mid-generation (--migration-limit)",
+          s.migrations.load());
+  counter(o, "dyn_frontend_migrations_failed_total",
+          "streams cut although --migration-limit allowed a migration (no other worker, limit reached, a "
+          "continuation that failed, or a stream that cannot be continued)",
+          s.migrations_failed.load());
+}
+
+/// Calls fn(i) for every worker not removed.
+template <class Fn>
+void each_worker(const Fleet& fleet, Fn fn) {
+  for (size_t i = 0, n = fleet.size(); i < n; ++i)
+    if (fleet.at(i).present()) fn(i);
 }
 
 void worker_families(std::string& o, const Fleet& fleet) {
@@ -47,20 +66,42 @@ void worker_families(std::string& o, const Fleet& fleet) {
       {"dyn_worker_input_tokens_total", "input tokens reported by the worker", &WorkerCounters::input_tokens},
       {"dyn_worker_output_tokens_total", "output tokens reported by the worker", &WorkerCounters::output_tokens},
       {"dyn_worker_cached_tokens_total", "cached prompt tokens reported by the worker", &WorkerCounters::cached_tokens},
+      {"dyn_worker_retried_total", "dispatches to the worker retried on another one before the first byte",
+       &WorkerCounters::retried},
+      {"dyn_worker_migrated_total", "streams moved off the worker mid-generation", &WorkerCounters::migrated},
   };
   for (const auto& fam : fams) {
     prom_family(o, fam.name, "counter", fam.help);
-    for (size_t i = 0; i < fleet.size(); ++i)
+    each_worker(fleet, [&](size_t i) {
       prom_sample(o, fam.name, worker_labels(fleet, i), static_cast<double>((fleet.at(i).counters.*fam.m).load()));
+    });
   }
   prom_family(o, "dyn_worker_in_flight", "gauge",
               "requests dispatched to the worker and not ended (awaiting its headers or being relayed)");
-  for (size_t i = 0; i < fleet.size(); ++i)
+  each_worker(fleet, [&](size_t i) {
     prom_sample(o, "dyn_worker_in_flight", worker_labels(fleet, i),
                 static_cast<double>(fleet.at(i).counters.in_flight.load()));
+  });
   prom_family(o, "dyn_worker_healthy", "gauge", "1 when the worker's /health answered 200 at the last poll");
-  for (size_t i = 0; i < fleet.size(); ++i)
+  each_worker(fleet, [&](size_t i) {
     prom_sample(o, "dyn_worker_healthy", worker_labels(fleet, i), fleet.at(i).healthy.load() ? 1 : 0);
+  });
+  prom_family(o, "dyn_worker_draining", "gauge", "1 while the worker drains (no new sessions)");
+  each_worker(fleet, [&](size_t i) {
+    prom_sample(o, "dyn_worker_draining", worker_labels(fleet, i),
+                fleet.at(i).state.load() == WorkerState::kDraining ? 1 : 0);
+  });
+  prom_family(o, "dyn_worker_circuit_state", "gauge",
+              "the worker's circuit breaker: 0 closed, 1 open (not routed to), 2 half-open (on probation)");
+  each_worker(fleet, [&](size_t i) {
+    prom_sample(o, "dyn_worker_circuit_state", worker_labels(fleet, i),
+                static_cast<double>(static_cast<int>(fleet.at(i).breaker.state())));
+  });
+  prom_family(o, "dyn_worker_circuit_opens_total", "counter", "times the worker's circuit opened");
+  each_worker(fleet, [&](size_t i) {
+    prom_sample(o, "dyn_worker_circuit_opens_total", worker_labels(fleet, i),
+                static_cast<double>(fleet.at(i).breaker.opens()));
+  });
 }
 
 void store_families(std::string& o, const SharedBindings& shared) {
@@ -82,6 +123,8 @@ void store_families(std::string& o, const SharedBindings& shared) {
        ss.conflicts},
       {"dyn_router_binding_store_bad_values_total",
        "store bindings naming a worker URL this replica does not have (ignored)", ss.bad_values},
+      {"dyn_router_binding_store_removed_values_total",
+       "store bindings naming a worker this replica removed (not followed: the session moved)", ss.removed_values},
       {"dyn_router_binding_store_local_only_total", "placements made on the local table alone (store unreachable)",
        ss.local_only},
       {"dyn_router_binding_store_updates_dropped_total",
@@ -146,26 +189,33 @@ void kv_families(std::string& o, const KvFeeds& kv, const Fleet& fleet) {
       {"dyn_kv_events_engine_blocks", "gauge", "engine blocks the event translator knows for the worker",
        [&kv](size_t i) { return static_cast<double>(kv.counts(i).engine_blocks.load()); }},
   };
+  // The workers with a feed, removed ones left out.
+  auto each_feed = [&](auto fn) {
+    each_worker(fleet, [&](size_t i) {
+      if (kv.has(i)) fn(i);
+    });
+  };
   for (const auto& f : kvf) {
     prom_family(o, f.name, f.type, f.help);
-    for (size_t i = 0; i < kv.size(); ++i) prom_sample(o, f.name, worker_labels(fleet, i), f.v(i));
+    each_feed([&](size_t i) { prom_sample(o, f.name, worker_labels(fleet, i), f.v(i)); });
   }
   using Counts = kvevents::FeedCounts;
   prom_family(o, "dyn_kv_events_total", "counter", "KV events received, by type");
   const std::pair<const char*, std::atomic<uint64_t> Counts::*> types[] = {
       {"BlockStored", &Counts::stored}, {"BlockRemoved", &Counts::removed}, {"AllBlocksCleared", &Counts::cleared}};
-  for (size_t i = 0; i < kv.size(); ++i) {
+  each_feed([&](size_t i) {
     for (const auto& [type, m] : types)
       prom_sample(o, "dyn_kv_events_total", worker_labels(fleet, i) + ",type=\"" + type + "\"",
                   static_cast<double>((kv.counts(i).*m).load()));
-  }
+  });
   prom_family(o, "dyn_kv_events_skipped_total", "counter",
               "KV events not applied to the worker's index, by reason (never their batch)");
-  for (size_t i = 0; i < kv.size(); ++i)
+  each_feed([&](size_t i) {
     for (size_t r = 0; r < kvevents::kSkipReasons; ++r)
       prom_sample(o, "dyn_kv_events_skipped_total",
                   worker_labels(fleet, i) + ",reason=\"" + kvevents::skip_name(static_cast<kvevents::Skip>(r)) + "\"",
                   static_cast<double>(kv.counts(i).skipped[r].load()));
+  });
 }
 
 void latency_families(std::string& o, const RelayStats& s) {
@@ -191,8 +241,9 @@ std::string AdminPages::metrics_text() const {
             rs.tokenizer_errors.load());
   if (s_.placer) {
     prom_family(o, "dyn_worker_block_size", "gauge", "KV block size the worker reported (0 = not known)");
-    for (size_t i = 0; i < s_.fleet.size(); ++i)
+    each_worker(s_.fleet, [&](size_t i) {
       prom_sample(o, "dyn_worker_block_size", worker_labels(s_.fleet, i), s_.fleet.at(i).block_size.load());
+    });
   }
   prom_family(o, "dyn_frontend_in_flight_requests", "gauge", "API requests being served (streams until they end)");
   prom_sample(o, "dyn_frontend_in_flight_requests", "", static_cast<double>(rs.in_flight.load()));

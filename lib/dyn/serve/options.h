@@ -13,6 +13,7 @@
 #include "dyn/io/segment_writer.h"
 #include "dyn/route/admission.h"
 #include "dyn/route/config.h"
+#include "dyn/serve/fleet.h"
 #include "dyn/session/normalize.h"
 
 namespace dyn::serve {
@@ -23,11 +24,34 @@ struct KvEventSource {
   std::string replay_endpoint;  ///< "" = gaps clear the worker's index instead of being replayed
 };
 
+/// Retries before the first byte reaches the client (SGLang model gateway's --retry-* flags and
+/// defaults): delay k (0-based) = min(initial * multiplier^k, max), times 1 +- jitter.
+struct RetryOptions {
+  bool enabled = true;       ///< --disable-retries clears it
+  unsigned max_retries = 5;  ///< retries after the first attempt
+  double initial_backoff_ms = 50;
+  double max_backoff_ms = 5000;
+  double multiplier = 2.0;
+  double jitter = 0.1;  ///< 0..1
+};
+
 /// Everything the frontend needs. Serve mode routes over `workers`; capture mode forwards to the
 /// single upstream workers[0] without routing (and forwards any other path untraced).
 struct FrontendOptions {
   http::ListenOptions listen;
-  std::vector<std::string> workers;  ///< base URLs; worker id = index (SPEC: order of --worker)
+  /// Base URLs of the workers at start; worker id = index (SPEC: order of --worker), later
+  /// workers (--worker-file, POST /v1/workers) get the next ids.
+  std::vector<std::string> workers;
+  /// --worker-file: the workers to serve over, watched for changes ("" = none; serve mode).
+  std::string worker_file;
+  double worker_file_interval_ms = 1000;  ///< how often the worker file is read
+  /// Per-worker circuit breaker (SGLang's --cb-* flags); retries before the first byte.
+  CircuitOptions circuit;
+  RetryOptions retry;
+  /// Dynamo's --migration-limit (env DYN_MIGRATION_LIMIT): how many times one streamed
+  /// generation may move to another worker when its worker dies or stalls past the upstream read
+  /// timeout after streaming began (0 = never: the stream is cut as before).
+  unsigned migration_limit = 0;
   bool capture = false;
   /// How request headers are normalized (SPEC 1.1: --session-header-aliases).
   session::NormalizeOptions session;
@@ -73,7 +97,8 @@ struct FrontendOptions {
   /// closing connections (new requests get 503 meanwhile).
   double drain_timeout_s = 60;
   /// Per worker (same order as `workers`), when router.kv_events: the index is fed by these
-  /// publishers (SPEC 3.3 event-fed mode). Required for every worker in that mode.
+  /// publishers (SPEC 3.3 event-fed mode). Required for every worker in that mode (workers that
+  /// join later name theirs in their spec).
   std::vector<KvEventSource> kv_events;
   /// A worker whose block size (its /health `kv_block_size`, or an event's block_size) differs
   /// from the router's is refused (not routed to, its events ignored) unless this is set; then a

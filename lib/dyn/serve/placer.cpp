@@ -4,6 +4,8 @@
 #include <utility>
 #include <vector>
 
+#include "dyn/base/diag.h"
+
 namespace dyn::serve {
 
 namespace {
@@ -24,13 +26,15 @@ Placer::Placer(const FrontendOptions& opt, const Fleet& fleet, const Clock& cloc
   for (size_t i = 0; i < fleet.size(); ++i) {
     if (auto e = router_.add_worker(route::WorkerSpec{i, 0, 0})) throw Fatal(kExitUsage, e->message);
   }
+  std::vector<std::string> urls;
+  for (size_t i = 0; i < fleet.size(); ++i) urls.push_back(fleet.at(i).url);
   if (!opt.binding_store.empty()) {
     if (!opt.router.affinity_enabled())
       throw Fatal(kExitUsage, "--router-binding-store needs session affinity (--router-session-affinity-ttl-secs)");
     auto url = StoreUrl::parse(opt.binding_store);
     if (!url) throw Fatal(kExitUsage, url.error().message);
     uint64_t ttl_ms = opt.router.affinity_ttl_secs * uint64_t{1000};
-    shared_ = std::make_unique<SharedBindings>(router_, make_redis_store(*url, ttl_ms), opt.workers, clock);
+    shared_ = std::make_unique<SharedBindings>(router_, make_redis_store(*url, ttl_ms), urls, clock);
   }
   if (opt.admission.enabled()) {
     if (capacity_tokens_ == 0) throw Fatal(kExitUsage, "admission needs a worker KV capacity > 0");
@@ -50,7 +54,8 @@ Placer::Admitted Placer::admit(const session::AgentContext& ctx, uint64_t tokens
   r.admitted = true;
   lease.admission_program = ctx.session_id;
   // The controller's worker unless it went away meanwhile (the policy chooses then).
-  if (a.worker >= 0 && static_cast<size_t>(a.worker) < fleet_.size() && fleet_.at(a.worker).healthy)
+  if (a.worker >= 0 && static_cast<size_t>(a.worker) < fleet_.size() && fleet_.at(a.worker).routable &&
+      fleet_.at(a.worker).state == WorkerState::kServing)
     r.worker = static_cast<uint64_t>(a.worker);
   return r;
 }
@@ -76,12 +81,35 @@ void Placer::on_health_change(size_t i, bool healthy) {
   sync_admission();
 }
 
+void Placer::add_worker(size_t i) {
+  const Fleet::Worker& w = fleet_.at(i);
+  // A worker the router had keeps its id (add_worker revives it); its new state follows.
+  if (auto e = router_.add_worker(route::WorkerSpec{i, 0, 0})) diag::error("", e->message);
+  router_.set_draining(i, false);
+  router_.set_healthy(i, w.routable);
+  if (shared_) shared_->set_worker(i, w.url, true);
+  sync_admission();
+}
+
+void Placer::drain_worker(size_t i) {
+  router_.set_draining(i, true);
+  sync_admission();
+}
+
+size_t Placer::remove_worker(size_t i) {
+  if (shared_) shared_->set_worker(i, fleet_.at(i).url, false);
+  size_t dropped = router_.remove_worker(i);
+  sync_admission();
+  return dropped;
+}
+
 void Placer::sync_admission() {
   if (!admission_) return;
   std::lock_guard<std::mutex> lk(admission_mu_);
   std::vector<route::AdmissionWorker> ws;
   for (size_t i = 0; i < fleet_.size(); ++i)
-    if (fleet_.at(i).healthy) ws.push_back(route::AdmissionWorker{static_cast<int>(i), capacity_tokens_});
+    if (fleet_.at(i).routable && fleet_.at(i).state == WorkerState::kServing)
+      ws.push_back(route::AdmissionWorker{static_cast<int>(i), capacity_tokens_});
   admission_->set_workers(std::move(ws));
 }
 

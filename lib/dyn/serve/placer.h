@@ -7,6 +7,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "dyn/base/clock.h"
@@ -71,8 +72,19 @@ class Placer {
   /// (usage sets its working set, a failure keeps the old one, session_final releases it).
   void release(Lease& lease, const TurnEnd& end);
 
-  /// Worker `i` went up or down: the router and the admission controller's worker set follow.
+  /// Worker `i` went up or down (its health and circuit: Fleet routability): the router and
+  /// the admission controller's worker set follow.
   void on_health_change(size_t i, bool healthy);
+  /// Worker `i` of the fleet joined (or came back, or stopped draining): a routing candidate
+  /// again, named by its URL in the shared store.
+  void add_worker(size_t i);
+  /// Worker `i` drains: no new sessions; its bound sessions move at their next turn.
+  void drain_worker(size_t i);
+  /// Worker `i` left: its bindings are dropped (deleted from the shared store) and its index
+  /// entries freed (Router::remove_worker). Returns the number of bindings dropped.
+  size_t remove_worker(size_t i);
+  /// True when a retry avoiding `avoid` would find a worker (Router::any_eligible).
+  bool any_eligible(std::span<const uint64_t> avoid) const { return router_.any_eligible(avoid); }
   /// Starts the admission scheduler's ticks.
   void start();
   /// Wakes requests blocked in admission (they are answered 503) and refuses new waits.
@@ -87,8 +99,9 @@ class Placer {
   const route::AdmissionController* admission() const { return admission_.get(); }
 
  private:
-  /// Hands the controller the healthy workers, so a program assigned to a worker that went away
-  /// is re-placed at its next request instead of failing (SPEC 9).
+  /// Hands the controller the routable serving workers, so a program assigned to a worker that
+  /// went away (down, draining, removed) is re-placed at its next request instead of failing
+  /// (SPEC 9).
   void sync_admission();
 
   const Fleet& fleet_;

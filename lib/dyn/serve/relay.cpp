@@ -2,9 +2,13 @@
 // traced.
 #include "dyn/serve/relay.h"
 
+#include <chrono>
+#include <cmath>
 #include <random>
 #include <utility>
 #include <vector>
+
+#include <boost/asio/steady_timer.hpp>
 
 #include <fmt/format.h>
 
@@ -36,12 +40,14 @@ void Relay::handle_api(Api api, ReqPtr req, ResPtr res, Done done) {
     return done();
   }
   build_upstream(*ex, *body, *req, *d);
+  // What the stream sends is kept only where it may have to continue elsewhere.
+  if (placer_ && opt_.migration_limit > 0 && ex->stream && migrates(api)) ex->log = std::make_unique<StreamLog>();
   auto rest = [this, ex, req, res, d, done, body = std::make_shared<Body>(std::move(*body))] {
     const uint64_t seed = adapters_ ? adapters_->seed_for(ex->model) : tokens::kHashSeed;
     hash_prompt(*ex, *body, tokenizer_.get(), opt_.trace_block_size, seed);
     if (client_left(ex, *res, "while its prompt was tokenized")) return done();
     if (!admit(ex, *res, *d)) return done();
-    dispatch(ex, req, res, d, 0, std::nullopt, done);
+    dispatch(ex, req, res, d, done);
   };
   if (!opt_.tokenizer_url.empty() || (placer_ && (placer_->admits() || placer_->uses_store())))
     return loop_.handlers().post(std::move(rest));
@@ -88,35 +94,46 @@ bool Relay::admit(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res
   return true;
 }
 
-void Relay::dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res, std::shared_ptr<const Dispatch> d,
-                     int attempt, std::optional<route::RetryAdvice> retry, Done done) {
+void Relay::dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res, DispatchPtr d, Done done) {
   if (client_left(ex, *res, "before its request was sent")) return done();
   const bool on_loop = loop_.in_loop_thread();
-  auto on_pool = [&] { loop_.handlers().post([=, this] { dispatch(ex, req, res, d, attempt, retry, done); }); };
+  auto on_pool = [&] { loop_.handlers().post([=, this] { dispatch(ex, req, res, d, done); }); };
   if (on_loop && placer_ && placer_->uses_store()) return on_pool();  // the store is a Redis round trip
   bool would_wait = false;
-  std::optional<size_t> worker = lease_worker(ex, *res, *d, attempt, retry, !on_loop, &would_wait);
+  auto worker = place(ex, *d, !on_loop, &would_wait);
   if (would_wait) return on_pool();
-  if (!worker) return done();
-  ex->tap = std::make_shared<ResponseTap>(ex->api, d->hide_usage);
-  auto call = http::ProxyCall::start(fleet_.at(*worker).pool, d->request, ex->tap, clock_, req->executor);
-  {
-    std::lock_guard<std::mutex> lk(ex->call_mu);
-    ex->call = call;
-    if (ex->client_gone) call->cancel_for_client();  // the attempt then ends without sending
+  if (!worker) {
+    const int status = http_status(worker.error());
+    reject(ex, *res, status, http::error_type_for_status(status), worker.error().message);
+    return done();
   }
-  call->start_async([this, ex, req, res, d, attempt, retry, done, call](bool ok) mutable {
-    if (ok) return relay_response(ex, call, res, done);
-    if (client_left(ex, *res, "before the response headers")) return done();
-    if (no_response(ex, *call, *res, *d, attempt, retry)) return dispatch(ex, req, res, d, attempt + 1, retry, done);
+  ex->tap = std::make_shared<ResponseTap>(ex->api, d->hide_usage);
+  if (ex->log) {
+    *ex->log = StreamLog{};  // a retry starts over: the client has nothing yet
+    ex->tap->set_log(ex->log.get());
+  }
+  auto call = http::ProxyCall::start(fleet_.at(*worker).pool, d->request, ex->tap, clock_, req->executor);
+  track_call(*ex, call);
+  call->start_async([this, ex, req, res, d, done, call](bool ok) {
+    if (!ok && client_left(ex, *res, "before the response headers")) return done();
+    Failure f;
+    if (!ok) {
+      f = Failure{call->timed_out() ? "timeout" : "connection", 0, call->error()};
+    } else if (const int st = call->status(); st == 429 || st == 502 || st == 503 || st == 504) {
+      f = Failure{"http", st, "HTTP " + std::to_string(st)};
+    } else {
+      return relay_response(ex, call, req, res, d, done);
+    }
+    if (may_retry(*ex, *d, f, *call)) return retry_later(ex, *call, f, req, res, d, done);
+    // The failure is the client's answer: a worker's own response is relayed as it came.
+    if (placer_ && f.status != 429) stats_.retries_exhausted++;
+    if (ok) return relay_response(ex, call, req, res, d, done);
+    no_response(ex, *call, *res);
     done();
   });
 }
 
-std::optional<size_t> Relay::lease_worker(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res,
-                                          const Dispatch& d, int attempt,
-                                          const std::optional<route::RetryAdvice>& retry, bool may_wait,
-                                          bool* would_wait) {
+Expected<size_t> Relay::place(const std::shared_ptr<Exchange>& ex, const Dispatch& d, bool may_wait, bool* would_wait) {
   size_t worker = 0;
   if (placer_) {
     route::RouteRequest rr;
@@ -128,19 +145,13 @@ std::optional<size_t> Relay::lease_worker(const std::shared_ptr<Exchange>& ex, h
     rr.sequence_hashes = std::span<const uint64_t>(ex->sequence_hashes.data(), complete);
     rr.tokens = ex->input_length;
     rr.worker = d.pinned_worker;
-    if (!rr.worker && attempt == 0) rr.worker = d.admitted_worker;  // the retry lets the router choose
-    rr.retry = retry;
+    if (!rr.worker && ex->failed.empty()) rr.worker = d.admitted_worker;  // a retry lets the router choose
+    rr.retry = ex->advice;
+    rr.avoid_workers = ex->avoid;
     rr.fail_instead_of_waiting = !may_wait;
     auto placed = placer_->place(rr);
-    if (!placed && placed.error().exit_code == route::kPlaceWouldWait) {
-      *would_wait = true;
-      return std::nullopt;
-    }
-    if (!placed) {
-      int status = http_status(placed.error());
-      reject(ex, res, status, http::error_type_for_status(status), placed.error().message);
-      return std::nullopt;
-    }
+    if (!placed && placed.error().exit_code == route::kPlaceWouldWait) *would_wait = true;
+    if (!placed) return placed.error();
     ex->lease.placement.emplace(std::move(*placed));
     worker = ex->lease.placement->worker();
     ex->binding = route::binding_name(ex->lease.placement->binding());
@@ -156,8 +167,69 @@ std::optional<size_t> Relay::lease_worker(const std::shared_ptr<Exchange>& ex, h
   return worker;
 }
 
-bool Relay::no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& call, http::ServerResponse& res,
-                        const Dispatch& d, int attempt, std::optional<route::RetryAdvice>& retry) {
+bool Relay::may_retry(const Exchange& ex, const Dispatch& d, const Failure& f, const http::ProxyCall& call) const {
+  if (!placer_ || d.pinned_worker) return false;
+  if (f.type == "timeout") {
+    // The worker took the request and may be running it: resent only as a migration (SPEC 2.3).
+    if (ex.migrations >= opt_.migration_limit) return false;
+  } else if (!opt_.retry.enabled || ex.retries >= opt_.retry.max_retries) {
+    return false;
+  }
+  if (f.status == 429) {
+    // Overload is a reason to go elsewhere only when the worker says when to come back, and
+    // never for a session hard-bound there (Dynamo's PinnedWorkerOverloaded: no reroute).
+    if (call.headers().find("Retry-After") == call.headers().end()) return false;
+    const auto& p = ex.lease.placement;
+    if (p && p->binding() == route::BindingOutcome::kHit && opt_.router.affinity_mode == route::AffinityMode::kHard)
+      return false;
+  }
+  std::vector<uint64_t> avoid = ex.avoid;
+  avoid.push_back(static_cast<uint64_t>(ex.worker));
+  return placer_->any_eligible(avoid);
+}
+
+void Relay::account_failure(Exchange& ex, const char* stage, const Failure& f, bool mark_down) {
+  const size_t w = static_cast<size_t>(ex.worker);
+  WorkerCounters& wc = fleet_.at(w).counters;
+  wc.in_flight--;
+  wc.errors++;
+  if (mark_down) fleet_.set_health(w, false, "a request failed (" + f.type + "): " + f.message);
+  if (f.status != 429) fleet_.record_outcome(w, false);  // overload is not a broken worker
+  ex.failed.push_back(FailedAttempt{ex.worker, stage, f.type, f.status, circuit_name(fleet_.at(w).breaker.state()),
+                                    ex.log ? ex.log->tokens : 0});
+}
+
+void Relay::retry_later(const std::shared_ptr<Exchange>& ex, http::ProxyCall& call, const Failure& f, ReqPtr req,
+                        ResPtr res, DispatchPtr d, Done done) {
+  call.cancel();
+  account_failure(*ex, "dispatch", f, /*mark_down=*/f.type != "http");
+  fleet_.at(ex->worker).counters.retried++;
+  if (auto& p = ex->lease.placement) {
+    route::RetryAdvice a = p->fail(/*client_cancelled=*/f.status == 429);  // a 429 keeps the binding
+    p.reset();
+    if (a.retry) ex->advice = a;
+  }
+  ex->avoid.push_back(static_cast<uint64_t>(ex->worker));
+  if (f.type == "timeout") {
+    ex->migrations++;
+    stats_.migrations++;
+  } else {
+    ex->retries++;
+    stats_.retries++;
+  }
+  // SGLang's backoff: the k-th retry waits min(initial * multiplier^k, max) * (1 +- jitter).
+  const RetryOptions& o = opt_.retry;
+  const unsigned k = ex->retries + ex->migrations - 1;
+  double ms = std::min(o.initial_backoff_ms * std::pow(o.multiplier, static_cast<double>(k)), o.max_backoff_ms);
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  ms *= 1.0 + o.jitter * std::uniform_real_distribution<double>(-1.0, 1.0)(rng);
+  auto timer = std::make_shared<boost::asio::steady_timer>(req->executor ? req->executor : loop_.next_executor(),
+                                                           std::chrono::microseconds(static_cast<int64_t>(ms * 1000)));
+  timer->async_wait(
+      [this, timer, ex, req, res, d, done](const boost::system::error_code&) { dispatch(ex, req, res, d, done); });
+}
+
+void Relay::no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& call, http::ServerResponse& res) {
   const size_t worker = static_cast<size_t>(ex->worker);
   std::string err = call.error();
   bool timed_out = call.timed_out();
@@ -167,18 +239,9 @@ bool Relay::no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& ca
   wc.errors++;
   if (placer_) {
     fleet_.set_health(worker, false, (timed_out ? "a request timed out before headers: " : "a request failed: ") + err);
-    route::RetryAdvice advice = ex->lease.placement->fail(false);
+    fleet_.record_outcome(worker, false);
+    ex->lease.placement->fail(false);
     ex->lease.placement.reset();
-    // A worker that timed out before headers took the request and may still be running it, so
-    // it is never resent: the client gets a clean 504 and hard mode rebinds the next turn
-    // (SPEC 2.3).
-    bool can_retry = !timed_out && attempt == 0 && !d.pinned_worker && fleet_.size() > 1;
-    if (can_retry) {
-      if (advice.retry) retry = advice;
-      stats_.retries++;
-      ex->worker = -1;  // its counters are settled; the next attempt leases its own
-      return true;
-    }
   }
   http::ProxyOutcome o;
   o.kind = http::ProxyOutcome::Kind::kTransport;
@@ -189,15 +252,14 @@ bool Relay::no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& ca
     http::set_error(res, 504, "timeout", msg);
     res.set_header("x-dyn-worker", std::to_string(worker));
     finish(ex, &o, 504, "timeout", msg);
-    return false;
+    return;
   }
   http::set_error(res, 502, "connection", "worker " + std::to_string(worker) + " unreachable: " + err);
   finish(ex, &o, 502, "connection", "worker unreachable: " + err);
-  return false;
 }
 
 void Relay::relay_response(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<http::ProxyCall>& call,
-                           ResPtr res, Done done) {
+                           ReqPtr req, ResPtr res, DispatchPtr d, Done done) {
   int status = call->status();
   if (auto& placement = ex->lease.placement) {
     if (status >= 200 && status < 300) {
@@ -211,21 +273,28 @@ void Relay::relay_response(const std::shared_ptr<Exchange>& ex, const std::share
       placement.reset();
     }
   }
+  if (ex->log && status >= 200 && status < 300 && call->is_event_stream()) watch_for_cut(*call, ex, req, d);
   std::vector<std::pair<std::string, std::string>> extra;
   if (placer_) extra.emplace_back("x-dyn-worker", std::to_string(ex->worker));
   call->relay(
-      *res, extra,
-      [this, ex](http::ProxyOutcome o) {
-        // A client that hangs up once the API's end event reached it (Codex closes its
-        // connection on response.completed) has the whole answer: not a cancellation.
-        if (o.kind == http::ProxyOutcome::Kind::kCancelled && ex->tap->facts().terminal_event)
-          o.kind = http::ProxyOutcome::Kind::kOk;
-        if (o.kind == http::ProxyOutcome::Kind::kStreamCut && placer_)
-          fleet_.set_health(ex->worker, false, "a stream was cut: " + o.message);
-        auto [type, msg] = response_error(*ex, o);
-        finish(ex, &o, o.status, type, msg);
-      },
-      std::move(done));
+      *res, extra, [this, ex](const http::ProxyOutcome& o) { relayed(ex, o); }, std::move(done));
+}
+
+void Relay::relayed(const std::shared_ptr<Exchange>& ex, http::ProxyOutcome o) {
+  // A client that hangs up once the API's end event reached it (Codex closes its connection on
+  // response.completed) has the whole answer: not a cancellation.
+  if (o.kind == http::ProxyOutcome::Kind::kCancelled && ex->tap->facts().terminal_event)
+    o.kind = http::ProxyOutcome::Kind::kOk;
+  if (o.kind == http::ProxyOutcome::Kind::kStreamCut && placer_)
+    fleet_.set_health(ex->worker, false, "a stream was cut: " + o.message);
+  auto [type, msg] = response_error(*ex, o);
+  finish(ex, &o, o.status, type, msg);
+}
+
+void Relay::track_call(Exchange& ex, const std::shared_ptr<http::ProxyCall>& call) {
+  std::lock_guard<std::mutex> lk(ex.call_mu);
+  ex.call = call;
+  if (ex.client_gone) call->cancel_for_client();  // the attempt then ends without sending
 }
 
 void Relay::watch_client(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req) {
@@ -288,6 +357,15 @@ void Relay::count_end(const Exchange& ex, const http::ProxyOutcome* out, const s
       wc.errors++;
     } else if (err_type.empty() && out->kind == http::ProxyOutcome::Kind::kOk) {
       wc.answered++;
+    }
+    // The circuit hears how the dispatch ended: a 5xx or a cut stream is a failure, a response
+    // relayed whole a success; a 4xx, a 429 and a client that left say nothing about the worker.
+    if (placer_ && out->kind != http::ProxyOutcome::Kind::kTransport &&
+        out->kind != http::ProxyOutcome::Kind::kCancelled && out->status != 429) {
+      if (out->kind == http::ProxyOutcome::Kind::kStreamCut || out->status >= 500)
+        fleet_.record_outcome(ex.worker, false);
+      else if (out->kind == http::ProxyOutcome::Kind::kOk && out->status < 400 && err_type.empty())
+        fleet_.record_outcome(ex.worker, true);
     }
     if (f) {
       wc.input_tokens += f->input_tokens.value_or(0);

@@ -25,7 +25,8 @@ namespace dyn::serve {
 
 /// The relay's own figures (dyn_frontend_*, dyn_request_*, dyn_tokenizer_errors_total).
 struct RelayStats {
-  std::atomic<uint64_t> requests{0}, rejected{0}, retries{0}, tokenizer_errors{0};
+  std::atomic<uint64_t> requests{0}, rejected{0}, retries{0}, retries_exhausted{0}, migrations{0}, migrations_failed{0},
+      tokenizer_errors{0};
   std::atomic<size_t> in_flight{0};  ///< API requests being served (streams until they end)
   http::LatencyHistogram ttft, total, itl;
 };
@@ -38,11 +39,24 @@ struct RelayStats {
 /// the request itself ends the exchange (its request_end row is written) and the handler stops.
 /// `placer` null = capture mode: worker 0, no routing. `adapters` (the KV feeds' LoRA adapters,
 /// null without KV events) choose the seed a request's blocks are hashed from.
+/// Failures (issue 53):
+/// - before the first byte reaches the client, a dispatch that met a connection error or a 502,
+///   503 or 504 (or a 429 with Retry-After, unless the session is hard-bound there) is retried on
+///   another eligible worker, never one it failed on, after an exponential backoff with jitter
+///   (RetryOptions), unless the client pinned the worker; a timeout before headers is resent
+///   only with --migration-limit (it counts as a migration: the worker may be running it). Other
+///   4xx pass through untouched. The last failure reaches the client when no retry is left or no
+///   other worker is eligible.
+/// - mid-stream, with --migration-limit N, a chat or messages stream whose worker dies or stalls
+///   past the upstream read timeout continues on another worker from the prompt plus the text
+///   already sent (continuation_body, ContinuationTap): one client stream, up to N moves.
+/// - every dispatch outcome feeds the worker's circuit breaker (Fleet::record_outcome).
 class Relay {
  public:
   using ReqPtr = std::shared_ptr<const http::ServerRequest>;
   using ResPtr = std::shared_ptr<http::ServerResponse>;
   using Done = std::function<void()>;
+  using DispatchPtr = std::shared_ptr<const Dispatch>;
 
   Relay(const FrontendOptions& opt, const Clock& clock, http::EventLoop& loop, Fleet& fleet, Placer* placer,
         const kvevents::Adapters* adapters, RequestTrace& trace);
@@ -59,6 +73,14 @@ class Relay {
   const RelayStats& stats() const { return stats_; }
 
  private:
+  class Migrator;
+  /// Why one dispatch failed before the client got a byte.
+  struct Failure {
+    std::string type;  ///< connection, timeout, http
+    int status = 0;    ///< the worker's HTTP status (0: no response)
+    std::string message;
+  };
+
   /// Arrival: a new exchange with its request id and arrival times, counted in stats.requests.
   std::shared_ptr<Exchange> open_exchange(Api api);
   /// Admission to the server: takes a slot of stats.in_flight (the exchange frees it when it
@@ -68,36 +90,44 @@ class Relay {
   /// SPEC 9 admission through the Placer (the wait is dyn.pause_ms); its worker goes into `d`.
   /// 503 when the router shuts down meanwhile. Without admission or a session: nothing to do.
   bool admit(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, Dispatch& d);
-  /// Placement and proxying with one retry: leases a worker, sends the request, and relays the
-  /// response (relay_response), or, when the worker sent no response, marks it down and retries
-  /// once elsewhere (no_response). Runs on the loop, or on the pool where it may block: a
+  /// Placement and proxying with retries: leases a worker, sends the request, and relays the
+  /// response (relay_response), or retries elsewhere after a retryable failure (retry_later), or
+  /// answers the failure (no_response). Runs on the loop, or on the pool where it may block: a
   /// placement that would wait for an initializing binding, or the shared binding store.
-  void dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res, std::shared_ptr<const Dispatch> d,
-                int attempt, std::optional<route::RetryAdvice> retry, Done done);
+  void dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res, DispatchPtr d, Done done);
   /// The worker of one attempt: the Placer's placement (the client's pin, else on the first
-  /// attempt the admission controller's worker, else the policy; `retry` avoids the failed
-  /// worker), held in the exchange's lease until finish; worker 0 in capture mode. Counts the
-  /// dispatch (requests, in_flight). nullopt = rejected with the router's status (503 no healthy
-  /// worker or a full binding table, 4xx identity). `may_wait` false (on the loop): where the
-  /// router would block, nothing is leased and *would_wait is set instead.
-  std::optional<size_t> lease_worker(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, const Dispatch& d,
-                                     int attempt, const std::optional<route::RetryAdvice>& retry, bool may_wait,
-                                     bool* would_wait);
-  /// The worker sent no response (unreachable, or no headers within the read timeout): marks it
-  /// down until the health poller sees it again and fails the placement (hard mode invalidates
-  /// the binding). True = retry once on another worker (`retry` set to the router's advice):
-  /// only for a first attempt that did not time out, without a client pin, with another worker.
-  /// Otherwise answers 504 (timed out: the worker may be running the request, so it is never
-  /// resent, SPEC 2.3) or 502 and ends the exchange.
-  bool no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& call, http::ServerResponse& res,
-                   const Dispatch& d, int attempt, std::optional<route::RetryAdvice>& retry);
+  /// attempt the admission controller's worker, else the policy, avoiding the workers the
+  /// request failed on), held in the exchange's lease until finish; worker 0 in capture mode.
+  /// Counts the dispatch (requests, in_flight). An error with the HTTP status to answer (503 no
+  /// healthy worker or a full binding table, 4xx identity). `may_wait` false (on the loop): where
+  /// the router would block, nothing is leased and *would_wait is set instead.
+  Expected<size_t> place(const std::shared_ptr<Exchange>& ex, const Dispatch& d, bool may_wait, bool* would_wait);
+  /// True when the failure `f` of the exchange's current dispatch may be retried elsewhere: the
+  /// kind, the retry budget, no client pin, another eligible worker (see the class comment).
+  bool may_retry(const Exchange& ex, const Dispatch& d, const Failure& f, const http::ProxyCall& call) const;
+  /// Gives up the current dispatch for a retry: the call cancelled, the worker's counters,
+  /// health (a connection failure or timeout marks it down) and circuit, the placement failed
+  /// (a hard binding moves), the attempt recorded; then dispatch() again after the backoff.
+  void retry_later(const std::shared_ptr<Exchange>& ex, http::ProxyCall& call, const Failure& f, ReqPtr req, ResPtr res,
+                   DispatchPtr d, Done done);
+  /// The worker sent no response (unreachable, or no headers within the read timeout) and the
+  /// request is not retried: marks it down until the health poller sees it again, fails the
+  /// placement (hard mode invalidates the binding) and answers 504 (timed out: the worker may be
+  /// running the request, so it is never resent without --migration-limit, SPEC 2.3) or 502,
+  /// ending the exchange.
+  void no_response(const std::shared_ptr<Exchange>& ex, http::ProxyCall& call, http::ServerResponse& res);
   /// The worker answered: commits the placement on a 2xx (the first token then tells the router
   /// prefill is done) or fails it (a 5xx invalidates a hard binding, a 4xx leaves it), and relays
   /// the response as it arrives with x-dyn-worker (serve mode). The exchange ends when the
   /// response to the client has ended, with the error response_error names (a cut stream also
-  /// marks the worker down).
-  void relay_response(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<http::ProxyCall>& call, ResPtr res,
-                      Done done);
+  /// marks the worker down) — unless the stream migrates (Migrator).
+  void relay_response(const std::shared_ptr<Exchange>& ex, const std::shared_ptr<http::ProxyCall>& call, ReqPtr req,
+                      ResPtr res, DispatchPtr d, Done done);
+  /// The end of a relayed response (relay_response, a migration's continuation).
+  void relayed(const std::shared_ptr<Exchange>& ex, http::ProxyOutcome o);
+  /// Makes `call` the exchange's attempt in flight, cancelled when its client hangs up (at once
+  /// when it already has).
+  void track_call(Exchange& ex, const std::shared_ptr<http::ProxyCall>& call);
   /// Tells the exchange when its client hangs up (req.client): the flag every stage checks, and
   /// the attempt in flight cancelled (issue 51.4: the worker stops computing for nobody).
   void watch_client(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req);
@@ -105,6 +135,23 @@ class Relay {
   /// "cancelled", `when` in its message) and returns true. The worker counters are those of the
   /// attempt whose worker is in ex.worker (none before a dispatch).
   bool client_left(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, const char* when);
+  /// Makes `call` ask the relay at a cut whether its stream migrates (Migrator).
+  void watch_for_cut(http::ProxyCall& call, const std::shared_ptr<Exchange>& ex, ReqPtr req, DispatchPtr d);
+  /// True when the exchange's stream, cut with `error` at its current worker, may continue
+  /// elsewhere (--migration-limit left, a continuable API and log, another eligible worker).
+  bool may_migrate(const Exchange& ex, const Dispatch& d) const;
+  /// Continues the exchange's stream on another worker (relay_migrate.cpp): the cut worker's
+  /// counters, health and circuit, the attempt recorded, then continue_on().
+  void migrate(const std::shared_ptr<Exchange>& ex, ReqPtr req, DispatchPtr d, std::shared_ptr<http::BodyStream> out,
+               const std::string& error);
+  /// Places the continuation `cd` (its body continuation_body's) and relays it into `out`; a
+  /// continuation that fails before its events moves again while the limit allows, else the
+  /// client's stream is cut (cut_stream).
+  void continue_on(const std::shared_ptr<Exchange>& ex, ReqPtr req, DispatchPtr d, DispatchPtr cd,
+                   std::shared_ptr<http::BodyStream> out);
+  /// Ends a stream that cannot go on: an SSE error event and an aborted response to the client,
+  /// the row a stream_cut.
+  void cut(const std::shared_ptr<Exchange>& ex, std::shared_ptr<http::BodyStream> out, const std::string& error);
   /// Answers the request with an error of the frontend's own (before or instead of a dispatch)
   /// and ends the exchange; counted in stats.rejected.
   void reject(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, int status, const std::string& type,
@@ -113,10 +160,14 @@ class Relay {
   /// (with tracing). `out` is null for a rejected request; `err_type` "" = success.
   void finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out, int status,
               const std::string& err_type, const std::string& err_msg);
-  /// The end in the metrics: the worker's counters (in_flight, cancelled, errors, token usage),
-  /// for a success the TTFT and total-time histograms, and the ITL histogram for every stream
-  /// with an ITL (two output tokens or more, as the row's dyn.avg_itl_ms), traced or not.
+  /// The end in the metrics: the worker's counters (in_flight, cancelled, errors, token usage)
+  /// and circuit, for a success the TTFT and total-time histograms, and the ITL histogram for
+  /// every stream with an ITL (two output tokens or more, as the row's dyn.avg_itl_ms), traced or
+  /// not.
   void count_end(const Exchange& ex, const http::ProxyOutcome* out, const std::string& err_type);
+  /// The current dispatch of `ex` failed at its worker: counters (in_flight, errors), health (a
+  /// connection failure marks it down), circuit, the attempt recorded in the exchange.
+  void account_failure(Exchange& ex, const char* stage, const Failure& f, bool mark_down);
 
   const FrontendOptions& opt_;
   const Clock& clock_;

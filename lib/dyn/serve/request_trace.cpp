@@ -116,6 +116,12 @@ std::string RequestTrace::request_end_row(const Exchange& ex, const http::ProxyO
   if (lat.latency_ms) r.request_latency_ms = *lat.latency_ms;
   if (!ex.binding.empty()) r.binding = ex.binding;
   if (!ex.rebind_reason.empty()) r.rebind_reason = ex.rebind_reason;
+  r.retries = ex.retries;
+  r.migrations = ex.migrations;
+  std::vector<records::RequestEnd::Attempt> attempts;
+  for (const FailedAttempt& a : ex.failed)
+    attempts.push_back({a.worker, a.stage, a.error, a.status, a.circuit, a.tokens_sent});
+  r.attempts = attempts;
   r.pause_ms = ex.pause_ms;
   std::string line;
   line.reserve(1024);

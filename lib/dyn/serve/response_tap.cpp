@@ -310,6 +310,7 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
         }
       }
       if (any) {
+        if (log_) log_chat(j, *choices);
         content(t, bytes);
         std::optional<uint64_t> cum;
         if (usage_m) cum = u64_at(*usage_m, "completion_tokens");
@@ -330,8 +331,47 @@ bool ResponseTap::on_event(std::string_view event_name, std::string_view data, d
 }
 
 template <class V>
+void ResponseTap::log_chat(const V& j, const V& choices) {
+  StreamLog& l = *log_;
+  if (l.id.empty()) {
+    l.id = str_at(j, "id");
+    l.model = str_at(j, "model");
+    l.created = u64_at(j, "created");
+  }
+  l.tokens++;
+  for (Elem c : elements(choices)) {
+    if (u64_at(c, "index").value_or(0) != 0) l.refuse("more than one choice (n > 1)");
+    auto d = member(c, "delta");
+    if (!d) continue;
+    if (member(*d, "tool_calls")) l.refuse("a tool call was streamed");
+    if (text_len(member(*d, "reasoning_content")) || text_len(member(*d, "reasoning")))
+      l.refuse("reasoning was streamed");
+    if (auto text = member(*d, "content")) l.text += str_of(*text);
+  }
+}
+
+template <class V>
 void ResponseTap::on_messages_event(const V& j, double t) {
   std::string type = str_at(j, "type");
+  if (log_) {
+    StreamLog& l = *log_;
+    if (type == "content_block_start") {
+      auto b = member(j, "content_block");
+      l.blocks_started++;
+      if (b && str_at(*b, "type") == "text") l.open_block = static_cast<int>(u64_at(j, "index").value_or(0));
+      else l.refuse("a " + (b ? str_at(*b, "type") : std::string("?")) + " block was streamed");
+    } else if (type == "content_block_stop") {
+      if (static_cast<int>(u64_at(j, "index").value_or(0)) == l.open_block) l.open_block = -1;
+    } else if (type == "content_block_delta") {
+      auto d = member(j, "delta");
+      if (d && str_at(*d, "type") == "text_delta") {
+        l.text += str_at(*d, "text");
+        l.tokens++;
+      } else {
+        l.refuse("a " + (d ? str_at(*d, "type") : std::string("?")) + " was streamed");
+      }
+    }
+  }
   if (type == "message_start") {
     if (auto m = member(j, "message")) {
       if (auto u = member(*m, "usage")) usage(*u);

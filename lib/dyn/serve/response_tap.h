@@ -12,6 +12,7 @@
 #include "dyn/api/api.h"
 #include "dyn/base/json.h"
 #include "dyn/http/proxy.h"
+#include "dyn/serve/migration.h"
 
 namespace dyn::serve {
 
@@ -85,6 +86,11 @@ class ResponseTap : public http::StreamTap {
   /// Called once, on the relaying thread, at the first content chunk (e.g. to tell the router
   /// that prefill is done).
   void set_on_first_token(std::function<void()> f) { on_first_token_ = std::move(f); }
+  /// Keeps in `log` what the relayed events give the client (request migration; null = nothing
+  /// kept, the default: no cost per chunk beyond one test).
+  void set_log(StreamLog* log) { log_ = log; }
+  /// Forgets the bytes of an event cut midway (a migrated stream: the client never sees them).
+  void drop_partial() { pending_.clear(); }
 
   void on_response(int status, const httplib::Headers& headers, double arrival_ms) override;
   void on_data(std::string_view data, double arrival_ms, std::string& out) override;
@@ -113,10 +119,14 @@ class ResponseTap : public http::StreamTap {
   template <class V>
   void note_error(const V& e);
   ToolCall& tool_call(uint64_t choice, uint64_t index);
+  /// The StreamLog side of a chat event that carried content (choices: its `choices` array).
+  template <class V>
+  void log_chat(const V& j, const V& choices);
 
   Api api_;
   bool hide_usage_;
   std::function<void()> on_first_token_;
+  StreamLog* log_ = nullptr;
   ResponseFacts facts_;
   std::string pending_;            ///< bytes of an incomplete SSE event, or the JSON body so far
   bool chunk_usage_ok_ = true;     ///< every content chunk so far carried usage

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "dyn/base/diag.h"
+#include "dyn/http/url.h"
 #include "dyn/serve/binding_store.h"
 #include "dyn/session/normalize.h"
 
@@ -11,7 +12,8 @@ namespace dyn::serve {
 
 SharedBindings::SharedBindings(route::Router& router, std::unique_ptr<BindingStore> store,
                                std::vector<std::string> worker_urls, const Clock& clock)
-    : router_(router), store_(std::move(store)), urls_(std::move(worker_urls)), clock_(clock) {
+    : router_(router), store_(std::move(store)), clock_(clock) {
+  for (size_t i = 0; i < worker_urls.size(); ++i) set_worker(i, worker_urls[i], true);
   ttl_ms_ = static_cast<double>(router_.config().affinity_ttl_secs) * 1000.0;
   store_->on_changed([this](const std::string& id, const std::string& parent) { changed(id, parent); });
   store_->on_leased_keys([this] {
@@ -38,14 +40,39 @@ SharedBindings::Stats SharedBindings::stats() const {
   s.conflicts = conflicts_.load();
   s.bad_values = bad_values_.load();
   s.local_only = local_only_.load();
+  s.removed_values = removed_values_.load();
   return s;
 }
 
-std::optional<uint64_t> SharedBindings::worker_of(const std::string& url, const std::string& key) {
-  for (size_t i = 0; i < urls_.size(); ++i)
-    if (urls_[i] == url) return i;
-  bad_values_++;
+void SharedBindings::set_worker(uint64_t id, const std::string& url, bool present) {
+  auto canonical = http::canonical_worker_url(url);
   std::lock_guard lk(mu_);
+  if (urls_.size() <= id) {
+    urls_.resize(id + 1);
+    removed_.resize(id + 1, true);
+  }
+  urls_[id] = canonical ? *canonical : url;
+  removed_[id] = !present;
+}
+
+std::string SharedBindings::url_of(uint64_t worker) const {
+  std::lock_guard lk(mu_);
+  return worker < urls_.size() ? urls_[worker] : std::string();
+}
+
+std::optional<uint64_t> SharedBindings::worker_of(const std::string& url, const std::string& key, bool* removed) {
+  // Another replica (or an older version) may spell the worker differently: compare canonically.
+  auto canonical = http::canonical_worker_url(url);
+  const std::string& name = canonical ? *canonical : url;
+  std::lock_guard lk(mu_);
+  for (size_t i = 0; i < urls_.size(); ++i) {
+    if (urls_[i] != name) continue;
+    if (!removed_[i]) return i;
+    removed_values_++;
+    if (removed) *removed = true;
+    return std::nullopt;
+  }
+  bad_values_++;
   if (warned_urls_.size() < 64 && warned_urls_.insert(url).second)
     diag::warning("", fmt::format("binding store: a binding names worker '{}', which is not one of this replica's "
                                   "--worker URLs; ignored (this replica binds the session itself)",
@@ -86,7 +113,8 @@ void SharedBindings::lease_ended(const std::string& key, const std::string& pare
 
 void SharedBindings::dropped(const std::string& key, const std::string& parent, uint64_t worker) {
   forget(key);
-  if (worker < urls_.size()) store_->remove_async(parent.empty() ? key : "", parent, urls_[worker]);
+  std::string url = url_of(worker);
+  if (!url.empty()) store_->remove_async(parent.empty() ? key : "", parent, url);
 }
 
 Expected<route::Placement> SharedBindings::place(const route::RouteRequest& req) {
@@ -108,7 +136,8 @@ Expected<route::Placement> SharedBindings::place(const route::RouteRequest& req)
   {
     std::lock_guard lk(mu_);
     auto it = copies_.find(key);
-    if (it != copies_.end() && store_->notifications_live() && clock_.now_ms() - it->second.read_ms < ttl_ms_ / 2) {
+    if (it != copies_.end() && store_->notifications_live() && clock_.now_ms() - it->second.read_ms < ttl_ms_ / 2 &&
+        it->second.worker < urls_.size() && !removed_[it->second.worker]) {
       held = urls_[it->second.worker];
       trusted = true;
     }
@@ -124,8 +153,11 @@ Expected<route::Placement> SharedBindings::place(const route::RouteRequest& req)
     round_trips_++;
     held = *got;
     if (held) {
-      if (auto w = worker_of(*held, key)) {
+      bool removed = false;
+      if (auto w = worker_of(*held, key, &removed)) {
         if (router_.adopt_binding(key, parent, *w)) remember(key, *w);
+      } else if (removed) {
+        router_.note_moved(key, route::RebindReason::kRemoved);  // never followed, reported as a move
       }
     } else {
       forget(key);
@@ -135,7 +167,7 @@ Expected<route::Placement> SharedBindings::place(const route::RouteRequest& req)
   auto placed = router_.place(req);
   for (int round = 0; placed && round < 2; ++round) {
     const route::BindingOutcome outcome = placed->binding();
-    const std::string& mine = urls_[placed->worker()];
+    const std::string mine = url_of(placed->worker());
     if (outcome == route::BindingOutcome::kNone) return placed;
     if (outcome == route::BindingOutcome::kHit && held && *held == mine) {
       if (trusted) store_->touch_async(id, parent, ttl);  // the round trip restarted it already
@@ -159,7 +191,7 @@ Expected<route::Placement> SharedBindings::place(const route::RouteRequest& req)
     conflicts_++;
     held = *won;
     trusted = false;
-    auto w = worker_of(*won, key);
+    auto w = worker_of(*won, key, nullptr);
     if (!w) continue;               // bad data: the next round's compare-and-set overwrites it
     if (round == 1) return placed;  // lost twice in a row: keep this placement rather than loop
     placed->fail(/*client_cancelled=*/true);
