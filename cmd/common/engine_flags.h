@@ -51,6 +51,27 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, bool with
       app, "--kv-eviction", cfg.kv_eviction, engine::kKvEvictions,
       "Which cached KV blocks go first when the pool is full: " + cli::choices_help(engine::kKvEvictions, "; ", ": "))
       ->group(group);
+  // Priority scheduling in both engines' spellings and polarities (SPEC 8): vLLM's option, and
+  // SGLang's switch with its own polarity flag (callbacks run in this order).
+  CLI::Option* vllm = cli::add_choice(app, "--scheduling-policy", cfg.scheduling_policy, engine::kSchedulingPolicies,
+                                      "How waiting requests are admitted (vLLM's option): " +
+                                          cli::choices_help(engine::kSchedulingPolicies, "; ", ": "))
+                          ->group(group);
+  CLI::Option* sglang =
+      app.add_flag_function(
+             "--enable-priority-scheduling",
+             [&cfg](int64_t) {
+               cfg.scheduling_policy = engine::SchedulingPolicy::kPriority;
+               cfg.low_priority_values_first = false;
+             },
+             "Admit waiting requests by the request's priority, higher values first (SGLang's switch)")
+          ->excludes(vllm)
+          ->group(group);
+  app.add_flag_function(
+         "--schedule-low-priority-values-first", [&cfg](int64_t) { cfg.low_priority_values_first = true; },
+         "With --enable-priority-scheduling: lower priority values first (SGLang's flag)")
+      ->needs(sglang)
+      ->group(group);
 }
 
 }  // namespace dyn::cmd

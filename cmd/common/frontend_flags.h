@@ -45,7 +45,8 @@ struct FrontendFlags {
         ->capture_default_str()
         ->type_name("BYTES");
     sub.add_option("--max-concurrent-requests", opt.max_concurrent_requests,
-                   "Most API requests in flight (streams until they end); more get 429 with Retry-After (0 = no limit)")
+                   "Most API requests dispatched to workers at once (streams until they end); more wait in the router "
+                   "queue (0 = no limit)")
         ->capture_default_str()
         ->type_name("N");
     sub.add_option("--drain-timeout-secs", opt.drain_timeout_s,

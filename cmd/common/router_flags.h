@@ -24,8 +24,10 @@ struct RouterFlags {
   /// Settings are bound straight into the config (its defaults are the ones --help shows); only
   /// the two optional thresholds need a CLI-side representation.
   route::RouterConfig cfg;
-  double active_decode_blocks_threshold = -1;    // < 0 = unset
-  int64_t active_prefill_tokens_threshold = -1;  // < 0 = unset
+  double active_decode_blocks_threshold = -1;        // < 0 = unset
+  int64_t active_prefill_tokens_threshold = -1;      // < 0 = unset
+  double active_prefill_tokens_threshold_frac = -1;  // < 0 = unset
+  int64_t active_requests_threshold = 0;             // 0 = unset
   CLI::Option* block_size_opt = nullptr;
 
   /// True when --kv-cache-block-size (or its environment variable) was given.
@@ -39,6 +41,9 @@ struct RouterFlags {
     if (active_decode_blocks_threshold >= 0) c.active_decode_blocks_threshold = active_decode_blocks_threshold;
     if (active_prefill_tokens_threshold >= 0)
       c.active_prefill_tokens_threshold = static_cast<uint64_t>(active_prefill_tokens_threshold);
+    if (active_prefill_tokens_threshold_frac >= 0)
+      c.active_prefill_tokens_threshold_frac = active_prefill_tokens_threshold_frac;
+    if (active_requests_threshold > 0) c.active_requests_threshold = static_cast<uint64_t>(active_requests_threshold);
     c.seed = seed;
     if (auto e = c.validate()) throw Fatal(e->exit_code, e->message);
     return c;
@@ -126,6 +131,20 @@ inline void add_router_flags(CLI::App& app, RouterFlags& f) {
       ->envname("DYN_ROUTER_ACTIVE_PREFILL_TOKENS_THRESHOLD")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 50))
       ->type_name("TOKENS")
+      ->group(g);
+  app.add_option("--active-prefill-tokens-threshold-frac", f.active_prefill_tokens_threshold_frac,
+                 "A worker is busy when its prefill tokens in flight exceed this times its step budget (8192, SPEC "
+                 "8); unset = never")
+      ->envname("DYN_ROUTER_ACTIVE_PREFILL_TOKENS_THRESHOLD_FRAC")
+      ->check(dyn::cli::finite())
+      ->check(CLI::Range(0.0, 1e6))
+      ->type_name("FRACTION")
+      ->group(g);
+  app.add_option("--active-requests-threshold", f.active_requests_threshold,
+                 "A worker is busy while this many requests are in flight on it; unset = never")
+      ->envname("DYN_ROUTER_ACTIVE_REQUESTS_THRESHOLD")
+      ->check(CLI::Range(int64_t{1}, int64_t{1} << 40))
+      ->type_name("N")
       ->group(g);
 }
 

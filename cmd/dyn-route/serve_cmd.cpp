@@ -10,6 +10,7 @@
 #include "admission_flags.h"
 #include "commands.h"
 #include "frontend_flags.h"
+#include "queue_flags.h"
 #include "router_flags.h"
 
 namespace {
@@ -124,6 +125,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     dyn::cmd::FrontendFlags front;
     dyn::cmd::RouterFlags router;
     dyn::cmd::AdmissionFlags admission;
+    dyn::cmd::QueueFlags queue;
     std::vector<std::string> workers;
     std::string binding_store;
     std::vector<std::string> worker_kv_events;
@@ -191,6 +193,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   o->front.add(*sub, /*trace_always_on=*/false);
   dyn::cmd::add_router_flags(*sub, o->router);
   dyn::cmd::add_admission_flags(*sub, o->admission, /*with_kv_blocks=*/true);
+  dyn::cmd::add_queue_flags(*sub, o->queue);
   dispatch.add(sub, [o, sub] {
     o->front.apply(false);
     dyn::serve::FrontendOptions opt = o->front.opt;
@@ -198,6 +201,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     opt.workers = o->workers;
     opt.binding_store = o->binding_store;
     opt.router = o->router.config(o->seed);
+    opt.queue = o->queue.config();
     opt.kv_events = kv_event_sources(o->workers, o->worker_kv_events, opt.router.kv_events);
     opt.allow_block_size_mismatch = o->allow_block_size_mismatch;
     opt.tokenizer_url = o->tokenizer_url;

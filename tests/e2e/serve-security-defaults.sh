@@ -1,7 +1,7 @@
 # Shows the security defaults of dyn-route serve and dyn-trace capture: admin endpoints answer
 # loopback clients on the main port, or with --admin-port only on a separate loopback listener
 # (the main port then answers them 404 and /health there omits worker URLs); --max-concurrent-
-# requests answers 429 with Retry-After; and no prompt, response text or credential planted in
+# requests with --queue-size 0 (nobody waits) answers 429 with Retry-After; and no prompt, response text or credential planted in
 # chat, Anthropic and Responses requests (streamed, plain, malformed) is ever written to a trace
 # file or to stderr.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
@@ -12,7 +12,8 @@ start_mocker w0 --worker-id 0 --replies replies.jsonl --speedup-ratio 0.5
 # one-line reply they ended after a few tokens, and under load before the third request.)
 start_mocker w1 --worker-id 0 --speedup-ratio 0.5
 echo "== admin on a separate port"
-start_router r --worker "$w1_url" --admin-port 0 --admin-port-file admin.port --max-concurrent-requests 2
+start_router r --worker "$w1_url" --admin-port 0 --admin-port-file admin.port --max-concurrent-requests 2 \
+  --queue-size 0
 admin_url="http://127.0.0.1:$(cat admin.port)"
 for p in /v1/bindings /v1/programs /metrics; do
   echo "$p: main $(curl -sS -o /dev/null -w '%{http_code}' "$r_url$p"), admin $(curl -sS -o /dev/null -w '%{http_code}' "$admin_url$p")"

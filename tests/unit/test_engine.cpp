@@ -1,6 +1,7 @@
 // Unit tests for lib/dyn/engine: SPEC 8 timing, the KV pool, the scheduler, mock wire shapes.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <optional>
@@ -593,4 +594,28 @@ TEST_CASE("mock api: --replies conditions script a subagent flow; ${result.PATH}
   CHECK_FALSE(ReplyScript::parse_row(Json{{"first_turn", "yes"}, {"text", "x"}}));
   CHECK_FALSE(ReplyScript::parse_row(Json{{"offered", ""}, {"text", "x"}}));
   CHECK_FALSE(ReplyScript::parse_row(Json{{"after_tool", 3}, {"text", "x"}}));
+}
+
+TEST_CASE("engine priority scheduling: vLLM's polarity, SGLang's, and arrival order among equals") {
+  // One sequence at a time, so the admission order is the order of first tokens.
+  auto order = [](SchedulingPolicy policy, bool low_first) {
+    EngineConfig c;
+    c.max_num_seqs = 1;
+    c.scheduling_policy = policy;
+    c.low_priority_values_first = low_first;
+    Engine e(c);
+    const int64_t prio[] = {3, 1, 3, 2};
+    for (uint64_t id = 1; id <= 4; ++id) {
+      RequestSpec r = req(id, 128, 2, 1000 * id);
+      r.priority = prio[id - 1];
+      REQUIRE(e.add(std::move(r)));
+    }
+    std::vector<Timing> t = run_all(e, 4);
+    std::vector<uint64_t> ids{1, 2, 3, 4};
+    std::stable_sort(ids.begin(), ids.end(), [&](uint64_t a, uint64_t b) { return t[a].ttft < t[b].ttft; });
+    return ids;
+  };
+  CHECK(order(SchedulingPolicy::kFcfs, true) == std::vector<uint64_t>{1, 2, 3, 4});
+  CHECK(order(SchedulingPolicy::kPriority, true) == std::vector<uint64_t>{2, 4, 1, 3});   // vLLM
+  CHECK(order(SchedulingPolicy::kPriority, false) == std::vector<uint64_t>{1, 3, 4, 2});  // SGLang
 }

@@ -37,7 +37,7 @@ TEST_CASE("request_end: every field, in the fixed key order of docs/records.md")
   RequestEnd r;
   r.event_time_unix_ms = 1700000000123;
   r.event_source = "client";
-  r.agent_context = {"s\"1", "p", true, &compaction};
+  r.agent_context = {"s\"1", "p", true, &compaction, std::nullopt, std::nullopt};
   r.request_id = "s1:0";
   r.x_request_id = "x\n";
   r.model = "m";

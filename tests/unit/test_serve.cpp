@@ -831,7 +831,7 @@ TEST_CASE("placer: the router follows the fleet's health; a lease is given back 
   o.router.affinity_ttl_secs = 300;
   Fleet fleet(o.workers, loop, {}, o.router.block_size, false);
   dyn::FakeClock clock;
-  Placer placer(o, fleet, clock);
+  Placer placer(o, fleet, clock, [](std::function<void()> f) { f(); });
   fleet.on_health_change([&](size_t i, bool ok) { placer.on_health_change(i, ok); });
   fleet.set_health(0, false, "test");
   for (int k = 0; k < 4; ++k) {
@@ -852,7 +852,7 @@ TEST_CASE("placer: the router follows the fleet's health; a lease is given back 
   CHECK_FALSE(placer.place(rr));  // no healthy worker
   o.binding_store = "redis://127.0.0.1:1";
   o.router.affinity_ttl_secs = 0;
-  CHECK_THROWS_AS(Placer(o, fleet, clock), dyn::Fatal);  // a shared store needs affinity
+  CHECK_THROWS_AS(Placer(o, fleet, clock, nullptr), dyn::Fatal);  // a shared store needs affinity
 }
 
 TEST_CASE("intake: body errors are 400s that quote no body bytes; the origin form of a target") {

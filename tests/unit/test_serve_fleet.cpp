@@ -128,7 +128,7 @@ TEST_CASE("placer: a drained worker's session moves at its next turn; a removed 
   o.router.affinity_mode = dyn::route::AffinityMode::kHard;
   Fleet fleet(o.workers, loop, {}, o.router.block_size, false);
   dyn::FakeClock clock;
-  Placer placer(o, fleet, clock);
+  Placer placer(o, fleet, clock, [](std::function<void()> f) { f(); });
   auto turn = [&](const std::string& session) {
     dyn::route::RouteRequest rr;
     rr.session_id = session;

@@ -237,6 +237,29 @@ TEST_CASE("session_final, compaction, worker target, priority, request id") {
   CHECK(w.priority == -3);
   CHECK(w.x_request_id == "r1");
   CHECK(!normalize({{"x-dynamo-worker-instance-id", "w7"}}).ok());
+  // Priority headers (SPEC 3.4, Dynamo extensions.rs): one that does not parse (or is out of
+  // i32 / u32 range) is ignored, so the body's nvext.agent_hints value stands; not a 400.
+  Identity p = norm({{"x-dynamo-request-priority", "high"},
+                     {"x-dynamo-request-strict-priority", "2"},
+                     {"x-dynamo-meta-policy-class", "interactive"}});
+  CHECK(!p.priority);
+  CHECK(p.strict_priority == 2u);
+  CHECK(p.policy_class == "interactive");
+  Identity big = norm({{"x-dynamo-request-priority", "2147483648"}, {"x-dynamo-request-strict-priority", "-1"}});
+  CHECK(!big.priority);
+  CHECK(!big.strict_priority);
+  AgentContext ctx;
+  ctx.session_id = "s";
+  ctx.priority = -4;
+  ctx.strict_priority = 1;
+  CHECK(ctx.to_json().dump() == R"({"session_id":"s","priority":-4,"strict_priority":1})");
+  auto back = AgentContext::from_json(ctx.to_json());
+  REQUIRE(back);
+  CHECK(back->priority == -4);
+  CHECK(back->strict_priority == 1u);
+  std::string row;
+  append_agent_context(row, ctx);
+  CHECK(row == ctx.to_json().dump());
 }
 
 TEST_CASE("control characters in identity values are rejected (fuzz_headers finding)") {

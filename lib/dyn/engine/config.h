@@ -26,6 +26,20 @@ inline constexpr Named<KvEviction> kKvEvictions[] = {
      "the blocks of sessions whose last turn said x-dynamo-session-final first, then LRU"},
 };
 
+/// How an engine admits waiting requests (SPEC 8).
+/// - kFcfs: arrival order.
+/// - kPriority: by RequestSpec::priority, ties in arrival order; the polarity is
+///   EngineConfig::low_priority_values_first (vLLM --scheduling-policy priority: lower values
+///   first; SGLang --enable-priority-scheduling: higher first unless
+///   --schedule-low-priority-values-first). A preempted request still goes back first.
+enum class SchedulingPolicy { kFcfs, kPriority };
+
+/// Names of --scheduling-policy (vLLM's).
+inline constexpr Named<SchedulingPolicy> kSchedulingPolicies[] = {
+    {SchedulingPolicy::kFcfs, "fcfs", "waiting requests in arrival order"},
+    {SchedulingPolicy::kPriority, "priority", "waiting requests by the request's priority, lower values first (vLLM)"},
+};
+
 /// Settings of one simulated inference worker. Defaults follow SPEC 8 (Dynamo's mocker).
 struct EngineConfig {
   uint32_t block_size = kDefaultKvBlockSize;  ///< tokens per KV block
@@ -37,6 +51,8 @@ struct EngineConfig {
   double speedup_ratio = 1.0;                 ///< divides every step time (> 0)
   bool kv_events = false;                     ///< record stored/removed events for a router (SPEC 3.3)
   KvEviction kv_eviction = KvEviction::kLru;  ///< --kv-eviction
+  SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
+  bool low_priority_values_first = true;  ///< kPriority's polarity (see SchedulingPolicy)
 
   /// "" when valid, else a message naming the bad setting (zero sizes, speedup <= 0).
   std::string validate() const;

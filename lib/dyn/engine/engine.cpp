@@ -51,7 +51,16 @@ Expected<bool> Engine::add(RequestSpec spec) {
   s->spec = std::move(spec);
   Seq* p = s.get();
   seqs_.emplace(p->spec.id, std::move(s));
-  waiting_.push_back(p);
+  if (cfg_.scheduling_policy == SchedulingPolicy::kPriority) {
+    // Behind every waiting request that goes before it or ties (arrival order among equals).
+    const bool low_first = cfg_.low_priority_values_first;
+    auto after = [&](const Seq* w) {
+      return low_first ? w->spec.priority > p->spec.priority : w->spec.priority < p->spec.priority;
+    };
+    waiting_.insert(std::find_if(waiting_.begin(), waiting_.end(), after), p);
+  } else {
+    waiting_.push_back(p);
+  }
   ++counters_.requests_added;
   return true;
 }

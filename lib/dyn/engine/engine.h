@@ -29,6 +29,9 @@ struct RequestSpec {
   /// (x-dynamo-session-final): its own blocks then go first when room is needed.
   uint64_t session = 0;
   bool session_final = false;
+  /// The engine's own priority value (the request body's `priority`, as vLLM and SGLang take
+  /// it); used under SchedulingPolicy::kPriority with the config's polarity.
+  int64_t priority = 0;
 };
 
 /// Tokens produced by one step for one request.

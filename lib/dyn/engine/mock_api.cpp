@@ -256,6 +256,12 @@ Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t blo
   if (r.min_tokens > r.max_tokens)
     return bad(fmt::format("min_tokens ({}) is greater than the output limit ({})", r.min_tokens, r.max_tokens));
   if (auto ie = body.find("ignore_eos"); ie != body.end() && ie->is_boolean()) r.ignore_eos = ie->get<bool>();
+  if (auto p = body.find("priority"); p != body.end() && !p->is_null()) {
+    if (!p->is_number_integer() || (p->is_number_unsigned() && p->get<uint64_t>() > INT32_MAX) ||
+        p->get<int64_t>() < INT32_MIN || p->get<int64_t>() > INT32_MAX)
+      return bad("priority must be a 32-bit integer");
+    r.priority = p->get<int64_t>();
+  }
   const std::string text = tokens::render_request(body);
   auto toks = tokens::text_to_tokens(text);
   if (toks.empty()) return bad("the prompt renders to no tokens");

@@ -29,6 +29,7 @@ struct MockRequest {
   uint64_t max_tokens = 0;             ///< output limit (request, else the server default)
   uint64_t min_tokens = 0;
   bool ignore_eos = false;
+  int64_t priority = 0;        ///< the body's `priority` (vLLM's and SGLang's request field; SPEC 8)
   std::string last_user_text;  ///< for --replies matching
   Json tools;                  ///< the request's tools (Responses namespaces)
   // Conversation facts for --replies conditions (ReplyScript::choose):
@@ -47,7 +48,7 @@ struct MockRequest {
 /// Parses and validates a request body. Limits: max_completion_tokens > max_tokens >
 /// max_output_tokens (Responses) > `default_max_tokens`. Errors (400 with an OpenAI-style
 /// body): not an object, missing/empty messages, input or prompt, non-integer or zero token
-/// limits, min_tokens > max_tokens, bad stream flag.
+/// limits, min_tokens > max_tokens, bad stream flag, a `priority` that is not a 32-bit integer.
 Expected<MockRequest> parse_mock_request(Api api, const Json& body, uint32_t block_size, uint64_t default_max_tokens);
 
 /// A scripted assistant reply: text, or a tool call (name + JSON arguments as a string), with

@@ -248,6 +248,7 @@ class Mocker {
     const uint64_t id = engine_.next_id();
     auto st = std::make_shared<StreamState>();
     RequestSpec spec{id, req->prompt_tokens, req->block_hashes, plan->tokens()};
+    spec.priority = req->priority;
     if (opt_.engine.kv_eviction == engine::KvEviction::kSession) {
       // The session and its end as a router forwards them (SPEC 1: x-dynamo-session-final on
       // the last turn); headers that do not normalize leave the request without a session.

@@ -71,7 +71,8 @@ void head(std::string& o, const std::string& prefix, uint64_t t, std::string_vie
 void agent_context(std::string& o, const ContextRef& c) {
   if (c.session_id.empty()) return;
   key(o, "agent_context");
-  session::append_agent_context(o, c.session_id, c.parent_session_id, c.session_final, c.compaction);
+  session::append_agent_context(o, c.session_id, c.parent_session_id, c.session_final, c.compaction, c.priority,
+                                c.strict_priority);
 }
 
 }  // namespace rows_impl
@@ -94,6 +95,7 @@ void append_request_end(std::string& o, const RequestEnd& r) {
   if (r.total_time_ms) num(o, "total_time_ms", *r.total_time_ms);
   if (r.avg_itl_ms) num(o, "avg_itl_ms", *r.avg_itl_ms);
   if (r.kv_hit_rate) num(o, "kv_hit_rate", *r.kv_hit_rate);
+  if (r.queue_depth) num(o, "queue_depth", *r.queue_depth);
   if (r.worker) {
     o += R"(,"worker":{"decode_worker_id":)";
     append_json_number(o, *r.worker);
@@ -174,6 +176,9 @@ void append_request_end(std::string& o, const RequestEnd& r) {
   }
   if (r.pause_ms) num(o, "pause_ms", *r.pause_ms);
   if (r.queue_ms) num(o, "queue_ms", *r.queue_ms);
+  if (r.router_queue_ms) num(o, "router_queue_ms", *r.router_queue_ms);
+  if (r.policy_class) str(o, "policy_class", *r.policy_class);
+  if (r.priority_source) str(o, "priority_source", *r.priority_source);
   if (r.warmup) flag(o, "warmup", true);
   if (r.input_tokens_estimated) flag(o, "input_tokens_estimated", true);
   if (r.output_tokens_estimated) flag(o, "output_tokens_estimated", true);

@@ -22,9 +22,12 @@ struct ContextRef {
   std::string_view session_id, parent_session_id;  ///< parent "" = omitted
   std::optional<bool> session_final;
   const Json* compaction = nullptr;
+  std::optional<int32_t> priority;  ///< SPEC 3.4, written when set
+  std::optional<uint32_t> strict_priority;
   /// Views into `c`, which must outlive the row's serialization.
   static ContextRef of(const session::AgentContext& c) {
-    return {c.session_id, c.parent_session_id, c.session_final, c.compaction ? &*c.compaction : nullptr};
+    return {c.session_id, c.parent_session_id, c.session_final, c.compaction ? &*c.compaction : nullptr,
+            c.priority,   c.strict_priority};
   }
 };
 
@@ -45,6 +48,9 @@ struct RequestEnd {
   std::optional<uint64_t> output_tokens, cached_tokens;
   uint64_t request_received_ms = 0;
   std::optional<double> ttft_ms, total_time_ms, avg_itl_ms, kv_hit_rate;
+  /// Router queue depth when the request entered it (Dynamo's request.queue_depth; written for
+  /// requests the router queue held).
+  std::optional<uint64_t> queue_depth;
   /// request.worker.decode_worker_id: a number, or (client rows whose x-dyn-worker header was not
   /// a non-negative integer) the header's text.
   std::optional<int64_t> worker;
@@ -92,6 +98,10 @@ struct RequestEnd {
   };
   std::span<const Attempt> attempts;
   std::optional<double> pause_ms, queue_ms;
+  /// The router queue (SPEC 3.4): time held (ms), the request's policy class, and where its
+  /// priority came from ("header", "body", "session"; omitted for defaults).
+  std::optional<double> router_queue_ms;
+  std::optional<std::string_view> policy_class, priority_source;
   bool warmup = false;
   bool input_tokens_estimated = false, output_tokens_estimated = false;
   struct PromptSizing {
@@ -104,10 +114,11 @@ struct RequestEnd {
 /// Json and dump(-1, ' ', false, replace) writes. Key order (docs/records.md, "key order is
 /// fixed"): schema, event_type, event_time_unix_ms, event_source, agent_context, request {
 /// request_id, x_request_id, model, input_tokens, output_tokens, cached_tokens,
-/// request_received_ms, ttft_ms, total_time_ms, avg_itl_ms, kv_hit_rate, worker, replay,
-/// finish_reason_metadata }, dyn { status, error, warning, ttst_ms, inter_chunk_ms, chunk_tokens,
-/// request_latency_ms, schedule_lag_ms, scheduled_ms, hash_ids, block_size, turn, binding,
-/// rebind_reason, retries, migrations, attempts, pause_ms, queue_ms, warmup,
+/// request_received_ms, ttft_ms, total_time_ms, avg_itl_ms, kv_hit_rate, queue_depth, worker,
+/// replay, finish_reason_metadata }, dyn { status, error, warning, ttst_ms, inter_chunk_ms,
+/// chunk_tokens, request_latency_ms, schedule_lag_ms, scheduled_ms, hash_ids, block_size, turn,
+/// binding, rebind_reason, retries, migrations, attempts, pause_ms, queue_ms, router_queue_ms,
+/// policy_class, priority_source, warmup,
 /// input_tokens_estimated, output_tokens_estimated, prompt_sizing }.
 /// Strings that may carry invalid UTF-8 (headers, upstream messages) get U+FFFD, as dump's
 /// replace handler does. Thread-safe.

@@ -701,6 +701,12 @@ void Simulation::dispatch(uint32_t i, double t, std::optional<uint64_t> target) 
   spec.max_output_tokens = std::max<uint64_t>(1, row.output_length.value_or(1));
   if (!row.session_id.empty()) spec.session = std::hash<std::string>{}(row.session_id) | 1;
   spec.session_final = r.last_turn;
+  // The workload's priority is Dynamo's (higher is more important); as Dynamo does for each
+  // engine, it is converted to the engine's polarity (SPEC 8).
+  if (row.priority) {
+    const int64_t p = std::clamp<int64_t>(*row.priority, INT32_MIN, INT32_MAX);
+    spec.priority = workers_[r.worker].engine->config().low_priority_values_first ? -p : p;
+  }
   auto added = workers_[r.worker].engine->add(std::move(spec));
   if (!added) {
     placed->fail();

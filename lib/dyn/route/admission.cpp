@@ -275,18 +275,20 @@ void AdmissionController::on_request_failed(const std::string& program, double n
   on_response(program, 0, 0, now_ms);
 }
 
-void AdmissionController::release_program(const std::string& program, double now_ms) {
-  if (!config_.enabled()) return;
+std::vector<AdmissionRelease> AdmissionController::release_program(const std::string& program, double now_ms) {
+  if (!config_.enabled()) return {};
   std::lock_guard lk(mu_);
   auto it = programs_.find(program);
-  if (it == programs_.end()) return;
+  if (it == programs_.end()) return {};
   Program& p = it->second;
+  TickReport r;
   if (!p.waiting.empty()) {
     int w = p.last_worker && worker_live(*p.last_worker) ? *p.last_worker : most_headroom(now_ms);
-    activate(p, w, now_ms, false, nullptr);
+    activate(p, w, now_ms, false, &r);
     cv_.notify_all();
   }
   programs_.erase(it);
+  return std::move(r.released);
 }
 
 TickReport AdmissionController::tick(double now_ms) {
@@ -554,8 +556,9 @@ Json AdmissionController::snapshot_json(double now_ms) const {
   return out;
 }
 
-AdmissionTicker::AdmissionTicker(AdmissionController& controller, const Clock& clock)
-    : controller_(controller), clock_(clock) {
+AdmissionTicker::AdmissionTicker(AdmissionController& controller, const Clock& clock,
+                                 std::function<void(const TickReport&)> on_tick)
+    : controller_(controller), clock_(clock), on_tick_(std::move(on_tick)) {
   thread_ = std::thread([this] {
     auto period = std::chrono::duration<double>(controller_.config().scheduler_interval_s);
     std::unique_lock lk(mu_);
@@ -563,7 +566,8 @@ AdmissionTicker::AdmissionTicker(AdmissionController& controller, const Clock& c
       cv_.wait_for(lk, period, [&] { return stop_; });
       if (stop_) break;
       lk.unlock();
-      controller_.tick(clock_.now_ms());
+      TickReport r = controller_.tick(clock_.now_ms());
+      if (on_tick_) on_tick_(r);
       lk.lock();
     }
   });

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <cstdint>
 #include <map>
 #include <mutex>
@@ -171,8 +172,9 @@ class AdmissionController {
   /// without changing token_total.
   void on_request_failed(const std::string& program, double now_ms);
   /// `session_final`: the program ends (TERMINATED) and stops counting anywhere. Waiting
-  /// requests of it are released first so that nothing blocks forever.
-  void release_program(const std::string& program, double now_ms);
+  /// requests of it are released first so that nothing blocks forever: returned for callers
+  /// that wait without blocking (admit()).
+  std::vector<AdmissionRelease> release_program(const std::string& program, double now_ms);
 
   /// One scheduler tick at `now_ms` (call every scheduler_interval_s): forced resumes of
   /// requests that waited resume_timeout_s (onto the worker with most headroom), then SPEC 9
@@ -240,15 +242,18 @@ class AdmissionController {
 
 /// Calls `controller.tick(clock.now_ms())` every scheduler_interval_s on its own thread until
 /// destroyed or stop()ped; waits on a condition variable between ticks (stop wakes it at once).
+/// `on_tick` (optional) gets each tick's report, for requests that wait without blocking.
 class AdmissionTicker {
  public:
-  AdmissionTicker(AdmissionController& controller, const Clock& clock);
+  AdmissionTicker(AdmissionController& controller, const Clock& clock,
+                  std::function<void(const TickReport&)> on_tick = nullptr);
   ~AdmissionTicker();
   void stop();
 
  private:
   AdmissionController& controller_;
   const Clock& clock_;
+  std::function<void(const TickReport&)> on_tick_;
   std::mutex mu_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -1,6 +1,7 @@
 // RouterConfig names and validation.
 #include "dyn/route/config.h"
 
+#include <cmath>
 #include <string>
 
 namespace dyn::route {
@@ -24,6 +25,12 @@ std::optional<Error> RouterConfig::validate() const {
   if (worker_kv_blocks == 0) return usage("--router-worker-kv-blocks must be at least 1");
   if (active_decode_blocks_threshold && !(*active_decode_blocks_threshold >= 0 && *active_decode_blocks_threshold <= 1))
     return usage("--active-decode-blocks-threshold must be a fraction in [0, 1]");
+  if (active_prefill_tokens_threshold_frac &&
+      !(*active_prefill_tokens_threshold_frac >= 0 && std::isfinite(*active_prefill_tokens_threshold_frac)))
+    return usage("--active-prefill-tokens-threshold-frac must be a number >= 0");
+  if (max_num_batched_tokens == 0) return usage("the step budget max_num_batched_tokens must be at least 1");
+  if (active_requests_threshold && *active_requests_threshold == 0)
+    return usage("--active-requests-threshold must be at least 1");
   if (max_bindings == 0) return usage("the binding limit must be at least 1");
   // Only the kv policy reads the index the events feed (the others never look at it): accepting
   // the flag with them would promise event-fed routing that does not happen (issue 50).

@@ -64,6 +64,14 @@ struct RouterConfig {
   std::optional<double> active_decode_blocks_threshold;
   /// Busy when prefill tokens in flight > threshold. Unset = never.
   std::optional<uint64_t> active_prefill_tokens_threshold;
+  /// Busy when prefill tokens in flight > threshold × max_num_batched_tokens (Dynamo's
+  /// --active-prefill-tokens-threshold-frac). Unset = never. >= 0.
+  std::optional<double> active_prefill_tokens_threshold_frac;
+  /// Each worker's token budget per engine step, the base of the fraction above (SPEC 8: 8,192).
+  uint64_t max_num_batched_tokens = 8192;
+  /// Busy when requests in flight on the worker >= threshold (dyn's; a worker at its count takes
+  /// no more). Unset = never. >= 1.
+  std::optional<uint64_t> active_requests_threshold;
   /// Seed of the one generator behind every random choice (SPEC 3.1).
   uint64_t seed = 0;
   /// Live binding limit (SPEC 2.1: 65,536); a new binding beyond it fails with HTTP 503.

@@ -138,6 +138,24 @@ struct Router::Impl {
   std::vector<double> cost;
 };
 
+namespace {
+// Over a busy threshold (SPEC 3.2, 3.4): decode blocks beyond a share of the KV pool, prefill
+// tokens in flight beyond a count or a share of the step budget, or requests in flight at a count.
+bool worker_busy(const RouterConfig& cfg, const Router::Impl::Worker& w) {
+  if (cfg.active_decode_blocks_threshold &&
+      static_cast<double>(w.active_blocks) > *cfg.active_decode_blocks_threshold * static_cast<double>(w.kv_blocks))
+    return true;
+  if (cfg.active_prefill_tokens_threshold && w.prefill_tokens > *cfg.active_prefill_tokens_threshold) return true;
+  if (cfg.active_prefill_tokens_threshold_frac &&
+      static_cast<double>(w.prefill_tokens) >
+          *cfg.active_prefill_tokens_threshold_frac * static_cast<double>(cfg.max_num_batched_tokens))
+    return true;
+  if (cfg.active_requests_threshold && w.active_requests >= *cfg.active_requests_threshold) return true;
+  return false;
+}
+
+}  // namespace
+
 Router::Router(RouterConfig config, const Clock& clock) : cfg_(config), clock_(clock) {
   if (auto e = cfg_.validate()) throw Fatal(e->exit_code, e->message);
   impl_ = std::make_unique<Impl>(cfg_);
@@ -254,6 +272,70 @@ void Router::set_healthy(uint64_t id, bool healthy) {
   if (it != impl_->by_id.end()) impl_->workers[it->second].healthy = healthy;
 }
 
+std::optional<Error> BusyThresholds::validate() const {
+  RouterConfig c;
+  c.active_decode_blocks_threshold = active_decode_blocks;
+  c.active_prefill_tokens_threshold = active_prefill_tokens;
+  c.active_prefill_tokens_threshold_frac = active_prefill_tokens_frac;
+  c.active_requests_threshold = active_requests;
+  return c.validate();
+}
+
+bool Availability::can_take(uint64_t id) const {
+  for (const Worker& w : workers)
+    if (w.id == id) return !w.usable || !w.busy;
+  return true;  // unknown: placement answers it
+}
+
+bool Availability::any() const {
+  bool usable = false;
+  for (const Worker& w : workers) {
+    if (w.usable && !w.busy) return true;
+    usable = usable || w.usable;
+  }
+  return !usable;
+}
+
+bool Availability::any_usable() const {
+  return std::any_of(workers.begin(), workers.end(), [](const Worker& w) { return w.usable; });
+}
+
+BusyThresholds Router::busy_thresholds() const {
+  std::lock_guard lk(impl_->mu);
+  return {cfg_.active_decode_blocks_threshold, cfg_.active_prefill_tokens_threshold,
+          cfg_.active_prefill_tokens_threshold_frac, cfg_.active_requests_threshold};
+}
+
+std::optional<Error> Router::set_busy_thresholds(const BusyThresholds& t) {
+  if (auto e = t.validate()) return e;
+  std::lock_guard lk(impl_->mu);
+  cfg_.active_decode_blocks_threshold = t.active_decode_blocks;
+  cfg_.active_prefill_tokens_threshold = t.active_prefill_tokens;
+  cfg_.active_prefill_tokens_threshold_frac = t.active_prefill_tokens_frac;
+  cfg_.active_requests_threshold = t.active_requests;
+  return std::nullopt;
+}
+
+Availability Router::availability() const {
+  std::lock_guard lk(impl_->mu);
+  Availability a;
+  a.workers.reserve(impl_->workers.size());
+  for (const auto& w : impl_->workers) a.workers.push_back({w.spec.id, w.present && w.healthy, worker_busy(cfg_, w)});
+  return a;
+}
+
+uint64_t Router::predicted_cached_tokens(std::span<const uint64_t> sequence_hashes, uint64_t tokens) const {
+  auto& I = *impl_;
+  std::lock_guard lk(I.mu);
+  if (sequence_hashes.empty() || I.workers.empty()) return 0;
+  std::vector<uint32_t> ov(I.workers.size(), 0);
+  I.index.overlaps(sequence_hashes, clock_.now_ms(), ov);
+  uint64_t best = 0;
+  for (size_t s = 0; s < ov.size(); ++s)
+    if (I.workers[s].present && I.workers[s].healthy) best = std::max<uint64_t>(best, ov[s]);
+  return std::min(best * cfg_.block_size, tokens);
+}
+
 void Router::apply_kv_event(uint64_t worker_id, const KvEvent& e) {
   std::lock_guard lk(impl_->mu);
   auto it = impl_->by_id.find(worker_id);
@@ -334,24 +416,30 @@ struct Pick {
     if (avoided(s)) return RebindReason::kDispatchFailed;
     return RebindReason::kBusy;
   }
-  // Over a busy threshold (SPEC 3.2): decode blocks beyond a share of the KV pool, or prefill
-  // tokens in flight beyond a count.
-  bool busy(uint32_t s) const {
-    const auto& w = I.workers[s];
-    if (cfg.active_decode_blocks_threshold &&
-        static_cast<double>(w.active_blocks) > *cfg.active_decode_blocks_threshold * static_cast<double>(w.kv_blocks))
-      return true;
-    if (cfg.active_prefill_tokens_threshold && w.prefill_tokens > *cfg.active_prefill_tokens_threshold) return true;
-    return false;
-  }
-  // Eligible candidates into I.cand: usable and not busy, unless all usable ones are busy (SPEC 3.2).
+  // Over a busy threshold (SPEC 3.2, 3.4).
+  bool busy(uint32_t s) const { return worker_busy(cfg, I.workers[s]); }
+  // Eligible candidates into I.cand: usable and not busy, unless all usable ones are busy and the
+  // request does not refuse busy workers (SPEC 3.2, 3.4).
   void eligible_set() const {
     I.cand.clear();
     for (uint32_t s = 0; s < n(); ++s)
       if (usable(s) && !busy(s)) I.cand.push_back(s);
-    if (I.cand.empty())
+    if (I.cand.empty() && !req.refuse_busy)
       for (uint32_t s = 0; s < n(); ++s)
         if (usable(s)) I.cand.push_back(s);
+  }
+  // Why select() found no slot: every usable worker busy (a refuse_busy request), or none usable.
+  Error no_slot() const {
+    for (uint32_t s = 0; s < n(); ++s)
+      if (usable(s)) return Error{"every eligible worker is over a busy threshold", kPlaceAllBusy};
+    return Error{"no healthy worker available", 503};
+  }
+  // A refuse_busy request pinned to slot s (an explicit worker, a hard binding) that is busy.
+  std::optional<Error> pinned_busy(uint32_t s) const {
+    if (!req.refuse_busy || !usable(s) || !busy(s)) return std::nullopt;
+    if (req.busy_worker) *req.busy_worker = I.workers[s].spec.id;
+    return Error{"worker " + std::to_string(I.workers[s].spec.id) + " (pinned) is over a busy threshold",
+                 kPlacePinnedBusy};
   }
   // SPEC 3.2's cost: overlap_score_weight * prefill blocks + decode blocks.
   double cost_of(uint32_t s) const {
@@ -564,6 +652,8 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
     if (it != I.table.end()) {
       Router::Impl::Entry& e = it->second;
       uint32_t bw = e.worker;
+      if (cfg.affinity_mode == AffinityMode::kHard)
+        if (auto busy = p.pinned_busy(bw)) return *busy;
       bool keep = cfg.affinity_mode == AffinityMode::kHard ? p.usable(bw) : (p.usable(bw) && [&] {
         p.eligible_set();
         return std::find(I.cand.begin(), I.cand.end(), bw) != I.cand.end();
@@ -579,7 +669,7 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
       b.reason = p.why_not(bw);
       if (cfg.affinity_mode == AffinityMode::kSoft) {
         b.chosen = select(p);
-        if (b.chosen == kNoSlot) return Error{"no healthy worker available", 503};
+        if (b.chosen == kNoSlot) return p.no_slot();
         ++e.leases;
         b.role = Role::kRebind;
         b.gen = e.gen;
@@ -589,10 +679,13 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
         break;
       }
       // Hard: the bound worker is gone or unhealthy; invalidate and place once more normally.
-      b.reason = p.why_not(bw);
-      I.table.erase(it);
       b.chosen = select(p);
-      if (b.chosen == kNoSlot) return Error{"no healthy worker available", 503};
+      if (b.chosen == kNoSlot) {
+        Error e = p.no_slot();
+        if (e.exit_code != kPlaceAllBusy) I.table.erase(it);  // a refusal changes nothing
+        return e;
+      }
+      I.table.erase(it);
       own_new_binding(I, b, req.parent_session_id);  // a rebound parent group stays a group
       b.outcome = BindingOutcome::kRebound;
       break;
@@ -606,7 +699,7 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
       }
     }
     b.chosen = select(p);
-    if (b.chosen == kNoSlot) return Error{"no healthy worker available", 503};
+    if (b.chosen == kNoSlot) return p.no_slot();
     b.outcome = (req.retry && req.retry->was_bound) ? BindingOutcome::kRebound : absent_outcome;
     if (b.outcome == BindingOutcome::kRebound) b.reason = RebindReason::kDispatchFailed;
     if (auto d = I.dropped.find(key); d != I.dropped.end()) {
@@ -651,6 +744,7 @@ Expected<Placement> Router::place(const RouteRequest& req) {
     auto it = I.by_id.find(*req.worker);
     if (it == I.by_id.end() || !I.workers[it->second].present)
       return Error{"unknown worker instance id " + std::to_string(*req.worker), 400};
+    if (auto busy = pk.pinned_busy(it->second)) return *busy;
     b.chosen = it->second;
   } else if (cfg_.mode == Mode::kDirect) {
     return Error{"--router-mode direct needs an explicit worker (x-dynamo-worker-instance-id)", 400};
@@ -662,7 +756,7 @@ Expected<Placement> Router::place(const RouteRequest& req) {
     b.chosen = select(pk);
   }
   const uint32_t chosen = b.chosen;
-  if (chosen == kNoSlot) return Error{"no healthy worker available", 503};
+  if (chosen == kNoSlot) return pk.no_slot();
 
   // The periodic sweep runs after this request met its own key, so a binding that expired since
   // the last sweep is reported as "expired" rather than silently "new".

@@ -105,10 +105,51 @@ struct RouteRequest {
   /// kPlaceWouldWait instead, changing nothing, so an event-loop caller can repeat the call on a
   /// thread that may block.
   bool fail_instead_of_waiting = false;
+  /// The router queue's placement (SPEC 3.4): a worker over a busy threshold is never chosen.
+  /// Instead of placing on a busy one, place() fails, changing nothing, with kPlaceAllBusy (every
+  /// usable worker is busy) or kPlacePinnedBusy (the explicit worker or a hard binding's worker
+  /// is busy: it is not rerouted, as Dynamo's PinnedWorkerOverloaded), that worker's id then in
+  /// *busy_worker when given. false: a busy worker is avoided unless all are (SPEC 3.2).
+  bool refuse_busy = false;
+  uint64_t* busy_worker = nullptr;
 };
 
 /// The Error::exit_code of a place() that would have waited (RouteRequest::fail_instead_of_waiting).
 inline constexpr int kPlaceWouldWait = -1;
+/// The Error::exit_codes of a refuse_busy place(): every usable worker is over a busy threshold
+/// (Dynamo's AllEligibleWorkersOverloaded), or the pinned one is (PinnedWorkerOverloaded).
+inline constexpr int kPlaceAllBusy = -2;
+inline constexpr int kPlacePinnedBusy = -3;
+
+/// The busy thresholds (SPEC 3.2, 3.4), changeable while routing (POST /v1/busy_threshold).
+/// Unset = that check never makes a worker busy; the checks are OR-ed.
+struct BusyThresholds {
+  std::optional<double> active_decode_blocks;        ///< fraction of the worker's KV blocks
+  std::optional<uint64_t> active_prefill_tokens;     ///< tokens
+  std::optional<double> active_prefill_tokens_frac;  ///< × max_num_batched_tokens
+  std::optional<uint64_t> active_requests;           ///< requests in flight
+  /// The same range checks as RouterConfig::validate (exit 2), naming the field.
+  std::optional<Error> validate() const;
+  bool any() const {
+    return active_decode_blocks || active_prefill_tokens || active_prefill_tokens_frac || active_requests;
+  }
+};
+
+/// Whether each worker can take one more request now without passing a busy threshold.
+struct Availability {
+  struct Worker {
+    uint64_t id = 0;
+    bool usable = false;  ///< present and healthy
+    bool busy = false;    ///< over a busy threshold
+  };
+  std::vector<Worker> workers;  ///< worker order
+  /// A request pinned to `id` can go: its worker is not busy (or is unusable, which placement
+  /// itself answers).
+  bool can_take(uint64_t id) const;
+  /// An unpinned request can go: some usable worker is not busy, or none is usable.
+  bool any() const;
+  bool any_usable() const;
+};
 
 /// One worker's score in a decision (SPEC 3.2), for --explain and logs.
 struct WorkerScore {
@@ -285,6 +326,15 @@ class Router {
   /// Errors: no workers (exit 4, HTTP 503); unknown explicit worker (400); direct mode without a
   /// worker (400); binding table full (503). May block (live mode) while the key initializes.
   Expected<Placement> place(const RouteRequest& request);
+
+  /// The busy thresholds in force, and a change of them (validated: an error changes nothing).
+  BusyThresholds busy_thresholds() const;
+  std::optional<Error> set_busy_thresholds(const BusyThresholds& t);
+  /// Every worker's usability and busyness now (one lock), for the router queue.
+  Availability availability() const;
+  /// The most prompt tokens any usable worker holds cached (its leading blocks in the index),
+  /// at most `tokens`: the router queue's prediction of a request's cached tokens (SPEC 3.4).
+  uint64_t predicted_cached_tokens(std::span<const uint64_t> sequence_hashes, uint64_t tokens) const;
 
   /// Applies a worker's KV event to the index (event-fed mode). Unknown worker ids are ignored.
   void apply_kv_event(uint64_t worker_id, const KvEvent& event);

@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "dyn/base/diag.h"
+
 namespace dyn::serve {
 
 void AdminPages::add_routes(http::EventServer& s, bool guarded) const {
@@ -26,6 +28,10 @@ void AdminPages::add_routes(http::EventServer& s, bool guarded) const {
     s.route("GET", "/v1/bindings", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
               res.set_content(bindings_text(), "application/json");
             }));
+    for (const char* path : {"/v1/busy_threshold", "/busy_threshold"})
+      for (const char* method : {"GET", "POST"})
+        s.route(method, path,
+                admin([this](const http::ServerRequest& req, http::ServerResponse& res) { busy_threshold(req, res); }));
     s.route(
         "GET", "/v1/programs", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
           const route::AdmissionController* a = s_.placer->admission();
@@ -112,6 +118,29 @@ Json AdminPages::health_json(bool* any_healthy) const {
 
 namespace {
 
+/// The four thresholds under Dynamo's names (null = unset), after "model".
+Json thresholds_json(const std::string& model, const route::BusyThresholds& t) {
+  auto opt = [](const auto& v) { return v ? Json(*v) : Json(nullptr); };
+  Json j = Json::object();
+  j["model"] = model;
+  j["active_decode_blocks_threshold"] = opt(t.active_decode_blocks);
+  j["active_prefill_tokens_threshold"] = opt(t.active_prefill_tokens);
+  j["active_prefill_tokens_threshold_frac"] = opt(t.active_prefill_tokens_frac);
+  j["active_requests_threshold"] = opt(t.active_requests);
+  return j;
+}
+
+/// Reads one threshold of a POST body into `out` (absent or null: unchanged). `integer`: an
+/// unsigned integer; else a number. False: the wrong type (422).
+template <class T>
+bool read_threshold(const Json& body, const char* key, bool integer, std::optional<T>& out) {
+  auto it = body.find(key);
+  if (it == body.end() || it->is_null()) return true;
+  if (integer ? !it->is_number_unsigned() : !it->is_number()) return false;
+  out = it->get<T>();
+  return true;
+}
+
 /// The identity columns of a /v1/bindings row: a session's key, or a parent group's parent id.
 Json binding_key_json(const std::string& key, const std::string& parent) {
   Json j = Json::object();
@@ -180,6 +209,41 @@ void local_rows(const std::vector<route::BindingInfo>& local, const Fleet& fleet
 }
 
 }  // namespace
+
+void AdminPages::busy_threshold(const http::ServerRequest& req, http::ServerResponse& res) const {
+  route::Router& router = s_.placer->router();
+  if (req.method == "GET") {
+    Json j{{"thresholds", Json::array({thresholds_json("*", router.busy_thresholds())})}};
+    return res.set_content(j.dump() + "\n", "application/json");
+  }
+  std::string ct = req.get_header_value("Content-Type");
+  if (ct.rfind("application/json", 0) != 0)
+    return http::set_error(res, 415, "invalid_request_error", "Expected request with Content-Type application/json");
+  Json body = Json::parse(req.body, nullptr, false);
+  if (body.is_discarded()) return http::set_error(res, 400, "invalid_request_error", "malformed JSON body");
+  auto model = body.is_object() ? body.find("model") : body.end();
+  if (!body.is_object() || model == body.end() || !model->is_string())
+    return http::set_error(res, 422, "invalid_request_error", "the body needs a \"model\" string");
+  route::BusyThresholds t = router.busy_thresholds(), given;
+  if (!read_threshold(body, "active_decode_blocks_threshold", false, given.active_decode_blocks) ||
+      !read_threshold(body, "active_prefill_tokens_threshold", true, given.active_prefill_tokens) ||
+      !read_threshold(body, "active_prefill_tokens_threshold_frac", false, given.active_prefill_tokens_frac) ||
+      !read_threshold(body, "active_requests_threshold", true, given.active_requests))
+    return http::set_error(res, 422, "invalid_request_error",
+                           "thresholds are numbers (active_prefill_tokens_threshold and active_requests_threshold "
+                           "unsigned integers) or null");
+  if (given.any()) {
+    if (given.active_decode_blocks) t.active_decode_blocks = given.active_decode_blocks;
+    if (given.active_prefill_tokens) t.active_prefill_tokens = given.active_prefill_tokens;
+    if (given.active_prefill_tokens_frac) t.active_prefill_tokens_frac = given.active_prefill_tokens_frac;
+    if (given.active_requests) t.active_requests = given.active_requests;
+    if (auto e = router.set_busy_thresholds(t)) return http::set_error(res, 400, "invalid_request_error", e->message);
+    s_.placer->queue().thresholds_changed();
+    diag::note("busy thresholds set: " + thresholds_json(model->get<std::string>(), t).dump());
+  }
+  res.set_content(thresholds_json(model->get<std::string>(), router.busy_thresholds()).dump() + "\n",
+                  "application/json");
+}
 
 std::string AdminPages::bindings_text() const {
   const route::RouterConfig& rc = s_.opt.router;

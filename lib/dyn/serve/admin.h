@@ -56,6 +56,14 @@ class AdminPages {
   std::string metrics_text() const;
   /// {"status", "workers": [{"worker", "url", "healthy"}]}; *any_healthy says whether one is.
   Json health_json(bool* any_healthy) const;
+  /// POST /v1/busy_threshold (also /busy_threshold, Dynamo's path), Dynamo's shape (SPEC 3.4):
+  /// {"model", "active_decode_blocks_threshold"?, "active_prefill_tokens_threshold"?,
+  /// "active_prefill_tokens_threshold_frac"?, "active_requests_threshold"? (dyn's)}: the given
+  /// thresholds are set for the worker pool (every model: dyn-route serve has one pool), the
+  /// others kept; with none given it only answers. The answer: the model and all four (null =
+  /// unset). Errors: 415 not JSON, 400 malformed JSON or a value out of range, 422 a field of the
+  /// wrong type or no "model". GET lists {"thresholds": [{"model": "*", ...}]}.
+  void busy_threshold(const http::ServerRequest& req, http::ServerResponse& res) const;
 
  private:
   bool admin_separate() const { return s_.opt.admin_listen.port >= 0; }

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dyn/http/proxy.h"
+#include "dyn/route/priority.h"
 #include "dyn/serve/placer.h"
 #include "dyn/serve/response_tap.h"
 #include "dyn/session/normalize.h"
@@ -34,11 +35,17 @@ struct Exchange {
   Exchange() = default;
   Exchange(const Exchange&) = delete;
   Exchange& operator=(const Exchange&) = delete;
-  /// Frees the request's concurrency slot: the exchange lives until its response has ended.
+  /// Frees the request's slots: the exchange lives until its response has ended.
   ~Exchange() {
     if (slot) slot->fetch_sub(1);
+    end_dispatch();
   }
-  std::atomic<size_t>* slot = nullptr;  ///< counted in RelayStats::in_flight
+  /// Gives back the router queue's concurrency slot (SPEC 3.4) once, when held.
+  void end_dispatch() {
+    if (RequestQueue* q = std::exchange(dispatch_slot, nullptr)) q->release_slot();
+  }
+  std::atomic<size_t>* slot = nullptr;    ///< counted in RelayStats::in_flight
+  RequestQueue* dispatch_slot = nullptr;  ///< a --max-concurrent-requests slot of this queue
   Api api = Api::kChat;
   bool stream = false;
   double start_ms = 0;
@@ -48,8 +55,14 @@ struct Exchange {
   std::string request_id;
   std::string model;
   uint64_t input_length = 0;
-  std::vector<uint64_t> sequence_hashes;  ///< with the trailing partial block (SPEC 4.1 replay)
-  Lease lease;                            ///< what the Placer gave it (serve mode)
+  std::vector<uint64_t> sequence_hashes;    ///< with the trailing partial block (SPEC 4.1 replay)
+  Lease lease;                              ///< what the Placer gave it (serve mode)
+  std::optional<uint64_t> admitted_worker;  ///< the admission controller's (first attempt only)
+  route::ResolvedPriority priority;         ///< SPEC 3.4 (serve mode)
+  route::PriorityHints body_hints;          ///< the body's nvext.agent_hints
+  bool queued = false;                      ///< held by the router queue (or admission) at some point
+  std::optional<double> router_queue_ms;    ///< dyn.router_queue_ms
+  std::optional<uint64_t> queue_depth;      ///< request.queue_depth when it entered the queue
   int worker = -1;
   std::string binding;             ///< dyn.binding ("" = omit: capture mode)
   std::string rebind_reason;       ///< dyn.rebind_reason of a moved binding ("" = omit)

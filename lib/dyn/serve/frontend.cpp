@@ -81,7 +81,8 @@ Frontend::Impl::Impl(FrontendOptions o, const Clock& c)
   fleet = std::make_unique<Fleet>(opt.workers, loop, opt.upstream, opt.capture ? 0 : opt.router.block_size,
                                   opt.allow_block_size_mismatch, circuit, clock);
   if (!opt.capture) {
-    placer = std::make_unique<Placer>(opt, *fleet, clock);
+    placer = std::make_unique<Placer>(opt, *fleet, clock,
+                                      [this](std::function<void()> f) { loop.handlers().post(std::move(f)); });
     fleet->on_health_change([p = placer.get()](size_t i, bool ok) { p->on_health_change(i, ok); });
     if (opt.router.kv_events) {
       kv = std::make_unique<KvFeeds>(*fleet, placer->router(), opt.router.block_size);
@@ -99,7 +100,8 @@ Frontend::Impl::Impl(FrontendOptions o, const Clock& c)
         *fleet, HealthPollOptions{opt.health_interval_ms, opt.health_timeout_ms, opt.health_failure_threshold});
   }
   if (opt.trace_block_size == 0) throw Fatal(kExitUsage, "block size must be > 0");
-  trace = std::make_unique<RequestTrace>(clock, opt.trace_block_size, !opt.capture);
+  trace = std::make_unique<RequestTrace>(clock, opt.trace_block_size, !opt.capture,
+                                         opt.capture ? nullptr : &opt.queue.classes);
   relay = std::make_unique<Relay>(opt, clock, loop, *fleet, placer.get(), kv ? &kv->adapters() : nullptr, *trace);
   admin = std::make_unique<AdminPages>(
       AdminSources{opt, clock, *fleet, placer.get(), kv.get(), *relay, *trace, members.get()});

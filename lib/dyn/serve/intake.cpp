@@ -59,10 +59,52 @@ std::optional<Error> read_identity(Exchange& ex, const http::ServerRequest& req,
   ex.ctx = ident->context;
   ex.x_request_id = ident->x_request_id;
   d.pinned_worker = ident->worker_instance_id;
+  d.header_hints.priority = ident->priority;
+  d.header_hints.strict_priority = ident->strict_priority;
+  d.header_hints.policy_class = ident->policy_class;
   return std::nullopt;
 }
 
 namespace {
+
+constexpr const char* kBadPriority = "nvext.agent_hints.priority must be a 32-bit integer";
+constexpr const char* kBadStrict = "nvext.agent_hints.strict_priority must be a 32-bit unsigned integer";
+
+/// nvext.agent_hints of a simdjson body into `h`; an error for values of the wrong type.
+std::optional<Error> read_hints(simdjson::dom::element nvext, route::PriorityHints& h) {
+  simdjson::dom::element hints, v;
+  if (nvext.at_key("agent_hints").get(hints) != simdjson::SUCCESS || !hints.is_object()) return std::nullopt;
+  if (hints.at_key("priority").get(v) == simdjson::SUCCESS && !v.is_null()) {
+    int64_t p = 0;
+    if (v.get(p) != simdjson::SUCCESS || p < INT32_MIN || p > INT32_MAX) return Error{kBadPriority, 400};
+    h.priority = p;
+  }
+  if (hints.at_key("strict_priority").get(v) == simdjson::SUCCESS && !v.is_null()) {
+    uint64_t p = 0;
+    if (v.get(p) != simdjson::SUCCESS || p > UINT32_MAX) return Error{kBadStrict, 400};
+    h.strict_priority = p;
+  }
+  return std::nullopt;
+}
+
+/// The same from a Json tree.
+std::optional<Error> read_hints(const Json& body, route::PriorityHints& h) {
+  auto n = body.find("nvext");
+  if (n == body.end() || !n->is_object()) return std::nullopt;
+  auto a = n->find("agent_hints");
+  if (a == n->end() || !a->is_object()) return std::nullopt;
+  if (auto p = a->find("priority"); p != a->end() && !p->is_null()) {
+    if (!p->is_number_integer() || p->get<int64_t>() < INT32_MIN || p->get<int64_t>() > INT32_MAX ||
+        (p->is_number_unsigned() && p->get<uint64_t>() > INT32_MAX))
+      return Error{kBadPriority, 400};
+    h.priority = p->get<int64_t>();
+  }
+  if (auto p = a->find("strict_priority"); p != a->end() && !p->is_null()) {
+    if (!p->is_number_unsigned() || p->get<uint64_t>() > UINT32_MAX) return Error{kBadStrict, 400};
+    h.strict_priority = p->get<uint64_t>();
+  }
+  return std::nullopt;
+}
 
 /// Reads the top-level members the router needs from a simdjson object into `ex` and `b`. False
 /// when a key repeats (a Json tree keeps the last value; read_tree decides then).
@@ -83,6 +125,7 @@ bool read_top_level(simdjson::dom::object o, Exchange& ex, Body& b) {
               ? Body::Usage::kIncluded
               : Body::Usage::kOther;
     }
+    if (field.key == "nvext" && read_hints(field.value, b.hints)) return false;  // read_tree says why
   }
   return true;
 }
@@ -104,6 +147,7 @@ Expected<Body> read_tree(Exchange& ex, const std::string& text) {
   if (auto it = body.find("model"); it != body.end() && it->is_string()) ex.model = it->get<std::string>();
   auto st = body.find("stream");
   ex.stream = st != body.end() && st->is_boolean() && st->get<bool>();
+  if (auto e = read_hints(body, b.hints)) return *e;
   return b;
 }
 

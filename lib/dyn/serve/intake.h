@@ -10,6 +10,7 @@
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
 #include "dyn/http/proxy.h"
+#include "dyn/route/priority.h"
 #include "dyn/serve/exchange.h"
 #include "dyn/serve/tokenizer.h"
 
@@ -32,10 +33,10 @@ bool check_content_type(const http::ServerRequest& req, http::ServerResponse& re
 
 /// What the dispatch stage takes from the earlier stages of a request, besides the exchange.
 struct Dispatch {
-  http::ProxyRequest request;               ///< to the worker (build_upstream)
-  bool hide_usage = false;                  ///< the frontend asked for the usage chunk: not relayed
-  std::optional<uint64_t> pinned_worker;    ///< x-dynamo-worker-instance-id: wins, never retried
-  std::optional<uint64_t> admitted_worker;  ///< the admission controller's (first attempt only)
+  http::ProxyRequest request;             ///< to the worker (build_upstream)
+  bool hide_usage = false;                ///< the frontend asked for the usage chunk: not relayed
+  std::optional<uint64_t> pinned_worker;  ///< x-dynamo-worker-instance-id: wins, never retried
+  route::PriorityHints header_hints;      ///< x-dynamo-request-priority, -strict-priority, -meta-policy-class
 };
 
 /// A request body as the router reads it (read_body). simdjson reads it and the SPEC 4.2 text is
@@ -47,6 +48,7 @@ struct Body {
   enum class Usage { kAbsent, kIncluded, kOther } usage = Usage::kAbsent;
   std::optional<std::string> rendered;  ///< render_request's text, when simdjson read the body
   std::shared_ptr<Json> json;           ///< the Json tree, when a step needed one
+  route::PriorityHints hints;           ///< nvext.agent_hints.priority / strict_priority (SPEC 3.4)
 };
 
 /// Identity (SPEC 1): the session headers normalized (`opts`: SPEC 1.1's aliases) into the
@@ -59,8 +61,9 @@ std::optional<Error> read_identity(Exchange& ex, const http::ServerRequest& req,
                                    Dispatch& d);
 /// The JSON body (`need_tree`: a Json tree is wanted, for the tokenizer). An error (400) when
 /// empty, nested deeper than kMaxJsonDepth, malformed (the byte offset only: the parser's
-/// message quotes body bytes) or not an object. Notes the request's model and whether it streams
-/// in the exchange.
+/// message quotes body bytes), not an object, or when nvext.agent_hints.priority is not a
+/// 32-bit integer or strict_priority not a 32-bit unsigned one (Dynamo rejects them too). Notes the request's model and
+/// whether it streams in the exchange.
 Expected<Body> read_body(Exchange& ex, const std::string& body, bool need_tree);
 /// The request to the worker, into `d`: the origin-form target (RFC 9112 3.2.2), the client's
 /// headers and its body; a chat/completions stream that does not ask for usage gets

@@ -159,6 +159,47 @@ void router_families(std::string& o, const Placer& placer) {
                 static_cast<double>(l.cached_blocks));
 }
 
+/// The router queue (SPEC 3.4): depth, waits and rejections per class, and the busy thresholds.
+void queue_families(std::string& o, const Placer& placer) {
+  const RequestQueue& q = placer.queue();
+  const QueueStats st = q.stats();
+  auto cls = [](const std::string& name) { return fmt::format("policy_class=\"{}\"", name); };
+  prom_family(o, "dyn_router_queue_pending_requests", "gauge", "requests waiting in the router queue, by policy class");
+  for (const auto& c : st.classes)
+    prom_sample(o, "dyn_router_queue_pending_requests", cls(c.name), static_cast<double>(c.waiting));
+  prom_family(o, "dyn_router_queue_deferred_requests", "gauge",
+              "requests held by program admission (SPEC 9) before they join the queue");
+  prom_sample(o, "dyn_router_queue_deferred_requests", "", static_cast<double>(st.deferred));
+  prom_family(o, "dyn_router_queue_requests_total", "counter", "requests that waited in the router queue, by class");
+  for (const auto& c : st.classes)
+    prom_sample(o, "dyn_router_queue_requests_total", cls(c.name), static_cast<double>(c.queued_total));
+  prom_family(o, "dyn_router_queue_wait_seconds", "histogram",
+              "time requests waited in the router queue before dispatch, by class");
+  for (size_t i = 0; i < st.classes.size(); ++i)
+    q.waits()[i]->render(o, "dyn_router_queue_wait_seconds", cls(st.classes[i].name) + ",");
+  prom_family(o, "dyn_router_queue_rejected_total", "counter",
+              "requests the router queue answered itself: queue_full (429), timeout (503), no_compatible_worker, "
+              "shutdown; by the reason they were held");
+  for (const auto& [k, n] : st.rejected)
+    prom_sample(o, "dyn_router_queue_rejected_total", fmt::format("outcome=\"{}\",reason=\"{}\"", k.first, k.second),
+                static_cast<double>(n));
+  prom_family(o, "dyn_router_dispatch_slots_in_use", "gauge",
+              "requests holding a --max-concurrent-requests slot (dispatched or about to be)");
+  prom_sample(o, "dyn_router_dispatch_slots_in_use", "", static_cast<double>(st.dispatched));
+  const route::BusyThresholds t = placer.router().busy_thresholds();
+  prom_family(o, "dyn_router_busy_threshold", "gauge",
+              "busy thresholds in force (POST /v1/busy_threshold changes them); absent = unset");
+  const std::pair<const char*, std::optional<double>> ts[] = {
+      {"active_decode_blocks", t.active_decode_blocks},
+      {"active_prefill_tokens",
+       t.active_prefill_tokens ? std::optional<double>(static_cast<double>(*t.active_prefill_tokens)) : std::nullopt},
+      {"active_prefill_tokens_frac", t.active_prefill_tokens_frac},
+      {"active_requests",
+       t.active_requests ? std::optional<double>(static_cast<double>(*t.active_requests)) : std::nullopt}};
+  for (const auto& [k, v] : ts)
+    if (v) prom_sample(o, "dyn_router_busy_threshold", fmt::format("threshold=\"{}\"", k), *v);
+}
+
 void kv_families(std::string& o, const KvFeeds& kv, const Fleet& fleet) {
   using Sub = kvevents::Subscriber::Stats;
   struct S {
@@ -234,7 +275,10 @@ std::string AdminPages::metrics_text() const {
   const RelayStats& rs = s_.relay.stats();
   relay_counters(o, rs);
   worker_families(o, s_.fleet);
-  if (s_.placer) router_families(o, *s_.placer);
+  if (s_.placer) {
+    router_families(o, *s_.placer);
+    queue_families(o, *s_.placer);
+  }
   if (s_.kv) kv_families(o, *s_.kv, s_.fleet);
   if (!s_.opt.tokenizer_url.empty())
     counter(o, "dyn_tokenizer_errors_total", "requests hashed from 4-byte tokens because the tokenizer failed",

@@ -13,6 +13,7 @@
 #include "dyn/io/segment_writer.h"
 #include "dyn/route/admission.h"
 #include "dyn/route/config.h"
+#include "dyn/route/queue.h"
 #include "dyn/serve/fleet.h"
 #include "dyn/session/normalize.h"
 
@@ -84,9 +85,12 @@ struct FrontendOptions {
   /// Largest request body accepted, in bytes; a larger one gets 413 with an OpenAI-style error
   /// body before any of it is buffered past the limit. 0 = no limit.
   size_t max_request_bytes = size_t{32} << 20;
-  /// Most API requests in flight at once (a stream counts until it ends); one more gets 429
-  /// (rate_limit_error, Retry-After: 1), as SGLang's router answers. 0 = no limit.
+  /// Most API requests dispatched to workers at once (a stream counts until it ends); one more
+  /// waits in the router queue, as in SGLang's router (SPEC 3.4). 0 = no limit.
   size_t max_concurrent_requests = 0;
+  /// The router queue (SPEC 3.4): policy classes, per-session defaults, --queue-size and
+  /// --queue-timeout-secs (serve mode).
+  route::QueueConfig queue;
   /// A separate admin listener for /v1/bindings, /v1/programs, /metrics and the detailed /health
   /// (port < 0 = none; then those endpoints are on the main listener and answer only loopback
   /// peers unless admin_allow_remote). Its host defaults to loopback whatever --host says.

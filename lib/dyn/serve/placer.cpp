@@ -18,7 +18,8 @@ route::RouterConfig checked_router_config(const route::RouterConfig& c) {
 
 }  // namespace
 
-Placer::Placer(const FrontendOptions& opt, const Fleet& fleet, const Clock& clock)
+Placer::Placer(const FrontendOptions& opt, const Fleet& fleet, const Clock& clock,
+               std::function<void(std::function<void()>)> post)
     : fleet_(fleet),
       clock_(clock),
       capacity_tokens_(opt.admission_capacity_tokens),
@@ -41,22 +42,31 @@ Placer::Placer(const FrontendOptions& opt, const Fleet& fleet, const Clock& cloc
     admission_ = std::make_unique<route::AdmissionController>(opt.admission, std::vector<route::AdmissionWorker>{});
     sync_admission();
   }
+  if (auto e = opt.queue.validate()) throw Fatal(kExitUsage, e->message);
+  queue_ = std::make_unique<RequestQueue>(opt.queue, opt.max_concurrent_requests, router_, clock, std::move(post),
+                                          admission_ != nullptr);
 }
 
-Placer::~Placer() { stop(); }
+Placer::~Placer() {
+  stop();
+  queue_.reset();
+}
+
+std::optional<uint64_t> Placer::live_worker(int worker) const {
+  // The controller's worker unless it went away meanwhile (the policy chooses then).
+  if (worker >= 0 && static_cast<size_t>(worker) < fleet_.size() && fleet_.at(worker).routable &&
+      fleet_.at(worker).state == WorkerState::kServing)
+    return static_cast<uint64_t>(worker);
+  return std::nullopt;
+}
 
 Placer::Admitted Placer::admit(const session::AgentContext& ctx, uint64_t tokens, Lease& lease) {
   Admitted r;
-  double waited = 0, t0 = clock_.now_ms();
-  route::AdmitDecision a = admission_->admit_blocking(ctx.session_id, ctx.parent_session_id, tokens, clock_, &waited);
-  r.pause_ms = a.admitted ? waited : clock_.now_ms() - t0;
-  if (!a.admitted) return r;
-  r.admitted = true;
+  route::AdmitDecision a = admission_->admit(ctx.session_id, ctx.parent_session_id, tokens, clock_.now_ms());
   lease.admission_program = ctx.session_id;
-  // The controller's worker unless it went away meanwhile (the policy chooses then).
-  if (a.worker >= 0 && static_cast<size_t>(a.worker) < fleet_.size() && fleet_.at(a.worker).routable &&
-      fleet_.at(a.worker).state == WorkerState::kServing)
-    r.worker = static_cast<uint64_t>(a.worker);
+  r.admitted = a.admitted;
+  r.ticket = a.ticket;
+  if (a.admitted) r.worker = live_worker(a.worker);
   return r;
 }
 
@@ -72,13 +82,14 @@ void Placer::release(Lease& lease, const TurnEnd& end) {
   } else {
     admission_->on_request_failed(lease.admission_program, now);
   }
-  if (end.session_final) admission_->release_program(lease.admission_program, now);
+  if (end.session_final) queue_->admission_released(admission_->release_program(lease.admission_program, now));
   lease.admission_program.clear();
 }
 
 void Placer::on_health_change(size_t i, bool healthy) {
   router_.set_healthy(i, healthy);
   sync_admission();
+  queue_->pump_if_waiting();
 }
 
 void Placer::add_worker(size_t i) {
@@ -114,11 +125,14 @@ void Placer::sync_admission() {
 }
 
 void Placer::start() {
-  if (admission_) ticker_ = std::make_unique<route::AdmissionTicker>(*admission_, clock_);
+  if (admission_)
+    ticker_ = std::make_unique<route::AdmissionTicker>(
+        *admission_, clock_, [this](const route::TickReport& r) { queue_->admission_released(r.released); });
 }
 
 void Placer::shutdown() {
   if (admission_) admission_->shutdown();
+  queue_->shutdown();
 }
 
 void Placer::stop() {

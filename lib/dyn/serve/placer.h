@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -17,6 +18,7 @@
 #include "dyn/serve/binding_store.h"
 #include "dyn/serve/fleet.h"
 #include "dyn/serve/options.h"
+#include "dyn/serve/queue.h"
 #include "dyn/session/normalize.h"
 
 namespace dyn::serve {
@@ -35,14 +37,16 @@ struct TurnEnd {
 };
 
 /// The routing side of a frontend in serve mode: owns the router (with the workers of the fleet
-/// as its workers), the shared binding store (--router-binding-store) and the admission
-/// controller with its ticker. The router and the controller follow the fleet's health
-/// (on_health_change). Thread-safe.
+/// as its workers), the shared binding store (--router-binding-store), the admission
+/// controller with its ticker and the queue in front of the workers (SPEC 3.4). The router, the
+/// controller and the queue follow the fleet's health (on_health_change). Thread-safe.
 class Placer {
  public:
-  /// Errors (Fatal, exit 2): an invalid router configuration, a binding store without session
-  /// affinity or with a bad URL, admission without a worker KV capacity.
-  Placer(const FrontendOptions& opt, const Fleet& fleet, const Clock& clock);
+  /// `post` runs work on the handler pool (the queue's answers). Errors (Fatal, exit 2): an
+  /// invalid router or queue configuration, a binding store without session affinity or with a
+  /// bad URL, admission without a worker KV capacity.
+  Placer(const FrontendOptions& opt, const Fleet& fleet, const Clock& clock,
+         std::function<void(std::function<void()>)> post);
   ~Placer();
   Placer(const Placer&) = delete;
   Placer& operator=(const Placer&) = delete;
@@ -52,17 +56,19 @@ class Placer {
   /// True when requests of a session pass admit() first (SPEC 9).
   bool admits() const { return admission_ != nullptr; }
 
-  /// Result of admit(): `pause_ms` is the wait (dyn.pause_ms); `worker` the controller's worker
-  /// when it is still healthy (the policy chooses otherwise).
+  /// Result of admit(): admitted at once (`worker` the controller's worker when it is still
+  /// healthy; the policy chooses otherwise), or held under `ticket` (RequestQueue::defer; a
+  /// scheduler tick or the resume timeout releases it).
   struct Admitted {
-    bool admitted = false;  ///< false: the router shuts down (503)
-    double pause_ms = 0;
+    bool admitted = false;
+    uint64_t ticket = 0;
     std::optional<uint64_t> worker;
   };
-  /// SPEC 9 admission of a request of session `ctx` with `tokens` prompt tokens: a paused
-  /// program's request blocks here (no polling) until a scheduler tick releases it or the resume
-  /// timeout forces it in. An admitted request's program goes into `lease`. Needs admits().
+  /// SPEC 9 admission of a request of session `ctx` with `tokens` prompt tokens; never blocks.
+  /// The request's program goes into `lease` (its turn's end is reported). Needs admits().
   Admitted admit(const session::AgentContext& ctx, uint64_t tokens, Lease& lease);
+  /// The worker of an admission release when it is still healthy.
+  std::optional<uint64_t> live_worker(int worker) const;
   /// Router::place() through the shared binding store when there is one. Same errors as
   /// Router::place() (503 no healthy worker or a full binding table, kPlaceWouldWait, ...).
   Expected<route::Placement> place(const route::RouteRequest& rr) {
@@ -94,6 +100,8 @@ class Placer {
 
   route::Router& router() { return router_; }
   const route::Router& router() const { return router_; }
+  RequestQueue& queue() { return *queue_; }
+  const RequestQueue& queue() const { return *queue_; }
   SharedBindings* shared() { return shared_.get(); }
   const SharedBindings* shared() const { return shared_.get(); }
   const route::AdmissionController* admission() const { return admission_.get(); }
@@ -111,7 +119,8 @@ class Placer {
   std::unique_ptr<SharedBindings> shared_;  ///< destroyed before the router
   std::unique_ptr<route::AdmissionController> admission_;
   std::unique_ptr<route::AdmissionTicker> ticker_;
-  std::mutex admission_mu_;  ///< orders worker-set updates to the controller
+  std::mutex admission_mu_;              ///< orders worker-set updates to the controller
+  std::unique_ptr<RequestQueue> queue_;  ///< destroyed first: its timer reads the router
 };
 
 }  // namespace dyn::serve

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <random>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -18,7 +19,14 @@ namespace dyn::serve {
 
 Relay::Relay(const FrontendOptions& opt, const Clock& clock, http::EventLoop& loop, Fleet& fleet, Placer* placer,
              const kvevents::Adapters* adapters, RequestTrace& trace)
-    : opt_(opt), clock_(clock), loop_(loop), fleet_(fleet), placer_(placer), adapters_(adapters), trace_(trace) {
+    : opt_(opt),
+      clock_(clock),
+      loop_(loop),
+      fleet_(fleet),
+      placer_(placer),
+      queue_(placer ? &placer->queue() : nullptr),
+      adapters_(adapters),
+      trace_(trace) {
   if (!opt_.tokenizer_url.empty())
     tokenizer_ = std::make_unique<EngineTokenizer>(opt_.tokenizer_url, clock_, stats_.tokenizer_errors);
   std::random_device rd;
@@ -39,6 +47,7 @@ void Relay::handle_api(Api api, ReqPtr req, ResPtr res, Done done) {
     reject(ex, *res, body.error().exit_code, "invalid_request_error", body.error().message);
     return done();
   }
+  ex->body_hints = body->hints;
   build_upstream(*ex, *body, *req, *d);
   // What the stream sends is kept only where it may have to continue elsewhere.
   if (placer_ && opt_.migration_limit > 0 && ex->stream && migrates(api)) ex->log = std::make_unique<StreamLog>();
@@ -46,11 +55,10 @@ void Relay::handle_api(Api api, ReqPtr req, ResPtr res, Done done) {
     const uint64_t seed = adapters_ ? adapters_->seed_for(ex->model) : tokens::kHashSeed;
     hash_prompt(*ex, *body, tokenizer_.get(), opt_.trace_block_size, seed);
     if (client_left(ex, *res, "while its prompt was tokenized")) return done();
-    if (!admit(ex, *res, *d)) return done();
-    dispatch(ex, req, res, d, done);
+    if (placer_) resolve_priority(*ex, *d);
+    admit_then_dispatch(ex, req, res, d, done);
   };
-  if (!opt_.tokenizer_url.empty() || (placer_ && (placer_->admits() || placer_->uses_store())))
-    return loop_.handlers().post(std::move(rest));
+  if (!opt_.tokenizer_url.empty() || (placer_ && placer_->uses_store())) return loop_.handlers().post(std::move(rest));
   rest();
 }
 
@@ -66,13 +74,15 @@ std::shared_ptr<Exchange> Relay::open_exchange(Api api) {
 
 bool Relay::take_slot(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res) {
   ex->slot = &stats_.in_flight;
-  size_t n = stats_.in_flight.fetch_add(1) + 1;
+  const size_t n = stats_.in_flight.fetch_add(1) + 1;
   if (draining_.load()) {
     res.set_header("Connection", "close");
     reject(ex, res, 503, "service_unavailable", "the router is shutting down");
     return false;
   }
-  if (opt_.max_concurrent_requests && n > opt_.max_concurrent_requests) {
+  // Capture mode has no router queue: a request over the cap is refused at once, as SGLang's
+  // router does with no queue (serve mode queues it, SPEC 3.4).
+  if (!queue_ && opt_.max_concurrent_requests && n > opt_.max_concurrent_requests) {
     res.set_header("Retry-After", "1");
     reject(ex, res, 429, "rate_limit_error",
            fmt::format("too many concurrent requests (limit {}, --max-concurrent-requests)",
@@ -82,16 +92,91 @@ bool Relay::take_slot(const std::shared_ptr<Exchange>& ex, http::ServerResponse&
   return true;
 }
 
-bool Relay::admit(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, Dispatch& d) {
-  if (!placer_ || !placer_->admits() || !ex->ctx) return true;
-  Placer::Admitted a = placer_->admit(*ex->ctx, ex->input_length, ex->lease);
-  ex->pause_ms = a.pause_ms;
-  if (!a.admitted) {
-    reject(ex, res, 503, "service_unavailable", "the router is shutting down");
+void Relay::resolve_priority(Exchange& ex, const Dispatch& d) {
+  static const std::string kNone;
+  const std::string& session = ex.ctx ? ex.ctx->session_id : kNone;
+  const std::string& parent = ex.ctx ? ex.ctx->parent_session_id : kNone;
+  const bool final_turn = ex.ctx && ex.ctx->session_final.value_or(false);
+  ex.priority = queue_->resolver().resolve(d.header_hints, ex.body_hints, session, parent, final_turn);
+  if (ex.ctx && ex.priority.source != route::PrioritySource::kDefault) {
+    ex.ctx->priority = ex.priority.priority;
+    ex.ctx->strict_priority = ex.priority.strict_priority;
+  }
+}
+
+void Relay::admit_then_dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res,
+                                std::shared_ptr<const Dispatch> d, Done done) {
+  if (placer_ && placer_->admits() && ex->ctx) {
+    Placer::Admitted a = placer_->admit(*ex->ctx, ex->input_length, ex->lease);
+    ex->pause_ms = 0;
+    if (!a.admitted) {
+      ex->queued = true;
+      return queue_->defer(a.ticket, queued_request(ex, req, res, d, done));
+    }
+    ex->admitted_worker = a.worker;
+  }
+  dispatch(ex, req, res, d, done);
+}
+
+QueuedRequest Relay::queued_request(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res,
+                                    std::shared_ptr<const Dispatch> d, Done done) {
+  QueuedRequest q;
+  q.item.class_index = ex->priority.class_index;
+  q.item.priority = ex->priority.priority;
+  q.item.strict_priority = ex->priority.strict_priority;
+  q.item.arrival_ms = ex->start_ms;
+  if (ex->ctx) q.item.session = ex->ctx->session_id;
+  q.sequence_hashes = std::span<const uint64_t>(ex->sequence_hashes.data(), ex->input_length / opt_.trace_block_size);
+  q.tokens = ex->input_length;
+  // Under the queue's lock, on whatever thread pumps it: never blocks.
+  q.place = [this, ex, d](int admitted) {
+    PlaceOutcome o;
+    if (admitted >= 0) ex->admitted_worker = placer_->live_worker(admitted);
+    if (placer_->uses_store()) {
+      o.kind = PlaceOutcome::Kind::kBlocking;
+      return o;
+    }
+    auto placed = place(*ex, *d, /*may_wait=*/false, /*refuse_busy=*/true, &o.worker);
+    if (placed) {
+      ex->lease.placement.emplace(std::move(*placed));
+      return o;
+    }
+    switch (placed.error().exit_code) {
+      case route::kPlaceWouldWait: o.kind = PlaceOutcome::Kind::kBlocking; break;
+      case route::kPlaceAllBusy: o.kind = PlaceOutcome::Kind::kAllBusy; break;
+      case route::kPlacePinnedBusy: o.kind = PlaceOutcome::Kind::kPinnedBusy; break;
+      default:
+        o.kind = PlaceOutcome::Kind::kFailed;
+        std::tie(o.status, o.type) = placement_error(placed.error());
+        o.message = placed.error().message;
+    }
+    return o;
+  };
+  q.resume = [this, ex, req, res, d, done](QueueVerdict v) {
+    ex->router_queue_ms = ex->router_queue_ms.value_or(0) + v.waited_ms;
+    if (v.paused_ms > 0) ex->pause_ms = v.paused_ms;
+    if (v.kind == QueueVerdict::Kind::kReject) {
+      reject_held(ex, *res, v);
+      return done();
+    }
+    ex->dispatch_slot = queue_;
+    dispatch(ex, req, res, d, done);
+  };
+  return q;
+}
+
+bool Relay::passed_queue(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, const Entered& e) {
+  if (e.go) {
+    ex->dispatch_slot = queue_;
+    return true;
+  }
+  if (e.queued) {
+    ex->queued = true;
+    if (!ex->queue_depth) ex->queue_depth = e.depth;
     return false;
   }
-  d.admitted_worker = a.worker;
-  return true;
+  reject_held(ex, res, e.rejected);
+  return false;
 }
 
 void Relay::dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res, DispatchPtr d, Done done) {
@@ -99,20 +184,42 @@ void Relay::dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res
   const bool on_loop = loop_.in_loop_thread();
   auto on_pool = [&] { loop_.handlers().post([=, this] { dispatch(ex, req, res, d, done); }); };
   if (on_loop && placer_ && placer_->uses_store()) return on_pool();  // the store is a Redis round trip
-  bool would_wait = false;
-  auto worker = place(ex, *d, !on_loop, &would_wait);
-  if (would_wait) return on_pool();
-  if (!worker) {
-    const int status = http_status(worker.error());
-    reject(ex, *res, status, http::error_type_for_status(status), worker.error().message);
-    return done();
+  // The router queue (SPEC 3.4): a first attempt takes a slot, or waits its turn; a retry keeps
+  // the slot it holds.
+  const bool gated = queue_ && ex->failed.empty() && queue_->active();
+  if (gated && !ex->dispatch_slot && !ex->lease.placement) {
+    Entered e = queue_->enter(queued_request(ex, req, res, d, done));
+    if (!passed_queue(ex, *res, e)) return e.queued ? void() : done();
   }
+  if (placer_ && !ex->lease.placement) {
+    uint64_t busy = 0;
+    auto placed = place(*ex, *d, !on_loop, gated && ex->dispatch_slot != nullptr, &busy);
+    if (!placed) {
+      const int code = placed.error().exit_code;
+      if (code == route::kPlaceWouldWait) return on_pool();
+      if (code == route::kPlaceAllBusy || code == route::kPlacePinnedBusy) {
+        // Its workers filled since it took its slot: it gives the slot back and waits.
+        ex->dispatch_slot = nullptr;
+        const bool pinned = code == route::kPlacePinnedBusy;
+        Entered e = queue_->enter(queued_request(ex, req, res, d, done),
+                                  pinned ? HoldReason::kPinnedBusy : HoldReason::kAllBusy,
+                                  pinned ? std::optional<uint64_t>(busy) : std::nullopt);
+        if (!passed_queue(ex, *res, e)) return e.queued ? void() : done();
+        return dispatch(ex, req, res, d, done);
+      }
+      auto [status, type] = placement_error(placed.error());
+      reject(ex, *res, status, type, placed.error().message);
+      return done();
+    }
+    ex->lease.placement.emplace(std::move(*placed));
+  }
+  const size_t worker = take_worker(*ex);
   ex->tap = std::make_shared<ResponseTap>(ex->api, d->hide_usage);
   if (ex->log) {
     *ex->log = StreamLog{};  // a retry starts over: the client has nothing yet
     ex->tap->set_log(ex->log.get());
   }
-  auto call = http::ProxyCall::start(fleet_.at(*worker).pool, d->request, ex->tap, clock_, req->executor);
+  auto call = http::ProxyCall::start(fleet_.at(worker).pool, d->request, ex->tap, clock_, req->executor);
   track_call(*ex, call);
   call->start_async([this, ex, req, res, d, done, call](bool ok) {
     if (!ok && client_left(ex, *res, "before the response headers")) return done();
@@ -133,31 +240,42 @@ void Relay::dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res
   });
 }
 
-Expected<size_t> Relay::place(const std::shared_ptr<Exchange>& ex, const Dispatch& d, bool may_wait, bool* would_wait) {
+Expected<route::Placement> Relay::place(const Exchange& ex, const Dispatch& d, bool may_wait, bool refuse_busy,
+                                        uint64_t* busy) {
+  route::RouteRequest rr;
+  if (ex.ctx) {
+    rr.session_id = ex.ctx->session_id;
+    rr.parent_session_id = ex.ctx->parent_session_id;
+  }
+  size_t complete = ex.input_length / opt_.trace_block_size;
+  rr.sequence_hashes = std::span<const uint64_t>(ex.sequence_hashes.data(), complete);
+  rr.tokens = ex.input_length;
+  rr.worker = d.pinned_worker;
+  if (!rr.worker && ex.failed.empty()) rr.worker = ex.admitted_worker;  // a retry lets the router choose
+  rr.retry = ex.advice;
+  rr.avoid_workers = ex.avoid;
+  rr.fail_instead_of_waiting = !may_wait;
+  rr.refuse_busy = refuse_busy;
+  rr.busy_worker = busy;
+  return placer_->place(rr);
+}
+
+std::pair<int, std::string> Relay::placement_error(const Error& e) const {
+  const int status = http_status(e);
+  if (status == 503 && !placer_->router().availability().any_usable()) return {503, "no_compatible_worker"};
+  return {status, http::error_type_for_status(status)};
+}
+
+size_t Relay::take_worker(Exchange& ex) {
   size_t worker = 0;
   if (placer_) {
-    route::RouteRequest rr;
-    if (ex->ctx) {
-      rr.session_id = ex->ctx->session_id;
-      rr.parent_session_id = ex->ctx->parent_session_id;
-    }
-    size_t complete = ex->input_length / opt_.trace_block_size;
-    rr.sequence_hashes = std::span<const uint64_t>(ex->sequence_hashes.data(), complete);
-    rr.tokens = ex->input_length;
-    rr.worker = d.pinned_worker;
-    if (!rr.worker && ex->failed.empty()) rr.worker = d.admitted_worker;  // a retry lets the router choose
-    rr.retry = ex->advice;
-    rr.avoid_workers = ex->avoid;
-    rr.fail_instead_of_waiting = !may_wait;
-    auto placed = placer_->place(rr);
-    if (!placed && placed.error().exit_code == route::kPlaceWouldWait) *would_wait = true;
-    if (!placed) return placed.error();
-    ex->lease.placement.emplace(std::move(*placed));
-    worker = ex->lease.placement->worker();
-    ex->binding = route::binding_name(ex->lease.placement->binding());
-    ex->rebind_reason = route::rebind_reason_name(ex->lease.placement->rebind_reason());
+    const route::Placement& pl = *ex.lease.placement;
+    worker = pl.worker();
+    ex.binding = route::binding_name(pl.binding());
+    ex.rebind_reason = route::rebind_reason_name(pl.rebind_reason());
+    if (queue_->uses_las() && ex.ctx) queue_->record_service(ex.ctx->session_id, ex.input_length - pl.cached_tokens());
   }
-  ex->worker = static_cast<int>(worker);
+  ex.worker = static_cast<int>(worker);
   WorkerCounters& wc = fleet_.at(worker).counters;
   wc.requests++;
   // In flight from dispatch, not from the response headers: a request waiting for a stalled
@@ -265,7 +383,11 @@ void Relay::relay_response(const std::shared_ptr<Exchange>& ex, const std::share
     if (status >= 200 && status < 300) {
       placement->commit();
       auto* pl = &*placement;
-      ex->tap->set_on_first_token([pl] { pl->first_token(); });
+      // Prefill done: a worker over its prefill threshold may take a queued request now.
+      ex->tap->set_on_first_token([pl, q = queue_] {
+        pl->first_token();
+        if (q) q->pump_if_waiting();
+      });
     } else {
       // The worker answered with an error: a 5xx is a failed dispatch (hard mode invalidates
       // the binding); a 4xx is about the request, so the binding is left alone.
@@ -324,10 +446,15 @@ bool Relay::client_left(const std::shared_ptr<Exchange>& ex, http::ServerRespons
 }
 
 void Relay::reject(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, int status, const std::string& type,
-                   const std::string& msg) {
+                   const std::string& msg, const std::string& trace_type) {
   stats_.rejected++;
   http::set_error(res, status, type, msg);
-  finish(ex, nullptr, status, "http", msg);
+  finish(ex, nullptr, status, trace_type, msg);
+}
+
+void Relay::reject_held(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, const QueueVerdict& v) {
+  if (v.status == 429 || v.status == 503) res.set_header("Retry-After", "1");
+  reject(ex, res, v.status, v.type, v.message, v.type);
 }
 
 void Relay::finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out, int status,
@@ -340,6 +467,8 @@ void Relay::finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome
     end.output_tokens = f ? f->output_tokens.value_or(0) : 0;
     end.session_final = ex->ctx && ex->ctx->session_final.value_or(false);
     placer_->release(ex->lease, end);
+    ex->end_dispatch();  // its worker's load is gone: a queued request may take its place
+    if (end.session_final) queue_->forget_session(ex->ctx->session_id);
   }
   count_end(*ex, out, err_type);
   if (trace_.on()) trace_.write_end(*ex, out, status, err_type, err_msg);

@@ -31,12 +31,15 @@ struct RelayStats {
   http::LatencyHistogram ttft, total, itl;
 };
 
-/// Runs API requests (SPEC 1, 2, 5). Each request is started on the loop (issue 16: no thread
-/// switch per request) and runs the stages in order: identity, a concurrency slot, the body, the
-/// upstream request, then (on the handler pool where a stage may block: the tokenizer, the
-/// admission wait, the shared binding store) prompt hashing, admission, placement and the relay
-/// of the worker's response, which stays on the connection's loop thread. A stage that answers
-/// the request itself ends the exchange (its request_end row is written) and the handler stops.
+/// Runs API requests (SPEC 1, 2, 3.4, 5). Each request is started on the loop (issue 16: no
+/// thread switch per request) and runs the stages in order: identity, the body, the upstream
+/// request, then (on the handler pool where a stage may block: the tokenizer, the shared binding
+/// store) prompt hashing, its priority, program admission, the router queue (SPEC 3.4: a
+/// --max-concurrent-requests slot, a worker under its busy thresholds), placement and the relay
+/// of the worker's response, which stays on the connection's loop thread. A request held by
+/// admission or the queue holds no thread: the queue resumes it on the pool. A stage that
+/// answers the request itself ends the exchange (its request_end row is written) and the handler
+/// stops.
 /// `placer` null = capture mode: worker 0, no routing. `adapters` (the KV feeds' LoRA adapters,
 /// null without KV events) choose the seed a request's blocks are hashed from.
 /// Failures (issue 53):
@@ -83,25 +86,43 @@ class Relay {
 
   /// Arrival: a new exchange with its request id and arrival times, counted in stats.requests.
   std::shared_ptr<Exchange> open_exchange(Api api);
-  /// Admission to the server: takes a slot of stats.in_flight (the exchange frees it when it
-  /// ends). 503 while draining (Connection: close), 429 over --max-concurrent-requests
-  /// (Retry-After: 1).
+  /// The server's own count: takes a slot of stats.in_flight (the exchange frees it when it
+  /// ends). 503 while draining (Connection: close); in capture mode (no router queue) 429 over
+  /// --max-concurrent-requests (Retry-After: 1).
   bool take_slot(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res);
-  /// SPEC 9 admission through the Placer (the wait is dyn.pause_ms); its worker goes into `d`.
-  /// 503 when the router shuts down meanwhile. Without admission or a session: nothing to do.
-  bool admit(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, Dispatch& d);
-  /// Placement and proxying with retries: leases a worker, sends the request, and relays the
-  /// response (relay_response), or retries elsewhere after a retryable failure (retry_later), or
-  /// answers the failure (no_response). Runs on the loop, or on the pool where it may block: a
-  /// placement that would wait for an initializing binding, or the shared binding store.
+  /// SPEC 3.4: the request's priority from its headers, its body's hints and its session, into
+  /// the exchange (and its agent_context when it said or inherited one). Serve mode only.
+  void resolve_priority(Exchange& ex, const Dispatch& d);
+  /// SPEC 9 admission through the Placer, then dispatch: a request of a paused program waits in
+  /// the router queue as a deferred item (its wait is dyn.pause_ms) and resumes from there.
+  void admit_then_dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res,
+                           std::shared_ptr<const Dispatch> d, Done done);
+  /// Placement and proxying with retries: passes the router queue (a first attempt), leases a
+  /// worker, sends the request, and relays the response (relay_response), or retries elsewhere
+  /// after a retryable failure (retry_later), or answers the failure (no_response). Runs on the loop, or on the pool
+  /// where it may block: a placement that would wait for an initializing binding, or the shared binding store.
   void dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res, DispatchPtr d, Done done);
-  /// The worker of one attempt: the Placer's placement (the client's pin, else on the first
-  /// attempt the admission controller's worker, else the policy, avoiding the workers the
-  /// request failed on), held in the exchange's lease until finish; worker 0 in capture mode.
-  /// Counts the dispatch (requests, in_flight). An error with the HTTP status to answer (503 no
-  /// healthy worker or a full binding table, 4xx identity). `may_wait` false (on the loop): where
-  /// the router would block, nothing is leased and *would_wait is set instead.
-  Expected<size_t> place(const std::shared_ptr<Exchange>& ex, const Dispatch& d, bool may_wait, bool* would_wait);
+  /// The router queue's view of the request: its snapshot, a placement that never blocks (run
+  /// by the queue's pump) and the resume of dispatch when its wait ends.
+  QueuedRequest queued_request(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res,
+                               std::shared_ptr<const Dispatch> d, Done done);
+  /// What enter() said: true = dispatch on (a slot held); false = queued (resumed later) or
+  /// answered here (429 queue full, 503).
+  bool passed_queue(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, const Entered& e);
+  /// The Placer's placement of one attempt: the client's pin, else on the first attempt the
+  /// admission controller's worker, else the policy, avoiding the workers the request failed on
+  /// (`ex.avoid`, the router's retry advice). `refuse_busy`: kPlaceAllBusy / kPlacePinnedBusy
+  /// (its worker in *busy) instead of a busy worker. `may_wait` false (on the loop):
+  /// kPlaceWouldWait where the router would block. Other errors carry the HTTP status to answer
+  /// (503 no healthy worker or a full binding table, 4xx identity).
+  Expected<route::Placement> place(const Exchange& ex, const Dispatch& d, bool may_wait, bool refuse_busy,
+                                   uint64_t* busy);
+  /// A placement failure's HTTP status and error type (no_compatible_worker when no worker is
+  /// healthy, as Dynamo keeps it apart).
+  std::pair<int, std::string> placement_error(const Error& e) const;
+  /// The worker of the attempt (its lease's, or worker 0 in capture mode): counted as dispatched
+  /// (requests, in_flight) and, for session_las, as the session's service.
+  size_t take_worker(Exchange& ex);
   /// True when the failure `f` of the exchange's current dispatch may be retried elsewhere: the
   /// kind, the retry budget, no client pin, another eligible worker (see the class comment).
   bool may_retry(const Exchange& ex, const Dispatch& d, const Failure& f, const http::ProxyCall& call) const;
@@ -153,9 +174,12 @@ class Relay {
   /// the row a stream_cut.
   void cut(const std::shared_ptr<Exchange>& ex, std::shared_ptr<http::BodyStream> out, const std::string& error);
   /// Answers the request with an error of the frontend's own (before or instead of a dispatch)
-  /// and ends the exchange; counted in stats.rejected.
+  /// and ends the exchange; counted in stats.rejected. `trace_type`: the row's dyn.error.type
+  /// ("http" unless the answer has its own reason, e.g. the queue's).
   void reject(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, int status, const std::string& type,
-              const std::string& msg);
+              const std::string& msg, const std::string& trace_type = "http");
+  /// The router queue's 429 / 503 (Retry-After: 1) with its reason as the error type.
+  void reject_held(const std::shared_ptr<Exchange>& ex, http::ServerResponse& res, const QueueVerdict& v);
   /// The end of an exchange, once: the lease given back, count_end, then its request_end row
   /// (with tracing). `out` is null for a rejected request; `err_type` "" = success.
   void finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome* out, int status,
@@ -174,6 +198,7 @@ class Relay {
   http::EventLoop& loop_;
   Fleet& fleet_;
   Placer* placer_;
+  RequestQueue* queue_;  ///< the placer's (null in capture mode)
   const kvevents::Adapters* adapters_;
   RequestTrace& trace_;
   RelayStats stats_;

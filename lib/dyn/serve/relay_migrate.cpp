@@ -66,16 +66,18 @@ void Relay::continue_on(const std::shared_ptr<Exchange>& ex, ReqPtr req, Dispatc
   const bool on_loop = loop_.in_loop_thread();
   auto on_pool = [&] { loop_.handlers().post([=, this] { continue_on(ex, req, d, cd, out); }); };
   if (on_loop && placer_->uses_store()) return on_pool();
-  bool would_wait = false;
-  auto worker = place(ex, *cd, !on_loop, &would_wait);
-  if (would_wait) return on_pool();
-  if (!worker) {
+  // A continuation is never queued (it holds its dispatch slot): it takes a busy worker too.
+  auto placed = place(*ex, *cd, !on_loop, /*refuse_busy=*/false, nullptr);
+  if (!placed && placed.error().exit_code == route::kPlaceWouldWait) return on_pool();
+  if (!placed) {
     stats_.migrations_failed++;
-    return cut(ex, out, "no worker to continue the stream on: " + worker.error().message);
+    return cut(ex, out, "no worker to continue the stream on: " + placed.error().message);
   }
+  ex->lease.placement.emplace(std::move(*placed));
+  const size_t worker = take_worker(*ex);
   route::Placement* pl = &*ex->lease.placement;
   auto tap = std::make_shared<ContinuationTap>(ex->api, ex->tap, *ex->log, [pl] { pl->first_token(); });
-  auto call = http::ProxyCall::start(fleet_.at(*worker).pool, cd->request, tap, clock_, req->executor);
+  auto call = http::ProxyCall::start(fleet_.at(worker).pool, cd->request, tap, clock_, req->executor);
   track_call(*ex, call);
   call->start_async([this, ex, req, d, cd, out, call](bool ok) {
     const int st = ok ? call->status() : 0;

@@ -123,6 +123,15 @@ std::string RequestTrace::request_end_row(const Exchange& ex, const http::ProxyO
     attempts.push_back({a.worker, a.stage, a.error, a.status, a.circuit, a.tokens_sent});
   r.attempts = attempts;
   r.pause_ms = ex.pause_ms;
+  // The router queue (SPEC 3.4): for requests it held, their wait and class and the depth met.
+  if (ex.queued) {
+    r.router_queue_ms = ex.router_queue_ms.value_or(0);
+    r.queue_depth = ex.queue_depth;
+    if (policy_classes_ && ex.priority.class_index < policy_classes_->size())
+      r.policy_class = (*policy_classes_)[ex.priority.class_index].name;
+  }
+  if (ex.priority.source != route::PrioritySource::kDefault)
+    r.priority_source = route::priority_source_name(ex.priority.source);
   std::string line;
   line.reserve(1024);
   records::append_request_end(line, r);

@@ -6,6 +6,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "dyn/base/clock.h"
 #include "dyn/base/error.h"
@@ -19,9 +20,12 @@ namespace dyn::serve {
 /// thread until close().
 class RequestTrace {
  public:
-  /// `block_size`: the replay block's (SPEC 4.1); `routed`: rows carry dyn.worker (serve mode).
-  RequestTrace(const Clock& clock, uint32_t block_size, bool routed)
-      : clock_(clock), block_size_(block_size), routed_(routed) {}
+  /// `block_size`: the replay block's (SPEC 4.1); `routed`: rows carry dyn.worker (serve mode);
+  /// `policy_classes`: the router queue's classes, named in the rows of requests it held (null
+  /// in capture mode).
+  RequestTrace(const Clock& clock, uint32_t block_size, bool routed,
+               const std::vector<route::PolicyClass>* policy_classes = nullptr)
+      : clock_(clock), block_size_(block_size), routed_(routed), policy_classes_(policy_classes) {}
 
   /// An error (exit 4) when the folder of `prefix` cannot be written: checked before the server
   /// says it is listening, not at the first row.
@@ -48,6 +52,7 @@ class RequestTrace {
   const Clock& clock_;
   uint32_t block_size_;
   bool routed_;
+  const std::vector<route::PolicyClass>* policy_classes_;
   std::unique_ptr<io::SegmentWriter> writer_;
 };
 

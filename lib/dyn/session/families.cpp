@@ -83,8 +83,9 @@ const std::vector<std::string_view>& identity_header_names(bool aliases) {
       add(f.final_flag);
       add(f.turn_metadata);
     }
-    for (auto n : {"x-dynamo-worker-instance-id", "x-worker-instance-id", "x-dynamo-request-priority", "x-request-id",
-                   "x-session-affinity"})
+    for (auto n :
+         {"x-dynamo-worker-instance-id", "x-worker-instance-id", "x-dynamo-request-priority",
+          "x-dynamo-request-strict-priority", "x-dynamo-meta-policy-class", "x-request-id", "x-session-affinity"})
       add(n);
     return v;
   };

@@ -71,11 +71,14 @@ Json AgentContext::to_json() const {
   if (!parent_session_id.empty()) j["parent_session_id"] = parent_session_id;
   if (session_final) j["session_final"] = *session_final;
   if (compaction) j["compaction"] = *compaction;
+  if (priority) j["priority"] = *priority;
+  if (strict_priority) j["strict_priority"] = *strict_priority;
   return j;
 }
 
 void append_agent_context(std::string& out, std::string_view session_id, std::string_view parent_session_id,
-                          std::optional<bool> session_final, const Json* compaction) {
+                          std::optional<bool> session_final, const Json* compaction, std::optional<int32_t> priority,
+                          std::optional<uint32_t> strict_priority) {
   // Key order of to_json() above.
   out += R"({"session_id":)";
   append_json_string_replace(out, session_id);
@@ -87,6 +90,14 @@ void append_agent_context(std::string& out, std::string_view session_id, std::st
   if (compaction) {
     out += R"(,"compaction":)";
     out += compaction->dump(-1, ' ', false, Json::error_handler_t::replace);
+  }
+  if (priority) {
+    out += R"(,"priority":)";
+    out += std::to_string(*priority);
+  }
+  if (strict_priority) {
+    out += R"(,"strict_priority":)";
+    out += std::to_string(*strict_priority);
   }
   out += '}';
 }
@@ -117,6 +128,11 @@ std::optional<AgentContext> AgentContext::from_json(const Json& v) {
       break;
     }
   if (auto m = v.find("compaction"); m != v.end() && m->is_object()) c.compaction = *m;
+  if (auto p = v.find("priority");
+      p != v.end() && p->is_number_integer() && p->get<int64_t>() >= INT32_MIN && p->get<int64_t>() <= INT32_MAX)
+    c.priority = static_cast<int32_t>(p->get<int64_t>());
+  if (auto p = v.find("strict_priority"); p != v.end() && p->is_number_unsigned() && p->get<uint64_t>() <= UINT32_MAX)
+    c.strict_priority = static_cast<uint32_t>(p->get<uint64_t>());
   return c;
 }
 
@@ -161,13 +177,19 @@ Expected<Identity> normalize(const HeaderList& headers, const NormalizeOptions& 
       id.worker_instance_id = w;
     }
   }
+  // Dynamo (extensions.rs): a priority header wins only when it parses; otherwise the body's
+  // nvext.agent_hints value (or none) stands, so a malformed one is not an error.
   if (const std::string* v = t.get("x-dynamo-request-priority")) {
     int64_t p = 0;
     auto r = std::from_chars(v->data(), v->data() + v->size(), p);
-    if (r.ec != std::errc() || r.ptr != v->data() + v->size())
-      return http400("x-dynamo-request-priority must be an integer, got '" + *v + "'");
-    id.priority = p;
+    if (r.ec == std::errc() && r.ptr == v->data() + v->size() && p >= INT32_MIN && p <= INT32_MAX) id.priority = p;
   }
+  if (const std::string* v = t.get("x-dynamo-request-strict-priority")) {
+    uint64_t p = 0;
+    auto r = std::from_chars(v->data(), v->data() + v->size(), p);
+    if (r.ec == std::errc() && r.ptr == v->data() + v->size() && p <= UINT32_MAX) id.strict_priority = p;
+  }
+  id.policy_class = t.value("x-dynamo-meta-policy-class");
 
   AgentContext c;
   Source src = Source::kNone;

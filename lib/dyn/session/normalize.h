@@ -27,8 +27,13 @@ struct AgentContext {
   std::string parent_session_id;      ///< "" = none
   std::optional<bool> session_final;  ///< x-dynamo-session-final
   std::optional<Json> compaction;     ///< Codex compaction object (SPEC 1.1)
+  /// The request's resolved priority (SPEC 3.4: Dynamo's scale, higher first), written when the
+  /// request said one or inherited one from its session; absent otherwise.
+  std::optional<int32_t> priority;
+  std::optional<uint32_t> strict_priority;
 
-  /// {"session_id", "parent_session_id"?, "session_final"?, "compaction"?} in that key order.
+  /// {"session_id", "parent_session_id"?, "session_final"?, "compaction"?, "priority"?,
+  /// "strict_priority"?} in that key order.
   Json to_json() const;
   /// Reads an agent_context object (as written by to_json, or Dynamo's), of either era of
   /// Dynamo's schema (docs/records.md): the trajectory era's trajectory_id is the session (it
@@ -44,11 +49,13 @@ struct AgentContext {
 /// writer of agent_context in rows (records::append_request_end, records::append_route_decision).
 /// `parent_session_id` "" = omitted; `compaction` nullptr = omitted. Thread-safe.
 void append_agent_context(std::string& out, std::string_view session_id, std::string_view parent_session_id,
-                          std::optional<bool> session_final = std::nullopt, const Json* compaction = nullptr);
+                          std::optional<bool> session_final = std::nullopt, const Json* compaction = nullptr,
+                          std::optional<int32_t> priority = std::nullopt,
+                          std::optional<uint32_t> strict_priority = std::nullopt);
 /// The same for an AgentContext.
 inline void append_agent_context(std::string& out, const AgentContext& c) {
-  append_agent_context(out, c.session_id, c.parent_session_id, c.session_final,
-                       c.compaction ? &*c.compaction : nullptr);
+  append_agent_context(out, c.session_id, c.parent_session_id, c.session_final, c.compaction ? &*c.compaction : nullptr,
+                       c.priority, c.strict_priority);
 }
 
 /// Everything the router reads from request headers (SPEC 1.1).
@@ -57,8 +64,12 @@ struct Identity {
   Source source = Source::kNone;
   std::string x_request_id;                    ///< caller's x-request-id ("" = absent)
   std::optional<uint64_t> worker_instance_id;  ///< x-dynamo-worker-instance-id / x-worker-instance-id
-  std::optional<int64_t> priority;             ///< x-dynamo-request-priority
-  std::string affinity_hint;                   ///< x-session-affinity (a hint, never an identity)
+  /// x-dynamo-request-priority and -strict-priority when they parse (Dynamo: a malformed one
+  /// falls back to the body's nvext.agent_hints), x-dynamo-meta-policy-class (SPEC 3.4).
+  std::optional<int64_t> priority;
+  std::optional<uint64_t> strict_priority;
+  std::string policy_class;
+  std::string affinity_hint;  ///< x-session-affinity (a hint, never an identity)
 };
 
 /// How normalize() reads identity headers (SPEC 1.1).
@@ -79,7 +90,7 @@ struct NormalizeOptions {
 /// the session is dropped. Never looks at request content.
 /// Errors (Error::exit_code = 400, the HTTP status the router answers with): a session or parent
 /// id over 256 bytes; conflicting duplicate values of one identity header; a worker instance id
-/// or priority that is not an integer; a control character (other than tab) inside the trimmed
+/// that is not an integer; a control character (other than tab) inside the trimmed
 /// value of any identity_header_names() header (RFC 9110 5.5).
 /// Pure function, thread-safe.
 Expected<Identity> normalize(const HeaderList& headers, const NormalizeOptions& options = {});
