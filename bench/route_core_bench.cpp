@@ -74,7 +74,7 @@ int main(int argc, char** argv) {
       pl->commit();
       if (p == 0 && !r.session.empty()) ++sessions, bound += pl->binding() == route::BindingOutcome::kHit;
       hits += pl->cached_tokens();
-      ends.emplace(r.t + em.duration_ms(r.tokens - pl->cached_tokens(), r.out, 0.1), i);
+      ends.emplace(r.t + em.duration_ms(r.tokens, r.tokens - pl->cached_tokens(), r.out, 0.1), i);
       live[i] = std::move(*pl);
     }
     auto t1 = std::chrono::steady_clock::now();

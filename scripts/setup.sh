@@ -13,6 +13,8 @@ pkgs=(build-essential cmake pkg-config libcli11-dev libfmt-dev nlohmann-json3-de
 pkgs+=(libzmq3-dev cppzmq-dev libmsgpack-cxx-dev python3-zmq python3-msgpack)
 # the proxy's upstream client (Boost.Beast/Asio) and its TLS for https upstreams
 pkgs+=(libboost-dev libssl-dev openssl)  # openssl: e2e.serve-https-upstream makes its certificate
+# the engine model's .npz timing profiles (zip archives of .npy arrays)
+pkgs+=(libzip-dev)
 # the tools' allocator (jemalloc with transparent huge pages, CMake DYN_JEMALLOC)
 pkgs+=(libjemalloc-dev)
 # router replicas: bindings in Redis (hiredis client, redis-server for the tests)

@@ -1,6 +1,8 @@
-// The engine flags of dyn-mocker (docs/cli.md, SPEC 8 defaults), shared with `dyn-replay --sim`.
+// The engine flags of dyn-mocker (docs/cli.md, SPEC 8 defaults), shared with `dyn-replay --sim` and
+// dyn-bench fidelity.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include <CLI/CLI.hpp>
@@ -8,35 +10,117 @@
 #include "dyn/cli/checks.h"
 #include "dyn/cli/choices.h"
 #include "dyn/engine/config.h"
+#include "dyn/engine/profile.h"
 
 namespace dyn::cmd {
 
+/// Help of --perf-profile: what the default is and what a profile may be (SPEC 8).
+inline const char* const kPerfProfileHelp =
+    "Step timing from a profile of real hardware: a Dynamo profiler directory or its two raw_data.npz files "
+    "(A.npz,B.npz), the mocker's converted .npz, or dyn's JSON profile (dyn-bench calibrate -o); its engine "
+    "settings apply unless given here. Default: Dynamo's mocker polynomial, a fit of one H200 running "
+    "Llama-3.1-8B-Instruct-FP8 at TP1 on vLLM";
+
+/// What the engine flags need once parsing is done: the profile to load, the memory budget, and
+/// which settings the command line gave (those win over the profile's).
+struct EngineFlags {
+  std::string perf_profile;
+  double gpu_memory_gib = 0, gpu_memory_utilization = 0.9, reserved_memory_gib = 0;
+  const CLI::Option *block_size = nullptr, *num_blocks = nullptr, *max_num_seqs = nullptr, *max_batched = nullptr,
+                    *chunked = nullptr, *interval = nullptr, *partial = nullptr;
+
+  static bool given(const CLI::Option* o) { return o && o->count() > 0; }
+
+  /// Loads --perf-profile into `cfg.profile` and fills from its engine settings those the command
+  /// line did not give; sizes the KV pool from --gpu-memory-gib when given; validates. With
+  /// `router_block_size` (dyn-replay --sim, whose engine block size is the router's
+  /// --kv-cache-block-size): that size, unless it was not given and the profile names one, which
+  /// then serves both. Throws Fatal: the profile's error (kExitBadData, naming file and key), or
+  /// kExitUsage for bad settings.
+  void finish(engine::EngineConfig& cfg, std::optional<uint32_t> router_block_size = std::nullopt,
+              bool router_block_size_given = false) const {
+    const engine::ProfileEngine* pe = nullptr;
+    if (!perf_profile.empty()) {
+      auto p = engine::PerfProfile::load(perf_profile);
+      if (!p) throw Fatal(p.error().exit_code, "--perf-profile " + p.error().message);
+      cfg.profile = *p;
+      pe = &cfg.profile->engine();
+    }
+    if (router_block_size)
+      cfg.block_size = !router_block_size_given && pe && pe->block_size ? *pe->block_size : *router_block_size;
+    else if (!given(block_size) && pe && pe->block_size) cfg.block_size = *pe->block_size;
+    if (pe) {
+      if (!given(max_num_seqs) && pe->max_num_seqs) cfg.max_num_seqs = *pe->max_num_seqs;
+      if (!given(max_batched) && pe->max_num_batched_tokens) cfg.max_num_batched_tokens = *pe->max_num_batched_tokens;
+      if (!given(chunked) && pe->enable_chunked_prefill) cfg.enable_chunked_prefill = *pe->enable_chunked_prefill;
+      if (!given(interval) && pe->prefill_schedule_interval)
+        cfg.prefill_schedule_interval = *pe->prefill_schedule_interval;
+      if (!given(partial) && pe->max_num_partial_prefills) cfg.max_num_partial_prefills = *pe->max_num_partial_prefills;
+      if (!given(num_blocks) && pe->num_gpu_blocks) cfg.num_blocks = *pe->num_gpu_blocks;
+      else if (!given(num_blocks) && pe->kv_tokens)
+        cfg.num_blocks = std::max<uint64_t>(1, *pe->kv_tokens / cfg.block_size);
+    }
+    if (gpu_memory_gib > 0) {
+      auto b = engine::kv_blocks_for_memory(gpu_memory_gib, gpu_memory_utilization, reserved_memory_gib,
+                                            cfg.kv_bytes_per_token, cfg.block_size);
+      if (!b) throw Fatal(b.error().exit_code, b.error().message);
+      cfg.num_blocks = *b;
+    }
+    if (auto err = cfg.validate(); !err.empty()) throw Fatal(kExitUsage, err);
+  }
+};
+
+/// A profile's engine settings for an end model that only estimates (dyn-route decide): its block
+/// size, KV pool and per-step token budget (the prefill chunk), each unless its flag was given.
+template <class EndModel>
+void apply_profile_to_end_model(const engine::PerfProfile& p, EndModel& m, bool block_size_given, bool blocks_given) {
+  const engine::ProfileEngine& pe = p.engine();
+  if (!block_size_given && pe.block_size) m.block_size = *pe.block_size;
+  if (!blocks_given && pe.num_gpu_blocks) m.kv_blocks = *pe.num_gpu_blocks;
+  else if (!blocks_given && pe.kv_tokens) m.kv_blocks = std::max<uint64_t>(1, *pe.kv_tokens / m.block_size);
+  if (pe.max_num_batched_tokens) m.max_batched_tokens = *pe.max_num_batched_tokens;
+}
+
 /// Registers the engine flags on `app`, writing into `cfg` (whose current values are the
-/// defaults shown). `with_block_size` adds --block-size (dyn-mocker); dyn-replay --sim takes the
-/// engine block size from the router's --kv-cache-block-size instead, so the two cannot
-/// disagree (and dyn-replay's own --block-size is the workload's hash-id block size).
+/// defaults shown) and `f` (call f.finish(cfg) before use). `with_block_size` adds --block-size
+/// (dyn-mocker); dyn-replay --sim takes the engine block size from the router's
+/// --kv-cache-block-size instead, so the two cannot disagree (and dyn-replay's own --block-size is
+/// the workload's hash-id block size).
 /// --speedup-ratio defaults to $DYN_MOCKER_SPEEDUP_RATIO when set (CLI11 envname: flag > environment >
 /// default; a bad value is a usage error naming the variable).
-inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, bool with_block_size = true,
+inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, EngineFlags& f, bool with_block_size = true,
                              const std::string& group = "Engine") {
+  app.add_option("--perf-profile", f.perf_profile, kPerfProfileHelp)->type_name("PATH")->group(group);
   if (with_block_size)
-    app.add_option("--block-size", cfg.block_size, "Tokens per KV block")
-        ->capture_default_str()
-        ->check(dyn::cli::positive())
-        ->group(group);
-  app.add_option("--num-gpu-blocks-override", cfg.num_blocks, "KV blocks in each engine's pool")
-      ->capture_default_str()
-      ->check(dyn::cli::positive())
-      ->group(group);
-  app.add_option("--max-num-seqs", cfg.max_num_seqs, "Most sequences running at once")
-      ->capture_default_str()
-      ->check(dyn::cli::positive())
-      ->group(group);
-  app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens,
-                 "Token budget per engine step (prefill chunks + decodes)")
-      ->capture_default_str()
-      ->check(dyn::cli::positive())
-      ->group(group);
+    f.block_size = app.add_option("--block-size", cfg.block_size, "Tokens per KV block (vLLM --block-size)")
+                       ->capture_default_str()
+                       ->check(dyn::cli::positive())
+                       ->group(group);
+  auto* blocks = app.add_option("--num-gpu-blocks-override", cfg.num_blocks, "KV blocks in each engine's pool")
+                     ->capture_default_str()
+                     ->check(dyn::cli::positive())
+                     ->group(group);
+  f.num_blocks = blocks;
+  f.max_num_seqs = app.add_option("--max-num-seqs", cfg.max_num_seqs, "Most sequences running at once")
+                       ->capture_default_str()
+                       ->check(dyn::cli::positive())
+                       ->group(group);
+  f.max_batched = app.add_option("--max-num-batched-tokens", cfg.max_num_batched_tokens,
+                                 "Token budget per engine step (prefill chunks + decodes)")
+                      ->capture_default_str()
+                      ->check(dyn::cli::positive())
+                      ->group(group);
+  f.interval = app.add_option("--prefill-schedule-interval", cfg.prefill_schedule_interval,
+                              "Admit waiting requests (start new prefills) only every N steps while running ones "
+                              "can decode, as vLLM's prefill_schedule_interval (1 = every step)")
+                   ->capture_default_str()
+                   ->check(dyn::cli::positive())
+                   ->group(group);
+  f.partial = app.add_option("--max-num-partial-prefills", cfg.max_num_partial_prefills,
+                             "Most sequences computing prompt tokens in one step, as vLLM's max_num_partial_prefills "
+                             "(0 = no limit)")
+                  ->capture_default_str()
+                  ->group(group);
   app.add_option("--speedup-ratio", cfg.speedup_ratio, "Divide every step time by this")
       ->envname("DYN_MOCKER_SPEEDUP_RATIO")
       ->capture_default_str()
@@ -44,9 +128,9 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, bool with
       ->group(group);
   app.add_flag("!--no-prefix-caching", cfg.enable_prefix_caching, "Do not reuse cached KV blocks across requests")
       ->group(group);
-  app.add_flag("!--no-chunked-prefill", cfg.enable_chunked_prefill,
-               "Prefill each prompt in one step instead of budget-sized chunks")
-      ->group(group);
+  f.chunked = app.add_flag("!--no-chunked-prefill", cfg.enable_chunked_prefill,
+                           "Prefill each prompt in one step instead of budget-sized chunks")
+                  ->group(group);
   cli::add_choice(
       app, "--kv-eviction", cfg.kv_eviction, engine::kKvEvictions,
       "Which cached KV blocks go first when the pool is full: " + cli::choices_help(engine::kKvEvictions, "; ", ": "))
@@ -71,6 +155,32 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, bool with
          "--schedule-low-priority-values-first", [&cfg](int64_t) { cfg.low_priority_values_first = true; },
          "With --enable-priority-scheduling: lower priority values first (SGLang's flag)")
       ->needs(sglang)
+      ->group(group);
+  auto* kvb = app.add_option("--kv-bytes-per-token", cfg.kv_bytes_per_token,
+                             "The model's KV cache size per token in bytes, all of one engine's GPUs together "
+                             "(with --gpu-memory-gib, which it needs, it sizes the KV pool)")
+                  ->check(dyn::cli::positive())
+                  ->group(group);
+  auto* mem = app.add_option("--gpu-memory-gib", f.gpu_memory_gib,
+                             "Size the KV pool from GPU memory, as vLLM: blocks = (GiB x --gpu-memory-utilization - "
+                             "--reserved-memory-gib) / (--kv-bytes-per-token x block size); GiB of all of one "
+                             "engine's GPUs")
+                  ->check(CLI::PositiveNumber)
+                  ->needs(kvb)
+                  ->excludes(blocks)
+                  ->group(group);
+  kvb->needs(mem);
+  app.add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
+                 "Share of --gpu-memory-gib the engine may use (vLLM's gpu_memory_utilization)")
+      ->capture_default_str()
+      ->check(CLI::Range(0.01, 1.0))
+      ->needs(mem)
+      ->group(group);
+  app.add_option("--reserved-memory-gib", f.reserved_memory_gib,
+                 "GiB of that budget that is not KV cache (weights, activations, CUDA graphs)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->needs(mem)
       ->group(group);
 }
 

@@ -20,7 +20,8 @@ int main(int argc, char** argv) {
   app.add_option("--model", o.model, "Model name served and reported")->capture_default_str();
   app.add_option("--worker-id", o.worker_id, "Worker id in metrics, KV events and the x-dyn-worker header")
       ->capture_default_str();
-  dyn::cmd::add_engine_flags(app, o.engine);
+  dyn::cmd::EngineFlags ef;
+  dyn::cmd::add_engine_flags(app, o.engine, ef);
   dyn::cmd::add_session_flags(app, o.session);
   app.add_option(
          "--kv-events-endpoint", o.kv_events_endpoint,
@@ -67,7 +68,7 @@ int main(int argc, char** argv) {
       ->group(fg);
   return dyn::cli::run_tool(argc, argv, app, [&] {
     o.engine.kv_events = !o.kv_events_endpoint.empty();
-    if (auto err = o.engine.validate(); !err.empty()) throw dyn::Fatal(dyn::kExitUsage, err);
+    ef.finish(o.engine);
     return dyn::mocker::serve(o);
   });
 }

@@ -38,7 +38,7 @@ void add_sim_flags(CLI::App& app, ReplayFlags& f) {
       ->check(CLI::IsMember(cli::choice_names(tokens::kReferencePolicies)))
       ->allow_extra_args(false)  // one policy per --reference: a workload file after it stays the input
       ->group(g);
-  add_engine_flags(app, c.engine, /*with_block_size=*/false, "Engine (--sim)");
+  add_engine_flags(app, c.engine, f.engine, /*with_block_size=*/false, "Engine (--sim)");
   add_router_flags(app, f.router);
   add_admission_flags(app, f.admission, /*with_kv_blocks=*/false);
   const auto all = app.get_options();
@@ -176,6 +176,11 @@ replay::RunOptions run_options(const CLI::App& app, const ReplayFlags& f) {
   // AIPerf's --input-file names the workload as the positional argument does.
   r.inputs.insert(r.inputs.end(), f.input_files.begin(), f.input_files.end());
   r.cluster.router = f.router.config();
+  if (r.sim) {
+    // One block size for engine and router: --kv-cache-block-size, or the profile's when not given.
+    f.engine.finish(r.cluster.engine, r.cluster.router.block_size, f.router.block_size_given());
+    r.cluster.router.block_size = r.cluster.engine.block_size;
+  }
   r.cluster.admission = f.admission.config;  // validated by replay::run, after the flag conflicts
   for (const auto& name : f.references) r.cluster.references.push_back(*parse_in(tokens::kReferencePolicies, name));
   r.typed = cli::typed_flags(app);

@@ -10,6 +10,7 @@
 #include "dyn/cli/run_tool.h"
 #include "dyn/replay/run.h"
 #include "admission_flags.h"
+#include "engine_flags.h"
 #include "router_flags.h"
 
 namespace dyn::cmd {
@@ -20,6 +21,7 @@ struct ReplayFlags {
   std::vector<std::string> input_files;  ///< --input-file (AIPerf's spelling of the positional FILE)
   std::string summary_path, artifact_dir;
   cli::OutputOptions out;
+  EngineFlags engine;
   RouterFlags router;
   AdmissionFlags admission;
   std::vector<std::string> references;
@@ -34,7 +36,9 @@ void add_replay_flags(CLI::App& app, ReplayFlags& f);
 
 /// The run the parsed flags ask for (after run_tool's parse): the positional workload and
 /// --input-file together, the cluster's router and admission settings and --reference policies,
-/// and which flags were typed.
+/// and which flags were typed; with --sim, the engine's --perf-profile loaded and its settings
+/// applied (EngineFlags::finish; the router takes the engine's block size). Throws Fatal: a
+/// profile that cannot be read (kExitBadData), bad engine settings (kExitUsage).
 replay::RunOptions run_options(const CLI::App& app, const ReplayFlags& f);
 
 /// Where the run's results go (-o, --line-buffered, --summary, --artifact-dir) with the run's

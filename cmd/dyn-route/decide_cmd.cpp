@@ -4,6 +4,7 @@
 #include "commands.h"
 #include "dyn/cli/run_config.h"
 #include "dyn/offline/offline.h"
+#include "engine_flags.h"
 #include "router_flags.h"
 #include "session_flags.h"
 
@@ -12,7 +13,7 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     dyn::offline::DecideOptions decide;
     dyn::cmd::RouterFlags router;
     uint64_t seed = 0;
-    std::string summary_path;
+    std::string summary_path, perf_profile;
     dyn::cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
@@ -31,14 +32,19 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   sub->add_option("--block-size", o->decide.workload_block_size,
                   "Block size of Mooncake hash_ids in tokens (default 512; Dynamo rows carry their own)")
       ->check(CLI::Range(1u, 1u << 20));
-  sub->add_option("--num-gpu-blocks", o->decide.end_model.kv_blocks,
-                  "Engine model: KV blocks per worker, for the decode-time estimate (SPEC 8)")
-      ->capture_default_str()
-      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
-  sub->add_option("--engine-block-size", o->decide.end_model.block_size,
-                  "Engine model: the workers' KV block size in tokens (capacity = blocks x size)")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 1u << 20));
+  sub->add_option("--perf-profile", o->perf_profile,
+                  std::string("Engine model: ") + dyn::cmd::kPerfProfileHelp +
+                      " (the end estimate: each prompt chunk one step, then one decode step per output token beside "
+                      "the worker's KV use)")
+      ->type_name("PATH");
+  auto* blocks_opt = sub->add_option("--num-gpu-blocks", o->decide.end_model.kv_blocks,
+                                     "Engine model: KV blocks per worker, for the decode-time estimate (SPEC 8)")
+                         ->capture_default_str()
+                         ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  auto* bs_opt = sub->add_option("--engine-block-size", o->decide.end_model.block_size,
+                                 "Engine model: the workers' KV block size in tokens (capacity = blocks x size)")
+                     ->capture_default_str()
+                     ->check(CLI::Range(1u, 1u << 20));
   sub->add_option("--speedup-ratio", o->decide.end_model.speedup_ratio,
                   "Engine model: divides every estimated duration")
       ->capture_default_str()
@@ -51,7 +57,13 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   dyn::cmd::add_router_flags(*sub, o->router);
   dyn::cmd::add_session_flags(*sub, o->decide.session);
   dyn::cli::add_output_options(*sub, o->out);
-  dispatch.add_filter(sub, &o->decide.inputs, &o->out, [o, sub](dyn::cli::Sink& sink) {
+  dispatch.add_filter(sub, &o->decide.inputs, &o->out, [o, sub, blocks_opt, bs_opt](dyn::cli::Sink& sink) {
+    if (!o->perf_profile.empty()) {
+      auto p = dyn::engine::PerfProfile::load(o->perf_profile);
+      if (!p) throw dyn::Fatal(p.error().exit_code, "--perf-profile " + p.error().message);
+      dyn::cmd::apply_profile_to_end_model(**p, o->decide.end_model, bs_opt->count() > 0, blocks_opt->count() > 0);
+      o->decide.end_model.profile = *p;
+    }
     o->decide.router = o->router.config(o->seed);
     o->decide.router_block_size_given = o->router.block_size_given();
     // Recorded before routing: the inputs' checksums are of the files as they were read.

@@ -4,11 +4,12 @@
 #include "commands.h"
 #include "dyn/cli/choices.h"
 #include "dyn/trace/convert.h"
+#include "engine_flags.h"
 
 void setup_convert(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   struct Opts {
     dyn::trace::ConvertOptions c;
-    std::string from, to = "mooncake";
+    std::string from, to = "mooncake", perf_profile;
     dyn::cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
@@ -26,10 +27,22 @@ void setup_convert(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                   "Tokens per hash id (default: the trace's own for Dynamo, else 512; a different value is an error)")
       ->check(CLI::Range(1u, 1u << 20))
       ->type_name("B");
+  sub->add_option("--perf-profile", o->perf_profile,
+                  std::string("--to agentic: timing of the service-time estimate behind tool_wait_ms: ") +
+                      dyn::cmd::kPerfProfileHelp)
+      ->type_name("PATH");
   dyn::cli::add_output_options(*sub, o->out);
   dispatch.add_filter(sub, &o->c.inputs, &o->out, [o](dyn::cli::Sink& sink) {
     o->c.from = *dyn::parse_in(dyn::trace::kConvertFrom, o->from);  // validated by IsMember
     o->c.to = *dyn::parse_in(dyn::trace::kConvertTo, o->to);
+    if (!o->perf_profile.empty()) {
+      if (o->c.to != dyn::trace::ConvertTo::kAgentic)
+        throw dyn::Fatal(dyn::kExitUsage,
+                         "--perf-profile applies to --to agentic only (the estimate behind tool_wait_ms)");
+      auto p = dyn::engine::PerfProfile::load(o->perf_profile);
+      if (!p) throw dyn::Fatal(p.error().exit_code, "--perf-profile " + p.error().message);
+      o->c.profile = *p;
+    }
     dyn::io::Output* out = &sink.get();
     int rc = dyn::trace::convert_workload(o->c, *out);
     if (rc != 0) sink.discard();  // a failed conversion leaves no partial file

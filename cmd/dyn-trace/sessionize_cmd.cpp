@@ -4,11 +4,13 @@
 #include "commands.h"
 #include "dyn/base/diag.h"
 #include "dyn/trace/sessionize.h"
+#include "engine_flags.h"
 
 void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   struct Opts {
     std::vector<std::string> inputs;
     dyn::trace::SessionizeOptions s;
+    std::string perf_profile;
     dyn::cli::OutputOptions out;
   };
   auto o = std::make_shared<Opts>();
@@ -28,8 +30,18 @@ void setup_sessionize(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   sub->add_option("--session-prefix", o->s.id_prefix, "Session ids are PREFIX followed by a counter")
       ->default_val("s")
       ->type_name("PREFIX");
+  sub->add_option("--perf-profile", o->perf_profile,
+                  std::string("Timing of the service-time estimate: ") + dyn::cmd::kPerfProfileHelp)
+      ->type_name("PATH");
   dyn::cli::add_output_options(*sub, o->out);
   dispatch.add_filter(sub, &o->inputs, &o->out, [o](dyn::cli::Sink& sink) {
+    std::shared_ptr<const dyn::engine::PerfProfile> profile;
+    if (!o->perf_profile.empty()) {
+      auto p = dyn::engine::PerfProfile::load(o->perf_profile);
+      if (!p) throw dyn::Fatal(p.error().exit_code, "--perf-profile " + p.error().message);
+      profile = *p;
+      o->s.profile = profile.get();
+    }
     dyn::records::WorkloadOptions wo;
     wo.block_size = o->s.block_size;
     wo.require_timestamps = true;

@@ -2,6 +2,9 @@
 #include "dyn/engine/config.h"
 
 #include <algorithm>
+#include <cmath>
+
+#include <fmt/format.h>
 
 namespace dyn::engine {
 
@@ -11,7 +14,27 @@ std::string EngineConfig::validate() const {
   if (max_num_seqs == 0) return "--max-num-seqs must be > 0";
   if (max_num_batched_tokens == 0) return "--max-num-batched-tokens must be > 0";
   if (!(speedup_ratio > 0)) return "--speedup-ratio must be > 0";
+  if (prefill_schedule_interval == 0) return "--prefill-schedule-interval must be >= 1";
   return {};
+}
+
+Expected<uint64_t> kv_blocks_for_memory(double gpu_memory_gib, double utilization, double reserved_gib,
+                                        uint64_t kv_bytes_per_token, uint32_t block_size) {
+  if (!(gpu_memory_gib > 0) || !(utilization > 0) || utilization > 1 || reserved_gib < 0 || kv_bytes_per_token == 0 ||
+      block_size == 0)
+    return Error{
+        "the KV memory budget needs --gpu-memory-gib > 0, --gpu-memory-utilization in (0, 1], "
+        "--reserved-memory-gib >= 0 and --kv-bytes-per-token > 0",
+        kExitUsage};
+  const double kv_bytes = (gpu_memory_gib * utilization - reserved_gib) * 1073741824.0;
+  const double per_block = static_cast<double>(kv_bytes_per_token) * static_cast<double>(block_size);
+  const double blocks = std::floor(kv_bytes / per_block);
+  if (!(blocks >= 1))
+    return Error{fmt::format("the KV memory budget ({} GiB x {} - {} GiB reserved) holds no block of {} tokens x {} "
+                             "bytes",
+                             gpu_memory_gib, utilization, reserved_gib, block_size, kv_bytes_per_token),
+                 kExitUsage};
+  return static_cast<uint64_t>(std::min(blocks, 1099511627776.0));
 }
 
 double prefill_time_ms(uint64_t new_tokens) {

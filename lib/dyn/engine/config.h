@@ -1,10 +1,12 @@
-// Engine settings and the timing model of SPEC 8 (Dynamo mocker defaults and polynomials).
+// Engine settings and the default timing model of SPEC 8 (Dynamo mocker defaults and polynomials).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 #include "dyn/base/defaults.h"
+#include "dyn/base/error.h"
 #include "dyn/base/named.h"
 
 namespace dyn::engine {
@@ -40,23 +42,48 @@ inline constexpr Named<SchedulingPolicy> kSchedulingPolicies[] = {
     {SchedulingPolicy::kPriority, "priority", "waiting requests by the request's priority, lower values first (vLLM)"},
 };
 
-/// Settings of one simulated inference worker. Defaults follow SPEC 8 (Dynamo's mocker).
+class PerfProfile;
+
+/// Settings of one simulated inference worker. Defaults follow SPEC 8 (Dynamo's mocker); the names
+/// and meanings of the scheduler's are vLLM's.
 struct EngineConfig {
-  uint32_t block_size = kDefaultKvBlockSize;  ///< tokens per KV block
+  uint32_t block_size = kDefaultKvBlockSize;  ///< tokens per KV block (vLLM --block-size)
   uint64_t num_blocks = kDefaultKvBlocks;     ///< KV blocks in the pool (--num-gpu-blocks-override)
   uint32_t max_num_seqs = 256;                ///< cap on running sequences
   uint32_t max_num_batched_tokens = 8192;     ///< per-step token budget (prefill chunks + decodes)
   bool enable_prefix_caching = true;          ///< reuse full blocks by sequence hash
   bool enable_chunked_prefill = true;         ///< split long prompts across steps
+  /// vLLM's prefill_schedule_interval: waiting requests are admitted (their prefill starts) only
+  /// when at least this many steps have passed since the last step that computed prompt tokens,
+  /// or when no running sequence has a token to decode instead. 1 = every step (vLLM's default).
+  uint32_t prefill_schedule_interval = 1;
+  /// vLLM's max_num_partial_prefills: at most this many sequences compute prompt tokens in one
+  /// step (running ones continuing a chunked prefill first, then admissions); 0 = no limit.
+  uint32_t max_num_partial_prefills = 0;
   double speedup_ratio = 1.0;                 ///< divides every step time (> 0)
   bool kv_events = false;                     ///< record stored/removed events for a router (SPEC 3.3)
   KvEviction kv_eviction = KvEviction::kLru;  ///< --kv-eviction
   SchedulingPolicy scheduling_policy = SchedulingPolicy::kFcfs;
   bool low_priority_values_first = true;  ///< kPriority's polarity (see SchedulingPolicy)
+  /// The model's KV cache size per token in bytes, all of one engine's GPUs together
+  /// (--kv-bytes-per-token; 0 = not given). Sizes the pool from a memory budget
+  /// (kv_blocks_for_memory) and, for tiered caches, the bytes a block transfer moves.
+  uint64_t kv_bytes_per_token = 0;
+  /// The step timing (--perf-profile); null = SPEC 8's default polynomial (H200,
+  /// Llama-3.1-8B-Instruct-FP8, TP1, vLLM).
+  std::shared_ptr<const PerfProfile> profile;
 
   /// "" when valid, else a message naming the bad setting (zero sizes, speedup <= 0).
   std::string validate() const;
 };
+
+/// KV blocks that fit a memory budget, as vLLM sizes its cache (gpu_memory_utilization):
+/// floor((gpu_memory_gib x utilization - reserved_gib) x 2^30 / (kv_bytes_per_token x block_size)).
+/// `gpu_memory_gib`: memory of all the engine's GPUs; `reserved_gib`: what is not KV cache
+/// (weights, activations, CUDA graphs). Errors (kExitUsage): a budget that holds no block, or
+/// zero/negative sizes.
+Expected<uint64_t> kv_blocks_for_memory(double gpu_memory_gib, double utilization, double reserved_gib,
+                                        uint64_t kv_bytes_per_token, uint32_t block_size);
 
 /// SPEC 8 prefill time in ms for `new_tokens` uncached tokens computed in one step:
 /// 4.209989e-07·T² + 1.518344e-02·T + 16.50142; 0 when T = 0 (fully cached prompt).

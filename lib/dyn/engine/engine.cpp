@@ -2,6 +2,7 @@
 #include "dyn/engine/engine.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -171,6 +172,7 @@ void Engine::step(StepResult& out) {
   ++counters_.steps;
   uint64_t budget = cfg_.max_num_batched_tokens;
   bool preempted = false;
+  ++steps_since_prefill_;
   // 1. Running sequences, oldest first.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Seq* s = running_[i];
@@ -195,8 +197,15 @@ void Engine::step(StepResult& out) {
     plan_.push_back({s, take, decode});
     budget -= std::min(budget, take);
   }
-  // 2. Admit waiting sequences (not in a step that had to preempt).
-  while (!preempted && budget > 0 && !waiting_.empty() && running_.size() < cfg_.max_num_seqs) {
+  // 2. Admit waiting sequences (not in a step that had to preempt; with an interval, not before it
+  // has passed unless nothing decodes: vLLM's prefill_schedule_interval).
+  const bool deferred = cfg_.prefill_schedule_interval > 1 && steps_since_prefill_ < cfg_.prefill_schedule_interval &&
+                        std::any_of(plan_.begin(), plan_.end(), [](const Planned& p) { return p.decode; });
+  uint32_t prefills = 0;
+  for (const Planned& p : plan_) prefills += p.decode ? 0 : 1;
+  const uint32_t most = cfg_.max_num_partial_prefills ? cfg_.max_num_partial_prefills : UINT32_MAX;
+  while (!preempted && !deferred && budget > 0 && !waiting_.empty() && running_.size() < cfg_.max_num_seqs &&
+         prefills < most) {
     Seq* s = waiting_.front();
     uint64_t hit = 0;
     if (cfg_.enable_prefix_caching) hit = pool_.match_prefix(s->spec.block_hashes) * cfg_.block_size;
@@ -225,17 +234,33 @@ void Engine::step(StepResult& out) {
     s->running = true;
     running_.push_back(s);
     plan_.push_back({s, take, decode});
+    prefills += decode ? 0 : 1;
     budget -= std::min(budget, take);
   }
   // 3. Time of the step.
+  StepShape& sh = out.shape;
   for (const Planned& p : plan_) {
-    if (p.decode) ++out.decode_tokens;
-    else out.prefill_tokens += p.take;
+    if (p.decode) {
+      ++out.decode_tokens;
+      sh.decode_kv_tokens += p.seq->computed + 1;  // the context the new token attends to
+    } else {
+      out.prefill_tokens += p.take;
+      ++sh.prefill_seqs;
+      sh.prefill_attention +=
+          static_cast<double>(p.take) * (static_cast<double>(p.seq->computed) + static_cast<double>(p.take) / 2);
+    }
   }
-  const double u = static_cast<double>(pool_.active()) / static_cast<double>(pool_.capacity());
-  double ms = prefill_time_ms(out.prefill_tokens);
-  if (out.decode_tokens > 0 || plan_.empty()) ms += decode_time_ms(u);
-  out.duration_ms = ms / cfg_.speedup_ratio;
+  sh.prefill_tokens = out.prefill_tokens;
+  sh.decode_seqs = out.decode_tokens;
+  if (out.prefill_tokens > 0) steps_since_prefill_ = 0;
+  if (cfg_.profile) {
+    out.duration_ms = cfg_.profile->step_ms(sh) / cfg_.speedup_ratio;
+  } else {
+    const double u = static_cast<double>(pool_.active()) / static_cast<double>(pool_.capacity());
+    double ms = prefill_time_ms(out.prefill_tokens);
+    if (out.decode_tokens > 0 || plan_.empty()) ms += decode_time_ms(u);
+    out.duration_ms = ms / cfg_.speedup_ratio;
+  }
   // 4. Apply: tokens out, finished sequences leave.
   bool any_done = false;
   for (const Planned& p : plan_) {
@@ -281,20 +306,51 @@ uint64_t Engine::steady_decode_steps() const {
   return k;
 }
 
-double Engine::decode_step_ms() const {
+double Engine::polynomial_decode_ms() const {
   const double u = static_cast<double>(pool_.active()) / static_cast<double>(pool_.capacity());
   return decode_time_ms(u) / cfg_.speedup_ratio;
 }
 
+StepShape Engine::decode_shape(uint64_t ahead) const {
+  StepShape sh;
+  sh.decode_seqs = running_.size();
+  for (const Seq* s : running_) sh.decode_kv_tokens += s->computed + 1 + ahead;
+  return sh;
+}
+
+double Engine::decode_steps_ms(uint64_t k) const {
+  if (!cfg_.profile) return polynomial_decode_ms() * static_cast<double>(k);
+  StepShape sh = decode_shape(0);
+  double total = 0;
+  for (uint64_t i = 0; i < k; ++i, sh.decode_kv_tokens += sh.decode_seqs)
+    total += cfg_.profile->step_ms(sh) / cfg_.speedup_ratio;
+  return total;
+}
+
+uint64_t Engine::decode_steps_within(uint64_t k, double ms) const {
+  if (!cfg_.profile) {
+    const double d = polynomial_decode_ms();
+    return std::min<uint64_t>(k, static_cast<uint64_t>(std::floor(ms / d)));
+  }
+  StepShape sh = decode_shape(0);
+  double total = 0;
+  uint64_t m = 0;
+  for (; m < k; ++m, sh.decode_kv_tokens += sh.decode_seqs) {
+    total += cfg_.profile->step_ms(sh) / cfg_.speedup_ratio;
+    if (total > ms) break;
+  }
+  return m;
+}
+
 double Engine::fast_forward(uint64_t k) {
-  const double d = decode_step_ms();
+  const double span = decode_steps_ms(k);
   for (Seq* s : running_) {
     s->computed += k;
     s->generated += k;
   }
   counters_.generated_tokens += k * running_.size();
   counters_.steps += k;
-  return d * static_cast<double>(k);
+  return span;
 }
 
 EngineStats Engine::stats() const {

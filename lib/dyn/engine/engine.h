@@ -14,6 +14,7 @@
 #include "dyn/base/error.h"
 #include "dyn/engine/config.h"
 #include "dyn/engine/kv_pool.h"
+#include "dyn/engine/profile.h"
 
 namespace dyn::engine {
 
@@ -43,19 +44,22 @@ struct TokenOutput {
 };
 
 /// What one step did. `duration_ms` is the step's time from SPEC 8, divided by the speedup
-/// ratio: prefill_time(new prompt tokens) when the step prefilled, plus decode_time(u) when it
-/// decoded (u = active KV blocks / total after this step's allocation). Its outputs are
-/// available when the step ends (start + duration).
+/// ratio: with a profile (EngineConfig::profile) its step_ms(shape); else the default polynomial,
+/// prefill_time(new prompt tokens) when the step prefilled plus decode_time(u) when it decoded
+/// (u = active KV blocks / total after this step's allocation). Its outputs are available when
+/// the step ends (start + duration).
 struct StepResult {
   double duration_ms = 0;
   uint64_t prefill_tokens = 0;  ///< uncached prompt tokens computed
   uint64_t decode_tokens = 0;   ///< sequences that decoded one token
   uint32_t preempted = 0;       ///< sequences preempted (recompute) in this step
+  StepShape shape;              ///< what the step computed (the timing model's input)
   std::vector<TokenOutput> outputs;
   void clear() {
     duration_ms = 0;
     prefill_tokens = decode_tokens = 0;
     preempted = 0;
+    shape = {};
     outputs.clear();
   }
 };
@@ -80,7 +84,9 @@ struct EngineStats {
 ///    generated tokens.
 /// 2. when nothing was preempted, waiting sequences are admitted in FIFO order while budget,
 ///    max_num_seqs and KV blocks allow; on admission the leading prompt blocks already in the
-///    pool are reused (prefix cache hit, reported as cached_tokens on first admission).
+///    pool are reused (prefix cache hit, reported as cached_tokens on first admission). With
+///    prefill_schedule_interval N > 1 (vLLM's), admission waits until N steps have passed since
+///    the last step that computed prompt tokens, unless no running sequence decodes this step.
 /// 3. a sequence whose prefill completes in the step emits a token (its first); a decoding
 ///    sequence emits one token per step; the sequence finishes after max_output_tokens and
 ///    releases its blocks, last block first, so its full prompt blocks stay cached.
@@ -111,10 +117,15 @@ class Engine {
   /// duration: every running sequence decoding, none finishing or needing a new block, nothing
   /// admissible waiting. 0 when the next step is not like that. For the simulator's fast-forward.
   uint64_t steady_decode_steps() const;
-  /// Duration of one such decode step (speedup applied).
-  double decode_step_ms() const;
+  /// Total duration of the next `k` such decode steps (speedup applied): k times one step with the
+  /// polynomial (KV use does not change); step by step with a profile (each step's context is one
+  /// token longer per sequence).
+  double decode_steps_ms(uint64_t k) const;
+  /// The most of the next `k` steady decode steps that end within `ms` (decode_steps_ms(m) <= ms).
+  uint64_t decode_steps_within(uint64_t k, double ms) const;
   /// Runs `k` <= steady_decode_steps() decode steps at once (no outputs: no first or last
-  /// tokens happen in them); returns their total duration. Same state as k calls to step().
+  /// tokens happen in them); returns their total duration (decode_steps_ms(k)). Same state as k
+  /// calls to step().
   double fast_forward(uint64_t k);
 
   EngineStats stats() const;
@@ -133,6 +144,9 @@ class Engine {
   void release_blocks(Seq& s, bool done = false);
   void preempt_back();
   void finish(Seq& s);
+  /// Shape of a steady decode step of the running set, `ahead` steps from now.
+  StepShape decode_shape(uint64_t ahead) const;
+  double polynomial_decode_ms() const;
 
   EngineConfig cfg_;
   KvPool pool_;
@@ -148,6 +162,7 @@ class Engine {
   std::vector<uint64_t> missing_;
   std::vector<uint32_t> present_;  // ensure_blocks scratch: pool slots of the present blocks
   EngineStats counters_;
+  uint64_t steps_since_prefill_ = UINT64_MAX / 2;  // prefill_schedule_interval's count
 };
 
 }  // namespace dyn::engine

@@ -69,27 +69,35 @@ void LiveEngine::run() {
   using clock = std::chrono::steady_clock;
   StepResult res;
   std::vector<std::pair<Sink, TokenOutput>> deliver;
+  std::vector<KvEvent> events;
+  KvListener listener;
   auto next_start = clock::now();
+  auto end = next_start;
+  bool planned = false;  // `res` is a step under way, ending at `end`
+  // Plans the next step to start at next_start (under the lock).
+  auto plan = [&] {
+    idle_arrival_ = clock::time_point::max();  // consumed: a later idle wake-up has its own
+    engine_.step(res);
+    events.clear();
+    if (kv_listener_) events = engine_.take_kv_events();
+    listener = kv_listener_;
+    end = next_start +
+          std::chrono::duration_cast<clock::duration>(std::chrono::duration<double, std::milli>(res.duration_ms));
+    next_start = end;
+    planned = true;
+  };
   std::unique_lock lk(mu_);
   while (!stop_) {
-    if (!engine_.has_work()) {
-      cv_.wait(lk, [&] { return stop_ || engine_.has_work(); });
-      if (stop_) break;
-      // An idle engine starts its next step on arrival: when the first request reached the
-      // server, not when its handling was done (LiveEngine::submit), nor before the last step ended.
-      next_start = std::max(next_start, std::min(idle_arrival_, clock::now()));
+    if (!planned) {
+      if (!engine_.has_work()) {
+        cv_.wait(lk, [&] { return stop_ || engine_.has_work(); });
+        if (stop_) break;
+        // An idle engine starts its next step on arrival: when the first request reached the
+        // server, not when its handling was done (LiveEngine::submit), nor before the last step ended.
+        next_start = std::max(next_start, std::min(idle_arrival_, clock::now()));
+      }
+      plan();
     }
-    idle_arrival_ = clock::time_point::max();
-    // Steps follow each other on the model's schedule: time spent delivering tokens after a
-    // step is not added to the next one (a late loop catches up instead of drifting).
-    const auto start = next_start;
-    engine_.step(res);
-    std::vector<KvEvent> events;
-    if (kv_listener_) events = engine_.take_kv_events();
-    KvListener listener = kv_listener_;
-    const auto end =
-        start + std::chrono::duration_cast<clock::duration>(std::chrono::duration<double, std::milli>(res.duration_ms));
-    next_start = end;
     // Sleep the step's duration; submissions during the sleep wait for the next step.
     cv_.wait_until(lk, end, [&] { return stop_; });
     if (stop_) break;
@@ -100,8 +108,16 @@ void LiveEngine::run() {
       deliver.emplace_back(it->second, o);
       if (o.finished) sinks_.erase(it);
     }
+    std::vector<KvEvent> done_events = std::move(events);
+    KvListener done_listener = listener;
+    // The next step is planned at this one's end, before its tokens go out: a request a client
+    // sends on seeing them reaches a step already under way and joins the one after, as in the
+    // simulator (however long delivering takes). Steps follow each other on the model's schedule:
+    // time spent delivering is not added to the next step (a late loop catches up, not drifts).
+    planned = false;
+    if (engine_.has_work()) plan();
     lk.unlock();
-    if (listener && !events.empty()) listener(events);
+    if (done_listener && !done_events.empty()) done_listener(done_events);
     for (auto& [sink, o] : deliver) sink(o);
     lk.lock();
   }

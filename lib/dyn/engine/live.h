@@ -16,9 +16,10 @@
 namespace dyn::engine {
 
 /// Runs an Engine on its own thread in real time. Each step is planned under the lock, the
-/// thread sleeps until step start + duration (absolute deadlines, so steps do not drift), then
-/// calls each affected request's sink with its TokenOutput. Requests submitted while a step
-/// runs join the next step, as in the simulator. Thread-safe: submit/cancel/stats from any
+/// thread sleeps until step start + duration (absolute deadlines, so steps do not drift), plans
+/// the next step at once, then calls each affected request's sink with its TokenOutput. Requests
+/// submitted while a step runs join the next step, as in the simulator (a request sent on seeing
+/// a step's tokens joins the step after the one then under way). Thread-safe: submit/cancel/stats from any
 /// thread; sinks run on the engine thread and must not block (push to a queue).
 class LiveEngine {
  public:

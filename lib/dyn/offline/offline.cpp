@@ -86,7 +86,12 @@ int normalize_rows(const NormalizeOptions& o, io::Output& out) {
 // ---------------------------------------------------------------------------------------------
 // end model
 
-double EndModel::duration_ms(uint64_t uncached, uint64_t output, double u) const {
+double EndModel::duration_ms(uint64_t prompt, uint64_t uncached, uint64_t output, double u) const {
+  if (profile) {
+    const double others = std::clamp(u, 0.0, 1.0) * static_cast<double>(kv_blocks) * static_cast<double>(block_size);
+    return profile->request_ms(prompt, prompt - std::min(uncached, prompt), output, max_batched_tokens, others) /
+           (speedup_ratio > 0 ? speedup_ratio : 1.0);
+  }
   double t = 0;
   uint64_t left = uncached;
   // Past a million chunks the full ones are counted at once (a bad input_length of 2^63 looped
@@ -741,8 +746,9 @@ void Decider::write_decision(const Row& r, std::string_view request_id, Expected
   st_.input_tokens += r.tokens;
   st_.cached_tokens += p.cached_tokens();
   double u = kv_tokens_ > 0 ? static_cast<double>(active_tokens_[wi] + r.tokens) / kv_tokens_ : 0;
-  double end = r.has_end ? std::max(r.end_ms, r.arrival_ms)
-                         : r.arrival_ms + o_.end_model.duration_ms(r.tokens - p.cached_tokens(), r.output_tokens, u);
+  double end =
+      r.has_end ? std::max(r.end_ms, r.arrival_ms)
+                : r.arrival_ms + o_.end_model.duration_ms(r.tokens, r.tokens - p.cached_tokens(), r.output_tokens, u);
   active_tokens_[wi] += r.tokens;
   uint32_t slot;
   if (!free_live_.empty()) {

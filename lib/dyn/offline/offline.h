@@ -4,11 +4,13 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "dyn/base/defaults.h"
+#include "dyn/engine/profile.h"
 #include "dyn/io/output.h"
 #include "dyn/route/config.h"
 #include "dyn/session/normalize.h"
@@ -37,8 +39,13 @@ struct EndModel {
   uint32_t block_size = kDefaultKvBlockSize;  ///< engine block size (capacity = kv_blocks × block_size tokens)
   uint64_t max_batched_tokens = 8192;         ///< prefill chunk
   double speedup_ratio = 1.0;                 ///< divides all times
-  /// Duration estimate: uncached prompt tokens, output tokens, utilisation at arrival.
-  double duration_ms(uint64_t uncached_tokens, uint64_t output_tokens, double utilisation) const;
+  /// --perf-profile: the step timing (null = SPEC 8's default polynomial). With a profile the
+  /// estimate is PerfProfile::request_ms with the other sequences holding utilisation x capacity
+  /// tokens of context.
+  std::shared_ptr<const engine::PerfProfile> profile;
+  /// Duration estimate: prompt tokens, of them uncached, output tokens, utilisation at arrival.
+  double duration_ms(uint64_t prompt_tokens, uint64_t uncached_tokens, uint64_t output_tokens,
+                     double utilisation) const;
 };
 
 struct DecideOptions {

@@ -398,7 +398,12 @@ void Simulation::schedule_arrivals() {
         first_arrival = false;
         at = arrival;
         break;
-      case replay::LoadMode::kConcurrency: at = 0; break;
+      case replay::LoadMode::kConcurrency:
+        // All sent at once: the first starts the idle engine, the rest reach it a client latency
+        // later (SimOptions::client_latency_ms; 0: all in its first step).
+        at = first_arrival ? 0 : opt_.client_latency_ms;
+        first_arrival = false;
+        break;
     }
     push_arrival(at, static_cast<uint32_t>(i));
   }
@@ -603,7 +608,11 @@ void Simulation::complete(uint32_t i, double t) {
     sum_.cached_tokens += r.cached;
     sum_.output_tokens += r.generated;
   }
-  write_row(r);
+  if (opt_.write_rows) write_row(r);
+  if (opt_.on_request) {
+    SimRequest done{r.start, r.first, t, r.generated, r.error};
+    opt_.on_request(done);
+  }
   if (!opt_.references.empty() && !r.error && r.dispatched >= 0)
     refs_.push_back({r.pos, r.cached, {r.dispatched, t, r.row->input_length, std::move(r.ref_blocks)}});
   if (admission_ && !r.row->session_id.empty()) {
@@ -618,7 +627,7 @@ void Simulation::complete(uint32_t i, double t) {
     const uint32_t w = std::get<2>(waiting_.top());
     waiting_.pop();
     ++in_flight_;
-    push(t, kAdmit, w);
+    push(t + opt_.client_latency_ms, kAdmit, w);
   }
   for (uint32_t d : r.dependents) {
     Req& x = rq(d);
@@ -804,7 +813,6 @@ void Simulation::on_kick(const Event& ev) {
   // for) up to the next event that could change this engine's batch: an arrival (any event when
   // requests depend on others, since a completion elsewhere can release one at once).
   if (uint64_t k = wk.engine->steady_decode_steps(); k >= 2) {
-    const double d = wk.engine->decode_step_ms();
     auto next_change = [&] { return has_deps_ ? q_.next_ms() : (arrivals_.empty() ? INFINITY : arrivals_.top()); };
     double bound = next_change();
     // Streaming: the rows due by then are read first, so the bound is the one the whole workload gives.
@@ -813,7 +821,7 @@ void Simulation::on_kick(const Event& ev) {
       bound = next_change();
     }
     uint64_t m = k;
-    if (std::isfinite(bound)) m = std::min<uint64_t>(k, static_cast<uint64_t>(std::floor((bound - ev.t_ms) / d)));
+    if (std::isfinite(bound)) m = wk.engine->decode_steps_within(k, bound - ev.t_ms);
     if (m >= 2) {
       const double span = wk.engine->fast_forward(m);
       wk.pending.clear();

@@ -22,6 +22,15 @@ inline constexpr const char* kMultiTurnSim =
     "multi_turn: each turn follows the live replies of the turns before it, which the simulator does not produce; "
     "replay it against an endpoint (dyn-mocker for a mock one)";
 
+/// One request as the simulator saw it (SimOptions::on_request), virtual ms.
+struct SimRequest {
+  double start_ms = 0;   ///< sent (reached the engine)
+  double first_ms = -1;  ///< first token out (-1: none)
+  double end_ms = 0;     ///< last token out, or the error
+  uint64_t output_tokens = 0;
+  bool error = false;
+};
+
 struct SimOptions {
   uint32_t workers = 1;
   engine::EngineConfig engine;  ///< per worker; block_size must equal router.block_size
@@ -65,6 +74,17 @@ struct SimOptions {
   std::vector<tokens::ReferencePolicy> references;
   /// Called with each request_end row as it is written (dyn-replay's summary table); none = not.
   std::function<void(const std::string&)> on_row;
+  /// Concurrency cap: the time from a request's end to the next request taking its slot, as a
+  /// closed-loop client's round trip (0 = the same instant: it joins the engine step that starts
+  /// then). With any value below a step's time, the new request misses the step already under way
+  /// when it reaches the engine, as on a real server; and of the requests sent at the start (the
+  /// concurrency mode's first wave) only the first finds the engine idle and starts a step alone,
+  /// the others reaching it this much later (dyn-bench calibrate / fidelity).
+  double client_latency_ms = 0;
+  /// Write a request_end row per request to the output (false: only the summary and on_request).
+  bool write_rows = true;
+  /// Called once per request as it completes (in completion order), when set.
+  std::function<void(const SimRequest&)> on_request;
 };
 
 struct SimSummary {

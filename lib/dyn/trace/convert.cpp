@@ -160,7 +160,7 @@ uint64_t read_azure_csv(const std::vector<std::string>& inputs, uint32_t block_s
   return rejected;
 }
 
-std::vector<Json> to_agentic_rows(const records::Workload& w) {
+std::vector<Json> to_agentic_rows(const records::Workload& w, const engine::PerfProfile* profile) {
   std::vector<Json> out;
   out.reserve(w.rows.size());
   struct Last {
@@ -188,8 +188,8 @@ std::vector<Json> to_agentic_rows(const records::Workload& w) {
             tool_wait = *r.delay_ms;
           } else if (r.timestamp_ms && it->second.row->timestamp_ms) {
             const records::WorkloadRow& p = *it->second.row;
-            double gap =
-                *r.timestamp_ms - *p.timestamp_ms - estimate_service_ms(p.input_length, 0, p.output_length.value_or(0));
+            double gap = *r.timestamp_ms - *p.timestamp_ms -
+                         estimate_service_ms(p.input_length, 0, p.output_length.value_or(0), profile);
             tool_wait = std::round(std::max(0.0, gap));  // whole ms: the estimate is coarse
           }
         }
@@ -237,7 +237,7 @@ int convert_workload(const ConvertOptions& o, io::Output& out) {
     return kExitBadData;
   }
   if (o.to == ConvertTo::kAgentic) {
-    for (const auto& row : to_agentic_rows(w)) out.line(row.dump());
+    for (const auto& row : to_agentic_rows(w, o.profile.get())) out.line(row.dump());
   } else {
     for (const auto& row : w.rows) out.line(records::workload_row_to_json(row).dump());
   }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "dyn/base/named.h"
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
+#include "dyn/engine/profile.h"
 #include "dyn/io/output.h"
 #include "dyn/records/workload.h"
 
@@ -34,6 +36,8 @@ struct ConvertOptions {
   ConvertFrom from = ConvertFrom::kDynamo;
   ConvertTo to = ConvertTo::kMooncake;
   uint32_t block_size = 0;  ///< 0 = from the trace (Dynamo) or records::kMooncakeBlockSize
+  /// --to agentic: the timing of the service-time estimate (null: SPEC 8's polynomial).
+  std::shared_ptr<const engine::PerfProfile> profile;
 };
 
 /// Runs one conversion and writes JSONL rows to `out`. Returns the exit code (0, or 3 when rows
@@ -50,12 +54,12 @@ int convert_workload(const ConvertOptions& options, io::Output& out);
 /// every row gets `request_id` (its own, else "<session>:<turn>" or "row-<n>"); rows of a
 /// session form a wait_for chain (each later turn waits for the previous turn's request_id);
 /// the gap after the previous turn goes to `tool_wait_ms` (from `delay`; for a timestamp-only
-/// session, timestamp − previous timestamp − estimate_service_ms(previous, nothing cached),
+/// session, timestamp − previous timestamp − estimate_service_ms(previous, nothing cached, `profile`),
 /// floored at 0 and rounded to whole ms); only rows without dependencies keep `timestamp` (their open-loop start).
 /// Keys: request_id, session_id, parent_session_id, input_length, output_length, hash_ids,
 /// text_input, timestamp, wait_for, tool_wait_ms, priority (absent ones omitted). Existing
 /// wait_for lists are kept (the previous turn is appended when missing).
-std::vector<Json> to_agentic_rows(const records::Workload& workload);
+std::vector<Json> to_agentic_rows(const records::Workload& workload, const engine::PerfProfile* profile = nullptr);
 
 /// Parses an Azure LLM inference trace timestamp "YYYY-MM-DD HH:MM:SS[.fraction]" (up to 7
 /// fractional digits, as in the 2023 release) into 100 ns ticks since 1970-01-01 (UTC, no

@@ -44,7 +44,9 @@ size_t full_blocks(const records::WorkloadRow& r, uint32_t block_size) {
 
 }  // namespace
 
-double estimate_service_ms(uint64_t input_tokens, uint64_t cached_tokens, uint64_t output_tokens) {
+double estimate_service_ms(uint64_t input_tokens, uint64_t cached_tokens, uint64_t output_tokens,
+                           const engine::PerfProfile* profile) {
+  if (profile) return profile->request_ms(input_tokens, cached_tokens, output_tokens, 0, 0);
   return engine::prefill_time_ms(input_tokens - std::min(cached_tokens, input_tokens)) +
          static_cast<double>(output_tokens) * engine::decode_time_ms(0.0);
 }
@@ -102,7 +104,7 @@ SessionizeStats sessionize(std::vector<records::WorkloadRow>& rows, const Sessio
       size_t prev = tail[static_cast<size_t>(s)];
       const auto& pr = rows[prev];
       double end = pr.timestamp_ms.value_or(0) +
-                   estimate_service_ms(pr.input_length, cached[prev], pr.output_length.value_or(0));
+                   estimate_service_ms(pr.input_length, cached[prev], pr.output_length.value_or(0), o.profile);
       r.delay_ms = std::round(std::max(0.0, r.timestamp_ms.value_or(0) - end));  // whole ms, like the timestamps
       ++st.continued;
     } else {

@@ -6,22 +6,27 @@
 #include <string>
 #include <vector>
 
+#include "dyn/engine/profile.h"
 #include "dyn/records/workload.h"
 
 namespace dyn::trace {
 
 /// Estimated service time of one request in ms, used to turn recorded arrival gaps into
 /// think-time delays: engine::prefill_time_ms of the uncached tokens in one step (SPEC 8) plus
-/// `output_tokens` decode steps of an idle engine (engine::decode_time_ms(0), 5.74 ms).
-/// Inputs in tokens; `cached_tokens` is clamped to `input_tokens`. Pure, thread-safe.
-double estimate_service_ms(uint64_t input_tokens, uint64_t cached_tokens, uint64_t output_tokens);
+/// `output_tokens` decode steps of an idle engine (engine::decode_time_ms(0), 5.74 ms); with a
+/// timing profile (--perf-profile), its request_ms for the request alone (one prefill step, no
+/// other sequences). Inputs in tokens; `cached_tokens` is clamped to `input_tokens`. Pure,
+/// thread-safe.
+double estimate_service_ms(uint64_t input_tokens, uint64_t cached_tokens, uint64_t output_tokens,
+                           const engine::PerfProfile* profile = nullptr);
 
 struct SessionizeOptions {
   uint32_t block_size = records::kMooncakeBlockSize;  ///< tokens per hash id
   /// A prefix node with at least this many distinct full-block continuations is "shared by many
   /// unrelated rows" (a system prompt); a match must reach beyond the deepest such node.
   uint32_t shared_fanout = 4;
-  std::string id_prefix = "s";  ///< session ids are id_prefix + a 0-based counter
+  std::string id_prefix = "s";                   ///< session ids are id_prefix + a 0-based counter
+  const engine::PerfProfile* profile = nullptr;  ///< the service-time estimate's timing (null: SPEC 8's polynomial)
 };
 
 struct SessionizeStats {
