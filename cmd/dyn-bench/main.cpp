@@ -7,6 +7,8 @@ int main(int argc, char** argv) {
   setup_report(app, dispatch);
   setup_compare(app, dispatch);
   setup_plot(app, dispatch);
+  setup_calibrate(app, dispatch);
+  setup_fidelity(app, dispatch);
   app.require_subcommand(1);
   return dyn::cli::run_tool(argc, argv, app, [&] { return dispatch.run(); });
 }

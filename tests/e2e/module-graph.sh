@@ -55,8 +55,8 @@ sed -i 's/^| metrics | \(.*\) | base, io, records, tokens | /| metrics | \1 | ba
 sed -i 's/dyn_add_module(metrics DEPS dyn_base/& dyn_cli/' g/lib/dyn/metrics/CMakeLists.txt
 add_include g/lib/dyn/metrics/stats.cpp dyn/records/percentile.h dyn/cli/checks.h
 expect_status 1 python3 "$check" g
-echo "== planted: dyn-mocker links dyn_serve; dyn-bench includes dyn/engine/config.h without linking it"
+echo "== planted: dyn-mocker links dyn_serve; dyn-bind includes dyn/engine/config.h without linking it"
 plant h
 sed -i 's/dyn_add_tool(dyn-mocker DEPS dyn_base/& dyn_serve/' h/cmd/dyn-mocker/CMakeLists.txt
-add_include h/cmd/dyn-bench/report_cmd.cpp dyn/io/sniff.h dyn/engine/config.h
+add_include h/cmd/dyn-bind/show_cmd.cpp dyn/base/error.h dyn/engine/config.h
 expect_status 1 python3 "$check" h
