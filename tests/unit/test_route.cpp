@@ -4,6 +4,7 @@
 
 #include <atomic>
 #include <fstream>
+#include <future>
 #include <map>
 #include <thread>
 
@@ -330,6 +331,49 @@ TEST_CASE("initializing: waiters block until the first dispatch commits, or one 
   for (auto o : out2) (o == BindingOutcome::kNew ? news : hits) += 1;
   CHECK(news == 1);
   CHECK(hits == 1);
+}
+
+TEST_CASE("initializing: a waiter whose request is cancelled wakes at once and changes nothing") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kRoundRobin;
+  c.affinity_ttl_secs = 300;
+  ROUTER(r, c, clk, 2);
+  auto first = place_ok(r, req("s", {}, 10));
+  std::atomic<bool> gone{false};
+  std::promise<int> code;
+  std::thread waiter([&] {
+    RouteRequest q = req("s", {}, 10);
+    q.cancelled = &gone;
+    auto p = r.place(q);
+    code.set_value(p ? 0 : p.error().exit_code);
+  });
+  auto fut = code.get_future();
+  // It waits, and a wake-up with nothing cancelled leaves it waiting.
+  CHECK(fut.wait_for(std::chrono::milliseconds(100)) == std::future_status::timeout);
+  r.wake_waiters();
+  CHECK(fut.wait_for(std::chrono::milliseconds(50)) == std::future_status::timeout);
+  gone = true;
+  r.wake_waiters();
+  // Woken, not timed out: the binding's wait would last init_wait_ms (30 s).
+  REQUIRE(fut.wait_for(std::chrono::seconds(5)) == std::future_status::ready);
+  CHECK(fut.get() == kPlaceCancelled);
+  waiter.join();
+  // Nothing was charged for it: the first dispatch commits and the binding is followed.
+  uint64_t active = 0;
+  for (const WorkerLoad& l : r.loads()) active += l.active_requests;
+  CHECK(active == 1);
+  first.commit();
+  auto next = place_ok(r, req("s", {}, 10));
+  CHECK(next.worker() == first.worker());
+  CHECK(next.binding() == BindingOutcome::kHit);
+  // A request cancelled before it would wait never blocks.
+  RouteRequest q = req("s2", {}, 10);
+  auto s2 = place_ok(r, q);
+  q.cancelled = &gone;
+  auto p = r.place(q);
+  REQUIRE_FALSE(p);
+  CHECK(p.error().exit_code == kPlaceCancelled);
 }
 
 TEST_CASE("simulator mode: a second request of an initializing key follows it without blocking") {

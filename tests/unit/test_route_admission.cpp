@@ -389,3 +389,29 @@ TEST_CASE("admit_blocking waits on the tick thread without polling, and shutdown
   t2.join();
   CHECK(!out.admitted);
 }
+
+TEST_CASE("a waiting request withdrawn before its release is never released; one released already is not withdrawn") {
+  AdmissionController a(ta(), {{0, 10000}});
+  REQUIRE(a.admit("big", "", 8000, 0).admitted);
+  auto w = a.admit("late", "", 1000, 10);
+  REQUIRE(!w.admitted);
+  CHECK(find(a.programs(10), "late")->waiting_requests == 1);
+  CHECK(a.withdraw("late", w.ticket, 50));
+  CHECK_FALSE(a.withdraw("late", w.ticket, 60));  // once
+  const ProgramView* late = find(a.programs(50), "late");
+  REQUIRE(late);
+  CHECK(late->waiting_requests == 0);
+  CHECK(late->status == ProgramStatus::kActing);  // between turns: its client left
+  a.on_response("big", 8000, 100, 100);
+  for (const AdmissionRelease& r : a.tick(20000).released) CHECK(r.ticket != w.ticket);
+  // Released by a tick first: withdraw says no (the request counts in flight; its end is reported).
+  REQUIRE(a.admit("big", "", 8000, 20000).admitted);
+  auto w2 = a.admit("newcomer", "", 1000, 20000);
+  REQUIRE(!w2.admitted);
+  a.on_response("big", 10, 10, 20100);
+  auto r = a.tick(40000);
+  REQUIRE(r.released.size() == 1);
+  CHECK(r.released[0].ticket == w2.ticket);
+  CHECK_FALSE(a.withdraw("newcomer", w2.ticket, 40000));
+  CHECK_FALSE(a.withdraw("nobody", 12345, 40000));
+}

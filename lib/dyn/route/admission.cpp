@@ -291,6 +291,21 @@ std::vector<AdmissionRelease> AdmissionController::release_program(const std::st
   return std::move(r.released);
 }
 
+bool AdmissionController::withdraw(const std::string& program, uint64_t ticket, double now_ms) {
+  std::lock_guard lk(mu_);
+  auto it = programs_.find(program);
+  if (it == programs_.end()) return false;
+  Program& p = it->second;
+  auto w = std::find_if(p.waiting.begin(), p.waiting.end(), [&](const auto& t) { return t.first == ticket; });
+  if (w == p.waiting.end()) return false;
+  p.waiting.erase(w);
+  if (p.waiting.empty() && p.inflight == 0) {
+    p.status = ProgramStatus::kActing;
+    p.acting_since_ms = now_ms;
+  }
+  return true;
+}
+
 TickReport AdmissionController::tick(double now_ms) {
   TickReport report;
   report.now_ms = now_ms;

@@ -175,6 +175,12 @@ class AdmissionController {
   /// requests of it are released first so that nothing blocks forever: returned for callers
   /// that wait without blocking (admit()).
   std::vector<AdmissionRelease> release_program(const std::string& program, double now_ms);
+  /// The waiting request `ticket` of `program` went away before a release (its client hung up,
+  /// issue 51.4): no tick releases it now, and a program left with nothing waiting or in flight
+  /// is between turns (ACTING since `now_ms`), as after a failed request. False when the ticket
+  /// is not waiting: a tick or release_program() released it already (it counts in flight, so
+  /// its end is reported with on_request_failed()).
+  bool withdraw(const std::string& program, uint64_t ticket, double now_ms);
 
   /// One scheduler tick at `now_ms` (call every scheduler_interval_s): forced resumes of
   /// requests that waited resume_timeout_s (onto the worker with most headroom), then SPEC 9

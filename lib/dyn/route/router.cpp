@@ -377,6 +377,11 @@ static void sweep_locked(Router::Impl& I, const RouterConfig& cfg, double now, b
   I.next_sweep_ms = now + period;
 }
 
+void Router::wake_waiters() {
+  { std::lock_guard lk(impl_->mu); }
+  impl_->cv.notify_all();
+}
+
 void Router::sweep() {
   std::lock_guard lk(impl_->mu);
   sweep_locked(*impl_, cfg_, clock_.now_ms());
@@ -625,10 +630,13 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
         if (req.fail_instead_of_waiting) return Error{"the session's binding is initializing", kPlaceWouldWait};
         ++I.stats.waits;
         uint64_t g = it->second.gen;
+        auto given_up = [&] { return req.cancelled && req.cancelled->load(); };
         bool changed = I.cv.wait_until(lk, deadline, [&] {
           auto j = I.table.find(key);
-          return j == I.table.end() || j->second.gen != g || !j->second.initializing;
+          return given_up() || j == I.table.end() || j->second.gen != g || !j->second.initializing;
         });
+        if (given_up())
+          return Error{"the request was cancelled while its session's binding initialized", kPlaceCancelled};
         if (!changed) {
           gave_up = true;
           break;

@@ -2,6 +2,7 @@
 // table, shared by offline routing (dyn-route decide, the simulator) and the live frontend.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -105,6 +106,10 @@ struct RouteRequest {
   /// kPlaceWouldWait instead, changing nothing, so an event-loop caller can repeat the call on a
   /// thread that may block.
   bool fail_instead_of_waiting = false;
+  /// The caller gave up (a live client hung up, issue 51.4): a wait for an initializing binding
+  /// ends with kPlaceCancelled, changing nothing, once Router::wake_waiters() is called after the
+  /// flag is set (checked when the wait starts too). Null: the wait ends only with the binding.
+  const std::atomic<bool>* cancelled = nullptr;
   /// The router queue's placement (SPEC 3.4): a worker over a busy threshold is never chosen.
   /// Instead of placing on a busy one, place() fails, changing nothing, with kPlaceAllBusy (every
   /// usable worker is busy) or kPlacePinnedBusy (the explicit worker or a hard binding's worker
@@ -120,6 +125,9 @@ inline constexpr int kPlaceWouldWait = -1;
 /// (Dynamo's AllEligibleWorkersOverloaded), or the pinned one is (PinnedWorkerOverloaded).
 inline constexpr int kPlaceAllBusy = -2;
 inline constexpr int kPlacePinnedBusy = -3;
+/// The Error::exit_code of a place() whose wait for an initializing binding ended because its
+/// request was cancelled (RouteRequest::cancelled).
+inline constexpr int kPlaceCancelled = -4;
 
 /// The busy thresholds (SPEC 3.2, 3.4), changeable while routing (POST /v1/busy_threshold).
 /// Unset = that check never makes a worker busy; the checks are OR-ed.
@@ -326,6 +334,10 @@ class Router {
   /// Errors: no workers (exit 4, HTTP 503); unknown explicit worker (400); direct mode without a
   /// worker (400); binding table full (503). May block (live mode) while the key initializes.
   Expected<Placement> place(const RouteRequest& request);
+  /// Wakes every place() waiting for an initializing binding so it rereads its request's
+  /// `cancelled` flag (a waiter whose flag is set returns kPlaceCancelled at once, the others wait
+  /// on). Any thread; takes the lock only to order the wake-up after the flag (no lost wake-up).
+  void wake_waiters();
 
   /// The busy thresholds in force, and a change of them (validated: an error changes nothing).
   BusyThresholds busy_thresholds() const;

@@ -73,6 +73,9 @@ struct Exchange {
   std::atomic<bool> client_gone{false};
   std::mutex call_mu;                   ///< orders `call` against client_gone's callback
   std::weak_ptr<http::ProxyCall> call;  ///< the attempt in flight (a migration's continuation too)
+  /// Its item in the router queue once it waited there (0 = never): a hang-up cancels it
+  /// (RequestQueue::cancel, a no-op once the item has left).
+  std::atomic<uint64_t> queue_item{0};
   // Retries and migrations (issue 53): all empty or zero until one happens.
   unsigned retries = 0;                      ///< dyn.retries: dispatches retried before the first byte
   unsigned migrations = 0;                   ///< dyn.migrations: moves mid-stream (and resent timeouts)

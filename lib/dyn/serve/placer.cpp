@@ -44,7 +44,7 @@ Placer::Placer(const FrontendOptions& opt, const Fleet& fleet, const Clock& cloc
   }
   if (auto e = opt.queue.validate()) throw Fatal(kExitUsage, e->message);
   queue_ = std::make_unique<RequestQueue>(opt.queue, opt.max_concurrent_requests, router_, clock, std::move(post),
-                                          admission_ != nullptr);
+                                          admission_.get());
 }
 
 Placer::~Placer() {

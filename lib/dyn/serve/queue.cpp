@@ -43,7 +43,8 @@ std::string reason_text(HoldReason r, size_t cap, const std::optional<uint64_t>&
 }  // namespace
 
 RequestQueue::RequestQueue(const route::QueueConfig& config, size_t max_concurrent, route::Router& router,
-                           const Clock& clock, std::function<void(std::function<void()>)> post, bool admission)
+                           const Clock& clock, std::function<void(std::function<void()>)> post,
+                           route::AdmissionController* admission)
     : cfg_(config),
       max_concurrent_(max_concurrent),
       router_(router),
@@ -56,7 +57,7 @@ RequestQueue::RequestQueue(const route::QueueConfig& config, size_t max_concurre
   for (size_t i = 0; i < config.classes.size(); ++i) wait_hist_.push_back(std::make_unique<http::LatencyHistogram>());
   for (const route::PolicyClass& c : config.classes)
     uses_las_ = uses_las_ || c.policy == route::QueuePolicy::kSessionLas;
-  active_ = max_concurrent_ > 0 || admission_ || router_.busy_thresholds().any();
+  active_ = max_concurrent_ > 0 || admission_ != nullptr || router_.busy_thresholds().any();
   timer_ = std::thread([this] { timer_loop(); });
 }
 
@@ -70,7 +71,7 @@ RequestQueue::~RequestQueue() {
 }
 
 void RequestQueue::thresholds_changed() {
-  active_ = max_concurrent_ > 0 || admission_ || router_.busy_thresholds().any();
+  active_ = max_concurrent_ > 0 || admission_ != nullptr || router_.busy_thresholds().any();
   pump();
 }
 
@@ -108,7 +109,8 @@ Entered RequestQueue::enter(QueuedRequest r, std::optional<HoldReason> why, std:
     }
     ++queued_total_[h.req.item.class_index < queued_total_.size() ? h.req.item.class_index : 0];
     h.req.item.cost = cost_of(h.req);
-    e.depth = queue_.size() + 1;
+    e.depth = h.depth = queue_.size() + 1;
+    e.id = id;
     queue_.push(h.req.item);
     deadlines_.emplace(h.since_ms + cfg_.timeout_ms, id);
     held_.emplace(id, std::move(h));
@@ -121,17 +123,20 @@ Entered RequestQueue::enter(QueuedRequest r, std::optional<HoldReason> why, std:
   return e;
 }
 
-void RequestQueue::defer(uint64_t ticket, QueuedRequest r) {
+uint64_t RequestQueue::defer(uint64_t ticket, QueuedRequest r) {
   Verdicts out;
+  uint64_t id = 0;
   {
     std::lock_guard lk(mu_);
     if (shutdown_) {
       out.emplace_back(std::move(r.resume), QueueVerdict{QueueVerdict::Kind::kReject, 503, "service_unavailable",
                                                          "the router is shutting down"});
     } else {
-      const uint64_t id = next_id_++;
+      id = next_id_++;
       r.item.id = id;
-      held_.emplace(id, Held{std::move(r), clock_.now_ms(), false, HoldReason::kAdmission});
+      Held h{std::move(r), clock_.now_ms(), false, HoldReason::kAdmission};
+      h.ticket = ticket;
+      held_.emplace(id, std::move(h));
       deferred_.emplace(ticket, id);
     }
   }
@@ -146,6 +151,38 @@ void RequestQueue::defer(uint64_t ticket, QueuedRequest r) {
     }
   }
   if (!early.empty()) admission_released(early);
+  return id;
+}
+
+bool RequestQueue::cancel(uint64_t id) {
+  Verdicts out;
+  {
+    std::lock_guard lk(mu_);
+    auto it = held_.find(id);
+    if (it == held_.end()) return false;
+    Held& h = it->second;
+    QueueVerdict v{QueueVerdict::Kind::kCancelled, 499, "cancelled",
+                   h.ready ? "while it waited in the router queue" : "while program admission paused its session"};
+    const double held = clock_.now_ms() - h.since_ms;
+    v.depth = h.depth;
+    if (h.ready) {
+      queue_.remove(id);
+      erase_deadline(h);
+      --waiting_;
+      v.waited_ms = held;
+      v.paused_ms = h.paused_ms;
+    } else {
+      deferred_.erase(h.ticket);
+      v.paused_ms = held;
+      v.admission_withdrawn = admission_->withdraw(h.req.item.session, h.ticket, clock_.now_ms());
+      if (!v.admission_withdrawn) withdrawn_.insert(h.ticket);  // its release is on the way
+    }
+    out.emplace_back(std::move(h.req.resume), std::move(v));
+    held_.erase(it);
+    pump_locked(out);
+  }
+  deliver(out);
+  return true;
 }
 
 void RequestQueue::admission_released(const std::vector<route::AdmissionRelease>& released) {
@@ -153,6 +190,7 @@ void RequestQueue::admission_released(const std::vector<route::AdmissionRelease>
   {
     std::lock_guard lk(mu_);
     for (const route::AdmissionRelease& rel : released) {
+      if (withdrawn_.erase(rel.ticket)) continue;  // its request was cancelled meanwhile
       auto d = deferred_.find(rel.ticket);
       if (d == deferred_.end()) {
         if (!shutdown_) early_.emplace(rel.ticket, rel);
@@ -221,6 +259,7 @@ void RequestQueue::pump_locked(Verdicts& out) {
     QueueVerdict v;
     v.waited_ms = now - h.since_ms;
     v.paused_ms = h.paused_ms;
+    v.depth = h.depth;
     bool stop = false;
     switch (o.kind) {
       case PlaceOutcome::Kind::kPlaced: v.kind = QueueVerdict::Kind::kPlaced; break;
@@ -239,15 +278,19 @@ void RequestQueue::pump_locked(Verdicts& out) {
       ++dispatched_;
       observe_wait(item->class_index, v.waited_ms);
     }
-    for (auto d = deadlines_.lower_bound(h.since_ms + cfg_.timeout_ms); d != deadlines_.end(); ++d) {
-      if (d->second != item->id) continue;
-      deadlines_.erase(d);
-      break;
-    }
+    erase_deadline(h);
     --waiting_;
     out.emplace_back(std::move(h.req.resume), std::move(v));
     held_.erase(it);
     if (stop) break;
+  }
+}
+
+void RequestQueue::erase_deadline(const Held& h) {
+  for (auto d = deadlines_.lower_bound(h.since_ms + cfg_.timeout_ms); d != deadlines_.end(); ++d) {
+    if (d->second != h.req.item.id) continue;
+    deadlines_.erase(d);
+    return;
   }
 }
 
@@ -277,6 +320,7 @@ QueueVerdict RequestQueue::reject(const Held& h, const char* outcome, int status
   const double held = clock_.now_ms() - h.since_ms;
   v.waited_ms = h.ready ? held : 0;
   v.paused_ms = h.ready ? h.paused_ms : held;
+  v.depth = h.depth;
   ++rejected_[{outcome, v.type}];
   return v;
 }
@@ -332,6 +376,7 @@ void RequestQueue::shutdown() {
     deferred_.clear();
     deadlines_.clear();
     early_.clear();
+    withdrawn_.clear();
     waiting_ = 0;
   }
   deliver(out);

@@ -15,6 +15,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "dyn/base/clock.h"
@@ -45,12 +46,17 @@ struct PlaceOutcome {
 struct QueueVerdict {
   /// kPlaced: the queue placed it (into what the request's place() filled in); kPlace: go and
   /// place it yourself (a call that may block: a shared binding store, an initializing binding);
-  /// kReject: answer status/type/message, with Retry-After: 1 for 429 and 503.
-  enum class Kind { kPlaced, kPlace, kReject } kind = Kind::kReject;
+  /// kReject: answer status/type/message, with Retry-After: 1 for 429 and 503; kCancelled: its
+  /// client hung up (cancel()), the request ends as cancelled (`message` says where it waited).
+  enum class Kind { kPlaced, kPlace, kReject, kCancelled } kind = Kind::kReject;
   int status = 0;
   std::string type, message;
   double waited_ms = 0;  ///< in the queue (dyn.router_queue_ms)
   double paused_ms = 0;  ///< held by program admission before (dyn.pause_ms)
+  uint64_t depth = 0;    ///< the queue depth it met entering (request.queue_depth; 0: held by admission)
+  /// kCancelled while admission held it: the controller dropped its ticket, so its turn never
+  /// started (nothing to report at its end); false when a release had come first.
+  bool admission_withdrawn = false;
 };
 
 /// A request offered to the queue.
@@ -72,6 +78,7 @@ struct QueuedRequest {
 struct Entered {
   bool go = false;        ///< dispatch now (a concurrency slot is held)
   bool queued = false;    ///< resume() will be called
+  uint64_t id = 0;        ///< its item (queued): cancel() takes it
   uint64_t depth = 0;     ///< queue depth it met (queued)
   QueueVerdict rejected;  ///< !go && !queued: answer this now
 };
@@ -98,14 +105,15 @@ struct QueueStats {
 /// 503 (Retry-After), one that finds the queue full 429. Requests held by program admission
 /// (SPEC 9) wait as deferred items until a scheduler tick releases them; they do not count
 /// toward --queue-size and their time limit starts when released (ThunderAgent's own resume
-/// timeout bounds the pause). Thread-safe; a timer thread answers timeouts.
+/// timeout bounds the pause). A request whose client hangs up leaves at once (cancel(), issue
+/// 51.4). Thread-safe; a timer thread answers timeouts.
 class RequestQueue {
  public:
   /// `config` (validated by the caller) and `router` must outlive the queue; `post` runs work on
-  /// the handler pool; `max_concurrent` 0 = no cap; `admission`: program admission defers
-  /// requests.
+  /// the handler pool; `max_concurrent` 0 = no cap; `admission` (null = none; outlives the
+  /// queue): program admission defers requests.
   RequestQueue(const route::QueueConfig& config, size_t max_concurrent, route::Router& router, const Clock& clock,
-               std::function<void(std::function<void()>)> post, bool admission);
+               std::function<void(std::function<void()>)> post, route::AdmissionController* admission);
   ~RequestQueue();
   RequestQueue(const RequestQueue&) = delete;
   RequestQueue& operator=(const RequestQueue&) = delete;
@@ -125,7 +133,14 @@ class RequestQueue {
   Entered enter(QueuedRequest r, std::optional<HoldReason> why = std::nullopt,
                 std::optional<uint64_t> lane = std::nullopt);
   /// A request admission holds (SPEC 9) under `ticket`; released by admission_released().
-  void defer(uint64_t ticket, QueuedRequest r);
+  /// Returns its item (for cancel()).
+  uint64_t defer(uint64_t ticket, QueuedRequest r);
+  /// The client of waiting or deferred item `id` hung up (issue 51.4): it leaves the queue (its
+  /// class's depth, the deferred count and its time limit with it; the next waiters are pumped)
+  /// and resume() gets kCancelled with its waits. A deferred one's ticket is withdrawn from
+  /// admission (AdmissionController::withdraw), or, when a tick released it already, its release
+  /// is dropped on arrival. False when the item is no longer held (it went, or was answered).
+  bool cancel(uint64_t id);
   /// Admission released these tickets: each becomes a waiting item (in its worker's lane when
   /// `worker` >= 0), its wait in `waited_ms` added to the request's pause.
   void admission_released(const std::vector<route::AdmissionRelease>& released);
@@ -161,10 +176,14 @@ class RequestQueue {
     HoldReason why = HoldReason::kAllBusy;
     double paused_ms = 0;      ///< admission's hold before it became ready
     int admitted_worker = -1;  ///< the worker admission released it to
+    uint64_t ticket = 0;       ///< admission's (deferred)
+    uint64_t depth = 0;        ///< the depth it met entering (0: held by admission first)
   };
   /// Pops and places what can go; the verdicts to deliver after unlocking go into `out`.
   void pump_locked(std::vector<std::pair<std::function<void(QueueVerdict)>, QueueVerdict>>& out);
   void deliver(std::vector<std::pair<std::function<void(QueueVerdict)>, QueueVerdict>>& out);
+  /// A ready item that leaves: its time limit is dropped.
+  void erase_deadline(const Held& h);
   HoldReason reason_now(const Held& h) const;
   uint64_t cost_of(const QueuedRequest& r) const;
   QueueVerdict reject(const Held& h, const char* outcome, int status, const std::string& message);
@@ -175,7 +194,7 @@ class RequestQueue {
   route::Router& router_;
   const Clock& clock_;
   std::function<void(std::function<void()>)> post_;
-  const bool admission_;
+  route::AdmissionController* const admission_;
   bool uses_las_ = false;
   route::PriorityResolver resolver_;
   std::atomic<bool> active_{false};
@@ -187,6 +206,8 @@ class RequestQueue {
   std::unordered_map<uint64_t, uint64_t> deferred_;  ///< admission ticket -> item id
   /// Releases of tickets not deferred yet (a tick between admit() and defer()).
   std::unordered_map<uint64_t, route::AdmissionRelease> early_;
+  /// Tickets of cancelled requests that a tick released before the cancel: their release is dropped.
+  std::unordered_set<uint64_t> withdrawn_;
   std::multimap<double, uint64_t> deadlines_;  ///< ready items' time limits
   uint64_t next_id_ = 1;
   size_t dispatched_ = 0;  ///< slots held

@@ -111,7 +111,7 @@ void Relay::admit_then_dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req,
     ex->pause_ms = 0;
     if (!a.admitted) {
       ex->queued = true;
-      return queue_->defer(a.ticket, queued_request(ex, req, res, d, done));
+      return wait_in_queue(*ex, queue_->defer(a.ticket, queued_request(ex, req, res, d, done)));
     }
     ex->admitted_worker = a.worker;
   }
@@ -153,8 +153,15 @@ QueuedRequest Relay::queued_request(const std::shared_ptr<Exchange>& ex, ReqPtr 
     return o;
   };
   q.resume = [this, ex, req, res, d, done](QueueVerdict v) {
+    ex->queued = true;
+    if (v.depth && !ex->queue_depth) ex->queue_depth = v.depth;
     ex->router_queue_ms = ex->router_queue_ms.value_or(0) + v.waited_ms;
     if (v.paused_ms > 0) ex->pause_ms = v.paused_ms;
+    if (v.kind == QueueVerdict::Kind::kCancelled) {
+      // Admission dropped its ticket: its turn never started, so its end is no failed turn.
+      if (v.admission_withdrawn) ex->lease.admission_program.clear();
+      if (client_left(ex, *res, v.message.c_str())) return done();
+    }
     if (v.kind == QueueVerdict::Kind::kReject) {
       reject_held(ex, *res, v);
       return done();
@@ -171,8 +178,7 @@ bool Relay::passed_queue(const std::shared_ptr<Exchange>& ex, http::ServerRespon
     return true;
   }
   if (e.queued) {
-    ex->queued = true;
-    if (!ex->queue_depth) ex->queue_depth = e.depth;
+    wait_in_queue(*ex, e.id);  // its resume sets what the row says of its wait
     return false;
   }
   reject_held(ex, res, e.rejected);
@@ -197,6 +203,8 @@ void Relay::dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res
     if (!placed) {
       const int code = placed.error().exit_code;
       if (code == route::kPlaceWouldWait) return on_pool();
+      if (code == route::kPlaceCancelled && client_left(ex, *res, "while its session's binding initialized"))
+        return done();
       if (code == route::kPlaceAllBusy || code == route::kPlacePinnedBusy) {
         // Its workers filled since it took its slot: it gives the slot back and waits.
         ex->dispatch_slot = nullptr;
@@ -255,6 +263,7 @@ Expected<route::Placement> Relay::place(const Exchange& ex, const Dispatch& d, b
   rr.retry = ex.advice;
   rr.avoid_workers = ex.avoid;
   rr.fail_instead_of_waiting = !may_wait;
+  rr.cancelled = &ex.client_gone;
   rr.refuse_busy = refuse_busy;
   rr.busy_worker = busy;
   return placer_->place(rr);
@@ -419,9 +428,16 @@ void Relay::track_call(Exchange& ex, const std::shared_ptr<http::ProxyCall>& cal
   if (ex.client_gone) call->cancel_for_client();  // the attempt then ends without sending
 }
 
+void Relay::wait_in_queue(Exchange& ex, uint64_t item) {
+  if (!item) return;  // answered at once (shutdown)
+  ex.queue_item = item;
+  // A hang-up seen before the store found no item to cancel: this thread cancels it.
+  if (ex.client_gone) queue_->cancel(item);
+}
+
 void Relay::watch_client(const std::shared_ptr<Exchange>& ex, const http::ServerRequest& req) {
   if (!req.client) return;
-  req.client->on_gone([w = std::weak_ptr<Exchange>(ex)] {
+  req.client->on_gone([this, w = std::weak_ptr<Exchange>(ex)] {
     const auto ex = w.lock();
     if (!ex) return;  // its row is written
     std::shared_ptr<http::ProxyCall> call;
@@ -431,6 +447,10 @@ void Relay::watch_client(const std::shared_ptr<Exchange>& ex, const http::Server
       call = ex->call.lock();
     }
     if (call) call->cancel_for_client();
+    // A request waiting for its turn leaves the router queue, and one waiting for its session's
+    // first dispatch wakes (Router::place sees client_gone).
+    if (const uint64_t item = ex->queue_item) queue_->cancel(item);
+    if (placer_) placer_->router().wake_waiters();
   });
 }
 
