@@ -1,8 +1,9 @@
 # Shows that dyn-route serve sees a client hang up while its request waits before any worker has
-# it (issue 51.4): queued behind --max-concurrent-requests 1 (a request holds the slot for 3 s),
+# it (issue 51.4): queued behind --max-concurrent-requests 1 (a request holds the slot for 4.5 s),
 # held by program admission (--admission thunderagent, a program too big for the worker: it would
 # wait for the 30 s resume timeout), and waiting for its session's first dispatch (a sibling turn
-# whose worker sends no headers for 3 s). Each waiting client gives up after 0.8 s: its row says
+# whose worker sends no headers for 4.5 s; the holders' clients give up then, so a loaded machine's
+# slow curl start leaves them time). Each waiting client gives up after 0.8 s: its row says
 # cancelled with the wait it had, ending long before the hold would have (under 2 s from its
 # arrival); the queue's depth, its deferred count and its dispatch slots are back to 0, admission
 # holds no request for it, it never reached the worker, and the next request is served.
@@ -33,7 +34,7 @@ reached_worker() { grep -c "\"$1\"" w.requests.jsonl; }
 echo "== queued behind --max-concurrent-requests 1"
 start_router a --worker "$w_url" --max-concurrent-requests 1 \
   --request-trace --request-trace-file-path "$PWD/a.jsonl" --request-trace-file-format jsonl
-send "$a_url" holder long-prefill 3 >/dev/null &
+send "$a_url" holder long-prefill 4.5 >/dev/null &
 holder=$!
 until_gauge "$a_url" dyn_router_dispatch_slots_in_use 1
 send "$a_url" gives-up queued-a 0.8 >/dev/null &
@@ -66,7 +67,7 @@ echo "the deferred request reached the worker: $(jq -s '[.[] | select(.body_byte
 echo "== waiting for its session's first dispatch"
 start_router c --worker "$w_url" --router-session-affinity-ttl-secs 60 \
   --request-trace --request-trace-file-path "$PWD/c.jsonl" --request-trace-file-format jsonl
-send "$c_url" first-turn long-prefill 3 'x-dynamo-session-id: s' >/dev/null &
+send "$c_url" first-turn long-prefill 4.5 'x-dynamo-session-id: s' >/dev/null &
 first=$!
 until_gauge "$c_url" dyn_frontend_in_flight_requests 1
 send "$c_url" sibling queued-c 0.8 'x-dynamo-session-id: s' >/dev/null &
