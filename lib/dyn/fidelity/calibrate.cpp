@@ -1,6 +1,7 @@
 // Calibration: the step model's coefficients by non-negative least squares over linear closed
 // loops, the scheduler settings by search, every score from the simulator.
 #include "dyn/fidelity/calibrate.h"
+#include "dyn/fidelity/loop.h"
 
 #include <algorithm>
 #include <cmath>
@@ -11,8 +12,6 @@
 
 namespace dyn::fidelity {
 namespace {
-
-constexpr size_t kN = engine::StepCoefficients::kCount;
 
 // Solves the small dense system m x = r (Gaussian elimination, partial pivoting); a singular
 // column gets a tiny ridge so collinear features split the weight instead of failing.
@@ -200,17 +199,17 @@ class Calibrator {
       b.push_back(1 - l.tpot_offset / p.tpot_ms);
     }
     // Columns scaled to unit size: the features span ten orders of magnitude.
-    std::vector<double> sc(kN, 0);
+    std::vector<double> sc(kCoefficients, 0);
     for (const auto& row : a)
-      for (size_t j = 0; j < kN; ++j) sc[j] = std::max(sc[j], std::fabs(row[j]));
+      for (size_t j = 0; j < kCoefficients; ++j) sc[j] = std::max(sc[j], std::fabs(row[j]));
     for (auto& row : a)
-      for (size_t j = 0; j < kN; ++j) row[j] = sc[j] > 0 ? row[j] / sc[j] : 0;
+      for (size_t j = 0; j < kCoefficients; ++j) row[j] = sc[j] > 0 ? row[j] / sc[j] : 0;
     const auto x = nnls(a, b);
-    for (size_t j = 0; j < kN; ++j) f.coef[j] = sc[j] > 0 ? x[j] / sc[j] : 0;
+    for (size_t j = 0; j < kCoefficients; ++j) f.coef[j] = sc[j] > 0 ? x[j] / sc[j] : 0;
     double err = 0;
     for (size_t r = 0; r < a.size(); ++r) {
       double pred = 0;
-      for (size_t j = 0; j < kN; ++j) pred += a[r][j] * x[j];
+      for (size_t j = 0; j < kCoefficients; ++j) pred += a[r][j] * x[j];
       err += std::fabs(pred - b[r]);
     }
     f.error = err / static_cast<double>(a.size());

@@ -53,8 +53,7 @@ LoopFigures simulate_point(const LoadPoint& p, const engine::EngineConfig& engin
 
 namespace {
 
-constexpr size_t kN = engine::StepCoefficients::kCount;
-using Vec = std::array<double, kN>;
+using Vec = std::array<double, kCoefficients>;
 
 // A point on the virtual clock: features summed over the steps so far (times the coefficients
 // gives ms) plus a constant (client latencies while the engine was idle).
@@ -108,7 +107,7 @@ LinearLoop linear_loop(const LoadPoint& p, const engine::EngineConfig& cfg) {
     }
     eng.step(step);
     const auto f = engine::StepCoefficients::features(step.shape);
-    for (size_t i = 0; i < kN; ++i) now.x[i] += f[i];
+    for (size_t i = 0; i < kCoefficients; ++i) now.x[i] += f[i];
     for (Stamp& at : due) {  // arrived during this step: they join the next one
       at.c += kClientLatencyMs;
       if (!add(at)) return out.ok = false, out;
@@ -119,7 +118,7 @@ LinearLoop linear_loop(const LoadPoint& p, const engine::EngineConfig& cfg) {
       if (o.generated == 1) r.first = now;
       if (!o.finished) continue;
       ++done;
-      for (size_t i = 0; i < kN; ++i) {
+      for (size_t i = 0; i < kCoefficients; ++i) {
         ttft[i] += r.first.x[i] - r.start.x[i];
         tpot[i] += (now.x[i] - r.first.x[i]) / static_cast<double>(p.osl - 1);
       }
@@ -129,7 +128,7 @@ LinearLoop linear_loop(const LoadPoint& p, const engine::EngineConfig& cfg) {
     }
   }
   const double d = static_cast<double>(done);
-  for (size_t i = 0; i < kN; ++i) {
+  for (size_t i = 0; i < kCoefficients; ++i) {
     out.ttft[i] = ttft[i] / d;
     out.tpot[i] = tpot[i] / d;
   }

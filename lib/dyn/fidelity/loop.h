@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 
 #include "dyn/engine/config.h"
@@ -11,6 +12,8 @@
 
 namespace dyn::fidelity {
 
+/// Coefficients of the parametric step model (the length of its feature vector).
+inline constexpr size_t kCoefficients = engine::StepCoefficients::kCount;
 /// Requests per client of a closed loop: 10 x concurrency in all (Dynamo's digital-twin method).
 inline constexpr uint64_t kRequestsPerClient = 10;
 /// A closed-loop client's round trip from one response's end to its next request at the engine:
