@@ -61,15 +61,28 @@ stop "$b_pid"
 echo "again $(end_row b.jsonl again | jq -c '{avoidable, kv_optimal, cause}')"
 
 echo "== stale index: a worker restarts with an empty cache; the router still predicts its blocks"
-read -r port pub rep < <(/usr/bin/python3 -c '
+# The restarted worker keeps its HTTP and KV event addresses, so they are fixed ports: free ones
+# picked here, tried again with others if another process took one meanwhile.
+w2_up() {  # w2_up LOG: starts the worker on the chosen ports; true once it answers /health
+  dyn-mocker --port "$port" --block-size 16 --speedup-ratio 1 --kv-events-endpoint "tcp://127.0.0.1:$pub" \
+    --kv-events-replay-endpoint "tcp://127.0.0.1:$rep" >"$1" 2>&1 &
+  w2_pid=$!; _dyn_pids+=("$w2_pid")
+  for _ in $(seq 200); do
+    curl -sf -o /dev/null "http://127.0.0.1:$port/health" && return 0
+    kill -0 "$w2_pid" 2>/dev/null || return 1
+    sleep 0.05
+  done
+  return 1
+}
+for _ in 1 2 3 4 5; do
+  read -r port pub rep < <(/usr/bin/python3 -c '
 import socket
 ss = [socket.socket() for _ in range(3)]
 for s in ss: s.bind(("127.0.0.1", 0))
 print(*[s.getsockname()[1] for s in ss])')
-ev=(--kv-events-endpoint "tcp://127.0.0.1:$pub" --kv-events-replay-endpoint "tcp://127.0.0.1:$rep")
-dyn-mocker --port "$port" --block-size 16 --speedup-ratio 1 "${ev[@]}" >w2.log 2>&1 & w2_pid=$!; _dyn_pids+=("$w2_pid")
+  w2_up w2.log && break
+done
 w2_url="http://127.0.0.1:$port"
-for _ in $(seq 200); do curl -sf -o /dev/null "$w2_url/health" && break; sleep 0.05; done
 start_mocker w3 --block-size 16 --speedup-ratio 1 --kv-events-endpoint 'tcp://127.0.0.1:*' \
   --kv-events-replay-endpoint 'tcp://127.0.0.1:*'
 w3_ev="$(curl -s "$w3_url/health" | jq -r '.kv_events_endpoint + "," + .kv_events_replay_endpoint')"
@@ -82,8 +95,7 @@ send "$c_url" "$q" "x-dynamo-worker-instance-id: 0" "x-request-id: warm" >/dev/n
 for _ in $(seq 200); do [[ "$(metric "$c_url" dyn_router_index_blocks 'worker="0"')" -gt 0 ]] && break; sleep 0.05; done
 echo "worker 0 holds blocks in the index: $([[ "$(metric "$c_url" dyn_router_index_blocks 'worker="0"')" -gt 0 ]] && echo yes)"
 stop "$w2_pid"
-dyn-mocker --port "$port" --block-size 16 --speedup-ratio 1 "${ev[@]}" >w2b.log 2>&1 & w2_pid=$!; _dyn_pids+=("$w2_pid")
-for _ in $(seq 200); do curl -sf -o /dev/null "$w2_url/health" && break; sleep 0.05; done
+w2_up w2b.log || echo "the worker did not come back on its addresses"
 echo "after the restart, to worker $(send "$c_url" "$q" "x-request-id: stale")"
 echo "stale over-predicted requests: $(metric "$c_url" dyn_router_stale_overpredicted_requests_total)"
 echo "stale tokens > 0: $([[ "$(metric "$c_url" dyn_router_stale_overpredicted_tokens_total)" -gt 0 ]] && echo yes)"
