@@ -826,7 +826,7 @@ void Decider::report(DecideStats* stats) {
   st_.malformed = reader_.malformed();
   st_.reordered = reordered_;
   st_.router_block_size = cfg_.block_size;
-  st_.quality = router_->stats().quality;
+  if (router_) st_.quality = router_->stats().quality;  // none before the first routed row
   *stats = std::move(st_);
 }
 
