@@ -31,7 +31,6 @@ bool DecisionLog::wants(const Exchange& ex) const {
 
 void DecisionLog::placed(Exchange& ex, const route::Placement& p) {
   ex.quality = p.quality();
-  ex.predicted_cached_tokens = p.cached_tokens();
   if (!wants(ex)) return;
   const route::DecisionQuality& q = p.quality();
   records::RouteDecision d;
@@ -73,7 +72,7 @@ void DecisionLog::placed(Exchange& ex, const route::Placement& p) {
 void DecisionLog::ended(const Exchange& ex, const ResponseFacts* f) {
   if (!ex.quality || !f || !f->cached_tokens) return;
   std::lock_guard lk(mu_);
-  staleness_.add(ex.predicted_cached_tokens, *f->cached_tokens);
+  staleness_.add(ex.quality->predicted_cached_tokens, *f->cached_tokens);
 }
 
 route::StalenessTotals DecisionLog::staleness() const {

@@ -69,7 +69,6 @@ struct Exchange {
   std::optional<double> pause_ms;  ///< dyn.pause_ms (admission wait, SPEC 9)
   /// The last placement's quality and predicted cached tokens (issue 55; unset in capture mode).
   std::optional<route::DecisionQuality> quality;
-  uint64_t predicted_cached_tokens = 0;
   std::shared_ptr<ResponseTap> tap;
   /// The client hung up (its connection's ClientWatch, on the loop thread): a stage that has not
   /// sent the request ends the exchange as cancelled instead, and `call` is cancelled.
