@@ -1,7 +1,6 @@
 // The decision log: route_decision rows of sampled live placements, and the quality counters.
 #include "dyn/serve/decision_log.h"
 
-#include <cmath>
 #include <vector>
 
 #include "dyn/http/prometheus.h"
