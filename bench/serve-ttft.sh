@@ -26,6 +26,12 @@
 # goal; exits 1 on a MISS.
 # Usage: bench/serve-ttft.sh [BUILD_DIR] [CLIENTS] [SECONDS] [ROUNDS]   env: BIG=2000 (0 = skip),
 #   THINK_MS=1000
+# VARIANT=decision-log (issue 55): instead, the decision log's overhead. Two dyn-route serve (kv,
+# hard affinity, request tracing on) in front of the mocker, one with --router-decision-log (every
+# decision logged) and one without, driven saturated in interleaved rounds (off on, on off, ...):
+# goal router CPU per request with the log at most 1.05x without (medians over the rounds); the
+# logged trace must hold one route_decision row per request_end row (joined by request id), the
+# other none.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
@@ -36,7 +42,9 @@ big="${BIG:-2000}"
 think="${THINK_MS:-1000}"
 bin="$build/bin"
 load="$build/bench/serve_load"
-if ! command -v nginx >/dev/null; then
+variant="${VARIANT:-}"
+if [[ -n "$variant" && "$variant" != decision-log ]]; then echo "VARIANT=$variant: only decision-log is known" >&2; exit 2; fi
+if [[ -z "$variant" ]] && ! command -v nginx >/dev/null; then
   # The baseline comes from Debian, installed here when this runs as root.
   if [[ $EUID == 0 ]]; then apt-get install -y -qq nginx >/dev/null || { apt-get update -qq && apt-get install -y -qq nginx; }
   else echo "nginx is not installed (sudo apt-get install nginx)" >&2; exit 2; fi
@@ -51,6 +59,100 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 pids+=($!)
 m_pid=$!
 m_url="http://127.0.0.1:$(wait_port "$work/m.port")"
+# cpu PID: utime + stime of PID and its children processes (nginx's workers), in clock ticks.
+cpu() {
+  local p t=0
+  for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    t=$((t + $(awk '{print $14 + $15}' /proc/"$p"/stat 2>/dev/null || echo 0)))
+  done
+  echo "$t"
+}
+# threads PID: the process's thread count now.
+threads() { awk '$1 == "Threads:" {print $2}' /proc/"$1"/status; }
+# run NAME URL PID CLIENTS [LOAD_ARGS...]: one timed load; appends {name, figures, cpu_s,
+# mocker_cpu_s} to runs.jsonl.
+run() {
+  local c0 m0 out peak=0 t
+  c0=$(cpu "$3")
+  m0=$(cpu "$m_pid")
+  "$load" "$2" "$4" "$secs" --sessions "${@:5}" >"$work/out.json" 2>"$work/load.err" &
+  local lp=$!
+  while kill -0 "$lp" 2>/dev/null; do
+    t=$(threads "$3" 2>/dev/null || echo 0)
+    ((t > peak)) && peak=$t
+    sleep 0.2
+  done
+  wait "$lp" || true
+  local hz
+  hz=$(getconf CLK_TCK)
+  jq -c --arg name "$1" --argjson cpu "$(( $(cpu "$3") - c0 ))" --argjson mcpu "$(( $(cpu "$m_pid") - m0 ))" \
+    --argjson hz "$hz" --argjson peak "$peak" --argjson clients "$4" \
+    '. + {name: $name, clients: $clients, cpu_s: ($cpu / $hz), mocker_cpu_s: ($mcpu / $hz), peak_threads: $peak}' \
+    "$work/out.json" >>"$work/runs.jsonl"
+}
+if [[ "$variant" == decision-log ]]; then
+  serve_args=(--worker "$m_url" --router-mode kv --router-session-affinity-ttl-secs 300
+    --router-session-affinity-mode hard --request-trace --request-trace-file-format jsonl)
+  "$bin/dyn-route" serve "${serve_args[@]}" --port 0 --port-file "$work/off.port" \
+    --request-trace-file-path "$work/off.jsonl" 2>"$work/off.err" &
+  pids+=($!)
+  off_pid=$!
+  "$bin/dyn-route" serve "${serve_args[@]}" --router-decision-log --port 0 --port-file "$work/on.port" \
+    --request-trace-file-path "$work/on.jsonl" 2>"$work/on.err" &
+  pids+=($!)
+  on_pid=$!
+  off_url="http://127.0.0.1:$(wait_port "$work/off.port")"
+  on_url="http://127.0.0.1:$(wait_port "$work/on.port")"
+  for u in "$off_url" "$on_url"; do "$load" "$u" 32 1 --sessions >/dev/null 2>&1 || true; done
+  for i in $(seq 1 "$rounds"); do
+    if ((i % 2)); then
+      run log-off "$off_url" "$off_pid" "$n"; run log-on "$on_url" "$on_pid" "$n"
+    else
+      run log-on "$on_url" "$on_pid" "$n"; run log-off "$off_url" "$off_pid" "$n"
+    fi
+  done
+  stop_all
+  python3 - "$work/runs.jsonl" "$n" "$work/off.jsonl" "$work/on.jsonl" <<'PY'
+import json, statistics, sys
+runs = [json.loads(l) for l in open(sys.argv[1])]
+n = int(sys.argv[2])
+def per_req(name):
+    return [1000 * r["cpu_s"] / max(r["requests_ok"], 1) for r in runs if r["name"] == name]
+def rows(path):
+    ends, decisions = set(), set()
+    for line in open(path):
+        row = json.loads(line)
+        rid = row.get("request", {}).get("request_id")
+        if row.get("event_type") == "request_end": ends.add(rid)
+        elif row.get("event_type") == "route_decision": decisions.add(rid)
+    return ends, decisions
+off, on = per_req("log-off"), per_req("log-on")
+moff, mon = statistics.median(off), statistics.median(on)
+errors = sum(r["errors"] for r in runs)
+ok_req = {name: sum(r["requests_ok"] for r in runs if r["name"] == name) for name in ("log-off", "log-on")}
+print(f"{n} streaming clients, saturated, {len(off)} interleaved rounds per side")
+print(f"{'side':8} {'CPU s/1k req (rounds)':40} {'median':>8} {'requests':>9}")
+for name, v, m in (("log-off", off, moff), ("log-on", on, mon)):
+    print(f"{name:8} {' '.join(f'{x:.3f}' for x in v):40} {m:8.3f} {ok_req[name]:9d}")
+e_off, d_off = rows(sys.argv[3])
+e_on, d_on = rows(sys.argv[4])
+ratio = mon / moff if moff > 0 else float("inf")
+checks = [
+    (f"router CPU/request with every decision logged {ratio:.3f}x without (<= 1.05, medians)", ratio <= 1.05),
+    (f"logged trace: {len(e_on)} request_end, {len(d_on)} route_decision, {len(e_on - d_on)} without a decision",
+     len(e_on) > 0 and e_on <= d_on),
+    (f"unlogged trace: {len(d_off)} route_decision rows", len(d_off) == 0 and len(e_off) > 0),
+    (f"errors {errors}", errors == 0),
+]
+ok = True
+for text, good in checks:
+    ok = ok and good
+    print(f"{text}: {'PASS' if good else 'MISS'}")
+print("PASS" if ok else "MISS decision log overhead")
+sys.exit(0 if ok else 1)
+PY
+  exit $?
+fi
 "$bin/dyn-route" serve --worker "$m_url" --port 0 --port-file "$work/r.port" --router-mode kv \
   --router-session-affinity-ttl-secs 300 --router-session-affinity-mode hard \
   --request-trace --request-trace-file-path "$work/rtrace" 2>"$work/r.err" &
@@ -97,37 +199,6 @@ n_pid=$!
 n_url="http://127.0.0.1:$n_port"
 for _ in $(seq 1 100); do curl -sf -o /dev/null "$n_url/health" && break; sleep 0.05; done
 
-# cpu PID: utime + stime of PID and its children processes (nginx's workers), in clock ticks.
-cpu() {
-  local p t=0
-  for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-    t=$((t + $(awk '{print $14 + $15}' /proc/"$p"/stat 2>/dev/null || echo 0)))
-  done
-  echo "$t"
-}
-# threads PID: the process's thread count now.
-threads() { awk '$1 == "Threads:" {print $2}' /proc/"$1"/status; }
-# run NAME URL PID CLIENTS [LOAD_ARGS...]: one timed load; appends {name, figures, cpu_s,
-# mocker_cpu_s} to runs.jsonl.
-run() {
-  local c0 m0 out peak=0 t
-  c0=$(cpu "$3")
-  m0=$(cpu "$m_pid")
-  "$load" "$2" "$4" "$secs" --sessions "${@:5}" >"$work/out.json" 2>"$work/load.err" &
-  local lp=$!
-  while kill -0 "$lp" 2>/dev/null; do
-    t=$(threads "$3" 2>/dev/null || echo 0)
-    ((t > peak)) && peak=$t
-    sleep 0.2
-  done
-  wait "$lp" || true
-  local hz
-  hz=$(getconf CLK_TCK)
-  jq -c --arg name "$1" --argjson cpu "$(( $(cpu "$3") - c0 ))" --argjson mcpu "$(( $(cpu "$m_pid") - m0 ))" \
-    --argjson hz "$hz" --argjson peak "$peak" --argjson clients "$4" \
-    '. + {name: $name, clients: $clients, cpu_s: ($cpu / $hz), mocker_cpu_s: ($mcpu / $hz), peak_threads: $peak}' \
-    "$work/out.json" >>"$work/runs.jsonl"
-}
 # Warm every path (connections, the mocker's cache, the router's bindings).
 for u in "$m_url" "$n_url" "$r_url" "$c_url"; do "$load" "$u" 32 1 --sessions >/dev/null 2>&1 || true; done
 for _ in $(seq 1 "$rounds"); do

@@ -14,6 +14,7 @@ void setup_compare(CLI::App& app, dyn::cli::Dispatch& dispatch);
 void setup_plot(CLI::App& app, dyn::cli::Dispatch& dispatch);
 void setup_calibrate(CLI::App& app, dyn::cli::Dispatch& dispatch);
 void setup_fidelity(CLI::App& app, dyn::cli::Dispatch& dispatch);
+void setup_audit(CLI::App& app, dyn::cli::Dispatch& dispatch);
 
 /// Loads request rows and fails with exit 3 when none are usable (shared by the subcommands).
 dyn::metrics::RequestSet load_or_fail(const std::vector<std::string>& inputs);

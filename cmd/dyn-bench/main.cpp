@@ -9,6 +9,7 @@ int main(int argc, char** argv) {
   setup_plot(app, dispatch);
   setup_calibrate(app, dispatch);
   setup_fidelity(app, dispatch);
+  setup_audit(app, dispatch);
   app.require_subcommand(1);
   return dyn::cli::run_tool(argc, argv, app, [&] { return dispatch.run(); });
 }

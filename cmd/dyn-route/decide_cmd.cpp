@@ -100,6 +100,7 @@ void setup_decide(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                         {"prompt_cache_hit_pct", st.input_tokens ? 100.0 * static_cast<double>(st.cached_tokens) /
                                                                        static_cast<double>(st.input_tokens)
                                                                  : 0.0},
+                        {"decision_quality", dyn::route::quality_json(st.quality)},
                         {"exit_status", rc}};
       dyn::cli::write_run_record(*summary_out, config, summary);
     }

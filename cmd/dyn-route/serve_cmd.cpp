@@ -118,6 +118,20 @@ void add_fault_flags(CLI::App& sub, Opts& o) {
   sub.add_flag("--disable-circuit-breaker", o.disable_circuit_breaker, "No per-worker circuit breaker")->group(g);
 }
 
+/// --router-decision-log's RATE: "" (the flag without one) is 1.0; nullopt when not a number in [0, 1].
+std::optional<double> decision_log_rate(const std::string& text) {
+  if (text.empty()) return 1.0;
+  size_t used = 0;
+  double rate = -1;
+  try {
+    rate = std::stod(text, &used);
+  } catch (const std::exception&) {
+    return std::nullopt;
+  }
+  if (used != text.size() || !(rate >= 0 && rate <= 1)) return std::nullopt;
+  return rate;
+}
+
 }  // namespace
 
 void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
@@ -128,6 +142,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     dyn::cmd::QueueFlags queue;
     std::vector<std::string> workers;
     std::string binding_store;
+    std::string decision_log;
     std::vector<std::string> worker_kv_events;
     bool allow_block_size_mismatch = false;
     std::string tokenizer_url;
@@ -191,15 +206,35 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       ->type_name("URL")
       ->group("Router");
   o->front.add(*sub, /*trace_always_on=*/false);
+  CLI::Option* decision_log =
+      sub->add_option("--router-decision-log", o->decision_log,
+                      "Write a route_decision row (every candidate, margin, ties, binding reason, waits) into the "
+                      "request trace for this fraction of requests, sampled per request id (default 1.0 when "
+                      "given without RATE; needs --request-trace)")
+          ->expected(0, 1)
+          ->check(CLI::Validator(
+              [](std::string& v) {
+                return decision_log_rate(v) ? std::string() : "RATE must be a number in [0, 1]: " + v;
+              },
+              "RATE"))
+          ->envname("DYN_ROUTER_DECISION_LOG_SAMPLE_RATE")
+          ->type_name("RATE")
+          ->group("Router");
   dyn::cmd::add_router_flags(*sub, o->router);
   dyn::cmd::add_admission_flags(*sub, o->admission, /*with_kv_blocks=*/true);
   dyn::cmd::add_queue_flags(*sub, o->queue);
-  dispatch.add(sub, [o, sub] {
+  dispatch.add(sub, [o, sub, decision_log] {
     o->front.apply(false);
     dyn::serve::FrontendOptions opt = o->front.opt;
     opt.run_config = dyn::cmd::frontend_run_config(*sub->get_parent(), opt);
     opt.workers = o->workers;
     opt.binding_store = o->binding_store;
+    if (decision_log->count() > 0) {
+      // The log goes into the request trace (SPEC 5.3): without one it would write nothing.
+      if (!opt.trace)
+        throw dyn::Fatal(dyn::kExitUsage, "--router-decision-log writes into the request trace: add --request-trace");
+      opt.decision_log_rate = decision_log_rate(o->decision_log);
+    }
     opt.router = o->router.config(o->seed);
     opt.queue = o->queue.config();
     opt.kv_events = kv_event_sources(o->workers, o->worker_kv_events, opt.router.kv_events);

@@ -177,3 +177,44 @@ TEST_CASE("route_decision: placed with --explain, and refused") {
              R"("dyn":{"binding":"none","error":{"code":3,"message":"line\nbreak"}}})");
   check_is_dump(s);
 }
+
+TEST_CASE("route_decision and request_end: the decision quality fields (issue 55)") {
+  RouteDecision d;
+  d.event_time_unix_ms = 5;
+  d.request_id = "r1";
+  d.input_tokens = 64;
+  d.cached_tokens = 16;
+  d.kv_hit_rate = 0.25;
+  d.worker = 1;
+  d.binding = "hit";
+  d.request_blocks = 4;
+  d.quality = RouteDecision::Quality{16, -2.5, 1, 32, "affinity", 12.5, std::nullopt, 1};
+  std::string s = row(d);
+  CHECK(s == R"({"schema":"dynamo.request.trace.v1","event_type":"route_decision","event_time_unix_ms":5,)"
+             R"("event_source":"router","request":{"request_id":"r1","input_tokens":64,"cached_tokens":16,)"
+             R"("kv_hit_rate":0.25,"worker":{"decode_worker_id":1}},"dyn":{"binding":"hit","request_blocks":4,)"
+             R"("block_size":16,"margin":-2.5,"ties":1,"avoidable_prefill_tokens":32,"kv_optimal":false,)"
+             R"("non_max_cause":"affinity","router_queue_ms":12.5,"attempt":1}})");
+  check_is_dump(s);
+  d.quality = RouteDecision::Quality{16, std::nullopt, 0, 0, "", std::nullopt, 3.0, 0};
+  s = row(d);
+  CHECK(s.find(R"("block_size":16,"ties":0,"avoidable_prefill_tokens":0,"kv_optimal":true,"pause_ms":3.0,)"
+               R"("attempt":0}})") != std::string::npos);
+  check_is_dump(s);
+
+  RequestEnd r;
+  r.request_id = "r1";
+  r.input_tokens = 64;
+  r.cached_tokens = 0;
+  r.quality = RequestEnd::Quality{16, 32, "load"};
+  s = row(r);
+  CHECK(s.find(R"("predicted_cached_tokens":16,"stale_cached_tokens":16,"avoidable_prefill_tokens":32,)"
+               R"("kv_optimal":false,"non_max_cause":"load"}})") != std::string::npos);
+  check_is_dump(s);
+  r.cached_tokens = 48;  // the engine held more than the router knew: a negative difference
+  r.quality = RequestEnd::Quality{16, 0, ""};
+  s = row(r);
+  CHECK(s.find(R"("predicted_cached_tokens":16,"stale_cached_tokens":-32,"avoidable_prefill_tokens":0,)"
+               R"("kv_optimal":true}})") != std::string::npos);
+  check_is_dump(s);
+}

@@ -104,6 +104,21 @@ TEST_CASE("kv cost model: overlap against load, explain values") {
   CHECK(p.overlap_blocks() == 5);
   CHECK(p.cached_tokens() == 80);
   CHECK(p.request_blocks() == 10);
+  // Worker 2 held 3 more blocks but its load cost more: a load-forced non-max-overlap pick.
+  CHECK(p.quality().cause == NonMaxCause::kLoad);
+  CHECK(p.quality().predicted_cached_tokens == 80);
+  CHECK(p.quality().best_cached_tokens == 128);
+  CHECK(p.quality().avoidable_prefill_tokens == 48);
+  CHECK(p.quality().margin == doctest::Approx(5));  // runner-up w0 at 20 against 15
+  CHECK(p.quality().ties == 0);
+  const RouterStats st = r.stats();
+  CHECK(st.quality.decisions == 4);
+  // Of the pinned set-up requests, the one pinned to w2 while w1 held 5 of its 8 blocks was a
+  // non-max pick (80 tokens) forced by the client; the other two had nothing better.
+  CHECK(st.quality.kv_optimal == 2);
+  CHECK(st.quality.avoidable_prefill_tokens == 48 + 80);
+  CHECK(st.quality.non_max[0] == 1);  // kNonMaxCauses[0] is "load"
+  CHECK(st.quality.non_max[4] == 1);  // kNonMaxCauses[4] is "pinned"
   // Weight 0: load only, so the idle worker with the fewest cached blocks wins (w0).
   RouterConfig c0 = c;
   c0.overlap_score_weight = 0;
@@ -656,4 +671,51 @@ TEST_CASE("KV events parse") {
   CHECK(kv_event_from_json(Json::parse(R"({"type":"cleared"})"))->kind == KvEvent::Kind::kCleared);
   CHECK(!kv_event_from_json(Json::parse(R"({"type":"stored"})")).ok());
   CHECK(!kv_event_from_json(Json::parse(R"({"type":"stored","block_hashes":[-1]})")).ok());
+}
+
+TEST_CASE("assess_decision: the cause of a non-max-overlap pick, from its own evidence (issue 55)") {
+  // w0: overlap 4, cost 10; w1: overlap 1, cost 8; w2: overlap 1, cost 10; w3 ineligible, overlap 9.
+  std::vector<WorkerScore> sc{
+      {0, 4, 0, 0, 10, true}, {1, 1, 0, 0, 8, true}, {2, 1, 0, 0, 10, true}, {3, 9, 0, 0, 1, false}};
+  auto q = assess_decision(sc, 0, Steer::kPolicy, 16, 100);
+  CHECK(q.kv_optimal());
+  CHECK(q.predicted_cached_tokens == 64);
+  CHECK(q.best_cached_tokens == 64);  // the ineligible worker's overlap does not count
+  CHECK(q.margin == doctest::Approx(-2));
+  CHECK(q.ties == 1);  // w2 costs the same
+  q = assess_decision(sc, 1, Steer::kPolicy, 16, 100);
+  CHECK(q.cause == NonMaxCause::kLoad);
+  CHECK(q.avoidable_prefill_tokens == 48);
+  CHECK(q.margin == doctest::Approx(2));
+  CHECK(q.ties == 0);
+  CHECK(assess_decision(sc, 2, Steer::kPolicy, 16, 100).cause == NonMaxCause::kTie);
+  sc[2].cost = 12;
+  CHECK(assess_decision(sc, 2, Steer::kPolicy, 16, 100).cause == NonMaxCause::kPolicy);
+  CHECK(assess_decision(sc, 2, Steer::kAffinity, 16, 100).cause == NonMaxCause::kAffinity);
+  CHECK(assess_decision(sc, 2, Steer::kAdmission, 16, 100).cause == NonMaxCause::kAdmission);
+  CHECK(assess_decision(sc, 2, Steer::kPinned, 16, 100).cause == NonMaxCause::kPinned);
+  // Overlap beyond the prompt saves nothing: 1 block and 4 blocks both cover a 10-token prompt.
+  q = assess_decision(sc, 1, Steer::kPolicy, 16, 10);
+  CHECK(q.kv_optimal());
+  CHECK(q.avoidable_prefill_tokens == 0);
+  CHECK(q.predicted_cached_tokens == 10);
+  // Alone: no runner-up, no margin.
+  q = assess_decision(std::span(sc).first(1), 0, Steer::kPolicy, 16, 100);
+  CHECK(!q.margin);
+  CHECK(std::string(non_max_cause_name(NonMaxCause::kTie)) == "tie");
+  CHECK(std::string(non_max_cause_name(NonMaxCause::kNone)).empty());
+}
+
+TEST_CASE("staleness totals count each sign apart") {
+  StalenessTotals t;
+  t.add(64, 16);
+  t.add(16, 48);
+  t.add(32, 32);
+  CHECK(t.requests == 3);
+  CHECK(t.over_requests == 1);
+  CHECK(t.over_tokens == 48);
+  CHECK(t.under_requests == 1);
+  CHECK(t.under_tokens == 32);
+  CHECK(t.predicted_tokens == 112);
+  CHECK(t.delivered_tokens == 96);
 }

@@ -737,6 +737,14 @@ void Decider::write_decision(const Row& r, std::string_view request_id, Expected
     for (auto& w : p.explain())
       candidates_.push_back({w.worker, w.overlap_blocks, w.prefill_blocks, w.decode_blocks, w.cost, w.eligible});
     d.candidates = candidates_;
+    const route::DecisionQuality& q = p.quality();
+    records::RouteDecision::Quality rq;
+    rq.block_size = cfg_.block_size;
+    rq.margin = q.margin;
+    rq.ties = q.ties;
+    rq.avoidable_prefill_tokens = q.avoidable_prefill_tokens;
+    rq.non_max_cause = non_max_cause_name(q.cause);
+    d.quality = rq;
   }
   records::append_route_decision(line_, d);
   p.commit();
@@ -818,6 +826,7 @@ void Decider::report(DecideStats* stats) {
   st_.malformed = reader_.malformed();
   st_.reordered = reordered_;
   st_.router_block_size = cfg_.block_size;
+  if (router_) st_.quality = router_->stats().quality;  // none before the first routed row
   *stats = std::move(st_);
 }
 

@@ -13,6 +13,7 @@
 #include "dyn/engine/profile.h"
 #include "dyn/io/output.h"
 #include "dyn/route/config.h"
+#include "dyn/route/quality.h"
 #include "dyn/session/normalize.h"
 
 namespace dyn::offline {
@@ -79,6 +80,7 @@ struct DecideStats {
   /// KV events of the kv_event rows not applied to the index, by reason (kvevents::skip_name;
   /// only reasons that occurred): an unusable event is skipped, never its batch.
   std::map<std::string, uint64_t> kv_events_skipped;
+  route::QualityTotals quality;  ///< every placement measured (issue 55)
 };
 
 /// dyn-route decide: routes every input row on a virtual clock and writes one route_decision row

@@ -188,6 +188,15 @@ void append_request_end(std::string& o, const RequestEnd& r) {
     num(o, "tokenizer_tokens", r.prompt_sizing->tokenizer_tokens);
     o += '}';
   }
+  if (r.quality) {
+    num(o, "predicted_cached_tokens", r.quality->predicted_cached_tokens);
+    if (r.cached_tokens)
+      num(o, "stale_cached_tokens",
+          static_cast<int64_t>(r.quality->predicted_cached_tokens) - static_cast<int64_t>(*r.cached_tokens));
+    num(o, "avoidable_prefill_tokens", r.quality->avoidable_prefill_tokens);
+    flag(o, "kv_optimal", r.quality->non_max_cause.empty());
+    if (!r.quality->non_max_cause.empty()) str(o, "non_max_cause", r.quality->non_max_cause);
+  }
   o += "}}";
 }
 
@@ -259,7 +268,8 @@ void append_route_decision(std::string& o, const RouteDecision& d) {
   // Room: the head, the strings copied in place, and at most 256 bytes of keys and numbers for the
   // row plus 192 for each explain entry (5 numbers of at most 32 characters and their keys).
   RawRow w(o, prefix.size() + source.size() + d.request_id.size() + d.x_request_id.size() + d.binding.size() +
-                  d.rebind_reason.size() + (d.error ? d.error->message.size() : 0) + 256 + d.candidates.size() * 192);
+                  d.rebind_reason.size() + (d.error ? d.error->message.size() : 0) + 256 + (d.quality ? 384 : 0) +
+                  d.candidates.size() * 192);
   w.bytes(prefix);
   w.u64(d.event_time_unix_ms);
   w.bytes(source);
@@ -298,6 +308,35 @@ void append_route_decision(std::string& o, const RouteDecision& d) {
   }
   w.lit(R"(,"request_blocks":)");
   w.u64(d.request_blocks);
+  if (d.quality) {
+    const RouteDecision::Quality& q = *d.quality;
+    w.lit(R"(,"block_size":)");
+    w.u64(q.block_size);
+    if (q.margin) {
+      w.lit(R"(,"margin":)");
+      w.dbl(*q.margin);
+    }
+    w.lit(R"(,"ties":)");
+    w.u64(q.ties);
+    w.lit(R"(,"avoidable_prefill_tokens":)");
+    w.u64(q.avoidable_prefill_tokens);
+    w.lit(R"(,"kv_optimal":)");
+    w.flag(q.non_max_cause.empty());
+    if (!q.non_max_cause.empty()) {
+      w.lit(R"(,"non_max_cause":)");
+      w.str(q.non_max_cause);
+    }
+    if (q.router_queue_ms) {
+      w.lit(R"(,"router_queue_ms":)");
+      w.dbl(*q.router_queue_ms);
+    }
+    if (q.pause_ms) {
+      w.lit(R"(,"pause_ms":)");
+      w.dbl(*q.pause_ms);
+    }
+    w.lit(R"(,"attempt":)");
+    w.u64(q.attempt);
+  }
   if (d.explain) {
     w.lit(R"(,"explain":{"request_blocks":)");
     w.u64(d.request_blocks);

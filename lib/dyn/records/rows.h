@@ -2,7 +2,8 @@
 // by every producer, so the key order and number forms live in one place.
 //   request_end:    dyn-route serve / dyn-trace capture (serve::Frontend), dyn-replay
 //                   (replay::client_record), dyn-replay --sim (replay::run_sim)
-//   route_decision: dyn-route decide (offline::decide)
+//   route_decision: dyn-route decide (offline::decide), dyn-route serve --router-decision-log
+//                   (serve::DecisionLog)
 // A new field is one member here, one line in rows.cpp, and the producer that fills it.
 #pragma once
 
@@ -108,6 +109,14 @@ struct RequestEnd {
     uint64_t input_length = 0, tokenizer_tokens = 0;
   };
   std::optional<PromptSizing> prompt_sizing;
+  /// Decision quality (issue 55, router and simulator rows): the cached tokens the router
+  /// predicted on the chosen worker, prefill a higher-overlap eligible worker would have saved,
+  /// and why the pick was not the max-overlap one ("" = it was: kv-optimal).
+  struct Quality {
+    uint64_t predicted_cached_tokens = 0, avoidable_prefill_tokens = 0;
+    std::string_view non_max_cause;
+  };
+  std::optional<Quality> quality;
 };
 
 /// Appends `r` as one JSON object (no newline), byte for byte what building it as an (ordered)
@@ -119,7 +128,9 @@ struct RequestEnd {
 /// chunk_tokens, request_latency_ms, schedule_lag_ms, scheduled_ms, hash_ids, block_size, turn,
 /// binding, rebind_reason, retries, migrations, attempts, pause_ms, queue_ms, router_queue_ms,
 /// policy_class, priority_source, warmup,
-/// input_tokens_estimated, output_tokens_estimated, prompt_sizing }.
+/// input_tokens_estimated, output_tokens_estimated, prompt_sizing, predicted_cached_tokens,
+/// stale_cached_tokens (predicted - request.cached_tokens, when both are known),
+/// avoidable_prefill_tokens, kv_optimal, non_max_cause }.
 /// Strings that may carry invalid UTF-8 (headers, upstream messages) get U+FFFD, as dump's
 /// replace handler does. Thread-safe.
 void append_request_end(std::string& out, const RequestEnd& r);
@@ -150,6 +161,20 @@ struct RouteDecision {
   };
   bool explain = false;
   std::span<const Candidate> candidates;
+  /// The decision's quality and context (issue 55; serve's decision log, decide --explain),
+  /// written when set: router block size, margin to the runner-up, ties, avoidable prefill,
+  /// non-max-overlap cause ("" = kv-optimal), the request's waits before placement (router queue,
+  /// admission) and which attempt of the request this placement was (0 = the first).
+  struct Quality {
+    uint32_t block_size = 0;
+    std::optional<double> margin;
+    uint32_t ties = 0;
+    uint64_t avoidable_prefill_tokens = 0;
+    std::string_view non_max_cause;
+    std::optional<double> router_queue_ms, pause_ms;
+    uint64_t attempt = 0;
+  };
+  std::optional<Quality> quality;
   // Refused: dyn {binding "none", error {code, message}}.
   struct Refusal {
     int64_t code = 0;  ///< the Error's exit code
@@ -161,9 +186,10 @@ struct RouteDecision {
 /// Appends `d` as one JSON object (no newline), byte for byte Json::dump() of the same row:
 /// schema, event_type, event_time_unix_ms, event_source "router", agent_context, request {
 /// request_id, x_request_id, input_tokens, output_tokens, [cached_tokens, kv_hit_rate, worker] },
-/// dyn { binding, rebind_reason, request_blocks, explain {request_blocks, workers [{worker, overlap_blocks,
-/// prefill_blocks, decode_blocks, cost, eligible}]} } or dyn { binding "none", error {code,
-/// message} }. Thread-safe.
+/// dyn { binding, rebind_reason, request_blocks, [block_size, margin, ties, avoidable_prefill_tokens,
+/// kv_optimal, non_max_cause, router_queue_ms, pause_ms, attempt,] explain {request_blocks,
+/// workers [{worker, overlap_blocks, prefill_blocks, decode_blocks, cost, eligible}]} } or dyn {
+/// binding "none", error {code, message} }. Thread-safe.
 void append_route_decision(std::string& out, const RouteDecision& d);
 
 }  // namespace dyn::records

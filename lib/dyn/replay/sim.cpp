@@ -49,6 +49,7 @@ struct Req {
   route::Placement placement;
   route::BindingOutcome binding = route::BindingOutcome::kNone;
   route::RebindReason rebind_reason = route::RebindReason::kNone;
+  std::optional<route::DecisionQuality> quality;  // the placement measured (issue 55)
   bool error = false;
   bool cancelled = false;  // still in flight when --benchmark-grace-period ended
   std::string error_message;
@@ -577,6 +578,9 @@ void Simulation::write_row(const Req& r) {
     e.kv_hit_rate = row.input_length ? static_cast<double>(r.cached) / static_cast<double>(row.input_length) : 0.0;
     e.worker = static_cast<int64_t>(r.worker);
     e.status = "ok";
+    if (r.quality)
+      e.quality = records::RequestEnd::Quality{r.quality->predicted_cached_tokens, r.quality->avoidable_prefill_tokens,
+                                               route::non_max_cause_name(r.quality->cause)};
   } else {
     e.status = "error";
     e.error = records::RequestEnd::Failure{400, "invalid_request", r.error_message};
@@ -607,6 +611,7 @@ void Simulation::complete(uint32_t i, double t) {
     sum_.input_tokens += r.row->input_length;
     sum_.cached_tokens += r.cached;
     sum_.output_tokens += r.generated;
+    if (r.quality) sum_.staleness.add(r.quality->predicted_cached_tokens, r.cached);
   }
   if (opt_.write_rows) write_row(r);
   if (opt_.on_request) {
@@ -689,6 +694,7 @@ void Simulation::dispatch(uint32_t i, double t, std::optional<uint64_t> target) 
   rr.tokens = row.input_length;
   rr.wait_for_initializing = false;
   rr.worker = target;
+  rr.worker_from_admission = target.has_value();
   auto placed = router_.place(rr);
   if (!placed) {
     r.error = true;
@@ -699,6 +705,7 @@ void Simulation::dispatch(uint32_t i, double t, std::optional<uint64_t> target) 
   r.worker = placed->worker();
   r.binding = placed->binding();
   r.rebind_reason = placed->rebind_reason();
+  r.quality = placed->quality();
   engine::RequestSpec spec;
   spec.id = i;
   spec.prompt_tokens = row.input_length;
@@ -919,6 +926,7 @@ SimSummary Simulation::run() {
     count_theoretical(static_cast<uint32_t>(i),
                       tokens::sequence_from_ids(row.hash_ids, wl_block_, false, row.input_length, bs));
   }
+  sum_.quality = router_.stats().quality;
   sum_.theoretical_hit = id_tokens_ ? static_cast<double>(id_hits_) / static_cast<double>(id_tokens_) : 0.0;
   for (const Req& r : reqs_) {
     if (!r.kept || r.end >= 0) continue;

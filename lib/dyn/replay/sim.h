@@ -12,6 +12,7 @@
 #include "dyn/route/admission.h"
 #include "dyn/replay/schedule.h"
 #include "dyn/route/config.h"
+#include "dyn/route/quality.h"
 #include "dyn/tokens/reference.h"
 #include "dyn/records/workload.h"
 
@@ -113,6 +114,10 @@ struct SimSummary {
   /// run_sim_files streamed the input: requests (rows read and not yet dropped) held at most.
   bool streamed = false;
   uint64_t held_peak = 0;
+  /// Every placement measured (issue 55), and the router's predicted cached tokens against the
+  /// simulated engines' over the requests that completed.
+  route::QualityTotals quality;
+  route::StalenessTotals staleness;
 };
 
 /// Runs the workload through `options.workers` engines and the router (the same Router the live

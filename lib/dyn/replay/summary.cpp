@@ -128,7 +128,9 @@ Json sim_summary_json(const SimSummary& s, uint32_t workers) {
                 {"outside_offsets", s.outside_offsets},
                 {"over_count", s.over_count},
                 {"not_sent", s.not_sent},
-                {"cancelled", s.cancelled}};
+                {"cancelled", s.cancelled},
+                {"decision_quality", route::quality_json(s.quality)},
+                {"cache_prediction", route::staleness_json(s.staleness)}};
   if (!s.references.empty()) {
     j["reference_blocks"] = s.reference_blocks;
     j["reference_run_hit_pct"] = 100.0 * s.reference_run_hit;

@@ -136,6 +136,7 @@ struct Router::Impl {
   std::vector<uint32_t> ov;  // scratch: overlaps per worker slot
   std::vector<uint32_t> cand;
   std::vector<double> cost;
+  std::vector<WorkerScore> scores;  // scratch: every worker's score for assess_decision
 };
 
 namespace {
@@ -820,23 +821,29 @@ Expected<Placement> Router::place(const RouteRequest& req) {
   p.cached_tokens_ = cached;
   p.request_blocks_ = static_cast<uint32_t>(req.sequence_hashes.size());
   p.key_ = std::move(b.key);
-  if (req.explain) {
-    pk.eligible_set();
-    p.explain_.reserve(n);
-    for (uint32_t s = 0; s < n; ++s) {
-      if (!I.workers[s].present) continue;
-      WorkerScore sc;
-      sc.worker = I.workers[s].spec.id;
-      sc.overlap_blocks = I.ov[s];
-      sc.prefill_blocks = std::max(0.0, (static_cast<double>(req.tokens) - I.ov[s] * B) / B);
-      // Scores describe the moment of decision, before this request's own charge.
-      uint64_t active = I.workers[s].active_blocks - (s == chosen ? new_blocks : 0);
-      sc.decode_blocks = static_cast<double>(active + new_blocks);
-      sc.cost = cfg_.overlap_score_weight * sc.prefill_blocks + sc.decode_blocks;
-      sc.eligible = std::find(I.cand.begin(), I.cand.end(), s) != I.cand.end() || s == chosen;
-      p.explain_.push_back(sc);
-    }
+  // Every placement is measured (issue 55's counters), so the scores are built each time into
+  // scratch; --explain copies them out.
+  pk.eligible_set();
+  I.scores.clear();
+  for (uint32_t s = 0; s < n; ++s) {
+    if (!I.workers[s].present) continue;
+    WorkerScore sc;
+    sc.worker = I.workers[s].spec.id;
+    sc.overlap_blocks = I.ov[s];
+    sc.prefill_blocks = std::max(0.0, (static_cast<double>(req.tokens) - I.ov[s] * B) / B);
+    // Scores describe the moment of decision, before this request's own charge.
+    uint64_t active = I.workers[s].active_blocks - (s == chosen ? new_blocks : 0);
+    sc.decode_blocks = static_cast<double>(active + new_blocks);
+    sc.cost = cfg_.overlap_score_weight * sc.prefill_blocks + sc.decode_blocks;
+    sc.eligible = std::find(I.cand.begin(), I.cand.end(), s) != I.cand.end() || s == chosen;
+    I.scores.push_back(sc);
   }
+  Steer steer = Steer::kPolicy;
+  if (req.worker) steer = req.worker_from_admission ? Steer::kAdmission : Steer::kPinned;
+  else if (b.outcome == BindingOutcome::kHit) steer = Steer::kAffinity;
+  p.quality_ = assess_decision(I.scores, w.spec.id, steer, cfg_.block_size, req.tokens);
+  I.stats.quality.add(p.quality_);
+  if (req.explain) p.explain_ = I.scores;
   return p;
 }
 
@@ -1043,6 +1050,7 @@ Placement& Placement::operator=(Placement&& o) noexcept {
     request_blocks_ = o.request_blocks_;
     key_ = std::move(o.key_);
     explain_ = std::move(o.explain_);
+    quality_ = o.quality_;
     o.router_ = nullptr;
   }
   return *this;

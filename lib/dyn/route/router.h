@@ -21,6 +21,7 @@
 #include "dyn/base/random.h"
 #include "dyn/kv/prefix_index.h"
 #include "dyn/route/config.h"
+#include "dyn/route/quality.h"
 
 namespace dyn::route {
 
@@ -91,6 +92,9 @@ struct RouteRequest {
   /// Explicit worker target (x-dynamo-worker-instance-id): always wins over a binding; required
   /// in direct mode.
   std::optional<uint64_t> worker;
+  /// `worker` is the admission controller's choice (SPEC 9), not the client's: a non-max-overlap
+  /// pick it forces is counted as NonMaxCause::kAdmission.
+  bool worker_from_admission = false;
   /// Fill Placement::explain() with every worker's score.
   bool explain = false;
   /// Set on the one retry after Placement::fail() advised it: the failed worker is avoided.
@@ -169,6 +173,14 @@ struct WorkerScore {
   bool eligible = true;  ///< healthy, present and not busy (or all were busy)
 };
 
+/// Measures the placement on `chosen` (a worker id among `scores`, which hold every present
+/// worker's score at the moment of decision) against the eligible workers: predicted and best
+/// cached tokens (overlap x `block_size`, at most `tokens`), avoidable prefill, margin, ties, and
+/// the cause of a non-max-overlap pick: `steer` when a binding, admission or the client chose,
+/// else kTie (its cost equals a max-overlap worker's), kLoad (lower), kPolicy (higher). Pure.
+DecisionQuality assess_decision(std::span<const WorkerScore> scores, uint64_t chosen, Steer steer, uint32_t block_size,
+                                uint64_t tokens);
+
 class Router;
 
 /// A placed request: the decision plus its lease on the worker's load and on the session
@@ -201,6 +213,8 @@ class Placement {
   const std::string& binding_key() const { return key_; }
   /// Every worker's score, when RouteRequest::explain was set (in worker order).
   const std::vector<WorkerScore>& explain() const { return explain_; }
+  /// The decision measured against the eligible workers (assess_decision), for every placement.
+  const DecisionQuality& quality() const { return quality_; }
   bool valid() const { return router_ != nullptr; }
 
   /// Dispatch succeeded: commits a new or rebound binding (a soft rebind only if no newer rebind
@@ -229,6 +243,7 @@ class Placement {
   uint32_t request_blocks_ = 0;
   std::string key_;
   std::vector<WorkerScore> explain_;
+  DecisionQuality quality_;
   void release();  // finish() when committed, else fail(cancelled)
 };
 
@@ -251,6 +266,7 @@ struct RouterStats {
   uint64_t table_full = 0;  ///< new bindings refused at the 65,536 limit
   uint64_t waits = 0;       ///< requests that waited for an initializing binding
   std::vector<std::pair<uint64_t, uint64_t>> decisions_per_worker;  ///< (worker id, count), worker order
+  QualityTotals quality;                                            ///< every placement's DecisionQuality (issue 55)
 };
 
 /// Load of one worker as the router accounts it (SPEC 3.2).

@@ -67,6 +67,8 @@ struct Exchange {
   std::string binding;             ///< dyn.binding ("" = omit: capture mode)
   std::string rebind_reason;       ///< dyn.rebind_reason of a moved binding ("" = omit)
   std::optional<double> pause_ms;  ///< dyn.pause_ms (admission wait, SPEC 9)
+  /// The last placement's quality and predicted cached tokens (issue 55; unset in capture mode).
+  std::optional<route::DecisionQuality> quality;
   std::shared_ptr<ResponseTap> tap;
   /// The client hung up (its connection's ClientWatch, on the loop thread): a stage that has not
   /// sent the request ends the exchange as cancelled instead, and `call` is cancelled.

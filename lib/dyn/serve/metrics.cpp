@@ -277,6 +277,7 @@ std::string AdminPages::metrics_text() const {
   worker_families(o, s_.fleet);
   if (s_.placer) {
     router_families(o, *s_.placer);
+    quality_families(o, s_.placer->router().stats().quality, s_.relay.decisions().staleness());
     queue_families(o, *s_.placer);
   }
   if (s_.kv) kv_families(o, *s_.kv, s_.fleet);

@@ -3,6 +3,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -60,6 +61,9 @@ struct FrontendOptions {
   /// Block size of the trace's replay block (serve: the router's block size).
   uint32_t trace_block_size = kDefaultKvBlockSize;
   bool trace = false;  ///< write request_end rows (SPEC 5.2)
+  /// --router-decision-log[=RATE]: the fraction of placements (sampled per request id) whose
+  /// route_decision row goes into the trace; unset = none (serve mode, needs `trace`).
+  std::optional<double> decision_log_rate;
   io::SegmentWriterOptions trace_file;
   double health_interval_ms = 1000;  ///< GET /health polling period per worker (serve mode)
   double health_timeout_ms = 1000;

@@ -26,7 +26,8 @@ Relay::Relay(const FrontendOptions& opt, const Clock& clock, http::EventLoop& lo
       placer_(placer),
       queue_(placer ? &placer->queue() : nullptr),
       adapters_(adapters),
-      trace_(trace) {
+      trace_(trace),
+      decisions_(placer ? opt.decision_log_rate : std::nullopt, opt.router.block_size, trace) {
   if (!opt_.tokenizer_url.empty())
     tokenizer_ = std::make_unique<EngineTokenizer>(opt_.tokenizer_url, clock_, stats_.tokenizer_errors);
   std::random_device rd;
@@ -259,7 +260,11 @@ Expected<route::Placement> Relay::place(const Exchange& ex, const Dispatch& d, b
   rr.sequence_hashes = std::span<const uint64_t>(ex.sequence_hashes.data(), complete);
   rr.tokens = ex.input_length;
   rr.worker = d.pinned_worker;
-  if (!rr.worker && ex.failed.empty()) rr.worker = ex.admitted_worker;  // a retry lets the router choose
+  if (!rr.worker && ex.failed.empty()) {
+    rr.worker = ex.admitted_worker;  // a retry lets the router choose
+    rr.worker_from_admission = rr.worker.has_value();
+  }
+  rr.explain = decisions_.wants(ex);
   rr.retry = ex.advice;
   rr.avoid_workers = ex.avoid;
   rr.fail_instead_of_waiting = !may_wait;
@@ -282,6 +287,7 @@ size_t Relay::take_worker(Exchange& ex) {
     worker = pl.worker();
     ex.binding = route::binding_name(pl.binding());
     ex.rebind_reason = route::rebind_reason_name(pl.rebind_reason());
+    decisions_.placed(ex, pl);
     if (queue_->uses_las() && ex.ctx) queue_->record_service(ex.ctx->session_id, ex.input_length - pl.cached_tokens());
   }
   ex.worker = static_cast<int>(worker);
@@ -491,6 +497,7 @@ void Relay::finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome
     if (end.session_final) queue_->forget_session(ex->ctx->session_id);
   }
   count_end(*ex, out, err_type);
+  decisions_.ended(*ex, ex->tap ? &ex->tap->facts() : nullptr);
   if (trace_.on()) trace_.write_end(*ex, out, status, err_type, err_msg);
 }
 

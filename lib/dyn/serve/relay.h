@@ -13,6 +13,7 @@
 #include "dyn/http/prometheus.h"
 #include "dyn/http/proxy.h"
 #include "dyn/kvevents/translate.h"
+#include "dyn/serve/decision_log.h"
 #include "dyn/serve/exchange.h"
 #include "dyn/serve/fleet.h"
 #include "dyn/serve/intake.h"
@@ -74,6 +75,7 @@ class Relay {
   bool begin_drain() { return !draining_.exchange(true); }
   size_t in_flight() const { return stats_.in_flight.load(); }
   const RelayStats& stats() const { return stats_; }
+  const DecisionLog& decisions() const { return decisions_; }
 
  private:
   class Migrator;
@@ -207,6 +209,7 @@ class Relay {
   const kvevents::Adapters* adapters_;
   RequestTrace& trace_;
   RelayStats stats_;
+  DecisionLog decisions_;
   std::unique_ptr<EngineTokenizer> tokenizer_;  ///< --tokenizer-url (null without)
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> seq_{0};

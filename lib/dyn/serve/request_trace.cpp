@@ -132,6 +132,9 @@ std::string RequestTrace::request_end_row(const Exchange& ex, const http::ProxyO
   }
   if (ex.priority.source != route::PrioritySource::kDefault)
     r.priority_source = route::priority_source_name(ex.priority.source);
+  if (ex.quality)
+    r.quality = records::RequestEnd::Quality{ex.quality->predicted_cached_tokens, ex.quality->avoidable_prefill_tokens,
+                                             route::non_max_cause_name(ex.quality->cause)};
   std::string line;
   line.reserve(1024);
   records::append_request_end(line, r);

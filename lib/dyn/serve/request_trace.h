@@ -40,6 +40,8 @@ class RequestTrace {
   /// header or message becomes U+FFFD: a stray byte must never cost the row.
   void write_end(const Exchange& ex, const http::ProxyOutcome* out, int status, const std::string& err_type,
                  const std::string& err_msg);
+  /// Another row (a route_decision of the decision log) through the same writer.
+  void write_line(const std::string& line) { writer_->write_line(line); }
   /// Flushes and closes the trace.
   void close();
   /// Rows lost to failed writes; nullopt while tracing is off.
