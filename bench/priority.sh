@@ -14,9 +14,12 @@
 # sessions' mean completion time by >= 30 % against fcfs while the long sessions' grows <= 10 %.
 # Every run also compares outputs, not only counts: each config must serve every request of its
 # workload (same request ids, status ok), else the run is a MISS.
-# The simulator (--sim) has no router queue yet: this bench runs live only.
+# Both halves run the same configs: `sim` through dyn-replay --sim (the same router queue and
+# flags on the virtual clock, dyn-mocker's engine model; deterministic, so run once) and `live`
+# (dyn-route serve over dyn-mocker workers, REPEAT interleaved repeats); each prints its tables,
+# and the goals must hold in both.
 # Usage: bench/priority.sh [BUILD_DIR]
-#   env: AGENTS=4 FAN=10 WORKERS=2 SPEEDUP=2 LONG=8 SHORT=12 SEED=1 REPEAT=3 KEEP=DIR
+#   env: AGENTS=4 FAN=10 WORKERS=2 SPEEDUP=2 LONG=8 SHORT=12 SEED=1 REPEAT=3 MODES="sim live" KEEP=DIR
 # Each config runs REPEAT times, interleaved (idle, fcfs, prio, ... then again); every figure is
 # the median over the repeats (the wait limit is checked on the longest wait of all).
 #        BUSY="--active-prefill-tokens-threshold 0" BUSY_LAS="--active-requests-threshold 1"
@@ -28,6 +31,7 @@ agents="${AGENTS:-4}" fan="${FAN:-10}" workers="${WORKERS:-2}"
 read -ra busy <<<"${BUSY:---active-prefill-tokens-threshold 0}"
 read -ra busy_las <<<"${BUSY_LAS:---active-requests-threshold 1}"
 speed="${SPEEDUP:-2}" long="${LONG:-8}" short="${SHORT:-12}" seed="${SEED:-1}" repeat="${REPEAT:-3}"
+read -ra modes <<<"${MODES:-sim live}"
 limit=60  # --queue-timeout-secs
 tmp="${KEEP:-$(mktemp -d /tmp/dyn-bench-priority.XXXXXX)}"
 mkdir -p "$tmp"
@@ -95,19 +99,38 @@ run() {  # run NAME WORKLOAD [ROUTER FLAGS...]: fresh workers and router -> NAME
   stop_all
 }
 
-echo "workers: $workers dyn-mocker, speedup $speed, --queue-timeout-secs $limit; busy: goal 1 ${busy[*]}, goal 2 ${busy_las[*]}"
-echo "goal 1: $agents lead sessions x 8 turns, $fan subagents per lead x 6 turns; goal 2: $long long x 10 turns, $short short x 2 turns"
-for k in $(seq 1 "$repeat"); do
-  run "idle.$k" lead "${busy[@]}"
-  run "fcfs.$k" mix "${busy[@]}"
-  run "prio.$k" mix "${busy[@]}" --router-policy-config "$tmp/prio.json"
-  run "las-fcfs.$k" las "${busy_las[@]}"
-  run "las.$k" las "${busy_las[@]}" --router-policy-config "$tmp/las.json"
-done
+sim() {  # sim NAME WORKLOAD [ROUTER FLAGS...]: the same router queue and engine model in dyn-replay --sim
+  local name=$1 wl=$2
+  shift 2
+  "$bin/dyn-replay" --sim --workers "$workers" --block-size 64 "$tmp/$wl.jsonl" --router-mode least-loaded \
+    --queue-timeout-secs "$limit" --queue-size 100000 "$@" -o "$tmp/$name.client.jsonl" 2>"$tmp/sim-$name.log" ||
+    { tail -5 "$tmp/sim-$name.log" >&2; exit 1; }
+  cp "$tmp/$name.client.jsonl" "$tmp/$name.router.jsonl"  # its rows are the router's too
+}
 
-/usr/bin/python3 - "$tmp" "$speed" "$limit" "$repeat" <<'EOF'
+echo "workers: $workers, --queue-timeout-secs $limit; busy: goal 1 ${busy[*]}, goal 2 ${busy_las[*]}"
+echo "goal 1: $agents lead sessions x 8 turns, $fan subagents per lead x 6 turns; goal 2: $long long x 10 turns, $short short x 2 turns"
+verdict=0
+rm -f "$tmp/misses"
+for mode in "${modes[@]}"; do
+  case $mode in
+    sim) go=sim n=1 s=1 ;;
+    live) go=run n=$repeat s=$speed ;;
+    *) echo "$0: MODES: sim and/or live, not $mode" >&2; exit 2 ;;
+  esac
+  for k in $(seq 1 "$n"); do
+    $go "$mode.idle.$k" lead "${busy[@]}"
+    $go "$mode.fcfs.$k" mix "${busy[@]}"
+    $go "$mode.prio.$k" mix "${busy[@]}" --router-policy-config "$tmp/prio.json"
+    $go "$mode.las-fcfs.$k" las "${busy_las[@]}"
+    $go "$mode.las.$k" las "${busy_las[@]}" --router-policy-config "$tmp/las.json"
+  done
+  echo
+  if [[ $mode == sim ]]; then echo "== sim: dyn-replay --sim, $workers engines (deterministic: one run)"
+  else echo "== live: $workers dyn-mocker, speedup $speed, $repeat interleaved repeats"; fi
+  /usr/bin/python3 - "$tmp" "$s" "$limit" "$n" "$mode" <<'EOF' || verdict=1
 import json, statistics, sys
-tmp, speed, limit, repeat = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4])
+tmp, speed, limit, repeat, mode = sys.argv[1], float(sys.argv[2]), float(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
 def rows(path):
     with open(path) as f: return [json.loads(l) for l in f if l.strip()]
 def pct(v, p):  # NumPy linear, as records::percentile
@@ -136,8 +159,8 @@ for n, w in workload.items():
     want = {}
     for r in rows(f"{tmp}/{w}.jsonl"): want[r["session_id"]] = want.get(r["session_id"], 0) + 1
     for k in range(1, repeat + 1):
-        client = [r for r in rows(f"{tmp}/{n}.{k}.client.jsonl") if not (r.get("dyn") or {}).get("warmup")]
-        router = rows(f"{tmp}/{n}.{k}.router.jsonl")
+        client = [r for r in rows(f"{tmp}/{mode}.{n}.{k}.client.jsonl") if not (r.get("dyn") or {}).get("warmup")]
+        router = rows(f"{tmp}/{mode}.{n}.{k}.router.jsonl")
         # Outputs, not only counts: every session got all its turns answered ok (a rejected or
         # shed request counts as not served).
         got = {}
@@ -154,7 +177,8 @@ for n, w in workload.items():
             "w99": pct(waits, 99), "wmax": max(waits),
             "short": completion(client, "short-"), "long": completion(client, "long-")})
 def med(n, key): return statistics.median(f[key] for f in fig[n])
-print(f"goal 1: median of {repeat} runs; times on the workload's clock (wall x speedup), * router queue waits on the wall clock")
+if mode == "sim": print("goal 1: times on the virtual clock (the workload's)")
+else: print(f"goal 1: median of {repeat} runs; times on the workload's clock (wall x speedup), * router queue waits on the wall clock")
 print(f"{'config':<8}{'lead TTFT p50 ms':>18}{'lead TTFT p90 ms':>18}{'bg req/s':>10}{'bg wait p99 ms*':>17}{'bg wait max ms*':>17}")
 for n in ("idle", "fcfs", "prio"):
     rate = f"{med(n, 'rate'):.2f}" if n != "idle" else "-"
@@ -165,7 +189,7 @@ wmax = max(f["wmax"] for f in fig["prio"])
 print(f"lead TTFT p90 prio/idle {g1a:.2f}x (goal <= 1.25), fcfs/idle {med('fcfs', 'p90') / med('idle', 'p90'):.2f}x; "
       f"bg req/s prio/fcfs {g1b:.3f}x (goal >= 0.95); bg wait p99 {med('prio', 'w99'):.0f} ms, "
       f"max {wmax:.0f} ms (limit {limit * 1000:.0f} ms)")
-print(f"goal 2: mean session completion ms, median of {repeat} runs")
+print(f"goal 2: mean session completion ms" + (f", median of {repeat} runs" if repeat > 1 else ""))
 print(f"{'config':<8}{'short':>12}{'long':>12}")
 for n, label in (("las-fcfs", "fcfs"), ("las", "las")):
     print(f"{label:<8}{med(n, 'short'):>12.0f}{med(n, 'long'):>12.0f}")
@@ -178,7 +202,10 @@ if wmax > limit * 1000: miss.append("a background request waited past the queue-
 if not cut >= 0.30: miss.append(f"session_las short cut {cut * 100:.1f} %")
 if not grow <= 0.10: miss.append(f"session_las long growth {grow * 100:.1f} %")
 if miss:
-    print("MISS " + "; ".join(miss))
+    print(f"{mode}: MISS " + "; ".join(miss))
+    with open(f"{tmp}/misses", "a") as f: f.write(f"{mode}: " + "; ".join(miss) + "\n")
     sys.exit(1)
-print("PASS")
+print(f"{mode}: goals met")
 EOF
+done
+[[ $verdict == 0 ]] && echo PASS || { echo "MISS $(paste -sd' ' "$tmp/misses")"; exit 1; }

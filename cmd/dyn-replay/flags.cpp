@@ -40,6 +40,7 @@ void add_sim_flags(CLI::App& app, ReplayFlags& f) {
       ->group(g);
   add_engine_flags(app, c.engine, f.engine, /*with_block_size=*/false, "Engine (--sim)");
   add_router_flags(app, f.router);
+  add_queue_flags(app, f.queue);
   add_admission_flags(app, f.admission, /*with_kv_blocks=*/false);
   const auto all = app.get_options();
   f.cluster.assign(all.begin() + static_cast<std::ptrdiff_t>(first), all.end());
@@ -180,6 +181,7 @@ replay::RunOptions run_options(const CLI::App& app, const ReplayFlags& f) {
     // One block size for engine and router: --kv-cache-block-size, or the profile's when not given.
     f.engine.finish(r.cluster.engine, r.cluster.router.block_size, f.router.block_size_given());
     r.cluster.router.block_size = r.cluster.engine.block_size;
+    r.cluster.queue = f.queue.config();
   }
   r.cluster.admission = f.admission.config;  // validated by replay::run, after the flag conflicts
   for (const auto& name : f.references) r.cluster.references.push_back(*parse_in(tokens::kReferencePolicies, name));

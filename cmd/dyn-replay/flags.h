@@ -11,6 +11,7 @@
 #include "dyn/replay/run.h"
 #include "admission_flags.h"
 #include "engine_flags.h"
+#include "queue_flags.h"
 #include "router_flags.h"
 
 namespace dyn::cmd {
@@ -24,6 +25,7 @@ struct ReplayFlags {
   EngineFlags engine;
   RouterFlags router;
   AdmissionFlags admission;
+  QueueFlags queue;
   std::vector<std::string> references;
   /// The options registered after --sim: what only the simulated cluster reads.
   std::vector<const CLI::Option*> cluster;
@@ -31,7 +33,8 @@ struct ReplayFlags {
 
 /// Registers every dyn-replay flag on `app`: the workload, records, live endpoint and load flags,
 /// -o, then --sim with the simulated cluster's (the engine flags of dyn-mocker, whose block size is
-/// the router's --kv-cache-block-size, the router flags of dyn-route and the admission flags).
+/// the router's --kv-cache-block-size, the router flags of dyn-route, its router queue flags and
+/// the admission flags).
 void add_replay_flags(CLI::App& app, ReplayFlags& f);
 
 /// The run the parsed flags ask for (after run_tool's parse): the positional workload and

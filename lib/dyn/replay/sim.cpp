@@ -19,6 +19,8 @@
 #include "dyn/kvevents/translate.h"
 #include "dyn/replay/session.h"
 #include "dyn/route/admission.h"
+#include "dyn/route/priority.h"
+#include "dyn/route/queue.h"
 #include "dyn/route/router.h"
 #include "dyn/tokens/hash.h"
 #include "dyn/records/rows.h"
@@ -28,8 +30,9 @@ namespace {
 
 // Same-instant order: arrivals, then requests admitted to a freed concurrency slot (both join
 // the step that starts at that instant), step ends, kicks, admission ticks (SPEC 9), the end of
-// --benchmark-grace-period (a request that ends at that instant still counts, as in AIPerf).
-enum EventKind : int { kArrival = 0, kAdmit = 1, kStepEnd = 2, kKick = 3, kTick = 4, kGraceEnd = 5 };
+// --benchmark-grace-period (a request that ends at that instant still counts, as in AIPerf), the
+// router queue's time limits (SPEC 3.4: a request placed at that instant is not timed out).
+enum EventKind : int { kArrival = 0, kAdmit = 1, kStepEnd = 2, kKick = 3, kTick = 4, kGraceEnd = 5, kQueueTimeout = 6 };
 
 struct Req {
   const records::WorkloadRow* row = nullptr;
@@ -52,7 +55,17 @@ struct Req {
   std::optional<route::DecisionQuality> quality;  // the placement measured (issue 55)
   bool error = false;
   bool cancelled = false;  // still in flight when --benchmark-grace-period ended
+  int error_code = 400;    // the HTTP answer a live router would give (400, 429, 503)
+  const char* error_type = "invalid_request";
   std::string error_message;
+  // The router queue (SPEC 3.4): its priority (resolved at its first dispatch), the worker
+  // admission released it to, and its wait.
+  route::ResolvedPriority prio;
+  bool resolved = false;
+  std::optional<uint64_t> target;
+  std::optional<uint64_t> lane;  // the queue lane it waits in (a pinned worker), when queued
+  double queued_at = -1, queue_deadline = -1, queue_ms = -1;
+  uint64_t queue_depth = 0;
   double pause_ms = 0;               // time waited in admission control (SPEC 9)
   double dispatched = -1;            // --reference: when the engine got it
   std::vector<uint64_t> ref_blocks;  // --reference: the engine blocks it was routed on
@@ -152,7 +165,11 @@ class Simulation {
   void on_grace_end(const Event& ev);
   void push(double t, int kind, uint32_t arg);
   void kick(uint32_t w, double t);
-  void dispatch(uint32_t i, double t, std::optional<uint64_t> target);
+  bool dispatch(uint32_t i, double t, bool from_queue = false);
+  void enqueue(uint32_t i, double t, bool pinned);
+  void reject(uint32_t i, double t, int code, const char* type, std::string message);
+  void pump(double t);
+  void on_queue_timeout(const Event& ev);
   void complete(uint32_t i, double t);
   void write_row(const Req& r);
   void count_theoretical(uint32_t i, std::span<const uint64_t> seq);
@@ -179,6 +196,12 @@ class Simulation {
   std::vector<kvevents::IndexUpdate> kv_updates_;  // one step's KV events (reused)
   // Program-aware admission (SPEC 9) on the virtual clock: capacity = block size x KV blocks.
   std::unique_ptr<route::AdmissionController> admission_;
+  // The router queue of dyn-route serve (SPEC 3.4), on while a busy threshold is set: items are
+  // request slots. Priorities resolve as serve resolves them (the workload's `priority` is the
+  // body's nvext.agent_hints.priority), with or without the queue.
+  route::PriorityResolver resolver_;
+  std::optional<route::PolicyQueue> queue_;
+  bool uses_las_ = false;
   std::map<uint64_t, uint32_t> parked_;  // admission ticket -> request waiting for its program's resume
   double tick_ms_ = 0;
   // Load controls (SimOptions::schedule, SPEC 6.3): the defaults reproduce the recorded timing.
@@ -257,6 +280,7 @@ Simulation::Simulation(const records::Workload* wl, records::WorkloadReader* in,
       clock_(0, opt.epoch_unix_ms),
       router_(checked(opt), clock_),
       workers_(opt.workers),
+      resolver_(opt.queue),
       q_(clock_),
       in_(in),
       plan_(plan),
@@ -273,6 +297,10 @@ Simulation::Simulation(const records::Workload* wl, records::WorkloadReader* in,
     admission_ = std::make_unique<route::AdmissionController>(opt.admission, std::move(aw));
   }
   tick_ms_ = opt.admission.scheduler_interval_s * 1000.0;
+  if (auto err = opt.queue.validate()) throw Fatal(err->exit_code, err->message);
+  if (router_.busy_thresholds().any()) queue_.emplace(opt.queue.classes, opt.queue.timeout_ms);
+  for (const route::PolicyClass& c : opt.queue.classes)
+    uses_las_ = uses_las_ || (queue_ && c.policy == route::QueuePolicy::kSessionLas);
   const replay::ScheduleOptions& so = opt.schedule;
   fixed_ = so.mode == replay::LoadMode::kFixedSchedule;
   speed_ = so.speedup > 0 ? so.speedup : 1;
@@ -583,7 +611,17 @@ void Simulation::write_row(const Req& r) {
                                                route::non_max_cause_name(r.quality->cause)};
   } else {
     e.status = "error";
-    e.error = records::RequestEnd::Failure{400, "invalid_request", r.error_message};
+    e.error = records::RequestEnd::Failure{r.error_code, r.error_type, r.error_message};
+  }
+  if (r.queued_at >= 0) {  // as dyn-route serve writes a request its queue held
+    e.router_queue_ms = r.queue_ms;
+    e.queue_depth = r.queue_depth;
+    e.policy_class = opt_.queue.classes[r.prio.class_index].name;
+  }
+  if (r.resolved && r.prio.source != route::PrioritySource::kDefault) {
+    e.agent_context.priority = r.prio.priority;
+    e.agent_context.strict_priority = r.prio.strict_priority;
+    e.priority_source = route::priority_source_name(r.prio.source);
   }
   if (!row.hash_ids.empty()) {
     e.hash_ids = row.hash_ids;
@@ -674,9 +712,12 @@ void Simulation::kick(uint32_t w, double t) {
   push(t, kKick, w);
 }
 
-// Routes request i at time t (to `target` when admission placed its program) and hands it to
-// the engine.
-void Simulation::dispatch(uint32_t i, double t, std::optional<uint64_t> target) {
+// Routes request i at time t (to r.target when admission placed its program) and hands it to
+// the engine. With the router queue (SPEC 3.4, as dyn-route serve): a fresh request waits while
+// others do, or when its placement finds every eligible worker (or its pinned one) busy;
+// `from_queue`: the queue sends it, and false means its worker was busy after all (r.lane says
+// which lane it goes back to).
+bool Simulation::dispatch(uint32_t i, double t, bool from_queue) {
   Req& r = rq(i);
   const auto& row = *r.row;
   const uint32_t bs = ecfg_.block_size;
@@ -687,21 +728,47 @@ void Simulation::dispatch(uint32_t i, double t, std::optional<uint64_t> target) 
     tokens::sequence_from_ids(row.hash_ids, wl_block_, false, row.input_length, bs, hashes_);
     count_theoretical(i, hashes_);
   }
+  if (!r.resolved) {
+    // The workload's priority is what a harness puts in nvext.agent_hints.priority (SPEC 3.4).
+    route::PriorityHints body;
+    body.priority = row.priority;
+    r.prio = resolver_.resolve({}, body, row.session_id, row.parent_session_id, r.last_turn);
+    r.resolved = true;
+  }
+  if (queue_ && !from_queue && !queue_->empty()) {  // nobody overtakes the queue
+    r.lane = r.target;
+    enqueue(i, t, false);
+    return true;
+  }
   route::RouteRequest rr;
   rr.session_id = row.session_id;
   rr.parent_session_id = row.parent_session_id;
   rr.sequence_hashes = hashes_;
   rr.tokens = row.input_length;
   rr.wait_for_initializing = false;
-  rr.worker = target;
-  rr.worker_from_admission = target.has_value();
+  rr.worker = r.target;
+  rr.worker_from_admission = r.target.has_value();
+  uint64_t busy_worker = 0;
+  rr.refuse_busy = queue_.has_value();
+  rr.busy_worker = &busy_worker;
   auto placed = router_.place(rr);
   if (!placed) {
+    const int code = placed.error().exit_code;
+    if (code == route::kPlaceAllBusy || code == route::kPlacePinnedBusy) {
+      const bool pinned = code == route::kPlacePinnedBusy;
+      r.lane = pinned ? std::optional<uint64_t>(busy_worker) : r.target;
+      if (from_queue) return false;
+      enqueue(i, t, pinned);
+      return true;
+    }
     r.error = true;
     r.error_message = placed.error().message;
     complete(i, t);
-    return;
+    return true;
   }
+  if (r.queued_at >= 0) r.queue_ms = t - r.queued_at;
+  if (uses_las_ && !row.session_id.empty())
+    queue_->record_service(row.session_id, row.input_length - std::min(placed->cached_tokens(), row.input_length));
   r.worker = placed->worker();
   r.binding = placed->binding();
   r.rebind_reason = placed->rebind_reason();
@@ -717,10 +784,10 @@ void Simulation::dispatch(uint32_t i, double t, std::optional<uint64_t> target) 
   spec.max_output_tokens = std::max<uint64_t>(1, row.output_length.value_or(1));
   if (!row.session_id.empty()) spec.session = std::hash<std::string>{}(row.session_id) | 1;
   spec.session_final = r.last_turn;
-  // The workload's priority is Dynamo's (higher is more important); as Dynamo does for each
+  // The resolved priority is Dynamo's (higher is more important); as Dynamo does for each
   // engine, it is converted to the engine's polarity (SPEC 8).
-  if (row.priority) {
-    const int64_t p = std::clamp<int64_t>(*row.priority, INT32_MIN, INT32_MAX);
+  if (r.prio.priority != 0) {
+    const int64_t p = r.prio.priority;
     spec.priority = workers_[r.worker].engine->config().low_priority_values_first ? -p : p;
   }
   auto added = workers_[r.worker].engine->add(std::move(spec));
@@ -729,11 +796,79 @@ void Simulation::dispatch(uint32_t i, double t, std::optional<uint64_t> target) 
     r.error = true;
     r.error_message = added.error().message;
     complete(i, t);
-    return;
+    return true;
   }
   placed->commit();
   r.placement = std::move(*placed);
   kick(static_cast<uint32_t>(r.worker), t);
+  return true;
+}
+
+// Request i waits in the router queue from t (its lane in r.lane): 429 when the queue is full,
+// else 503 at the time limit unless the queue sends it first. Its cost is fixed now (SPEC 3.4).
+void Simulation::enqueue(uint32_t i, double t, bool pinned) {
+  Req& r = rq(i);
+  const char* type = pinned ? "pinned_worker_overloaded" : "all_workers_overloaded";
+  if (queue_->size() >= opt_.queue.max_requests) {
+    reject(i, t, 429, type,
+           fmt::format("the router queue is full ({} requests waiting, --queue-size {})", queue_->size(),
+                       opt_.queue.max_requests));
+    return;
+  }
+  route::QueueItem item;
+  item.id = i;
+  item.class_index = r.prio.class_index;
+  item.strict_priority = r.prio.strict_priority;
+  item.priority = r.prio.priority;
+  const uint64_t tokens = r.row->input_length;
+  item.cost = std::max<uint64_t>(1, tokens - std::min(router_.predicted_cached_tokens(hashes_, tokens), tokens));
+  item.arrival_ms = t;
+  if (uses_las_) item.session = r.row->session_id;
+  item.worker = r.lane;
+  r.queued_at = t;
+  r.queue_depth = queue_->size() + 1;
+  r.queue_deadline = t + opt_.queue.timeout_ms;
+  queue_->push(item);
+  push(r.queue_deadline, kQueueTimeout, i);
+}
+
+// Request i ends with the router's answer `code` (it never reached a worker).
+void Simulation::reject(uint32_t i, double t, int code, const char* type, std::string message) {
+  Req& r = rq(i);
+  r.error = true;
+  r.error_code = code;
+  r.error_type = type;
+  r.error_message = std::move(message);
+  if (r.queued_at >= 0) r.queue_ms = t - r.queued_at;
+  complete(i, t);
+}
+
+// Sends waiting requests in policy order while workers can take them (after every step's end:
+// first tokens and finished requests are what lowers a worker's load).
+void Simulation::pump(double t) {
+  if (!queue_) return;
+  for (size_t guard = queue_->size() + 1; guard > 0 && !queue_->empty(); --guard) {
+    const route::Availability avail = router_.availability();
+    auto item = queue_->pop([&](std::optional<uint64_t> w) { return w ? avail.can_take(*w) : avail.any(); });
+    if (!item) break;
+    if (dispatch(static_cast<uint32_t>(item->id), t, true)) continue;
+    // Its worker was busy after all: back to its place; a pinned one's lane is skipped from now.
+    Req& r = rq(item->id);
+    queue_->requeue(*item, r.lane);
+    if (r.lane == item->worker) break;
+  }
+}
+
+// A queued request's time limit (SPEC 3.4): 503 unless it was sent.
+void Simulation::on_queue_timeout(const Event& ev) {
+  Req& r = rq(ev.arg);
+  if (r.queue_deadline != ev.t_ms || !queue_->remove(ev.arg)) return;  // sent (or its slot reused)
+  const bool pinned = r.lane && !router_.availability().can_take(*r.lane);
+  reject(ev.arg, ev.t_ms, 503, pinned ? "pinned_worker_overloaded" : "all_workers_overloaded",
+         fmt::format("waited {:.1f} s in the router queue (--queue-timeout-secs {:g}): {}",
+                     (ev.t_ms - r.queued_at) / 1000.0, opt_.queue.timeout_ms / 1000.0,
+                     pinned ? fmt::format("its worker {} is over a busy threshold", *r.lane)
+                            : std::string("every eligible worker is over a busy threshold")));
 }
 
 // A request's start has come (kArrival) or it got a freed concurrency slot (kAdmit): it is sent,
@@ -756,16 +891,15 @@ void Simulation::on_send(const Event& ev) {
   Req& r = rq(ev.arg);
   r.start = ev.t_ms;
   if (first_start_ < 0) first_start_ = ev.t_ms;
-  std::optional<uint64_t> target;
   if (admission_ && !r.row->session_id.empty()) {
     auto d = admission_->admit(r.row->session_id, r.row->parent_session_id, r.row->input_length, ev.t_ms);
     if (!d.admitted) {  // paused program: released by a later tick
       parked_.emplace(d.ticket, ev.arg);
       return;
     }
-    if (d.worker >= 0) target = static_cast<uint64_t>(d.worker);
+    if (d.worker >= 0) r.target = static_cast<uint64_t>(d.worker);
   }
-  dispatch(ev.arg, ev.t_ms, target);
+  dispatch(ev.arg, ev.t_ms);
 }
 
 // Admission's scheduler tick (SPEC 9): released programs' parked requests are dispatched.
@@ -778,7 +912,8 @@ void Simulation::on_tick(const Event& ev) {
     uint32_t i = it->second;
     parked_.erase(it);
     rq(i).pause_ms = rel.waited_ms;
-    dispatch(i, ev.t_ms, rel.worker >= 0 ? std::optional<uint64_t>(static_cast<uint64_t>(rel.worker)) : std::nullopt);
+    if (rel.worker >= 0) rq(i).target = static_cast<uint64_t>(rel.worker);
+    dispatch(i, ev.t_ms);
   }
   while (more_ && q_.empty()) read_one();  // streaming: whether any request is still to come
   if (!q_.empty() || !parked_.empty()) push(ev.t_ms + tick_ms_, kTick, 0);
@@ -800,7 +935,7 @@ void Simulation::on_grace_end(const Event& ev) {
         parked = true;
         break;
       }
-    if (!parked) workers_[r.worker].engine->cancel(i);
+    if (!parked && !(queue_ && queue_->remove(i))) workers_[r.worker].engine->cancel(i);
     r.placement.finish();  // committed: its load and lease end; otherwise a cancelled dispatch
     r.cancelled = true;
     r.end = ev.t_ms;
@@ -875,6 +1010,7 @@ void Simulation::on_step_end(const Event& ev) {
     }
   }
   sum_.preemptions += wk.pending.preempted;
+  pump(ev.t_ms);
   // Start the next step now (after arrivals at this instant, which sort before kicks).
   kick(ev.arg, ev.t_ms);
 }
@@ -909,6 +1045,7 @@ SimSummary Simulation::run() {
       case kAdmit: on_send(ev); break;
       case kTick: on_tick(ev); break;
       case kGraceEnd: on_grace_end(ev); break;
+      case kQueueTimeout: on_queue_timeout(ev); break;
       case kKick: on_kick(ev); break;
       default: on_step_end(ev); break;
     }

@@ -13,6 +13,7 @@
 #include "dyn/replay/schedule.h"
 #include "dyn/route/config.h"
 #include "dyn/route/quality.h"
+#include "dyn/route/queue.h"
 #include "dyn/tokens/reference.h"
 #include "dyn/records/workload.h"
 
@@ -42,6 +43,14 @@ struct SimOptions {
   /// while their program is paused and are released by the scheduler tick (every
   /// scheduler_interval_s of virtual time); admitted programs go to the controller's worker.
   route::AdmissionConfig admission;
+  /// The router queue (SPEC 3.4, dyn-route serve's --router-policy-config, --queue-size,
+  /// --queue-timeout-secs): while router has a busy threshold, a request that no eligible worker
+  /// (or not its pinned one) can take waits, in policy order, until a step's end frees one; a
+  /// full queue answers 429 and the time limit 503 (rows with status "error", those codes and
+  /// dyn.router_queue_ms). Priorities resolve as serve resolves them either way (the workload's
+  /// `priority` as the body's nvext.agent_hints.priority, the policy file's session defaults),
+  /// and the resolved one reaches the engine.
+  route::QueueConfig queue;
   /// Load controls with the live replay's meaning (SPEC 6.3, `dyn-replay` flags; defaults =
   /// the timestamps as recorded):
   /// - schedule.mode kFixedSchedule: rows start at (timestamp - zero) / speedup, where zero is
