@@ -102,7 +102,7 @@ uint32_t KvPool::insert(uint64_t hash, std::optional<uint64_t> parent) {
     e = static_cast<uint32_t>(slab_.size());
     slab_.emplace_back();
   }
-  slab_[e] = Entry{hash, 1, kNil, kNil, 0};
+  slab_[e] = Entry{hash, parent.value_or(0), 1, kNil, kNil, 0, parent.has_value()};
   if (track_owners_) {
     if (owners_.size() <= e) owners_.resize(e + 1);
     owners_[e] = kUnclaimed;
@@ -144,6 +144,7 @@ void KvPool::evict_one() {
   --inactive_count_;
   ++evictions_;
   const uint64_t h = slab_[e].hash;
+  if (evict_hook_) evict_hook_(h, slab_[e].has_parent ? std::optional<uint64_t>(slab_[e].parent) : std::nullopt);
   event_removed(h);
   table_erase(h, e);
   free_slots_.push_back(e);
@@ -171,7 +172,7 @@ void KvPool::lru_unlink(uint32_t e) {
 void KvPool::event_stored(uint64_t hash, std::optional<uint64_t> parent) {
   if (!record_events_) return;
   // Coalesce a chain of stores into one event, as a router applies them in order.
-  if (!events_.empty() && events_.back().kind == KvEvent::Kind::kStored && parent &&
+  if (!events_.empty() && events_.back().kind == KvEvent::Kind::kStored && events_.back().tier == Tier::kG1 && parent &&
       events_.back().block_hashes.back() == *parent) {
     events_.back().block_hashes.push_back(hash);
     return;
@@ -181,7 +182,7 @@ void KvPool::event_stored(uint64_t hash, std::optional<uint64_t> parent) {
 
 void KvPool::event_removed(uint64_t hash) {
   if (!record_events_) return;
-  if (!events_.empty() && events_.back().kind == KvEvent::Kind::kRemoved) {
+  if (!events_.empty() && events_.back().kind == KvEvent::Kind::kRemoved && events_.back().tier == Tier::kG1) {
     events_.back().block_hashes.push_back(hash);
     return;
   }
