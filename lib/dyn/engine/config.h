@@ -57,6 +57,9 @@ struct TierConfig {
   double g2_to_g3_gbps = 7, g3_to_g2_gbps = 7;
   double g2_to_g4_gbps = 4, g4_to_g2_gbps = 4;
   bool enabled() const { return g2_blocks > 0; }
+  /// "" when whole, else the message naming the missing flag (a half-given tier: G3/G4 without
+  /// G2, G2 without the bytes a block moves). Dynamo's mocker silently runs without offload then.
+  std::string validate(uint64_t kv_bytes_per_token) const;
 };
 
 /// Settings of one simulated inference worker. Defaults follow SPEC 8 (Dynamo's mocker); the names

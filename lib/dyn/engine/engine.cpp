@@ -320,7 +320,7 @@ void Engine::step(StepResult& out, double now_ms) {
     // Nothing to compute but blocks on their way up: wait for the next transfer to land.
     if (plan_.empty() && !onboarding_.empty()) {
       const double next = tiers_->next_finish_ms();
-      if (std::isfinite(next)) out.duration_ms = std::max(0.0, next - now_);
+      if (std::isfinite(next)) out.duration_ms = std::max(0.0, next - now_) + 1e-6;  // 1 ns past it (Link)
     }
   }
   next_ms_ = now_ + out.duration_ms;

@@ -9,6 +9,9 @@ namespace dyn::engine {
 
 namespace {
 constexpr double kInf = std::numeric_limits<double>::infinity();
+// A transfer due within 1 ns of a time is done by then: a real-time caller's clock has nanosecond
+// ticks, and a completion a fraction of one away would otherwise never be reached.
+constexpr double kSlackMs = 1e-6;
 }  // namespace
 
 std::string_view tier_medium(Tier t) {
@@ -52,7 +55,7 @@ void Link::advance(double now_ms, std::vector<uint64_t>& done) {
       if (active_[i].remaining < active_[least].remaining) least = i;
     const double rate = bytes_per_ms_ / n;  // bytes per ms each; 0 = unbounded
     const double finish = rate > 0 ? now_ + active_[least].remaining / rate : now_;
-    if (finish > now_ms + 1e-9) {
+    if (finish > now_ms + kSlackMs) {
       if (rate > 0)
         for (Transfer& t : active_) t.remaining = std::max(0.0, t.remaining - (now_ms - now_) * rate);
       break;

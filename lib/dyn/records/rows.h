@@ -6,6 +6,7 @@
 // A new field is one member here, one line in rows.cpp, and the producer that fills it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -108,6 +109,9 @@ struct RequestEnd {
     uint64_t input_length = 0, tokenizer_tokens = 0;
   };
   std::optional<PromptSizing> prompt_sizing;
+  /// dyn.cached_tokens_by_tier {g1, g2, g3, g4}: where request.cached_tokens came from, with KV
+  /// tiers (SPEC 8.4; the simulator's and dyn-mocker's engine).
+  std::optional<std::array<uint64_t, 4>> cached_tokens_by_tier;
 };
 
 /// Appends `r` as one JSON object (no newline), byte for byte what building it as an (ordered)
