@@ -62,7 +62,7 @@ struct EngineFlags {
       else if (!given(num_blocks) && pe->kv_tokens)
         cfg.num_blocks = std::max<uint64_t>(1, *pe->kv_tokens / cfg.block_size);
     }
-    // A tier half given is refused (Dynamo's mocker silently runs without offload, SPEC 8.4).
+    // A tier half given is refused (Dynamo's mocker silently runs without offload, SPEC 8.7).
     if (auto err = cfg.tiers.validate(cfg.kv_bytes_per_token); !err.empty()) throw Fatal(kExitUsage, err);
     if (given(kv_bytes) && gpu_memory_gib <= 0 && !given(g2))
       throw Fatal(kExitUsage,
@@ -92,7 +92,7 @@ void apply_profile_to_end_model(const engine::PerfProfile& p, EndModel& m, bool 
   if (pe.max_num_batched_tokens) m.max_batched_tokens = *pe.max_num_batched_tokens;
 }
 
-/// The KV tier flags (SPEC 8.4), named as Dynamo's mocker names them (kvbm_offload/config.rs,
+/// The KV tier flags (SPEC 8.7), named as Dynamo's mocker names them (kvbm_offload/config.rs,
 /// docs/mocker); --num-g4-blocks is dyn's (Dynamo's G4 object store has no size).
 inline void add_tier_flags(CLI::App& app, engine::TierConfig& t, EngineFlags& f, const std::string& group) {
   const std::string tg = group + " KV tiers";

@@ -1,5 +1,5 @@
 # Shows that a KV tier given by halves is a usage error whose message names the missing flag
-# (SPEC 8.4; Dynamo's mocker silently runs without offload instead), in dyn-mocker and in
+# (SPEC 8.7; Dynamo's mocker silently runs without offload instead), in dyn-mocker and in
 # dyn-replay --sim alike, and that --kv-bytes-per-token alone is refused (it sizes nothing).
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 for args in "--num-g2-blocks 64" "--num-g3-blocks 64" "--num-g4-blocks 64 --kv-bytes-per-token 131072" \

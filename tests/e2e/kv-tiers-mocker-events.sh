@@ -1,5 +1,5 @@
 # Shows that dyn-mocker with a G2 host tier (--num-g2-blocks with --kv-bytes-per-token) offloads
-# the GPU blocks it evicts and onboards them before prefill (SPEC 8.4): a prompt whose blocks were
+# the GPU blocks it evicts and onboards them before prefill (SPEC 8.7): a prompt whose blocks were
 # pushed out of the GPU comes back as a cache hit counted on G2 (usage.dyn.cached_tokens_by_tier),
 # and its KV events, fetched by an independent Python recorder (python3-zmq, python3-msgpack) and
 # re-encoded byte for byte, carry the medium as Dynamo's router reads it ("GPU", "CPU_PINNED"),

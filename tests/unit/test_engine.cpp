@@ -620,7 +620,7 @@ TEST_CASE("engine priority scheduling: vLLM's polarity, SGLang's, and arrival or
   CHECK(order(SchedulingPolicy::kPriority, false) == std::vector<uint64_t>{1, 3, 4, 2});  // SGLang
 }
 
-// ---- KV tiers (SPEC 8.4, issue 48) ----
+// ---- KV tiers (SPEC 8.7, issue 48) ----
 
 TEST_CASE("tier link: two transfers sharing a link take twice as long as one (processor sharing)") {
   Link one(1.0);  // 1 GB/s = 1e6 bytes per ms

@@ -90,7 +90,7 @@ struct EngineConfig {
   /// The step timing (--perf-profile); null = SPEC 8's default polynomial (H200,
   /// Llama-3.1-8B-Instruct-FP8, TP1, vLLM).
   std::shared_ptr<const PerfProfile> profile;
-  /// The tiers below G1 (SPEC 8.4; off unless tiers.g2_blocks > 0).
+  /// The tiers below G1 (SPEC 8.7; off unless tiers.g2_blocks > 0).
   TierConfig tiers;
   /// The process's shared G4 pool when tiers.g4_blocks > 0: dyn-replay --sim hands every worker
   /// the same one; null = the engine makes its own (dyn-mocker: one engine per process).

@@ -41,7 +41,7 @@ struct TokenOutput {
   uint64_t id = 0;
   uint64_t generated = 0;      ///< output tokens so far, this step's token included
   uint64_t cached_tokens = 0;  ///< prompt tokens found in the prefix cache at first admission
-  /// Of cached_tokens, those onboarded from G2 host, G3 disk and G4 shared pool (SPEC 8.4); the
+  /// Of cached_tokens, those onboarded from G2 host, G3 disk and G4 shared pool (SPEC 8.7); the
   /// rest were on G1.
   uint64_t g2_tokens = 0, g3_tokens = 0, g4_tokens = 0;
   bool finished = false;  ///< the last token; the request has left the engine
@@ -120,7 +120,7 @@ class Engine {
   bool has_work() const { return !running_.empty() || !waiting_.empty() || !onboarding_.empty(); }
   /// Plans and applies one step (see class comment); `out` is cleared first. `now_ms`: when the
   /// step starts on the caller's clock (virtual or real, never going back), which the tier links
-  /// run on (SPEC 8.4); without it, when the previous step ended. A step that can only wait for
+  /// run on (SPEC 8.7); without it, when the previous step ended. A step that can only wait for
   /// onboarding blocks lasts until the next transfer completes.
   void step(StepResult& out, double now_ms);
   void step(StepResult& out) { step(out, next_ms_); }
@@ -151,7 +151,7 @@ class Engine {
 
  private:
   struct Seq;
-  /// Starts onboarding `s` when its prefix continues on lower tiers (SPEC 8.4): true when it
+  /// Starts onboarding `s` when its prefix continues on lower tiers (SPEC 8.7): true when it
   /// left the waiting queue for onboarding_, false when there is nothing to onboard; nullopt
   /// when its G1 slots cannot be reserved now.
   std::optional<bool> start_onboard(Seq& s);
@@ -180,7 +180,7 @@ class Engine {
   std::vector<uint32_t> present_;  // ensure_blocks scratch: pool slots of the present blocks
   EngineStats counters_;
   uint64_t steps_since_prefill_ = UINT64_MAX / 2;  // prefill_schedule_interval's count
-  // Tiers (SPEC 8.4): null when off. The clock: now_ = this step's start, next_ms_ = its end.
+  // Tiers (SPEC 8.7): null when off. The clock: now_ = this step's start, next_ms_ = its end.
   std::unique_ptr<Tiers> tiers_;
   double now_ = 0, next_ms_ = 0;
   std::vector<Seq*> onboarding_;     // reserved G1 slots, waiting for their blocks

@@ -15,7 +15,7 @@ enum class Tier : uint8_t { kG1 = 1, kG2 = 2, kG3 = 3, kG4 = 4 };
 
 /// One KV event for a router's prefix index (SPEC 3.3): `stored` blocks (sequence hashes, in
 /// prefix order, the first one's parent is `parent_hash`), `removed` blocks, or `cleared`, on
-/// `tier` (SPEC 8.4: a block stored on a lower tier before it leaves the upper one).
+/// `tier` (SPEC 8.7: a block stored on a lower tier before it leaves the upper one).
 struct KvEvent {
   enum class Kind { kStored, kRemoved, kCleared };
   Kind kind = Kind::kStored;
@@ -105,13 +105,13 @@ class KvPool {
 
   /// Moves out the events recorded since the last call (empty unless record_events).
   std::vector<KvEvent> take_events();
-  /// Appends another tier's event to the same stream (SPEC 8.4: the order of stores and removes
+  /// Appends another tier's event to the same stream (SPEC 8.7: the order of stores and removes
   /// across tiers is the order they happened in). No-op unless record_events.
   void push_event(KvEvent e) {
     if (record_events_) events_.push_back(std::move(e));
   }
   /// Called with each evicted block (sequence hash, parent) before its remove event: the tier
-  /// below stores it first (SPEC 8.4 offload). Whatever picks the victim, this sees it.
+  /// below stores it first (SPEC 8.7 offload). Whatever picks the victim, this sees it.
   using EvictHook = std::function<void(uint64_t hash, std::optional<uint64_t> parent)>;
   void set_evict_hook(EvictHook hook) { evict_hook_ = std::move(hook); }
   /// Total blocks evicted so far.

@@ -144,7 +144,7 @@ class ResponseWriter {
   std::string stream_end(uint64_t cached_tokens);
   /// Whole non-streaming body.
   Json full_body(uint64_t cached_tokens) const;
-  /// With KV tiers (SPEC 8.4): the usage object also says where the cached tokens came from,
+  /// With KV tiers (SPEC 8.7): the usage object also says where the cached tokens came from,
   /// usage.dyn.cached_tokens_by_tier {g1, g2, g3, g4} (g1 = cached_tokens minus the others).
   void set_tier_tokens(uint64_t g2, uint64_t g3, uint64_t g4) { tiers_ = {g2, g3, g4}; }
 

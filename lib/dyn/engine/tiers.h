@@ -1,4 +1,4 @@
-// KV cache tiers below the GPU (SPEC 8.4, issue 48): G2 host, G3 disk and a G4 pool shared by the
+// KV cache tiers below the GPU (SPEC 8.7, issue 48): G2 host, G3 disk and a G4 pool shared by the
 // engines of one process, the processor-sharing links between them, and the per-engine offload and
 // onboard bookkeeping, after Dynamo mocker's kvbm_offload model.
 #pragma once
@@ -107,11 +107,11 @@ struct TierStats {
   uint64_t onboarded_blocks[5] = {};        ///< blocks onboarded, by the tier they came from
 };
 
-/// One engine's tiers below G1 (SPEC 8.4): its G2 and G3 stores and links, the shared G4, and the
+/// One engine's tiers below G1 (SPEC 8.7): its G2 and G3 stores and links, the shared G4, and the
 /// transfers between them. The engine calls it with its own clock (ms, never going back):
 /// - on_g1_evict() from inside the G1 pool's eviction, before the G1 remove event: the victim is
 ///   stored on G2 (store event at once, data readable when its batch's G1->G2 copy lands); the
-///   G1 slot is free at once (Dynamo holds it until the copy lands: see SPEC 8.4);
+///   G1 slot is free at once (Dynamo holds it until the copy lands: see SPEC 8.7);
 /// - flush() after a step: evictions not yet sent start as one partial batch;
 /// - a block landing on G2 is written through to G3 (one batch in flight, as Dynamo's G2->G3
 ///   pipeline) and to G4 (Dynamo's chained pipelines), so a G2 eviction loses nothing G3/G4 hold;

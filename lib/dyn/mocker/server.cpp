@@ -40,7 +40,7 @@ struct StreamState {
   std::condition_variable cv;
   uint64_t generated = 0;
   uint64_t cached = 0;
-  uint64_t tier_tokens[3] = {};  // of `cached`: onboarded from G2, G3, G4 (SPEC 8.4)
+  uint64_t tier_tokens[3] = {};  // of `cached`: onboarded from G2, G3, G4 (SPEC 8.7)
   bool finished = false;
 };
 
@@ -396,7 +396,7 @@ class Mocker {
     return out;
   }
 
-  // The KV tiers' gauges and counters (SPEC 8.4), one sample per tier (label tier="g1".."g4").
+  // The KV tiers' gauges and counters (SPEC 8.7), one sample per tier (label tier="g1".."g4").
   void tier_metrics(std::string& out, const EngineStats& s) {
     const std::string lbl = fmt::format("worker_id=\"{}\",model=\"{}\"", opt_.worker_id, opt_.model);
     auto per_tier = [&](const char* name, const char* type, const char* help, auto value) {

@@ -110,7 +110,7 @@ struct RequestEnd {
   };
   std::optional<PromptSizing> prompt_sizing;
   /// dyn.cached_tokens_by_tier {g1, g2, g3, g4}: where request.cached_tokens came from, with KV
-  /// tiers (SPEC 8.4; the simulator's and dyn-mocker's engine).
+  /// tiers (SPEC 8.7; the simulator's and dyn-mocker's engine).
   std::optional<std::array<uint64_t, 4>> cached_tokens_by_tier;
 };
 

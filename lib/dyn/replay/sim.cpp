@@ -45,7 +45,7 @@ struct Req {
   bool waited = false;   // waits for some wait_for request (one that is replayed)
   double start = -1, first = -1, end = -1;
   uint64_t cached = 0, generated = 0;
-  uint64_t tier_cached[3] = {};  // of `cached`: onboarded from G2, G3, G4 (SPEC 8.4)
+  uint64_t tier_cached[3] = {};  // of `cached`: onboarded from G2, G3, G4 (SPEC 8.7)
   uint64_t worker = 0;
   route::Placement placement;
   route::BindingOutcome binding = route::BindingOutcome::kNone;
@@ -262,7 +262,7 @@ Simulation::Simulation(const records::Workload* wl, records::WorkloadReader* in,
       plan_(plan),
       sel_{opt.schedule, opt.schedule.mode == replay::LoadMode::kFixedSchedule} {
   ecfg_.kv_events = opt.router.kv_events;
-  // G4 is one pool for the whole simulated cluster (SPEC 8.4: shared by a process's engines).
+  // G4 is one pool for the whole simulated cluster (SPEC 8.7: shared by a process's engines).
   if (ecfg_.tiers.enabled() && ecfg_.tiers.g4_blocks)
     ecfg_.shared_g4 = std::make_shared<engine::SharedTier>(ecfg_.tiers);
   for (uint32_t w = 0; w < opt.workers; ++w) {
