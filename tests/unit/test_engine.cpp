@@ -54,6 +54,25 @@ std::vector<Timing> run_all(Engine& e, size_t n_ids) {
   return t;
 }
 
+// Requests of 4 blocks (block size 16) through a 10-block pool one after another (each runs to
+// its end before the next is added): the cached prompt tokens of the last. With three before it,
+// the third needs room, and eviction `ev` decides whose blocks it takes.
+uint64_t hit_after_pressure(KvEviction ev, bool low_priority_values_first, std::vector<RequestSpec> reqs) {
+  EngineConfig cfg;
+  cfg.num_blocks = 10;
+  cfg.block_size = 16;
+  cfg.kv_eviction = ev;
+  cfg.low_priority_values_first = low_priority_values_first;
+  Engine e(cfg);
+  std::vector<Timing> t;
+  for (RequestSpec& r : reqs) {
+    const uint64_t id = r.id;
+    REQUIRE(e.add(std::move(r)));
+    t = run_all(e, id);
+  }
+  return t.back().cached;
+}
+
 }  // namespace
 
 TEST_CASE("SPEC 8 timing polynomials") {
@@ -133,31 +152,76 @@ TEST_CASE("KV pool: first-out blocks are evicted before the LRU; owners until sh
   CHECK_FALSE(p.contains(3));
 }
 
+TEST_CASE("KV pool by rank: lowest rank first, LRU among equals, a shared block keeps the highest") {
+  KvPool p(6, false, false, /*by_rank=*/true);
+  REQUIRE(p.make_room(6));
+  // Blocks 1..5 inserted by requests of ranks 5, 1, 5, 1, 3; block 2 is held by a rank-9
+  // request too (shared: it keeps 9, also after that holder lets go first).
+  const int64_t rank[] = {5, 1, 5, 1, 3};
+  uint32_t s[5];
+  for (int i = 0; i < 5; ++i) {
+    s[i] = p.insert(static_cast<uint64_t>(i + 1), std::nullopt);
+    p.claim(s[i], 0, rank[i]);
+  }
+  p.acquire_slot(s[1]);
+  p.claim(s[1], 0, 9);
+  p.claim(s[1], 0, 2);  // a lower holder does not lower it
+  CHECK(p.rank(s[1]) == 9);
+  p.release_slot(s[1]);
+  // Released in the order 4, 1, 3, 5, 2: recency alone would evict 4 first, then 1.
+  for (int i : {3, 0, 2, 4, 1}) p.release_slot(s[i]);
+  CHECK(p.inactive() == 5);
+  std::vector<uint64_t> gone;
+  for (int n = 2; n <= 6; ++n) {
+    REQUIRE(p.make_room(static_cast<uint64_t>(n)));
+    for (uint64_t h = 1; h <= 5; ++h)
+      if (!p.contains(h) && std::find(gone.begin(), gone.end(), h) == gone.end()) gone.push_back(h);
+  }
+  // Rank 1: block 4 (block 2 was rank 1 too, but its rank-9 holder raised it); rank 3: block 5;
+  // rank 5: blocks 1 then 3 (LRU among equals); rank 9: block 2, although released last.
+  CHECK(gone == std::vector<uint64_t>{4, 5, 1, 3, 2});
+  // Reacquiring an inactive block takes it off its rank's list; a first-out block still goes first.
+  const uint32_t a = p.insert(10, std::nullopt), b = p.insert(11, std::nullopt);
+  p.claim(a, 0, 0);
+  p.claim(b, 0, 7);
+  p.release_slot(a);
+  p.acquire_slot(a);
+  p.release_slot(a);
+  p.release_slot(b, true, /*first_out=*/true);
+  REQUIRE(p.make_room(5));
+  CHECK_FALSE(p.contains(11));
+  CHECK(p.contains(10));
+}
+
+TEST_CASE("engine --kv-eviction priority: the background request's blocks go first, in either polarity") {
+  // An important request (lead) runs first, a background one after: LRU would evict the lead's
+  // blocks (the older) when a third prompt needs room; priority eviction takes the background's.
+  auto run = [](KvEviction ev, bool low_first) {
+    const int64_t lead = low_first ? -5 : 5, background = low_first ? 5 : -5;
+    RequestSpec a = req(1, 64, 1, 100, 16), b = req(2, 64, 1, 200, 16), c = req(3, 64, 1, 300, 16);
+    RequestSpec again = req(4, 64, 1, 100, 16);
+    a.priority = again.priority = lead;
+    b.priority = c.priority = background;
+    return hit_after_pressure(ev, low_first, {a, b, c, again});
+  };
+  CHECK(run(KvEviction::kLru, true) < 64);
+  CHECK(run(KvEviction::kPriority, true) == 64);   // vLLM's polarity: lower values matter more
+  CHECK(run(KvEviction::kPriority, false) == 64);  // SGLang's: higher values matter more
+  CHECK(run(KvEviction::kSession, true) < 64);
+}
+
 TEST_CASE("engine --kv-eviction session: a finished session's blocks go first, not a live one's") {
   // Two sessions of 4 blocks each in a 10-block pool, A (live) before B (its last turn); a third
   // prompt needs room for 4 more blocks. LRU evicts A's blocks (the oldest); session eviction
   // takes B's, so A's next turn still hits.
   auto run = [](KvEviction ev) {
-    EngineConfig cfg;
-    cfg.num_blocks = 10;
-    cfg.block_size = 16;
-    cfg.kv_eviction = ev;
-    Engine e(cfg);
     RequestSpec a = req(1, 64, 1, 100, 16), b = req(2, 64, 1, 200, 16), c = req(3, 64, 1, 300, 16);
-    a.session = 11;
+    RequestSpec again = req(4, 64, 1, 100, 16);
+    a.session = again.session = 11;
     b.session = 22;
     b.session_final = true;
     c.session = 33;
-    REQUIRE(e.add(a));
-    run_all(e, 1);
-    REQUIRE(e.add(b));
-    run_all(e, 2);
-    REQUIRE(e.add(c));
-    run_all(e, 3);
-    RequestSpec again = req(4, 64, 1, 100, 16);
-    again.session = 11;
-    REQUIRE(e.add(again));
-    return run_all(e, 4)[4].cached;
+    return hit_after_pressure(ev, true, {a, b, c, again});
   };
   CHECK(run(KvEviction::kLru) < 64);
   CHECK(run(KvEviction::kSession) == 64);

@@ -19,13 +19,22 @@ namespace dyn::engine {
 ///   stays in the LRU. Idle sessions are not ranked by predicted return: with tool times drawn
 ///   alike, ordering them by release time plus a mean gap is MRU, which measured far worse than
 ///   LRU (agent workload 52 % vs 57 % hit, sessionized Mooncake 8 % vs 26 %).
-enum class KvEviction { kLru, kSession };
+/// - kPriority: SGLang's --radix-eviction-policy priority: the blocks of the least important
+///   requests first, least recently used among equals; a block several requests held keeps the
+///   most important of their priorities. Importance follows the scheduler's polarity
+///   (EngineConfig::low_priority_values_first: lower values are more important unless SGLang's
+///   --enable-priority-scheduling is given without --schedule-low-priority-values-first), so
+///   the request scheduled first is also the one whose blocks stay longest.
+enum class KvEviction { kLru, kSession, kPriority };
 
 /// Names of --kv-eviction.
 inline constexpr Named<KvEviction> kKvEvictions[] = {
     {KvEviction::kLru, "lru", "least recently used first, as vLLM"},
     {KvEviction::kSession, "session",
      "the blocks of sessions whose last turn said x-dynamo-session-final first, then LRU"},
+    {KvEviction::kPriority, "priority",
+     "the blocks of the least important requests first (priority polarity as --scheduling-policy), LRU among "
+     "equals, as SGLang's --radix-eviction-policy priority"},
 };
 
 /// How an engine admits waiting requests (SPEC 8).

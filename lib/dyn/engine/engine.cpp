@@ -14,6 +14,7 @@ struct Engine::Seq {
   uint64_t computed = 0;   // tokens whose KV is held
   uint64_t generated = 0;  // output tokens emitted
   uint64_t cached = 0;     // prefix hit at first admission
+  int64_t rank = 0;        // KvEviction::kPriority: the request's importance, higher kept longer
   bool admitted_once = false;
   bool onboarded = false;        // lower-tier blocks were onboarded (once per request)
   uint64_t tier_tokens[3] = {};  // of `cached`: onboarded from G2, G3, G4
@@ -27,7 +28,9 @@ struct Engine::Seq {
 };
 
 Engine::Engine(EngineConfig config)
-    : cfg_(config), pool_(config.num_blocks, config.kv_events, config.kv_eviction == KvEviction::kSession) {
+    : cfg_(config),
+      pool_(config.num_blocks, config.kv_events, config.kv_eviction == KvEviction::kSession,
+            config.kv_eviction == KvEviction::kPriority) {
   if (cfg_.tiers.enabled()) {
     tiers_ = std::make_unique<Tiers>(cfg_.tiers, cfg_.kv_bytes_per_token * cfg_.block_size, cfg_.shared_g4,
                                      [this](KvEvent e) { pool_.push_event(std::move(e)); });
@@ -58,6 +61,8 @@ Expected<bool> Engine::add(RequestSpec spec) {
   if (spec.block_hashes.size() > spec.prompt_tokens / bs) spec.block_hashes.resize(spec.prompt_tokens / bs);
   auto s = std::make_unique<Seq>();
   s->target = spec.prompt_tokens;
+  // The pool keeps higher ranks longer; ~p reverses the order without overflowing (KvEviction::kPriority).
+  s->rank = cfg_.low_priority_values_first ? ~spec.priority : spec.priority;
   s->spec = std::move(spec);
   Seq* p = s.get();
   seqs_.emplace(p->spec.id, std::move(s));
@@ -127,7 +132,7 @@ bool Engine::ensure_blocks(Seq& s, uint64_t new_computed) {
       }
       const uint32_t slot = present_[p++];
       pool_.acquire_slot(slot);  // no pool change since the lookups
-      pool_.claim(slot, s.spec.session);
+      pool_.claim(slot, s.spec.session, s.rank);
       s.slots[i] = slot;
     }
   }
@@ -138,7 +143,7 @@ bool Engine::ensure_blocks(Seq& s, uint64_t new_computed) {
     std::optional<uint64_t> parent;
     if (i > 0) parent = s.spec.block_hashes[i - 1];
     s.slots[i] = pool_.insert(s.spec.block_hashes[i], parent);
-    pool_.claim(s.slots[i], s.spec.session);
+    pool_.claim(s.slots[i], s.spec.session, s.rank);
   }
   if (private_delta > 0) pool_.alloc_private(static_cast<uint64_t>(private_delta));
   s.held_hashed = std::max(s.held_hashed, target_hashed);

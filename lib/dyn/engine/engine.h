@@ -32,7 +32,8 @@ struct RequestSpec {
   uint64_t session = 0;
   bool session_final = false;
   /// The engine's own priority value (the request body's `priority`, as vLLM and SGLang take
-  /// it); used under SchedulingPolicy::kPriority with the config's polarity.
+  /// it); used under SchedulingPolicy::kPriority and KvEviction::kPriority with the config's
+  /// polarity.
   int64_t priority = 0;
 };
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <optional>
 #include <span>
 #include <vector>
@@ -31,13 +32,16 @@ struct KvEvent {
 ///   release a request's blocks from its last block to its first, so a leaf is always older in
 ///   the LRU than its prefix and is evicted before it (SPEC 8). A block released "first out"
 ///   (a finished session's, KvEviction::kSession) joins a second LRU list that is emptied
-///   before the main one.
+///   before the main one. With `by_rank` (KvEviction::kPriority) the main LRU is one LRU per
+///   block rank, the lowest rank's emptied first: the one eviction order of SPEC 8.6 is the
+///   first-out list, then rank (lowest first), then least recently released.
 /// - private blocks: partial and generated blocks, counted but never shared nor cached.
 /// Not thread-safe (the owning Engine serialises access).
 class KvPool {
  public:
-  /// `track_owners`: keep owner() per block (KvEviction::kSession).
-  explicit KvPool(uint64_t capacity, bool record_events = false, bool track_owners = false);
+  /// `track_owners`: keep owner() per block (KvEviction::kSession). `by_rank`: keep a rank per
+  /// block (see claim()) and evict lower ranks first (KvEviction::kPriority).
+  explicit KvPool(uint64_t capacity, bool record_events = false, bool track_owners = false, bool by_rank = false);
   ~KvPool();
   KvPool(const KvPool&) = delete;
   KvPool& operator=(const KvPool&) = delete;
@@ -80,14 +84,22 @@ class KvPool {
   /// Requires !contains(hash) and free() > 0 (call make_room first). Returns its slot, which
   /// stays the block's while any reference is held (for release_slot()).
   uint32_t insert(uint64_t hash, std::optional<uint64_t> parent);
-  /// With track_owners: records that a request of `session` (a caller's nonzero tag) holds
-  /// `slot`, after insert() or acquire_slot(). A block belongs to the first session that holds
-  /// it until another session holds it too; from then on it is shared (owner 0).
-  void claim(uint32_t slot, uint64_t session) {
-    if (!track_owners_) return;  // inline: the engine calls it for every block it takes
-    if (owners_[slot] == kUnclaimed) owners_[slot] = session;
-    else if (owners_[slot] != session) owners_[slot] = 0;
+  /// Records that a request holds `slot`, after insert() or acquire_slot(). With track_owners:
+  /// the request's `session` (a caller's nonzero tag); a block belongs to the first session that
+  /// holds it until another session holds it too, from then on it is shared (owner 0). With
+  /// by_rank: the request's `rank` (higher = kept longer); a block keeps the highest rank of the
+  /// requests that held it since it was inserted (SGLang's radix node priority: the max over
+  /// the requests that reached it).
+  void claim(uint32_t slot, uint64_t session, int64_t rank = 0) {
+    // inline: the engine calls it for every block it takes
+    if (track_owners_) {
+      if (owners_[slot] == kUnclaimed) owners_[slot] = session;
+      else if (owners_[slot] != session) owners_[slot] = 0;
+    }
+    if (by_rank_ && rank > ranks_[slot]) ranks_[slot] = rank;
   }
+  /// The block's rank (see claim()); 0 when ranks are not kept.
+  int64_t rank(uint32_t slot) const { return by_rank_ ? ranks_[slot] : 0; }
   /// The block's session (see claim()); 0 when shared, unclaimed, or owners are not tracked.
   uint64_t owner(uint32_t slot) const { return !track_owners_ || owners_[slot] == kUnclaimed ? 0 : owners_[slot]; }
   /// Drops one reference; at 0 the block becomes the most recently used inactive block, or is
@@ -128,14 +140,20 @@ class KvPool {
     uint32_t slot1 = 0;  // slot + 1; 0 = empty
     uint32_t tag = 0;    // scrambled hash >> 32
   };
+  // Inactive lists an entry can be on: the LRU, the first-out list, the LRU of its rank.
+  static constexpr uint8_t kLruList = 0, kFirstOutList = 1, kRankList = 2;
   struct Entry {
     uint64_t hash = 0;
     uint64_t parent = 0;  // valid when has_parent
     uint32_t refs = 0;
     uint32_t prev = kNil;  // LRU links, valid while refs == 0
     uint32_t next = kNil;
-    uint8_t list = 0;  // while refs == 0: 0 = the LRU, 1 = the first-out list
+    uint8_t list = kLruList;  // while refs == 0
     bool has_parent = false;
+  };
+  struct Ends {
+    uint32_t head = kNil;  // oldest
+    uint32_t tail = kNil;  // newest
   };
   uint32_t find_slot(uint64_t hash) const;
   static uint64_t scramble(uint64_t hash) { return hash * 0x9E3779B97F4A7C15ULL; }
@@ -147,23 +165,35 @@ class KvPool {
   void table_erase(uint64_t hash, uint32_t slot);  // the cell of `slot`, which holds `hash`
   void lru_push(uint32_t e, uint8_t list);
   void lru_unlink(uint32_t e);
-  void evict_one();
+  void unlink_from(Ends& l, uint32_t e);
+  Ends& rank_list(uint32_t e);  // with by_rank: the LRU of e's rank, made when missing
+  void rank_unlink(uint32_t e);
+  // The next block eviction takes (kNil when none is inactive): the one eviction order.
+  uint32_t victim() const {
+    if (lists_[kFirstOutList].head != kNil) return lists_[kFirstOutList].head;
+    if (lists_[kLruList].head != kNil) return lists_[kLruList].head;  // empty with by_rank
+    return ranked_.empty() ? kNil : ranked_.begin()->second.head;
+  }
+  void evict_one(uint32_t e);  // e = victim()
   void event_stored(uint64_t hash, std::optional<uint64_t> parent);
   void event_removed(uint64_t hash);
 
   uint64_t capacity_;
   bool record_events_;
   bool track_owners_;
+  bool by_rank_;
   std::vector<Entry> slab_;
   std::vector<uint32_t> free_slots_;
   std::vector<Cell> table_;
   size_t mask_ = 0;
   int shift_ = 0;
-  // [0] the LRU, [1] the first-out list; head = oldest, tail = newest.
-  uint32_t lru_head_[2] = {kNil, kNil};
-  uint32_t lru_tail_[2] = {kNil, kNil};
+  Ends lists_[2];  // [kLruList], [kFirstOutList]
+  // With by_rank: the LRU of each rank that has inactive blocks (no empty lists), lowest first.
+  // Ranks are few (a workload's priority classes), so a map lookup per release is cheap.
+  std::map<int64_t, Ends> ranked_;
   static constexpr uint64_t kUnclaimed = UINT64_MAX;
   std::vector<uint64_t> owners_;  // per slot, with track_owners: the session, 0 = shared
+  std::vector<int64_t> ranks_;    // per slot, with by_rank
   uint64_t hashed_ = 0;
   uint64_t inactive_count_ = 0;
   uint64_t active_hashed_ = 0;
