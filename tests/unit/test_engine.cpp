@@ -799,3 +799,54 @@ TEST_CASE("tiers: a G2 victim stays on G3 (written through); a G3 hit stages G3 
   CHECK(h4[0] == "S1");
   CHECK(h4[1] == "S2");
 }
+
+TEST_CASE("tiers: G4 is one pool for the engines that share it; a hit there stages G4 -> G2 -> G1") {
+  EngineConfig c = tiered(8, 4, 0);
+  c.tiers.g4_blocks = 16;
+  c.shared_g4 = std::make_shared<SharedTier>(c.tiers);
+  Engine a(c), b(c);
+  REQUIRE(a.add(blocks_req(1, 100, 4)));
+  run_all(a, 1);
+  REQUIRE(a.add(blocks_req(2, 200, 7, 16)));  // request 1's blocks -> A's G2 -> the shared G4
+  run_all(a, 2);
+  auto ev = a.take_kv_events();
+  CHECK(history(ev, 100) == std::vector<std::string>{"S1", "S2", "R1", "S4"});
+  CHECK(b.stats().tiers.used[4] == 4);  // B sees the pool A wrote
+  // Engine B never saw the prompt: it onboards it from G4 (4 MB at 4 GB/s, then 14 GB/s to G1).
+  REQUIRE(b.add(blocks_req(3, 100, 4)));
+  const double t0 = 1000;  // after everything A started (the shared links' clock)
+  double now = t0, ttft = -1;
+  uint64_t cached = 0;
+  StepResult r;
+  while (b.has_work()) {
+    b.step(r, now);
+    now += r.duration_ms;
+    for (auto& o : r.outputs)
+      if (o.generated == 1) {
+        ttft = now - t0;
+        cached = o.cached_tokens;
+        CHECK(o.g4_tokens == 64);
+      }
+  }
+  CHECK(cached == 64);
+  CHECK(ttft == doctest::Approx(4e6 / 4e6 + 4e6 / 14e6 + decode_time_ms(5.0 / 8)).epsilon(1e-6));
+}
+
+TEST_CASE("tiers: priority eviction picks the victim, the tiers offload that victim") {
+  EngineConfig c = tiered(8, 4, 0);
+  c.kv_eviction = KvEviction::kPriority;
+  Engine e(c);
+  RequestSpec hi = blocks_req(1, 100, 2);
+  hi.priority = 0;  // vLLM polarity: lower values first, so more important
+  RequestSpec lo = blocks_req(2, 300, 2);
+  lo.priority = 9;
+  REQUIRE(e.add(hi));
+  REQUIRE(e.add(lo));
+  run_all(e, 2);
+  // Two more blocks are needed than are free: the less important request's blocks go (to G2).
+  REQUIRE(e.add(blocks_req(3, 500, 5, 16)));
+  run_all(e, 3);
+  auto ev = e.take_kv_events();
+  CHECK(history(ev, 300) == std::vector<std::string>{"S1", "S2", "R1"});
+  CHECK(history(ev, 100) == std::vector<std::string>{"S1"});
+}

@@ -209,6 +209,16 @@ void Engine::admit_onboarded() {
   onboarded_.clear();
 }
 
+// This step's evictions start their copy down; a step with nothing to compute while blocks are on
+// their way up lasts until the next transfer lands (1 ns past it: Link's slack).
+void Engine::tiers_step_end(StepResult& out) {
+  tiers_->flush(now_);
+  if (plan_.empty() && !onboarding_.empty()) {
+    const double next = tiers_->next_finish_ms();
+    if (std::isfinite(next)) out.duration_ms = std::max(0.0, next - now_) + 1e-6;
+  }
+}
+
 void Engine::step(StepResult& out, double now_ms) {
   out.clear();
   plan_.clear();
@@ -320,14 +330,7 @@ void Engine::step(StepResult& out, double now_ms) {
     if (out.decode_tokens > 0 || plan_.empty()) ms += decode_time_ms(u);
     out.duration_ms = ms / cfg_.speedup_ratio;
   }
-  if (tiers_) {
-    tiers_->flush(now_);  // this step's evictions start their copy down
-    // Nothing to compute but blocks on their way up: wait for the next transfer to land.
-    if (plan_.empty() && !onboarding_.empty()) {
-      const double next = tiers_->next_finish_ms();
-      if (std::isfinite(next)) out.duration_ms = std::max(0.0, next - now_) + 1e-6;  // 1 ns past it (Link)
-    }
-  }
+  if (tiers_) tiers_step_end(out);
   next_ms_ = now_ + out.duration_ms;
   // 4. Apply: tokens out, finished sequences leave.
   bool any_done = false;

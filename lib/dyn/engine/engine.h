@@ -157,6 +157,7 @@ class Engine {
   /// when its G1 slots cannot be reserved now.
   std::optional<bool> start_onboard(Seq& s);
   void admit_onboarded();
+  void tiers_step_end(StepResult& out);
   bool ensure_blocks(Seq& s, uint64_t new_computed);
   /// `done`: the request finished (under kSession a final turn's own blocks then go first out).
   void release_blocks(Seq& s, bool done = false);
