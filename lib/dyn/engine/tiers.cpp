@@ -162,6 +162,11 @@ void Tiers::emit(KvEvent::Kind kind, Tier t, uint64_t h, std::optional<uint64_t>
 }
 
 void Tiers::store_g2(uint64_t h, std::optional<uint64_t> parent, bool ready) {
+  if (g2_.contains(h)) {  // already stored (a copy under way): one store event per stay on a tier
+    g2_.touch(h);
+    if (ready) g2_.set_ready(h);
+    return;
+  }
   evicted_.clear();
   g2_.insert(h, parent, evicted_);
   if (ready) g2_.set_ready(h);
