@@ -4,6 +4,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -27,7 +28,8 @@ struct EngineFlags {
   std::string perf_profile;
   double gpu_memory_gib = 0, gpu_memory_utilization = 0.9, reserved_memory_gib = 0;
   const CLI::Option *block_size = nullptr, *num_blocks = nullptr, *max_num_seqs = nullptr, *max_batched = nullptr,
-                    *chunked = nullptr, *interval = nullptr, *partial = nullptr;
+                    *chunked = nullptr, *interval = nullptr, *partial = nullptr, *kv_bytes = nullptr, *g2 = nullptr;
+  std::vector<const CLI::Option*> tier_tuning;  // --offload-batch-size, --bandwidth-*: need --num-g2-blocks
 
   static bool given(const CLI::Option* o) { return o && o->count() > 0; }
 
@@ -60,6 +62,15 @@ struct EngineFlags {
       else if (!given(num_blocks) && pe->kv_tokens)
         cfg.num_blocks = std::max<uint64_t>(1, *pe->kv_tokens / cfg.block_size);
     }
+    // A tier half given is refused (Dynamo's mocker silently runs without offload, SPEC 8.7).
+    if (auto err = cfg.tiers.validate(cfg.kv_bytes_per_token); !err.empty()) throw Fatal(kExitUsage, err);
+    if (given(kv_bytes) && gpu_memory_gib <= 0 && !given(g2))
+      throw Fatal(kExitUsage,
+                  "--kv-bytes-per-token needs --gpu-memory-gib (to size the KV pool) or --num-g2-blocks (to time "
+                  "KV tier transfers)");
+    for (const CLI::Option* o : tier_tuning)
+      if (given(o) && !cfg.tiers.enabled())
+        throw Fatal(kExitUsage, o->get_name() + " needs --num-g2-blocks: it tunes the KV tiers below the GPU");
     if (gpu_memory_gib > 0) {
       auto b = engine::kv_blocks_for_memory(gpu_memory_gib, gpu_memory_utilization, reserved_memory_gib,
                                             cfg.kv_bytes_per_token, cfg.block_size);
@@ -79,6 +90,41 @@ void apply_profile_to_end_model(const engine::PerfProfile& p, EndModel& m, bool 
   if (!blocks_given && pe.num_gpu_blocks) m.kv_blocks = *pe.num_gpu_blocks;
   else if (!blocks_given && pe.kv_tokens) m.kv_blocks = std::max<uint64_t>(1, *pe.kv_tokens / m.block_size);
   if (pe.max_num_batched_tokens) m.max_batched_tokens = *pe.max_num_batched_tokens;
+}
+
+/// The KV tier flags (SPEC 8.7), named as Dynamo's mocker names them (kvbm_offload/config.rs,
+/// docs/mocker); --num-g4-blocks is dyn's (Dynamo's G4 object store has no size).
+inline void add_tier_flags(CLI::App& app, engine::TierConfig& t, EngineFlags& f, const std::string& group) {
+  const std::string tg = group + " KV tiers";
+  f.g2 = app.add_option("--num-g2-blocks", t.g2_blocks,
+                        "G2 host-memory KV blocks per engine: G1 evictions are copied there and onboarded back "
+                        "before prefill (needs --kv-bytes-per-token; 0 = no tiers)")
+             ->group(tg);
+  app.add_option("--num-g3-blocks", t.g3_blocks,
+                 "G3 local-disk KV blocks per engine, written through from G2 (0 = none; needs --num-g2-blocks)")
+      ->group(tg);
+  app.add_option("--num-g4-blocks", t.g4_blocks,
+                 "G4 KV blocks of a pool shared by every engine of the process (dyn-replay --sim: all workers), "
+                 "written through from G2 (0 = none; needs --num-g2-blocks)")
+      ->group(tg);
+  f.tier_tuning.push_back(
+      app.add_option("--offload-batch-size", t.offload_batch_size, "G1 evictions copied to G2 per transfer")
+          ->capture_default_str()
+          ->check(dyn::cli::positive())
+          ->group(tg));
+  struct Bw {
+    const char* name;
+    double* v;
+  };
+  for (Bw b : {Bw{"--bandwidth-g1-to-g2-gbps", &t.g1_to_g2_gbps}, Bw{"--bandwidth-g2-to-g1-gbps", &t.g2_to_g1_gbps},
+               Bw{"--bandwidth-g2-to-g3-gbps", &t.g2_to_g3_gbps}, Bw{"--bandwidth-g3-to-g2-gbps", &t.g3_to_g2_gbps},
+               Bw{"--bandwidth-g2-to-g4-gbps", &t.g2_to_g4_gbps}, Bw{"--bandwidth-g4-to-g2-gbps", &t.g4_to_g2_gbps}})
+    f.tier_tuning.push_back(app.add_option(b.name, *b.v,
+                                           "Link bandwidth in GB/s (1e9 bytes/s), shared by the transfers in flight "
+                                           "(each at B/N); 0 = unbounded")
+                                ->capture_default_str()
+                                ->check(CLI::NonNegativeNumber)
+                                ->group(tg));
 }
 
 /// Registers the engine flags on `app`, writing into `cfg` (whose current values are the
@@ -157,10 +203,13 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, EngineFla
       ->needs(sglang)
       ->group(group);
   auto* kvb = app.add_option("--kv-bytes-per-token", cfg.kv_bytes_per_token,
-                             "The model's KV cache size per token in bytes, all of one engine's GPUs together "
-                             "(with --gpu-memory-gib, which it needs, it sizes the KV pool)")
+                             "The model's KV cache size per token in bytes, all of one engine's GPUs together: with "
+                             "--gpu-memory-gib it sizes the KV pool, with --num-g2-blocks it sizes tier transfers "
+                             "(one of them is needed)")
                   ->check(dyn::cli::positive())
                   ->group(group);
+  f.kv_bytes = kvb;
+  add_tier_flags(app, cfg.tiers, f, group);
   auto* mem = app.add_option("--gpu-memory-gib", f.gpu_memory_gib,
                              "Size the KV pool from GPU memory, as vLLM: blocks = (GiB x --gpu-memory-utilization - "
                              "--reserved-memory-gib) / (--kv-bytes-per-token x block size); GiB of all of one "
@@ -169,7 +218,6 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, EngineFla
                   ->needs(kvb)
                   ->excludes(blocks)
                   ->group(group);
-  kvb->needs(mem);
   app.add_option("--gpu-memory-utilization", f.gpu_memory_utilization,
                  "Share of --gpu-memory-gib the engine may use (vLLM's gpu_memory_utilization)")
       ->capture_default_str()

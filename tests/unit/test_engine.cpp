@@ -683,3 +683,170 @@ TEST_CASE("engine priority scheduling: vLLM's polarity, SGLang's, and arrival or
   CHECK(order(SchedulingPolicy::kPriority, true) == std::vector<uint64_t>{2, 4, 1, 3});   // vLLM
   CHECK(order(SchedulingPolicy::kPriority, false) == std::vector<uint64_t>{1, 3, 4, 2});  // SGLang
 }
+
+// ---- KV tiers (SPEC 8.7, issue 48) ----
+
+TEST_CASE("tier link: two transfers sharing a link take twice as long as one (processor sharing)") {
+  Link one(1.0);  // 1 GB/s = 1e6 bytes per ms
+  one.start(0, 1e6);
+  CHECK(one.next_finish_ms() == doctest::Approx(1.0));
+  Link two(1.0);
+  two.start(0, 1e6);
+  two.start(0, 1e6);
+  CHECK(two.next_finish_ms() == doctest::Approx(2.0));
+  std::vector<uint64_t> done;
+  two.advance(1.99, done);
+  CHECK(done.empty());
+  two.advance(2.0, done);
+  CHECK(done.size() == 2);
+  // A later arrival shares from its start: T1 has 0.5 MB left at 0.5 ms, both at B/2 -> T1 at
+  // 1.5 ms, then T2 alone -> 2.0 ms.
+  Link late(1.0);
+  const uint64_t a = late.start(0, 1e6);
+  const uint64_t b = late.start(0.5, 1e6);
+  done.clear();
+  late.advance(1.5, done);
+  CHECK(done == std::vector<uint64_t>{a});
+  late.advance(2.0, done);
+  CHECK(done == std::vector<uint64_t>{a, b});
+}
+
+namespace {
+// A small tiered engine: 16-token blocks of 1e6 bytes (1 MB: 1/14 ms on G1<->G2).
+EngineConfig tiered(uint64_t g1, uint64_t g2, uint64_t g3) {
+  EngineConfig c;
+  c.block_size = 16;
+  c.num_blocks = g1;
+  c.kv_events = true;
+  c.kv_bytes_per_token = 62500;
+  c.tiers.g2_blocks = g2;
+  c.tiers.g3_blocks = g3;
+  return c;
+}
+RequestSpec blocks_req(uint64_t id, uint64_t first_hash, uint64_t n, uint64_t out = 1) {
+  return req(id, n * 16, out, first_hash, 16);
+}
+
+// The tier of each event touching `h`, in order, as "S2" (stored on G2) / "R1" (removed from G1).
+std::vector<std::string> history(const std::vector<KvEvent>& ev, uint64_t h) {
+  std::vector<std::string> out;
+  for (const KvEvent& e : ev)
+    if (std::find(e.block_hashes.begin(), e.block_hashes.end(), h) != e.block_hashes.end())
+      out.push_back(std::string(e.kind == KvEvent::Kind::kStored ? "S" : "R") +
+                    std::to_string(static_cast<int>(e.tier)));
+  return out;
+}
+}  // namespace
+
+TEST_CASE("tiers: a G1 victim lands in G2 (stored there before its G1 remove), a hit on G2 onboards in TTFT") {
+  Engine e(tiered(8, 4, 0));
+  std::vector<KvEvent> ev;
+  REQUIRE(e.add(blocks_req(1, 100, 4)));
+  run_all(e, 1);
+  REQUIRE(e.add(blocks_req(2, 200, 7, 16)));  // 8 blocks with its output: evicts request 1's four
+  run_all(e, 2);
+  for (auto& x : e.take_kv_events()) ev.push_back(x);
+  CHECK(history(ev, 100) == std::vector<std::string>{"S1", "S2", "R1"});
+  CHECK(history(ev, 103) == std::vector<std::string>{"S1", "S2", "R1"});
+  CHECK(e.stats().tiers.used[2] == 4);
+  CHECK(e.stats().tiers.offloaded_bytes == 4000000);
+  // Request 1's prompt again: G1 misses, G2 holds all four blocks; they come up at 14 GB/s
+  // (4 MB: 0.2857 ms) before the first token, which a decode step then produces.
+  REQUIRE(e.add(blocks_req(3, 100, 4)));
+  auto t = run_all(e, 3);
+  CHECK(t[3].cached == 64);
+  const EngineStats st = e.stats();
+  CHECK(st.g2_tokens == 64);
+  CHECK(st.tiers.onboarded_bytes == 4000000);
+  const double transfer = 4e6 / 14e6;
+  CHECK(t[3].ttft > transfer);
+  CHECK(t[3].ttft < transfer + decode_time_ms(1.0) + 1e-9);
+  // Without tiers the same prompt is recomputed: its TTFT is a prefill.
+  EngineConfig flat = tiered(8, 0, 0);
+  Engine f(flat);
+  REQUIRE(f.add(blocks_req(1, 100, 4)));
+  run_all(f, 1);
+  REQUIRE(f.add(blocks_req(2, 200, 7, 16)));
+  run_all(f, 2);
+  REQUIRE(f.add(blocks_req(3, 100, 4)));
+  auto u = run_all(f, 3);
+  CHECK(u[3].cached == 0);
+  CHECK(u[3].ttft >= prefill_time_ms(64));
+}
+
+TEST_CASE("tiers: a G2 victim stays on G3 (written through); a G3 hit stages G3 -> G2 -> G1") {
+  Engine e(tiered(8, 4, 16));
+  REQUIRE(e.add(blocks_req(1, 100, 4)));
+  run_all(e, 1);
+  REQUIRE(e.add(blocks_req(2, 200, 7, 16)));  // request 1's blocks -> G2 -> G3
+  run_all(e, 2);
+  REQUIRE(e.add(blocks_req(3, 300, 7, 16)));  // request 2's blocks -> G2, pushing request 1's out of G2
+  run_all(e, 3);
+  auto ev = e.take_kv_events();
+  CHECK(history(ev, 100) == std::vector<std::string>{"S1", "S2", "R1", "S3", "R2"});
+  // Request 1's prompt again: on G3 only. Staging: 4 MB at 7 GB/s up to G2, then 4 MB at
+  // 14 GB/s to G1, one after the other.
+  REQUIRE(e.add(blocks_req(4, 100, 4)));
+  auto t = run_all(e, 4);
+  const double staged = 4e6 / 7e6, up = 4e6 / 14e6;
+  CHECK(t[4].cached == 64);
+  CHECK(e.stats().g3_tokens == 64);
+  CHECK(t[4].ttft == doctest::Approx(staged + up + decode_time_ms(static_cast<double>(5) / 8)));
+  // Its G1 slot is stored when reserved, its G2 copy when the G3 -> G2 leg lands.
+  // (Later offloads may push it out of the small G2 again.)
+  const auto h4 = history(e.take_kv_events(), 100);
+  REQUIRE(h4.size() >= 2);
+  CHECK(h4[0] == "S1");
+  CHECK(h4[1] == "S2");
+}
+
+TEST_CASE("tiers: G4 is one pool for the engines that share it; a hit there stages G4 -> G2 -> G1") {
+  EngineConfig c = tiered(8, 4, 0);
+  c.tiers.g4_blocks = 16;
+  c.shared_g4 = std::make_shared<SharedTier>(c.tiers);
+  Engine a(c), b(c);
+  REQUIRE(a.add(blocks_req(1, 100, 4)));
+  run_all(a, 1);
+  REQUIRE(a.add(blocks_req(2, 200, 7, 16)));  // request 1's blocks -> A's G2 -> the shared G4
+  run_all(a, 2);
+  auto ev = a.take_kv_events();
+  CHECK(history(ev, 100) == std::vector<std::string>{"S1", "S2", "R1", "S4"});
+  CHECK(b.stats().tiers.used[4] == 4);  // B sees the pool A wrote
+  // Engine B never saw the prompt: it onboards it from G4 (4 MB at 4 GB/s, then 14 GB/s to G1).
+  REQUIRE(b.add(blocks_req(3, 100, 4)));
+  const double t0 = 1000;  // after everything A started (the shared links' clock)
+  double now = t0, ttft = -1;
+  uint64_t cached = 0;
+  StepResult r;
+  while (b.has_work()) {
+    b.step(r, now);
+    now += r.duration_ms;
+    for (auto& o : r.outputs)
+      if (o.generated == 1) {
+        ttft = now - t0;
+        cached = o.cached_tokens;
+        CHECK(o.g4_tokens == 64);
+      }
+  }
+  CHECK(cached == 64);
+  CHECK(ttft == doctest::Approx(4e6 / 4e6 + 4e6 / 14e6 + decode_time_ms(5.0 / 8)).epsilon(1e-6));
+}
+
+TEST_CASE("tiers: priority eviction picks the victim, the tiers offload that victim") {
+  EngineConfig c = tiered(8, 4, 0);
+  c.kv_eviction = KvEviction::kPriority;
+  Engine e(c);
+  RequestSpec hi = blocks_req(1, 100, 2);
+  hi.priority = 0;  // vLLM polarity: lower values first, so more important
+  RequestSpec lo = blocks_req(2, 300, 2);
+  lo.priority = 9;
+  REQUIRE(e.add(hi));
+  REQUIRE(e.add(lo));
+  run_all(e, 2);
+  // Two more blocks are needed than are free: the less important request's blocks go (to G2).
+  REQUIRE(e.add(blocks_req(3, 500, 5, 16)));
+  run_all(e, 3);
+  auto ev = e.take_kv_events();
+  CHECK(history(ev, 300) == std::vector<std::string>{"S1", "S2", "R1"});
+  CHECK(history(ev, 100) == std::vector<std::string>{"S1"});
+}

@@ -15,6 +15,15 @@ std::string EngineConfig::validate() const {
   if (max_num_batched_tokens == 0) return "--max-num-batched-tokens must be > 0";
   if (!(speedup_ratio > 0)) return "--speedup-ratio must be > 0";
   if (prefill_schedule_interval == 0) return "--prefill-schedule-interval must be >= 1";
+  return tiers.validate(kv_bytes_per_token);
+}
+
+std::string TierConfig::validate(uint64_t kv_bytes_per_token) const {
+  if (!enabled() && (g3_blocks || g4_blocks))
+    return fmt::format("--num-{}-blocks needs --num-g2-blocks: lower tiers are staged through G2 (host memory)",
+                       g3_blocks ? "g3" : "g4");
+  if (enabled() && kv_bytes_per_token == 0)
+    return "--num-g2-blocks needs --kv-bytes-per-token: a block transfer moves block size x bytes per token";
   return {};
 }
 

@@ -52,6 +52,24 @@ inline constexpr Named<SchedulingPolicy> kSchedulingPolicies[] = {
 };
 
 class PerfProfile;
+class SharedTier;
+
+/// Settings of the lower tiers (Dynamo mocker kvbm_offload/config.rs names and defaults). Off
+/// unless g2_blocks > 0; then EngineConfig::kv_bytes_per_token must be set (a block moves
+/// block_size x kv_bytes_per_token bytes). Bandwidths in GB/s (1e9 bytes/s); 0 = unbounded.
+struct TierConfig {
+  uint64_t g2_blocks = 0;            ///< --num-g2-blocks: host memory blocks per engine
+  uint64_t g3_blocks = 0;            ///< --num-g3-blocks: local disk blocks per engine (0 = no G3)
+  uint64_t g4_blocks = 0;            ///< --num-g4-blocks: the shared pool's blocks, all engines together (0 = no G4)
+  uint32_t offload_batch_size = 32;  ///< --offload-batch-size: G1 evictions per G1->G2 transfer
+  double g1_to_g2_gbps = 14, g2_to_g1_gbps = 14;
+  double g2_to_g3_gbps = 7, g3_to_g2_gbps = 7;
+  double g2_to_g4_gbps = 4, g4_to_g2_gbps = 4;
+  bool enabled() const { return g2_blocks > 0; }
+  /// "" when whole, else the message naming the missing flag (a half-given tier: G3/G4 without
+  /// G2, G2 without the bytes a block moves). Dynamo's mocker silently runs without offload then.
+  std::string validate(uint64_t kv_bytes_per_token) const;
+};
 
 /// Settings of one simulated inference worker. Defaults follow SPEC 8 (Dynamo's mocker); the names
 /// and meanings of the scheduler's are vLLM's.
@@ -81,8 +99,14 @@ struct EngineConfig {
   /// The step timing (--perf-profile); null = SPEC 8's default polynomial (H200,
   /// Llama-3.1-8B-Instruct-FP8, TP1, vLLM).
   std::shared_ptr<const PerfProfile> profile;
+  /// The tiers below G1 (SPEC 8.7; off unless tiers.g2_blocks > 0).
+  TierConfig tiers;
+  /// The process's shared G4 pool when tiers.g4_blocks > 0: dyn-replay --sim hands every worker
+  /// the same one; null = the engine makes its own (dyn-mocker: one engine per process).
+  std::shared_ptr<SharedTier> shared_g4;
 
-  /// "" when valid, else a message naming the bad setting (zero sizes, speedup <= 0).
+  /// "" when valid, else a message naming the bad setting (zero sizes, speedup <= 0, a tier
+  /// half configured: lower tiers without --num-g2-blocks, G2 without --kv-bytes-per-token).
   std::string validate() const;
 };
 

@@ -16,6 +16,8 @@ struct Engine::Seq {
   uint64_t cached = 0;     // prefix hit at first admission
   int64_t rank = 0;        // KvEviction::kPriority: the request's importance, higher kept longer
   bool admitted_once = false;
+  bool onboarded = false;        // lower-tier blocks were onboarded (once per request)
+  uint64_t tier_tokens[3] = {};  // of `cached`: onboarded from G2, G3, G4
   bool running = false;
   bool done = false;
   size_t held_hashed = 0;  // leading spec.block_hashes acquired
@@ -28,7 +30,14 @@ struct Engine::Seq {
 Engine::Engine(EngineConfig config)
     : cfg_(config),
       pool_(config.num_blocks, config.kv_events, config.kv_eviction == KvEviction::kSession,
-            config.kv_eviction == KvEviction::kPriority) {}
+            config.kv_eviction == KvEviction::kPriority) {
+  if (cfg_.tiers.enabled()) {
+    tiers_ = std::make_unique<Tiers>(cfg_.tiers, cfg_.kv_bytes_per_token * cfg_.block_size, cfg_.shared_g4,
+                                     [this](KvEvent e) { pool_.push_event(std::move(e)); });
+    // Whatever eviction order picks the G1 victim, it is offloaded (SPEC 8.7).
+    pool_.set_evict_hook([this](uint64_t h, std::optional<uint64_t> parent) { tiers_->on_g1_evict(h, parent, now_); });
+  }
+}
 
 Engine::~Engine() = default;
 
@@ -77,6 +86,7 @@ bool Engine::cancel(uint64_t id) {
   Seq* s = it->second.get();
   release_blocks(*s);
   if (s->running) running_.erase(std::find(running_.begin(), running_.end(), s));
+  else if (auto o = std::find(onboarding_.begin(), onboarding_.end(), s); o != onboarding_.end()) onboarding_.erase(o);
   else waiting_.erase(std::find(waiting_.begin(), waiting_.end(), s));
   ++counters_.requests_cancelled;
   seqs_.erase(it);
@@ -171,10 +181,53 @@ void Engine::finish(Seq& s) {
   ++counters_.requests_finished;
 }
 
-void Engine::step(StepResult& out) {
+std::optional<bool> Engine::start_onboard(Seq& s) {
+  const size_t g1 = pool_.match_prefix(s.spec.block_hashes);
+  tiers_->match(s.spec.block_hashes, g1, tier_match_);
+  if (tier_match_.empty()) return false;
+  if (!ensure_blocks(s, (g1 + tier_match_.size()) * cfg_.block_size)) return std::nullopt;
+  s.onboarded = true;
+  for (Tier t : tier_match_) s.tier_tokens[static_cast<int>(t) - 2] += cfg_.block_size;
+  onboarding_.push_back(&s);
+  tiers_->onboard(s.spec.block_hashes, g1, tier_match_, now_,
+                  [this, id = s.spec.id](double) { onboarded_.push_back(id); });
+  return true;
+}
+
+// Requests whose blocks have all landed go back to the front of the queue, in landing order
+// (vLLM puts a request whose KV load finished back among the waiting ones).
+void Engine::admit_onboarded() {
+  for (size_t k = onboarded_.size(); k-- > 0;) {
+    auto it = seqs_.find(onboarded_[k]);
+    if (it == seqs_.end()) continue;  // cancelled meanwhile
+    Seq* s = it->second.get();
+    if (auto o = std::find(onboarding_.begin(), onboarding_.end(), s); o != onboarding_.end()) {
+      onboarding_.erase(o);
+      waiting_.push_front(s);
+    }
+  }
+  onboarded_.clear();
+}
+
+// This step's evictions start their copy down; a step with nothing to compute while blocks are on
+// their way up lasts until the next transfer lands (1 ns past it: Link's slack).
+void Engine::tiers_step_end(StepResult& out) {
+  tiers_->flush(now_);
+  if (plan_.empty() && !onboarding_.empty()) {
+    const double next = tiers_->next_finish_ms();
+    if (std::isfinite(next)) out.duration_ms = std::max(0.0, next - now_) + 1e-6;
+  }
+}
+
+void Engine::step(StepResult& out, double now_ms) {
   out.clear();
   plan_.clear();
   ++counters_.steps;
+  now_ = std::max(now_, now_ms);
+  if (tiers_) {
+    tiers_->advance(now_);
+    admit_onboarded();
+  }
   uint64_t budget = cfg_.max_num_batched_tokens;
   bool preempted = false;
   ++steps_since_prefill_;
@@ -212,6 +265,14 @@ void Engine::step(StepResult& out) {
   while (!preempted && !deferred && budget > 0 && !waiting_.empty() && running_.size() < cfg_.max_num_seqs &&
          prefills < most) {
     Seq* s = waiting_.front();
+    if (tiers_ && cfg_.enable_prefix_caching && !s->admitted_once && !s->onboarded) {
+      const auto started = start_onboard(*s);
+      if (!started) break;  // no G1 room for its blocks now
+      if (*started) {
+        waiting_.pop_front();
+        continue;
+      }
+    }
     uint64_t hit = 0;
     if (cfg_.enable_prefix_caching) hit = pool_.match_prefix(s->spec.block_hashes) * cfg_.block_size;
     s->computed = hit;
@@ -234,6 +295,9 @@ void Engine::step(StepResult& out) {
       s->cached = hit;
       counters_.prompt_tokens += s->spec.prompt_tokens;
       counters_.cached_tokens += hit;
+      counters_.g2_tokens += s->tier_tokens[0];
+      counters_.g3_tokens += s->tier_tokens[1];
+      counters_.g4_tokens += s->tier_tokens[2];
     }
     waiting_.pop_front();
     s->running = true;
@@ -266,6 +330,8 @@ void Engine::step(StepResult& out) {
     if (out.decode_tokens > 0 || plan_.empty()) ms += decode_time_ms(u);
     out.duration_ms = ms / cfg_.speedup_ratio;
   }
+  if (tiers_) tiers_step_end(out);
+  next_ms_ = now_ + out.duration_ms;
   // 4. Apply: tokens out, finished sequences leave.
   bool any_done = false;
   for (const Planned& p : plan_) {
@@ -282,7 +348,8 @@ void Engine::step(StepResult& out) {
     ++s.generated;
     ++counters_.generated_tokens;
     const bool last = s.generated >= s.spec.max_output_tokens;
-    out.outputs.push_back({s.spec.id, s.generated, s.cached, last});
+    out.outputs.push_back(
+        {s.spec.id, s.generated, s.cached, s.tier_tokens[0], s.tier_tokens[1], s.tier_tokens[2], last});
     if (last) {
       finish(s);
       any_done = true;
@@ -296,6 +363,7 @@ void Engine::step(StepResult& out) {
 }
 
 uint64_t Engine::steady_decode_steps() const {
+  if (!onboarding_.empty()) return 0;  // a landing request joins the batch
   if (running_.empty() || running_.size() > cfg_.max_num_batched_tokens) return 0;
   if (!waiting_.empty() && running_.size() < cfg_.max_num_seqs) return 0;
   uint64_t k = UINT64_MAX;
@@ -355,6 +423,7 @@ double Engine::fast_forward(uint64_t k) {
   }
   counters_.generated_tokens += k * running_.size();
   counters_.steps += k;
+  next_ms_ += span;
   return span;
 }
 
@@ -367,6 +436,10 @@ EngineStats Engine::stats() const {
   st.cached_blocks = pool_.inactive();
   st.kv_usage = static_cast<double>(pool_.active()) / static_cast<double>(pool_.capacity());
   st.evictions = pool_.evictions();
+  if (tiers_) {
+    st.tiered = true;
+    st.tiers = tiers_->stats();
+  }
   uint64_t pending = 0;
   for (const Seq* s : running_) pending += s->target > s->computed ? s->target - s->computed : 0;
   for (const Seq* s : waiting_) pending += s->target;

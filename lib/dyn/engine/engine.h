@@ -15,6 +15,7 @@
 #include "dyn/engine/config.h"
 #include "dyn/engine/kv_pool.h"
 #include "dyn/engine/profile.h"
+#include "dyn/engine/tiers.h"
 
 namespace dyn::engine {
 
@@ -41,7 +42,10 @@ struct TokenOutput {
   uint64_t id = 0;
   uint64_t generated = 0;      ///< output tokens so far, this step's token included
   uint64_t cached_tokens = 0;  ///< prompt tokens found in the prefix cache at first admission
-  bool finished = false;       ///< the last token; the request has left the engine
+  /// Of cached_tokens, those onboarded from G2 host, G3 disk and G4 shared pool (SPEC 8.7); the
+  /// rest were on G1.
+  uint64_t g2_tokens = 0, g3_tokens = 0, g4_tokens = 0;
+  bool finished = false;  ///< the last token; the request has left the engine
 };
 
 /// What one step did. `duration_ms` is the step's time from SPEC 8, divided by the speedup
@@ -74,6 +78,10 @@ struct EngineStats {
   uint64_t requests_added = 0, requests_finished = 0, requests_cancelled = 0;
   uint64_t prompt_tokens = 0, cached_tokens = 0, generated_tokens = 0;  ///< totals
   uint64_t preemptions = 0, evictions = 0, steps = 0;
+  /// Prompt tokens onboarded from G2, G3, G4 (included in cached_tokens), and the tiers' gauges.
+  uint64_t g2_tokens = 0, g3_tokens = 0, g4_tokens = 0;
+  bool tiered = false;  ///< EngineConfig::tiers enabled: `tiers` holds their state
+  TierStats tiers;
 };
 
 /// The scheduler (SPEC 8). Each step:
@@ -109,10 +117,14 @@ class Engine {
   /// Removes a waiting or running request and frees its blocks (client went away). False when
   /// unknown (already finished).
   bool cancel(uint64_t id);
-  /// True while any request is running or waiting.
-  bool has_work() const { return !running_.empty() || !waiting_.empty(); }
-  /// Plans and applies one step (see class comment); `out` is cleared first.
-  void step(StepResult& out);
+  /// True while any request is running, waiting or onboarding.
+  bool has_work() const { return !running_.empty() || !waiting_.empty() || !onboarding_.empty(); }
+  /// Plans and applies one step (see class comment); `out` is cleared first. `now_ms`: when the
+  /// step starts on the caller's clock (virtual or real, never going back), which the tier links
+  /// run on (SPEC 8.7); without it, when the previous step ended. A step that can only wait for
+  /// onboarding blocks lasts until the next transfer completes.
+  void step(StepResult& out, double now_ms);
+  void step(StepResult& out) { step(out, next_ms_); }
 
   /// Steps from now that would each be a pure decode step of the same running set with the same
   /// duration: every running sequence decoding, none finishing or needing a new block, nothing
@@ -140,6 +152,12 @@ class Engine {
 
  private:
   struct Seq;
+  /// Starts onboarding `s` when its prefix continues on lower tiers (SPEC 8.7): true when it
+  /// left the waiting queue for onboarding_, false when there is nothing to onboard; nullopt
+  /// when its G1 slots cannot be reserved now.
+  std::optional<bool> start_onboard(Seq& s);
+  void admit_onboarded();
+  void tiers_step_end(StepResult& out);
   bool ensure_blocks(Seq& s, uint64_t new_computed);
   /// `done`: the request finished (under kSession a final turn's own blocks then go first out).
   void release_blocks(Seq& s, bool done = false);
@@ -164,6 +182,12 @@ class Engine {
   std::vector<uint32_t> present_;  // ensure_blocks scratch: pool slots of the present blocks
   EngineStats counters_;
   uint64_t steps_since_prefill_ = UINT64_MAX / 2;  // prefill_schedule_interval's count
+  // Tiers (SPEC 8.7): null when off. The clock: now_ = this step's start, next_ms_ = its end.
+  std::unique_ptr<Tiers> tiers_;
+  double now_ = 0, next_ms_ = 0;
+  std::vector<Seq*> onboarding_;     // reserved G1 slots, waiting for their blocks
+  std::vector<uint64_t> onboarded_;  // ids whose blocks have all landed, in landing order
+  std::vector<Tier> tier_match_;     // scratch
 };
 
 }  // namespace dyn::engine

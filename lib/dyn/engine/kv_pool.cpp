@@ -102,7 +102,7 @@ uint32_t KvPool::insert(uint64_t hash, std::optional<uint64_t> parent) {
     e = static_cast<uint32_t>(slab_.size());
     slab_.emplace_back();
   }
-  slab_[e] = Entry{hash, 1, kNil, kNil, 0};
+  slab_[e] = Entry{hash, parent.value_or(0), 1, kNil, kNil, 0, parent.has_value()};
   if (track_owners_) {
     if (owners_.size() <= e) owners_.resize(e + 1);
     owners_[e] = kUnclaimed;
@@ -147,6 +147,7 @@ void KvPool::evict_one(uint32_t e) {
   --inactive_count_;
   ++evictions_;
   const uint64_t h = slab_[e].hash;
+  if (evict_hook_) evict_hook_(h, slab_[e].has_parent ? std::optional<uint64_t>(slab_[e].parent) : std::nullopt);
   event_removed(h);
   table_erase(h, e);
   free_slots_.push_back(e);
@@ -191,7 +192,7 @@ __attribute__((always_inline)) inline void KvPool::unlink_from(Ends& l, uint32_t
 void KvPool::event_stored(uint64_t hash, std::optional<uint64_t> parent) {
   if (!record_events_) return;
   // Coalesce a chain of stores into one event, as a router applies them in order.
-  if (!events_.empty() && events_.back().kind == KvEvent::Kind::kStored && parent &&
+  if (!events_.empty() && events_.back().kind == KvEvent::Kind::kStored && events_.back().tier == Tier::kG1 && parent &&
       events_.back().block_hashes.back() == *parent) {
     events_.back().block_hashes.push_back(hash);
     return;
@@ -201,7 +202,7 @@ void KvPool::event_stored(uint64_t hash, std::optional<uint64_t> parent) {
 
 void KvPool::event_removed(uint64_t hash) {
   if (!record_events_) return;
-  if (!events_.empty() && events_.back().kind == KvEvent::Kind::kRemoved) {
+  if (!events_.empty() && events_.back().kind == KvEvent::Kind::kRemoved && events_.back().tier == Tier::kG1) {
     events_.back().block_hashes.push_back(hash);
     return;
   }

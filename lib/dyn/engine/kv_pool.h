@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <span>
@@ -10,13 +11,18 @@
 
 namespace dyn::engine {
 
+/// Where a KV block lives. The numbers are the KVBM tier names (G1 = GPU ... G4 = shared pool).
+enum class Tier : uint8_t { kG1 = 1, kG2 = 2, kG3 = 3, kG4 = 4 };
+
 /// One KV event for a router's prefix index (SPEC 3.3): `stored` blocks (sequence hashes, in
-/// prefix order, the first one's parent is `parent_hash`), `removed` blocks, or `cleared`.
+/// prefix order, the first one's parent is `parent_hash`), `removed` blocks, or `cleared`, on
+/// `tier` (SPEC 8.7: a block stored on a lower tier before it leaves the upper one).
 struct KvEvent {
   enum class Kind { kStored, kRemoved, kCleared };
   Kind kind = Kind::kStored;
   std::vector<uint64_t> block_hashes;
   std::optional<uint64_t> parent_hash;
+  Tier tier = Tier::kG1;
 };
 
 /// A fixed pool of `capacity` blocks. Two kinds of blocks use it:
@@ -111,6 +117,15 @@ class KvPool {
 
   /// Moves out the events recorded since the last call (empty unless record_events).
   std::vector<KvEvent> take_events();
+  /// Appends another tier's event to the same stream (SPEC 8.7: the order of stores and removes
+  /// across tiers is the order they happened in). No-op unless record_events.
+  void push_event(KvEvent e) {
+    if (record_events_) events_.push_back(std::move(e));
+  }
+  /// Called with each evicted block (sequence hash, parent) before its remove event: the tier
+  /// below stores it first (SPEC 8.7 offload). Whatever picks the victim, this sees it.
+  using EvictHook = std::function<void(uint64_t hash, std::optional<uint64_t> parent)>;
+  void set_evict_hook(EvictHook hook) { evict_hook_ = std::move(hook); }
   /// Total blocks evicted so far.
   uint64_t evictions() const { return evictions_; }
 
@@ -129,10 +144,12 @@ class KvPool {
   static constexpr uint8_t kLruList = 0, kFirstOutList = 1, kRankList = 2;
   struct Entry {
     uint64_t hash = 0;
+    uint64_t parent = 0;  // valid when has_parent
     uint32_t refs = 0;
     uint32_t prev = kNil;  // LRU links, valid while refs == 0
     uint32_t next = kNil;
     uint8_t list = kLruList;  // while refs == 0
+    bool has_parent = false;
   };
   struct Ends {
     uint32_t head = kNil;  // oldest
@@ -183,6 +200,7 @@ class KvPool {
   uint64_t private_ = 0;
   uint64_t evictions_ = 0;
   std::vector<KvEvent> events_;
+  EvictHook evict_hook_;
 };
 
 }  // namespace dyn::engine

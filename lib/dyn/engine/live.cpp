@@ -72,12 +72,13 @@ void LiveEngine::run() {
   std::vector<KvEvent> events;
   KvListener listener;
   auto next_start = clock::now();
+  const auto epoch = next_start;  // the engine's clock (its tier links) counts ms from here
   auto end = next_start;
   bool planned = false;  // `res` is a step under way, ending at `end`
   // Plans the next step to start at next_start (under the lock).
   auto plan = [&] {
     idle_arrival_ = clock::time_point::max();  // consumed: a later idle wake-up has its own
-    engine_.step(res);
+    engine_.step(res, std::chrono::duration<double, std::milli>(next_start - epoch).count());
     events.clear();
     if (kv_listener_) events = engine_.take_kv_events();
     listener = kv_listener_;

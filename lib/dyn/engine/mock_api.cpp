@@ -482,6 +482,12 @@ Json ResponseWriter::usage_json(uint64_t cached) const {
       u["total_tokens"] = in + out;
       break;
   }
+  if (tiers_) {
+    const auto& t = *tiers_;
+    const uint64_t lower = t[0] + t[1] + t[2];
+    u["dyn"] = {{"cached_tokens_by_tier",
+                 {{"g1", cached > lower ? cached - lower : 0}, {"g2", t[0]}, {"g3", t[1]}, {"g4", t[2]}}}};
+  }
   return u;
 }
 

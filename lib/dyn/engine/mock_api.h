@@ -3,6 +3,7 @@
 // streaming and non-streaming response bodies real clients and agent CLIs accept.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <mutex>
 #include <optional>
@@ -143,6 +144,9 @@ class ResponseWriter {
   std::string stream_end(uint64_t cached_tokens);
   /// Whole non-streaming body.
   Json full_body(uint64_t cached_tokens) const;
+  /// With KV tiers (SPEC 8.7): the usage object also says where the cached tokens came from,
+  /// usage.dyn.cached_tokens_by_tier {g1, g2, g3, g4} (g1 = cached_tokens minus the others).
+  void set_tier_tokens(uint64_t g2, uint64_t g3, uint64_t g4) { tiers_ = {g2, g3, g4}; }
 
  private:
   Json usage_json(uint64_t cached_tokens) const;
@@ -156,8 +160,9 @@ class ResponseWriter {
   const ReplyPlan& plan_;
   std::string id_, item_id_, call_id_;
   uint64_t created_;
-  uint64_t seq_ = 0;     // Responses sequence_number
-  bool opened_ = false;  // open_item() done
+  uint64_t seq_ = 0;                              // Responses sequence_number
+  bool opened_ = false;                           // open_item() done
+  std::optional<std::array<uint64_t, 3>> tiers_;  // set_tier_tokens()
 };
 
 }  // namespace dyn::engine

@@ -40,6 +40,7 @@ struct StreamState {
   std::condition_variable cv;
   uint64_t generated = 0;
   uint64_t cached = 0;
+  uint64_t tier_tokens[3] = {};  // of `cached`: onboarded from G2, G3, G4 (SPEC 8.7)
   bool finished = false;
 };
 
@@ -75,6 +76,14 @@ class BlockTokens {
       l.swap(later_);
     }
     for (auto& h : l) release(h);
+  }
+  /// One more holder of the known blocks among `hashes`: with KV tiers a block's tokens are kept
+  /// while it is on any tier (a BlockStored on a lower tier comes after its request ended; the
+  /// store before the upper tier's remove keeps it known).
+  void retain(const std::vector<uint64_t>& hashes) {
+    std::lock_guard lk(mu_);
+    for (uint64_t h : hashes)
+      if (auto it = map_.find(h); it != map_.end()) ++it->second.refs;
   }
   /// Appends the tokens of block `h`; false when unknown.
   bool append(uint64_t h, std::vector<uint32_t>& out) {
@@ -266,6 +275,9 @@ class Mocker {
             std::lock_guard lk(st->mu);
             st->generated = o.generated;
             st->cached = o.cached_tokens;
+            st->tier_tokens[0] = o.g2_tokens;
+            st->tier_tokens[1] = o.g3_tokens;
+            st->tier_tokens[2] = o.g4_tokens;
             st->finished = o.finished;
           }
           st->cv.notify_all();
@@ -287,6 +299,8 @@ class Mocker {
         cancel(id, req);
         return send_error(r, api, 503, "server is shutting down", "server_error");
       }
+      if (opt_.engine.tiers.enabled())
+        writer->set_tier_tokens(st->tier_tokens[0], st->tier_tokens[1], st->tier_tokens[2]);
       r.set_content(writer->full_body(st->cached).dump(), "application/json");
       return;
     }
@@ -314,6 +328,8 @@ class Mocker {
             gen = st->generated;
             fin = st->finished;
             cached = st->cached;
+            if (fin && opt_.engine.tiers.enabled())
+              writer->set_tier_tokens(st->tier_tokens[0], st->tier_tokens[1], st->tier_tokens[2]);
           }
           if (stopping_ && !fin) return false;
           std::string s = writer->stream_tokens(*sent, gen);
@@ -372,11 +388,44 @@ class Mocker {
     metric("preemptions_total", "counter", "Sequences preempted for recompute", static_cast<double>(s.preemptions));
     metric("kv_evictions_total", "counter", "Cached KV blocks evicted", static_cast<double>(s.evictions));
     metric("engine_steps_total", "counter", "Engine steps run", static_cast<double>(s.steps));
+    if (s.tiered) tier_metrics(out, s);
     metric("faults_failed_total", "counter", "Requests answered with an injected error (--fail-first)",
            static_cast<double>(faults_failed_.load()));
     metric("faults_stalled_total", "counter", "Requests stalled before their headers (--stall-before-headers-ms)",
            static_cast<double>(faults_stalled_.load()));
     return out;
+  }
+
+  // The KV tiers' gauges and counters (SPEC 8.7), one sample per tier (label tier="g1".."g4").
+  void tier_metrics(std::string& out, const EngineStats& s) {
+    const std::string lbl = fmt::format("worker_id=\"{}\",model=\"{}\"", opt_.worker_id, opt_.model);
+    auto per_tier = [&](const char* name, const char* type, const char* help, auto value) {
+      const std::string full = std::string("dyn_mocker_") + name;
+      http::prom_family(out, full, type, help);
+      for (int t = 1; t <= 4; ++t)
+        http::prom_sample(out, full, fmt::format("{},tier=\"g{}\"", lbl, t), static_cast<double>(value(t)));
+    };
+    const TierStats& ts = s.tiers;
+    per_tier("kv_tier_blocks_used", "gauge", "KV blocks held per tier (g4: the process's shared pool)",
+             [&](int t) { return t == 1 ? s.active_blocks + s.cached_blocks : ts.used[t]; });
+    per_tier("kv_tier_blocks_capacity", "gauge", "KV blocks per tier",
+             [&](int t) { return t == 1 ? s.total_blocks : ts.capacity[t]; });
+    per_tier("kv_tier_cached_tokens_total", "counter", "Prompt tokens served from the cache, by the tier they were on",
+             [&](int t) {
+               const uint64_t lower = s.g2_tokens + s.g3_tokens + s.g4_tokens;
+               return t == 1 ? s.cached_tokens - lower : t == 2 ? s.g2_tokens : t == 3 ? s.g3_tokens : s.g4_tokens;
+             });
+    per_tier("kv_tier_onboarded_blocks_total", "counter", "KV blocks onboarded to G1, by the tier they came from",
+             [&](int t) { return t == 1 ? 0 : ts.onboarded_blocks[t]; });
+    auto metric = [&](const char* name, const char* help, double v) {
+      const std::string full = std::string("dyn_mocker_") + name;
+      http::prom_family(out, full, "counter", help);
+      http::prom_sample(out, full, lbl, v);
+    };
+    metric("kv_offloaded_bytes_total", "Bytes copied G1 -> G2 (offload of evicted blocks)",
+           static_cast<double>(ts.offloaded_bytes));
+    metric("kv_onboarded_bytes_total", "Bytes copied G2 -> G1 (onboarding before prefill)",
+           static_cast<double>(ts.onboarded_bytes));
   }
 
   // One engine step's KV events as one vLLM KVEventBatch (kvevents::encode_batch): block ids are
@@ -387,6 +436,7 @@ class Mocker {
     // vLLM's publisher stamps every batch with its data-parallel rank since the map form (0 here:
     // one engine); the older array form had no such field.
     if (opt_.kv_events_layout == kvevents::Layout::kMaps) b.data_parallel_rank = 0;
+    const bool tiered = opt_.engine.tiers.enabled();
     for (const KvEvent& e : events) {
       switch (e.kind) {
         case KvEvent::Kind::kStored: {
@@ -394,18 +444,20 @@ class Mocker {
           s.block_hashes = e.block_hashes;
           s.parent_block_hash = e.parent_hash;
           s.block_size = opt_.engine.block_size;
-          s.medium = "GPU";
+          s.medium = std::string(tier_medium(e.tier));
           bool ok = true;
           for (uint64_t h : e.block_hashes) ok = ok && block_tokens_.append(h, s.token_ids);
           if (!ok) {
             diag::warning("KV events", "a stored block's tokens are unknown; its BlockStored is not published");
             continue;
           }
+          if (tiered) block_tokens_.retain(e.block_hashes);
           b.events.emplace_back(std::move(s));
           break;
         }
         case KvEvent::Kind::kRemoved:
-          b.events.emplace_back(kvevents::BlockRemoved{e.block_hashes, std::string("GPU")});
+          b.events.emplace_back(kvevents::BlockRemoved{e.block_hashes, std::string(tier_medium(e.tier))});
+          if (tiered) block_tokens_.release_later(e.block_hashes);
           break;
         case KvEvent::Kind::kCleared: b.events.emplace_back(kvevents::AllBlocksCleared{}); break;
       }

@@ -197,6 +197,15 @@ void append_request_end(std::string& o, const RequestEnd& r) {
     flag(o, "kv_optimal", r.quality->non_max_cause.empty());
     if (!r.quality->non_max_cause.empty()) str(o, "non_max_cause", r.quality->non_max_cause);
   }
+  if (r.cached_tokens_by_tier) {
+    const auto& t = *r.cached_tokens_by_tier;
+    o += R"(,"cached_tokens_by_tier":{"g1":)";
+    append_json_number(o, t[0]);
+    num(o, "g2", t[1]);
+    num(o, "g3", t[2]);
+    num(o, "g4", t[3]);
+    o += '}';
+  }
   o += "}}";
 }
 

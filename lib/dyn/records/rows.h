@@ -7,6 +7,7 @@
 // A new field is one member here, one line in rows.cpp, and the producer that fills it.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -117,6 +118,9 @@ struct RequestEnd {
     std::string_view non_max_cause;
   };
   std::optional<Quality> quality;
+  /// dyn.cached_tokens_by_tier {g1, g2, g3, g4}: where request.cached_tokens came from, with KV
+  /// tiers (SPEC 8.7; the simulator's and dyn-mocker's engine).
+  std::optional<std::array<uint64_t, 4>> cached_tokens_by_tier;
 };
 
 /// Appends `r` as one JSON object (no newline), byte for byte what building it as an (ordered)

@@ -48,6 +48,7 @@ struct Req {
   bool waited = false;   // waits for some wait_for request (one that is replayed)
   double start = -1, first = -1, end = -1;
   uint64_t cached = 0, generated = 0;
+  uint64_t tier_cached[3] = {};  // of `cached`: onboarded from G2, G3, G4 (SPEC 8.7)
   uint64_t worker = 0;
   route::Placement placement;
   route::BindingOutcome binding = route::BindingOutcome::kNone;
@@ -286,6 +287,9 @@ Simulation::Simulation(const records::Workload* wl, records::WorkloadReader* in,
       plan_(plan),
       sel_{opt.schedule, opt.schedule.mode == replay::LoadMode::kFixedSchedule} {
   ecfg_.kv_events = opt.router.kv_events;
+  // G4 is one pool for the whole simulated cluster (SPEC 8.7: shared by a process's engines).
+  if (ecfg_.tiers.enabled() && ecfg_.tiers.g4_blocks)
+    ecfg_.shared_g4 = std::make_shared<engine::SharedTier>(ecfg_.tiers);
   for (uint32_t w = 0; w < opt.workers; ++w) {
     workers_[w].engine = std::make_unique<engine::Engine>(ecfg_);
     if (auto err = router_.add_worker({w, ecfg_.block_size, ecfg_.num_blocks}))
@@ -604,6 +608,11 @@ void Simulation::write_row(const Req& r) {
     e.total_time_ms = total;
     if (r.generated >= 2) e.avg_itl_ms = (total - ttft) / static_cast<double>(r.generated - 1);
     e.kv_hit_rate = row.input_length ? static_cast<double>(r.cached) / static_cast<double>(row.input_length) : 0.0;
+    if (ecfg_.tiers.enabled()) {
+      const uint64_t lower = r.tier_cached[0] + r.tier_cached[1] + r.tier_cached[2];
+      e.cached_tokens_by_tier = std::array<uint64_t, 4>{r.cached - std::min(lower, r.cached), r.tier_cached[0],
+                                                        r.tier_cached[1], r.tier_cached[2]};
+    }
     e.worker = static_cast<int64_t>(r.worker);
     e.status = "ok";
     if (r.quality)
@@ -972,7 +981,7 @@ void Simulation::on_kick(const Event& ev) {
       return;
     }
   }
-  wk.engine->step(wk.pending);
+  wk.engine->step(wk.pending, ev.t_ms);
   wk.busy = true;
   push(ev.t_ms + wk.pending.duration_ms, kStepEnd, ev.arg);
 }
@@ -990,7 +999,7 @@ void Simulation::on_step_end(const Event& ev) {
       kv_updates_.push_back(kvevents::IndexUpdate{e.kind == engine::KvEvent::Kind::kStored    ? K::kStored
                                                   : e.kind == engine::KvEvent::Kind::kRemoved ? K::kRemoved
                                                                                               : K::kCleared,
-                                                  std::string(kvevents::kDeviceMedium), std::move(e.block_hashes)});
+                                                  std::string(engine::tier_medium(e.tier)), std::move(e.block_hashes)});
     }
     kvevents::WorkerFeed::apply_updates(kv_updates_,
                                         [&](const route::KvEvent& e) { router_.apply_kv_event(ev.arg, e); });
@@ -1000,6 +1009,9 @@ void Simulation::on_step_end(const Event& ev) {
     if (r.cancelled) continue;  // cancelled while this step ran: its tokens reach nobody
     r.generated = o.generated;
     r.cached = o.cached_tokens;
+    r.tier_cached[0] = o.g2_tokens;
+    r.tier_cached[1] = o.g3_tokens;
+    r.tier_cached[2] = o.g4_tokens;
     if (r.first < 0) {
       r.first = ev.t_ms;
       r.placement.first_token();
