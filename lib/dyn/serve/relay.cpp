@@ -1,6 +1,7 @@
 // The relay: each API request through its stages to a worker and back, then its end counted and
 // traced.
 #include "dyn/serve/relay.h"
+#include "dyn/serve/tool_events.h"
 
 #include <chrono>
 #include <cmath>
@@ -106,6 +107,7 @@ void Relay::resolve_priority(Exchange& ex, const Dispatch& d) {
 
 void Relay::admit_then_dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res,
                                 std::shared_ptr<const Dispatch> d, Done done) {
+  if (tools_ && ex->ctx && !ex->ctx->session_id.empty()) tools_->on_request(ex->ctx->session_id);
   if (placer_ && placer_->admits() && ex->ctx) {
     Placer::Admitted a = placer_->admit(*ex->ctx, ex->input_length, ex->lease);
     ex->pause_ms = 0;
@@ -491,6 +493,13 @@ void Relay::finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome
     if (end.session_final) queue_->forget_session(ex->ctx->session_id);
   }
   count_end(*ex, out, err_type);
+  if (tools_ && ex->ctx && !ex->ctx->session_id.empty()) {
+    std::vector<std::string> calls;
+    if (ex->tap)
+      for (const ToolCall& c : ex->tap->facts().tool_calls)
+        if (!c.id.empty()) calls.push_back(c.id);
+    tools_->on_response(ex->ctx->session_id, ex->request_id, calls);
+  }
   if (trace_.on()) trace_.write_end(*ex, out, status, err_type, err_msg);
 }
 

@@ -12,6 +12,7 @@
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
 #include "dyn/io/segment_writer.h"
+#include "dyn/records/rows.h"
 #include "dyn/serve/exchange.h"
 
 namespace dyn::serve {
@@ -40,6 +41,9 @@ class RequestTrace {
   /// header or message becomes U+FFFD: a stray byte must never cost the row.
   void write_end(const Exchange& ex, const http::ProxyOutcome* out, int status, const std::string& err_type,
                  const std::string& err_msg);
+  /// A harness tool event's row (records::append_tool_event with the router's join), from any
+  /// thread while on().
+  void write_tool_event(const records::ToolEvent& e, const records::ToolEventJoin& join);
   /// Flushes and closes the trace.
   void close();
   /// Rows lost to failed writes; nullopt while tracing is off.
