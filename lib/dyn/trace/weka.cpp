@@ -124,14 +124,12 @@ Expected<size_t> weka_to_workload(const Json& trace, uint64_t& next_id, const en
     if (s.parent >= 0) row.parent_session_id = flat.sessions[static_cast<size_t>(s.parent)].id;
     row.request_id = s.id + ":" + std::to_string(st.turns);
     if (st.turns == 0) {
-      if (s.parent < 0) {
-        row.timestamp_ms = weka_ms(q.start);
-      } else {
-        // Its recorded start for a fixed schedule, and the wait after the parent's turn before it
-        // for the other load modes (replay: a child's first turn follows its parent's latest turn).
+      row.timestamp_ms = weka_ms(q.start);
+      if (s.parent >= 0) {
+        // A subagent: its recorded start for a fixed schedule, and the wait after the parent's
+        // turn before it for the other load modes (where its first turn follows that turn).
         State& ps = state[static_cast<size_t>(s.parent)];
         ps.pending_children.push_back(q.session);
-        row.timestamp_ms = weka_ms(q.start);
         if (ps.turns > 0) row.delay_ms = weka_ms(q.start - ps.last_end);
       }
     } else {
