@@ -111,6 +111,11 @@ void add_request_flags(CLI::App& app, replay::RunOptions& r) {
                  "Size each synthetic prompt to exactly input_length tokens of the engine's tokenizer at URL "
                  "(OpenAI-compatible POST URL/tokenize, as vLLM and SGLang serve) instead of 4 bytes per token")
       ->type_name("URL");
+  app.add_option("--tool-events-endpoint", r.tool_events_endpoint,
+                 "Send a harness's tool events (Dynamo's agent-tool-events, ZMQ PUSH) to this address for the tool "
+                 "waits replayed (rows with tool_wait_ms): tool_start when the turn before ends, tool_end when the "
+                 "wait is over")
+      ->type_name("tcp://HOST:PORT");
   app.add_option("--block-size", r.block_size, "Block size of hash_ids (default 512; Dynamo traces carry their own)");
   app.add_flag("--lenient", r.lenient,
                "Warn about hash_ids that do not fit input_length instead of rejecting the workload");

@@ -6,6 +6,7 @@
 #include "dyn/cli/checks.h"
 #include "dyn/base/defaults.h"
 #include "dyn/http/url.h"
+#include "dyn/toolevents/toolevents.h"
 
 #include "admission_flags.h"
 #include "commands.h"
@@ -146,6 +147,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     std::vector<std::string> worker_kv_events;
     bool allow_block_size_mismatch = false;
     std::string tokenizer_url;
+    std::string tool_events_endpoint, tool_events_topic = dyn::toolevents::kDefaultTopic;
     uint64_t seed = 0;
     double health_interval_ms = 1000;
     double health_timeout_ms = 1000;
@@ -183,6 +185,16 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                   "Hash the token ids from this OpenAI-compatible server's POST /tokenize (vLLM, SGLang, dyn-mocker) "
                   "instead of 4-byte tokens")
       ->type_name("URL");
+  sub->add_option(
+         "--tool-events-endpoint", o->tool_events_endpoint,
+         "Take harness tool events (Dynamo's agent-tool-events: ZMQ PUSH frames [topic, seq, msgpack record]) "
+         "on a PULL socket bound here (port 0 = a free one, see GET /v1/tool_events): traced as their own rows "
+         "and a session is ACTING while its tool runs")
+      ->envname("DYN_REQUEST_TRACE_TOOL_EVENTS_ZMQ_ENDPOINT")
+      ->type_name("tcp://HOST:PORT");
+  sub->add_option("--tool-events-topic", o->tool_events_topic, "First frame a tool event must carry (\"\" = any)")
+      ->envname("DYN_REQUEST_TRACE_TOOL_EVENTS_ZMQ_TOPIC")
+      ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of every random routing choice")->capture_default_str();
   sub->add_option("--health-interval-ms", o->health_interval_ms, "Poll each worker's GET /health this often")
       ->capture_default_str()
@@ -240,6 +252,8 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     opt.kv_events = kv_event_sources(o->workers, o->worker_kv_events, opt.router.kv_events);
     opt.allow_block_size_mismatch = o->allow_block_size_mismatch;
     opt.tokenizer_url = o->tokenizer_url;
+    opt.tool_events_endpoint = o->tool_events_endpoint;
+    opt.tool_events_topic = o->tool_events_topic;
     opt.health_interval_ms = o->health_interval_ms;
     opt.health_timeout_ms = o->health_timeout_ms;
     opt.health_failure_threshold = o->health_failure_threshold;

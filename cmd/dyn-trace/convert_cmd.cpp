@@ -14,7 +14,8 @@ void setup_convert(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand(
-      "convert", "Convert Dynamo traces, Mooncake workloads and Azure CSV traces to Mooncake or agentic workloads");
+      "convert",
+      "Convert Dynamo traces, Mooncake workloads, Azure CSV and WEKA agent traces to Mooncake or agentic workloads");
   sub->add_option("files", o->c.inputs, "Input files (gzip detected by magic bytes); - or none = stdin")
       ->type_name("FILE");
   sub->add_option("--from", o->from, "Input format: " + dyn::cli::choices_help(dyn::trace::kConvertFrom, ", "))
@@ -36,9 +37,10 @@ void setup_convert(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     o->c.from = *dyn::parse_in(dyn::trace::kConvertFrom, o->from);  // validated by IsMember
     o->c.to = *dyn::parse_in(dyn::trace::kConvertTo, o->to);
     if (!o->perf_profile.empty()) {
-      if (o->c.to != dyn::trace::ConvertTo::kAgentic)
+      if (o->c.to != dyn::trace::ConvertTo::kAgentic && o->c.from != dyn::trace::ConvertFrom::kWeka)
         throw dyn::Fatal(dyn::kExitUsage,
-                         "--perf-profile applies to --to agentic only (the estimate behind tool_wait_ms)");
+                         "--perf-profile applies to --to agentic and --from weka only (the "
+                         "estimate behind tool_wait_ms)");
       auto p = dyn::engine::PerfProfile::load(o->perf_profile);
       if (!p) throw dyn::Fatal(p.error().exit_code, "--perf-profile " + p.error().message);
       o->c.profile = *p;

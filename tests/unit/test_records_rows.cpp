@@ -218,3 +218,40 @@ TEST_CASE("route_decision and request_end: the decision quality fields (issue 55
                R"("kv_optimal":true}})") != std::string::npos);
   check_is_dump(s);
 }
+
+TEST_CASE("tool events: Dynamo's normalized row, the router's join under dyn, optionals omitted") {
+  ToolEvent e;
+  e.event_type = "tool_end";
+  e.event_time_unix_ms = 1777312801500;
+  e.session_id = "run:researcher";
+  e.parent_session_id = "run:planner";
+  e.tool_call_id = "call-abc";
+  e.tool_class = "web_search";
+  e.status = "succeeded";
+  e.started_at_unix_ms = 1777312801080;
+  e.duration_ms = 420.5;
+  e.error_type = "bad\xff";
+  ToolEventJoin join{"req-1", true};
+  std::string row;
+  append_tool_event(row, e, &join);
+  CHECK(row ==
+        R"({"schema":"dynamo.request.trace.v1","event_type":"tool_end","event_time_unix_ms":1777312801500,)"
+        R"("event_source":"harness","agent_context":{"session_id":"run:researcher","parent_session_id":"run:planner"},)"
+        R"("tool":{"tool_call_id":"call-abc","tool_class":"web_search","status":"succeeded",)"
+        R"("started_at_unix_ms":1777312801080,"duration_ms":420.5,"error_type":"bad)"
+        "\xef\xbf\xbd"  // U+FFFD, as dump's replace handler writes it
+        R"("},)"
+        R"("dyn":{"request_id":"req-1","known_session":true}})");
+  ToolEvent s;
+  s.event_type = "tool_start";
+  s.event_time_unix_ms = 5;
+  s.session_id = "s";
+  s.tool_call_id = "c";
+  s.tool_class = "Bash";
+  row.clear();
+  append_tool_event(row, s);
+  CHECK(
+      row ==
+      R"({"schema":"dynamo.request.trace.v1","event_type":"tool_start","event_time_unix_ms":5,)"
+      R"("event_source":"harness","agent_context":{"session_id":"s"},"tool":{"tool_call_id":"c","tool_class":"Bash"}})");
+}

@@ -415,3 +415,49 @@ TEST_CASE("a waiting request withdrawn before its release is never released; one
   CHECK_FALSE(a.withdraw("newcomer", w2.ticket, 40000));
   CHECK_FALSE(a.withdraw("nobody", 12345, 40000));
 }
+
+TEST_CASE("harness tool events: ACTING from tool_start to tool_end, and a marked program pauses at tool_start") {
+  AdmissionController a(ta(), two());
+  REQUIRE(a.admit("s", "", 1000, 0).admitted);
+  CHECK(!a.on_tool_event("unknown", true, 5));
+  a.on_response("s", 1000, 50, 10);  // inferred boundary: ACTING
+  CHECK(find(a.programs(10), "s")->status == ProgramStatus::kActing);
+  CHECK(a.on_tool_event("s", true, 12));
+  CHECK(a.on_tool_event("s", true, 13));  // a second tool in parallel
+  auto v = a.programs(14);
+  CHECK(find(v, "s")->status == ProgramStatus::kActing);
+  CHECK(find(v, "s")->tools_running == 2);
+  CHECK(a.on_tool_event("s", false, 20));
+  CHECK(find(a.programs(20), "s")->status == ProgramStatus::kActing);  // one still runs
+  CHECK(a.on_tool_event("s", false, 30));
+  // Its tools returned: the next request is due, so it is no longer a pause candidate.
+  CHECK(find(a.programs(30), "s")->status == ProgramStatus::kReasoning);
+  CHECK(find(a.programs(30), "s")->tools_running == 0);
+  // A lost tool_end: the next request clears the count.
+  CHECK(a.on_tool_event("s", true, 40));
+  REQUIRE(a.admit("s", "", 1100, 50).admitted);
+  CHECK(find(a.programs(50), "s")->tools_running == 0);
+  CHECK(find(a.programs(50), "s")->status == ProgramStatus::kReasoning);
+
+  // Tools that returned leave REASONING programs; under pressure the smallest is marked, and
+  // pauses at the next tool_start: a tool boundary the response's end no longer shows.
+  AdmissionController b(ta(), {{0, 10000}});
+  REQUIRE(b.admit("x", "", 100, 0).admitted);  // small prompts; their usage turns out large
+  REQUIRE(b.admit("y", "", 100, 0).admitted);
+  b.on_response("x", 4000, 0, 10);
+  b.on_response("y", 5600, 0, 10);
+  for (const char* p : {"x", "y"}) {
+    CHECK(b.on_tool_event(p, true, 12));
+    CHECK(b.on_tool_event(p, false, 15));
+  }
+  REQUIRE(b.tick(5000).marked == std::vector<std::string>{"x"});  // 9,800 > 9,500, none ACTING
+  CHECK(find(b.programs(5000), "x")->lifecycle == ProgramLifecycle::kActive);
+  CHECK(b.on_tool_event("x", true, 6000));
+  CHECK(find(b.programs(6000), "x")->lifecycle == ProgramLifecycle::kPaused);
+  CHECK(find(b.programs(6000), "y")->lifecycle == ProgramLifecycle::kActive);
+}
+
+TEST_CASE("harness tool events are ignored without admission") {
+  AdmissionController a(AdmissionConfig{}, two());
+  CHECK(!a.on_tool_event("s", true, 0));
+}

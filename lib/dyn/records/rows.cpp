@@ -372,4 +372,29 @@ void append_route_decision(std::string& o, const RouteDecision& d) {
   w.lit("}}");
 }
 
+void append_tool_event(std::string& o, const ToolEvent& e, const ToolEventJoin* join) {
+  // A few rows per tool call: built as Json, so the key order is the struct's and dump's forms hold.
+  Json row = make_record(e.event_type, e.event_time_unix_ms, "harness");
+  Json ctx = {{"session_id", e.session_id}};
+  if (!e.parent_session_id.empty()) ctx["parent_session_id"] = e.parent_session_id;
+  row["agent_context"] = std::move(ctx);
+  Json t = {{"tool_call_id", e.tool_call_id}, {"tool_class", e.tool_class}};
+  if (e.status) t["status"] = *e.status;
+  if (e.started_at_unix_ms) t["started_at_unix_ms"] = *e.started_at_unix_ms;
+  if (e.ended_at_unix_ms) t["ended_at_unix_ms"] = *e.ended_at_unix_ms;
+  if (e.duration_ms) t["duration_ms"] = *e.duration_ms;
+  if (e.output_tokens) t["output_tokens"] = *e.output_tokens;
+  if (e.output_bytes) t["output_bytes"] = *e.output_bytes;
+  if (e.tool_name_hash) t["tool_name_hash"] = *e.tool_name_hash;
+  if (e.error_type) t["error_type"] = *e.error_type;
+  row["tool"] = std::move(t);
+  if (join) {
+    Json d = Json::object();
+    if (!join->request_id.empty()) d["request_id"] = join->request_id;
+    d["known_session"] = join->known_session;
+    row["dyn"] = std::move(d);
+  }
+  o += row.dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
 }  // namespace dyn::records

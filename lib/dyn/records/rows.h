@@ -4,6 +4,7 @@
 //                   (replay::client_record), dyn-replay --sim (replay::run_sim)
 //   route_decision: dyn-route decide (offline::decide), dyn-route serve --router-decision-log
 //                   (serve::DecisionLog)
+//   tool_start | tool_end | tool_error: dyn-route serve --tool-events-endpoint (harness events)
 // A new field is one member here, one line in rows.cpp, and the producer that fills it.
 #pragma once
 
@@ -195,5 +196,35 @@ struct RouteDecision {
 /// workers [{worker, overlap_blocks, prefill_blocks, decode_blocks, cost, eligible}]} } or dyn {
 /// binding "none", error {code, message} }. Thread-safe.
 void append_route_decision(std::string& out, const RouteDecision& d);
+
+/// One harness tool event (SPEC 5.1, docs/records.md): Dynamo's RequestTraceToolEventIngress
+/// (lib/llm request_trace: {schema, event_type, event_time_unix_ms, session_id,
+/// parent_session_id?, tool {tool_call_id, tool_class, ...}}) as the tools hold it, owning its
+/// strings (it is decoded from the wire and joined before it is written).
+struct ToolEvent {
+  std::string event_type;  ///< event::kToolStart | kToolEnd | kToolError
+  uint64_t event_time_unix_ms = 0;
+  std::string session_id, parent_session_id;  ///< parent "" = omitted
+  std::string tool_call_id, tool_class;       ///< tool_class: the tool's name ("Bash", "web_search")
+  std::optional<std::string> status;          ///< running | succeeded | error | cancelled
+  std::optional<uint64_t> started_at_unix_ms, ended_at_unix_ms;
+  std::optional<double> duration_ms;
+  std::optional<uint64_t> output_tokens, output_bytes;
+  std::optional<std::string> tool_name_hash, error_type;
+};
+
+/// What the router joined to a harness tool event (the row's dyn object; omitted when empty).
+struct ToolEventJoin {
+  std::string_view request_id;  ///< the request whose response called this tool_call_id ("" = none)
+  bool known_session = false;   ///< the session had sent a request through this router
+};
+
+/// Appends `e` as one row (no newline), byte for byte Json::dump() of: schema, event_type,
+/// event_time_unix_ms, event_source "harness", agent_context {session_id, parent_session_id?},
+/// tool {tool_call_id, tool_class, status?, started_at_unix_ms?, ended_at_unix_ms?, duration_ms?,
+/// output_tokens?, output_bytes?, tool_name_hash?, error_type?}, dyn {request_id?,
+/// known_session} (only with `join`). Strings from the wire get U+FFFD for invalid UTF-8.
+/// Thread-safe.
+void append_tool_event(std::string& out, const ToolEvent& e, const ToolEventJoin* join = nullptr);
 
 }  // namespace dyn::records

@@ -9,6 +9,7 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <queue>
@@ -21,6 +22,7 @@
 #include "dyn/base/diag.h"
 #include "dyn/http/pool.h"
 #include "dyn/http/tokenize.h"
+#include "dyn/records/record.h"
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
 #include "dyn/tokens/synthetic.h"
@@ -307,6 +309,10 @@ class Runner {
         continue;
       }
       ready_.pop();
+      if (auto t = tool_started_.find(k); t != tool_started_.end()) {
+        send_tool_event(k, t->second, false);
+        tool_started_.erase(t);
+      }
       if (o_.schedule.mode == LoadMode::kConcurrency && now > deadline) {
         // Closed loop: a request is due when a slot frees, so lag counts from then (waiting for
         // the cap is the mode itself, not lateness).
@@ -516,6 +522,34 @@ class Runner {
     }
   }
 
+  /// The tool call before an item: its session's previous turn `prev` stopped for it.
+  struct ToolCallStart {
+    size_t prev = 0;
+    uint64_t started_unix_ms = 0;
+  };
+  uint64_t unix_now() const {
+    return static_cast<uint64_t>(std::llround(unix0_ + RealClock::instance().now_ms() - mono0_));
+  }
+  void send_tool_event(size_t k, const ToolCallStart& call, bool start) {
+    const PlanItem& it = items_[k];
+    records::ToolEvent e;
+    e.event_type = start ? records::event::kToolStart : records::event::kToolEnd;
+    e.event_time_unix_ms = start ? call.started_unix_ms : unix_now();
+    e.session_id = it.identity.session;
+    e.parent_session_id = it.identity.parent;
+    e.tool_call_id = items_[call.prev].request_id + ":tool";
+    e.tool_class = "unknown";
+    e.started_at_unix_ms = call.started_unix_ms;
+    if (start) {
+      e.status = "running";
+    } else {
+      e.status = "succeeded";
+      e.ended_at_unix_ms = e.event_time_unix_ms;
+      e.duration_ms = static_cast<double>(e.event_time_unix_ms - std::min(e.event_time_unix_ms, call.started_unix_ms));
+    }
+    o_.tool_events->send(e);
+  }
+
   void finish(size_t k) {
     {
       std::lock_guard<std::mutex> lk(mu_);
@@ -524,6 +558,11 @@ class Runner {
       double end = end_rel_.count(k) ? end_rel_[k] : 0;
       end_rel_.erase(k);
       for (size_t d : dependents_[k]) {
+        if (o_.tool_events && !warmup_ && w_.rows[items_[d].row].tool_wait_ms &&
+            items_[d].identity.session == items_[k].identity.session) {
+          tool_started_[d] = {k, unix_now()};
+          send_tool_event(d, tool_started_[d], true);
+        }
         dep_end_[d] = std::max(dep_end_[d], end);
         if (--remaining_[d] == 0) {
           double ready = dep_end_[d] + items_[d].delay_ms;
@@ -610,6 +649,7 @@ class Runner {
   std::priority_queue<std::pair<double, size_t>, std::vector<std::pair<double, size_t>>, std::greater<>> ready_;
   std::vector<size_t> remaining_;
   std::vector<double> dep_end_;
+  std::map<size_t, ToolCallStart> tool_started_;  ///< tool waits under way, by the item they precede
   std::vector<std::vector<size_t>> dependents_;
   std::map<size_t, double> end_rel_;
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> history_;

@@ -17,6 +17,7 @@
 #include "dyn/replay/schedule.h"
 #include "dyn/replay/session.h"
 #include "dyn/records/workload.h"
+#include "dyn/toolevents/toolevents.h"
 
 namespace dyn::replay {
 
@@ -65,6 +66,13 @@ struct LiveOptions {
   /// Called with each measured (not warmup) request_end row as it is written, under the run's
   /// lock (dyn-replay's summary table); none = not.
   std::function<void(const std::string&)> on_row;
+  /// --tool-events-endpoint (issue 49): the harness's tool events for the tool waits replayed
+  /// (null = none). A turn that waits `tool_wait_ms` after its session's previous turn is a tool
+  /// call: tool_start when that turn's reply ends, tool_end (status succeeded, with
+  /// started_at_unix_ms, ended_at_unix_ms, duration_ms) when the wait is over and the turn is
+  /// sent; tool_call_id "<previous turn's request id>:tool", tool_class "unknown" (workloads
+  /// carry no tool names). Warmup requests send none.
+  toolevents::Sender* tool_events = nullptr;
 };
 
 /// A synthetic prompt sized with the engine's tokenizer (size_prompt).

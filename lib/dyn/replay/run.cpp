@@ -38,6 +38,7 @@ constexpr const char* kLiveOnlyFlags[] = {
     "--ignore-eos",
     "--request-timeout-seconds",
     "--connect-timeout-seconds",
+    "--tool-events-endpoint",
     "--max-connections",
     "--progress / --no-progress",
 };
@@ -273,6 +274,11 @@ int run_endpoint(const RunOptions& o, const RunOutput& out, Json& summary, const
     lo.model = o.model;
   }
   lo.progress = o.progress.value_or(isatty(STDERR_FILENO) != 0);
+  std::unique_ptr<toolevents::Sender> tools;
+  if (!o.tool_events_endpoint.empty()) {
+    tools = std::make_unique<toolevents::Sender>(o.tool_events_endpoint);
+    lo.tool_events = tools.get();
+  }
 
   std::unique_ptr<io::Output> file;
   io::Output& rows = open_rows(out, file);
@@ -290,6 +296,9 @@ int run_endpoint(const RunOptions& o, const RunOutput& out, Json& summary, const
     st = run_live(w, lo, rows);
   }
   rows.close();
+  if (tools)
+    diag::note(fmt::format("tool events: {} sent to {}{}", tools->sent(), o.tool_events_endpoint,
+                           tools->dropped() ? fmt::format(", {} dropped (no peer took them)", tools->dropped()) : ""));
 
   diag::note(live_summary_line(st));
   for (const auto& [k, n] : st.errors_by_type) diag::note("  errors " + k + ": " + std::to_string(n));

@@ -70,7 +70,8 @@ struct RunOptions {
   double connect_timeout_s = http::ClientOptions{}.connect_timeout_s;  ///< --connect-timeout-seconds
   uint64_t max_connections = LiveOptions{}.max_connections;            ///< --max-connections
   std::string tokenizer_url;                                           ///< --tokenizer-url
-  std::optional<bool> progress;  ///< --progress / --no-progress (unset: when stderr is a terminal)
+  std::string tool_events_endpoint;  ///< --tool-events-endpoint: PUSH harness tool events there (LiveOptions)
+  std::optional<bool> progress;      ///< --progress / --no-progress (unset: when stderr is a terminal)
   /// --summary-table / --no-summary-table: AIPerf's console table of the run's metrics on stderr
   /// at the end (unset: for a live replay when stderr is a terminal; --sim only when asked, as the
   /// table holds every row until the end).

@@ -202,6 +202,7 @@ AdmitDecision AdmissionController::admit_locked(const std::string& program, cons
   if (!parent.empty()) p.parent = parent;
   ++p.step_count;
   p.status = ProgramStatus::kReasoning;
+  p.tools_running = 0;  // a new request means its tools returned, whatever events were lost
   p.token_total = std::max(p.token_total, prompt_tokens);
 
   auto wait = [&](const char* reason) {
@@ -273,6 +274,27 @@ void AdmissionController::on_response(const std::string& program, uint64_t promp
 
 void AdmissionController::on_request_failed(const std::string& program, double now_ms) {
   on_response(program, 0, 0, now_ms);
+}
+
+bool AdmissionController::on_tool_event(const std::string& program, bool running, double now_ms) {
+  if (!config_.enabled()) return false;
+  std::lock_guard lk(mu_);
+  auto it = programs_.find(program);
+  if (it == programs_.end() || it->second.lifecycle == ProgramLifecycle::kTerminated) return false;
+  Program& p = it->second;
+  if (running) {
+    ++p.tools_running;
+    if (p.inflight > 0) return true;  // a late event: the next request is already under way
+    if (p.status != ProgramStatus::kActing) {
+      p.status = ProgramStatus::kActing;
+      p.acting_since_ms = now_ms;
+    }
+    if (p.marked_for_pause && p.lifecycle == ProgramLifecycle::kActive) pause(p, now_ms);
+    return true;
+  }
+  if (p.tools_running > 0) --p.tools_running;
+  if (p.tools_running == 0 && p.inflight == 0) p.status = ProgramStatus::kReasoning;
+  return true;
 }
 
 std::vector<AdmissionRelease> AdmissionController::release_program(const std::string& program, double now_ms) {
@@ -497,6 +519,7 @@ std::vector<ProgramView> AdmissionController::programs(double now_ms) const {
     v.pause_count = p.pause_count;
     v.marked_for_pause = p.marked_for_pause;
     v.soft_demoted = p.soft_demoted;
+    v.tools_running = p.tools_running;
     v.paused_for_ms = p.lifecycle == ProgramLifecycle::kPaused ? now_ms - p.paused_since_ms : 0.0;
     v.paused_ms_total = p.paused_ms_total + v.paused_for_ms;
     out.push_back(std::move(v));
@@ -550,6 +573,7 @@ Json AdmissionController::snapshot_json(double now_ms) const {
     j["waiting_requests"] = v.waiting_requests;
     j["marked_for_pause"] = v.marked_for_pause;
     j["soft_demoted"] = v.soft_demoted;
+    j["tools_running"] = v.tools_running;
     j["pause_count"] = v.pause_count;
     j["paused_for_ms"] = v.paused_for_ms;
     j["paused_ms_total"] = v.paused_ms_total;

@@ -115,6 +115,7 @@ struct ProgramView {
   uint64_t pause_count = 0;
   bool marked_for_pause = false;
   bool soft_demoted = false;
+  uint64_t tools_running = 0;  ///< harness tool_start events without their end yet
   double paused_ms_total = 0;  ///< time spent PAUSED so far (current pause included)
   double paused_for_ms = 0;    ///< length of the current pause (0 when ACTIVE)
 };
@@ -171,6 +172,14 @@ class AdmissionController {
   /// A request of `program` failed or was cancelled before usage was known: like on_response
   /// without changing token_total.
   void on_request_failed(const std::string& program, double now_ms);
+  /// A harness tool event of `program` (issue 49: dyn-route serve --tool-events-endpoint):
+  /// `running` at tool_start, not at tool_end / tool_error. The program is ACTING while a tool
+  /// runs: a start with no request in flight makes it ACTING (since `now_ms` unless the response
+  /// already did) and pauses it when it was marked for its next tool boundary; the end of its
+  /// last running tool makes it REASONING (its next request is due, so it is not paused in the
+  /// moment before it arrives). Without events, boundaries stay inferred from responses
+  /// (on_response). Returns false when the program is unknown or terminated.
+  bool on_tool_event(const std::string& program, bool running, double now_ms);
   /// `session_final`: the program ends (TERMINATED) and stops counting anywhere. Waiting
   /// requests of it are released first so that nothing blocks forever: returned for callers
   /// that wait without blocking (admit()).
@@ -212,7 +221,7 @@ class AdmissionController {
     ProgramLifecycle lifecycle = ProgramLifecycle::kActive;
     ProgramStatus status = ProgramStatus::kReasoning;
     std::optional<int> worker, last_worker;
-    uint64_t token_total = 0, step_count = 0, inflight = 0, pause_count = 0;
+    uint64_t token_total = 0, step_count = 0, inflight = 0, pause_count = 0, tools_running = 0;
     bool marked_for_pause = false, soft_demoted = false, resume_boost = false;
     double acting_since_ms = 0, paused_since_ms = 0, paused_ms_total = 0;
     uint64_t pause_order = 0;                          ///< FIFO order among paused programs (ties)

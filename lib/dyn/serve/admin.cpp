@@ -24,6 +24,11 @@ void AdminPages::add_routes(http::EventServer& s, bool guarded) const {
       fn(req, res);
     };
   };
+  if (s_.tools) {
+    s.route("GET", "/v1/tool_events", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
+              res.set_content(s_.tools->snapshot_json().dump(2) + "\n", "application/json");
+            }));
+  }
   if (s_.placer) {
     s.route("GET", "/v1/bindings", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
               res.set_content(bindings_text(), "application/json");

@@ -15,6 +15,7 @@
 #include "dyn/serve/placer.h"
 #include "dyn/serve/relay.h"
 #include "dyn/serve/request_trace.h"
+#include "dyn/serve/tool_events.h"
 
 namespace dyn::serve {
 
@@ -31,6 +32,7 @@ struct AdminSources {
   const Relay& relay;
   const RequestTrace& trace;
   Membership* members;
+  const ToolEventIngress* tools = nullptr;  ///< --tool-events-endpoint
 };
 
 /// The admin endpoints. They answer on the admin listener when there is one (--admin-port);

@@ -20,6 +20,7 @@
 #include "dyn/serve/placer.h"
 #include "dyn/serve/relay.h"
 #include "dyn/serve/request_trace.h"
+#include "dyn/serve/tool_events.h"
 
 namespace dyn::serve {
 
@@ -58,6 +59,7 @@ struct Frontend::Impl {
   std::unique_ptr<HealthPoller> health;  ///< serve mode
   std::unique_ptr<RequestTrace> trace;
   std::unique_ptr<Relay> relay;
+  std::unique_ptr<ToolEventIngress> tools;  ///< --tool-events-endpoint
   std::unique_ptr<AdminPages> admin;
 
   Impl(FrontendOptions o, const Clock& c);
@@ -103,8 +105,12 @@ Frontend::Impl::Impl(FrontendOptions o, const Clock& c)
   trace = std::make_unique<RequestTrace>(clock, opt.trace_block_size, !opt.capture,
                                          opt.capture ? nullptr : &opt.queue.classes);
   relay = std::make_unique<Relay>(opt, clock, loop, *fleet, placer.get(), kv ? &kv->adapters() : nullptr, *trace);
+  if (!opt.tool_events_endpoint.empty()) {
+    tools = std::make_unique<ToolEventIngress>(clock, *trace, placer ? placer->admission() : nullptr);
+    relay->set_tool_events(tools.get());
+  }
   admin = std::make_unique<AdminPages>(
-      AdminSources{opt, clock, *fleet, placer.get(), kv.get(), *relay, *trace, members.get()});
+      AdminSources{opt, clock, *fleet, placer.get(), kv.get(), *relay, *trace, members.get(), tools.get()});
   add_api_routes();
   add_other_routes();
   // Last: the subscriber threads use the router, health flags and admission set up above. A bad
@@ -192,6 +198,14 @@ Expected<int> Frontend::bind() {
     auto a = m.admin_server.bind(m.opt.admin_listen);
     if (!a) return a.error();
   }
+  // Before the server says it listens: a harness may send as soon as it sees the port.
+  if (m.tools) {
+    try {
+      m.tools->start(m.opt.tool_events_endpoint, m.opt.tool_events_topic);
+    } catch (const Fatal& e) {
+      return Error{e.what(), e.exit_code()};
+    }
+  }
   return m.server.bind(m.opt.listen);
 }
 
@@ -218,6 +232,7 @@ void Frontend::serve() {
   if (m.health) m.health->join();
   if (m.members) m.members->stop();
   if (m.kv) m.kv->stop();
+  if (m.tools) m.tools->stop();
   m.trace->close();
 }
 

@@ -115,6 +115,11 @@ struct FrontendOptions {
   /// OpenAI-compatible tokenizer base URL (vLLM/SGLang `POST /tokenize`): requests are hashed
   /// from the token ids it returns instead of the SPEC 4.2 4-byte tokens. "" = 4-byte tokens.
   std::string tokenizer_url;
+  /// Harness tool events (issue 49, Dynamo's DYN_REQUEST_TRACE_TOOL_EVENTS_ZMQ_ENDPOINT and
+  /// _TOPIC): the ZMQ PULL address to bind ("" = none; port 0 = a free one) and the first frame
+  /// to accept ("" = any).
+  std::string tool_events_endpoint;
+  std::string tool_events_topic = "agent-tool-events";
 };
 
 }  // namespace dyn::serve

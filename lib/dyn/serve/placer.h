@@ -105,6 +105,7 @@ class Placer {
   SharedBindings* shared() { return shared_.get(); }
   const SharedBindings* shared() const { return shared_.get(); }
   const route::AdmissionController* admission() const { return admission_.get(); }
+  route::AdmissionController* admission() { return admission_.get(); }
 
  private:
   /// Hands the controller the routable serving workers, so a program assigned to a worker that

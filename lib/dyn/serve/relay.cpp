@@ -1,6 +1,7 @@
 // The relay: each API request through its stages to a worker and back, then its end counted and
 // traced.
 #include "dyn/serve/relay.h"
+#include "dyn/serve/tool_events.h"
 
 #include <chrono>
 #include <cmath>
@@ -107,6 +108,7 @@ void Relay::resolve_priority(Exchange& ex, const Dispatch& d) {
 
 void Relay::admit_then_dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res,
                                 std::shared_ptr<const Dispatch> d, Done done) {
+  if (tools_ && ex->ctx && !ex->ctx->session_id.empty()) tools_->on_request(ex->ctx->session_id);
   if (placer_ && placer_->admits() && ex->ctx) {
     Placer::Admitted a = placer_->admit(*ex->ctx, ex->input_length, ex->lease);
     ex->pause_ms = 0;
@@ -498,6 +500,13 @@ void Relay::finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome
   }
   count_end(*ex, out, err_type);
   decisions_.ended(*ex, ex->tap ? &ex->tap->facts() : nullptr);
+  if (tools_ && ex->ctx && !ex->ctx->session_id.empty()) {
+    std::vector<std::string> calls;
+    if (ex->tap)
+      for (const ToolCall& c : ex->tap->facts().tool_calls)
+        if (!c.id.empty()) calls.push_back(c.id);
+    tools_->on_response(ex->ctx->session_id, ex->request_id, calls);
+  }
   if (trace_.on()) trace_.write_end(*ex, out, status, err_type, err_msg);
 }
 

@@ -24,6 +24,8 @@
 
 namespace dyn::serve {
 
+class ToolEventIngress;
+
 /// The relay's own figures (dyn_frontend_*, dyn_request_*, dyn_tokenizer_errors_total).
 struct RelayStats {
   std::atomic<uint64_t> requests{0}, rejected{0}, retries{0}, retries_exhausted{0}, migrations{0}, migrations_failed{0},
@@ -73,6 +75,9 @@ class Relay {
 
   /// From now on new API requests get 503 (Connection: close). True for the first call.
   bool begin_drain() { return !draining_.exchange(true); }
+  /// Harness tool events (--tool-events-endpoint): each session's finished responses and their
+  /// tool calls go there, for the events' join. Set before serving.
+  void set_tool_events(ToolEventIngress* tools) { tools_ = tools; }
   size_t in_flight() const { return stats_.in_flight.load(); }
   const RelayStats& stats() const { return stats_; }
   const DecisionLog& decisions() const { return decisions_; }
@@ -208,6 +213,7 @@ class Relay {
   RequestQueue* queue_;  ///< the placer's (null in capture mode)
   const kvevents::Adapters* adapters_;
   RequestTrace& trace_;
+  ToolEventIngress* tools_ = nullptr;
   RelayStats stats_;
   DecisionLog decisions_;
   std::unique_ptr<EngineTokenizer> tokenizer_;  ///< --tokenizer-url (null without)

@@ -45,6 +45,12 @@ void RequestTrace::write_end(const Exchange& ex, const http::ProxyOutcome* out, 
   writer_->write_line(request_end_row(ex, out, status, err_type, err_msg));
 }
 
+void RequestTrace::write_tool_event(const records::ToolEvent& e, const records::ToolEventJoin& join) {
+  std::string row;
+  records::append_tool_event(row, e, &join);
+  writer_->write_line(row);
+}
+
 void RequestTrace::close() {
   if (writer_) writer_->close();
 }

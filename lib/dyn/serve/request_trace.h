@@ -12,6 +12,7 @@
 #include "dyn/base/error.h"
 #include "dyn/base/json.h"
 #include "dyn/io/segment_writer.h"
+#include "dyn/records/rows.h"
 #include "dyn/serve/exchange.h"
 
 namespace dyn::serve {
@@ -42,6 +43,9 @@ class RequestTrace {
                  const std::string& err_msg);
   /// Another row (a route_decision of the decision log) through the same writer.
   void write_line(const std::string& line) { writer_->write_line(line); }
+  /// A harness tool event's row (records::append_tool_event with the router's join), from any
+  /// thread while on().
+  void write_tool_event(const records::ToolEvent& e, const records::ToolEventJoin& join);
   /// Flushes and closes the trace.
   void close();
   /// Rows lost to failed writes; nullopt while tracing is off.

@@ -9,6 +9,7 @@
 #include "dyn/base/diag.h"
 #include "dyn/io/line_reader.h"
 #include "dyn/trace/sessionize.h"
+#include "dyn/trace/weka.h"
 
 namespace dyn::trace {
 
@@ -224,9 +225,17 @@ int convert_workload(const ConvertOptions& o, io::Output& out) {
     }
     return read_azure_csv(o.inputs, o.block_size, out) > 0 ? kExitBadData : kExitOk;
   }
-  records::WorkloadOptions wo;
-  wo.block_size = o.block_size;
-  records::Workload w = records::load_workload(o.inputs, wo);
+  records::Workload w;
+  if (o.from == ConvertFrom::kWeka) {
+    if (o.block_size != 0 && o.block_size != kWekaBlockSize)
+      throw Fatal(kExitUsage, "--from weka: the traces hash 64-token blocks; --block-size " +
+                                  std::to_string(o.block_size) + " cannot apply");
+    w = read_weka(o.inputs, o.profile.get());
+  } else {
+    records::WorkloadOptions wo;
+    wo.block_size = o.block_size;
+    w = records::load_workload(o.inputs, wo);
+  }
   if (o.from == ConvertFrom::kDynamo && !w.from_dynamo && !w.rows.empty())
     throw Fatal(kExitBadData, "--from dynamo: input has no dynamo.request.trace.v1 request_end records");
   if (o.from == ConvertFrom::kMooncake && w.from_dynamo)
@@ -241,6 +250,9 @@ int convert_workload(const ConvertOptions& o, io::Output& out) {
   } else {
     for (const auto& row : w.rows) out.line(records::workload_row_to_json(row).dump());
   }
+  if (o.from == ConvertFrom::kWeka)
+    diag::note("converted " + std::to_string(w.rows.size()) +
+               " WEKA requests at block size 64 (replay with --block-size 64)");
   if (w.from_dynamo)
     diag::note("converted " + std::to_string(w.rows.size()) + " request_end records at block size " +
                std::to_string(w.block_size));

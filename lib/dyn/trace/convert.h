@@ -1,5 +1,5 @@
 // Workload converters (SPEC 6): Dynamo traces -> Mooncake, Mooncake -> Dynamo's agentic form,
-// Azure LLM inference CSV -> Mooncake.
+// Azure LLM inference CSV -> Mooncake, WEKA agent traces -> Mooncake with sessions.
 #pragma once
 
 #include <cstdint>
@@ -17,12 +17,13 @@
 
 namespace dyn::trace {
 
-enum class ConvertFrom { kDynamo, kMooncake, kAzureCsv };
+enum class ConvertFrom { kDynamo, kMooncake, kAzureCsv, kWeka };
 /// `dyn-trace convert --from` names.
 inline constexpr Named<ConvertFrom> kConvertFrom[] = {
     {ConvertFrom::kDynamo, "dynamo", "Dynamo request_end traces"},
     {ConvertFrom::kMooncake, "mooncake", "Mooncake JSONL workloads"},
     {ConvertFrom::kAzureCsv, "azure-csv", "Azure LLM inference trace CSV"},
+    {ConvertFrom::kWeka, "weka", "WEKA kv-cache-tester agent traces (one JSON file per conversation)"},
 };
 enum class ConvertTo { kMooncake, kAgentic };
 /// `dyn-trace convert --to` names.
@@ -48,6 +49,8 @@ struct ConvertOptions {
 /// - mooncake -> mooncake: validated and normalized rows (SPEC 6.1).
 /// - any -> agentic: to_agentic_rows().
 /// - azure-csv -> mooncake: read_azure_csv(), streamed in constant memory.
+/// - weka -> mooncake|agentic: read_weka() (weka.h) at block size 64 (another --block-size is a
+///   usage error); any file that fails rejects the whole conversion (exit 3, nothing written).
 int convert_workload(const ConvertOptions& options, io::Output& out);
 
 /// Dynamo's agentic Mooncake form (ai-dynamo/dynamo agent_trace_to_mooncake --agentic):

@@ -16,12 +16,19 @@ struct StatsOptions {
 };
 
 /// Reads trace rows (bare or enveloped, gzip or plain) and writes one summary per session, then
-/// one per worker, then a total, each sorted by id (JSONL keys in this order):
+/// one per worker, then one per tool name (kind "tool": tool, calls, tool_ms, mean_ms,
+/// duration_ms {p50,p90,p99}, tool_source; the name is tool.tool_class of harness rows, else the
+/// names of the reply's tool calls joined by "+", else "unknown"), then a total, each sorted by
+/// id (JSONL keys in this order):
 ///   kind ("session" | "worker" | "total"), session_id | worker, parent_session_id (sessions),
 ///   requests, errors, input_tokens, output_tokens, cached_tokens, cached_ratio (Σcached/Σinput),
 ///   ttft_ms {p50,p90,p99}, latency_ms {p50,p90,p99} (request.total_time_ms; both
 ///   records::percentile_linear), tool_calls (from finish_reason_metadata.tool_calls),
-///   tool_events and tool_ms (tool_end/tool_error rows and their tool.duration_ms), workers
+///   tool_events (tool_end/tool_error rows), tool_ms and tool_source: the sum of those rows'
+///   tool.duration_ms ("harness") or, for a session without such rows, of the gaps after each
+///   reply that stopped for a tool (finish_reason tool_calls/tool_use or tool calls listed) until
+///   the session's next request arrived ("inferred"; Dynamo: tool_wait ~ next request_received_ms
+///   − this event_time_unix_ms); the total says "mixed" when both occur; null without any), workers
 ///   (sessions: distinct decode_worker_ids) or sessions (workers: distinct session count),
 ///   first_event_unix_ms, last_event_unix_ms.
 /// Requests are request_end rows; rows marked dyn.warmup are skipped; rows with dyn.status other
