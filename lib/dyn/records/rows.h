@@ -147,6 +147,8 @@ struct RouteDecision {
     double prefill_blocks = 0, decode_blocks = 0;  ///< route::WorkerScore's (written as doubles)
     double cost = 0;
     bool eligible = true;
+    uint64_t host_blocks = 0, disk_blocks = 0;  ///< lower-tier overlaps; written when not 0
+    uint64_t shared_blocks = 0;                 ///< shared-pool blocks past the GPU run; likewise
   };
   bool explain = false;
   std::span<const Candidate> candidates;
@@ -162,8 +164,8 @@ struct RouteDecision {
 /// schema, event_type, event_time_unix_ms, event_source "router", agent_context, request {
 /// request_id, x_request_id, input_tokens, output_tokens, [cached_tokens, kv_hit_rate, worker] },
 /// dyn { binding, rebind_reason, request_blocks, explain {request_blocks, workers [{worker, overlap_blocks,
-/// prefill_blocks, decode_blocks, cost, eligible}]} } or dyn { binding "none", error {code,
-/// message} }. Thread-safe.
+/// host_blocks?, disk_blocks?, shared_blocks?, prefill_blocks, decode_blocks, cost, eligible}]} } or dyn { binding
+/// "none", error {code, message} }. Thread-safe.
 void append_route_decision(std::string& out, const RouteDecision& d);
 
 }  // namespace dyn::records
