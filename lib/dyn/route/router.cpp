@@ -108,7 +108,9 @@ struct Router::Impl {
         host(lower_tier_config(c, c.host_ttl_secs, c.host_max_tree_size)),
         disk(lower_tier_config(c, c.disk_ttl_secs, c.disk_max_tree_size)),
         shared(kv::IndexConfig{0, 0, c.prune_target_ratio}),
-        rng(c.seed) {
+        rng(c.seed),
+        tiers_tracked(c.kv_events || c.host_ttl_secs > 0 || c.disk_ttl_secs > 0 ||
+                      c.shared_cache_type != SharedCacheType::kNone) {
     shared.set_worker_count(1);
   }
   // A lower tier's index (SPEC 3.3): event-fed, blocks stay until the worker removes them;
@@ -130,6 +132,9 @@ struct Router::Impl {
     f(disk);
   }
   Rng rng;
+  // Whether any index below the GPU can hold blocks: when not, routing reads the GPU tier only,
+  // at the cost it had before tiers (one test per placement).
+  const bool tiers_tracked;
   std::vector<Worker> workers;
   std::unordered_map<uint64_t, uint32_t> by_id;
   uint64_t rr = 0;
@@ -415,7 +420,11 @@ static void sweep_locked(Router::Impl& I, const RouterConfig& cfg, double now, b
     for (auto d = I.dropped.begin(); d != I.dropped.end();)
       d = d->second.at_ms + ttl <= now ? I.dropped.erase(d) : std::next(d);
   }
-  if (!cfg.kv_events) I.for_tiers([&](kv::PrefixIndex& x) { x.expire(now); });
+  if (!cfg.kv_events) {
+    I.index.expire(now);
+    if (cfg.host_ttl_secs > 0) I.host.expire(now);
+    if (cfg.disk_ttl_secs > 0) I.disk.expire(now);
+  }
   double period = 30'000;
   if (cfg.affinity_enabled()) period = std::min(period, ttl_ms(cfg));
   I.next_sweep_ms = now + period;
@@ -783,6 +792,7 @@ namespace {
 // when a lower tier can hold blocks (event-fed, or predicted) and is credited or explained, so
 // GPU-only routing does no extra work. Caller holds the lock; I.ov is filled.
 void lower_tier_overlaps(Router::Impl& I, const RouterConfig& cfg, const RouteRequest& req, double now) {
+  if (!I.tiers_tracked) return;  // lower_on and shared_on stay false
   // The shared pool's hits beyond each worker's GPU run (Dynamo's shared-cache credit): the pool
   // may hold any positions, not only a leading run.
   I.shared_on =
