@@ -27,7 +27,7 @@ inline constexpr std::string_view kDeviceMedium = "GPU";
 /// Why an event was not applied to a worker's index (counted per worker, never a whole batch).
 enum class Skip : uint8_t {
   kUndecodable,     ///< the event could not be decoded (its batch's other events are applied)
-  kOtherMedium,     ///< a medium not translated (a shared pool's EXTERNAL, an unknown name)
+  kOtherMedium,     ///< a medium of no tier the translator was asked for (an unknown name)
   kOtherGroup,      ///< a KV cache group other than the main (full) attention one
   kPlaceholder,     ///< a BlockStored without token ids or of block size 0 (vLLM's offload placeholders)
   kUnnamedAdapter,  ///< stored under a LoRA adapter known only by lora_id: no request can name it
