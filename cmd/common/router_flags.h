@@ -28,6 +28,7 @@ struct RouterFlags {
   int64_t active_prefill_tokens_threshold = -1;      // < 0 = unset
   double active_prefill_tokens_threshold_frac = -1;  // < 0 = unset
   int64_t active_requests_threshold = 0;             // 0 = unset
+  double shared_cache_multiplier = -1;               // < 0 = unset (0.5 with a pool)
   CLI::Option* block_size_opt = nullptr;
 
   /// True when --kv-cache-block-size (or its environment variable) was given.
@@ -44,6 +45,7 @@ struct RouterFlags {
     if (active_prefill_tokens_threshold_frac >= 0)
       c.active_prefill_tokens_threshold_frac = active_prefill_tokens_threshold_frac;
     if (active_requests_threshold > 0) c.active_requests_threshold = static_cast<uint64_t>(active_requests_threshold);
+    if (shared_cache_multiplier >= 0) c.shared_cache_multiplier = shared_cache_multiplier;
     c.seed = seed;
     if (auto e = c.validate()) throw Fatal(e->exit_code, e->message);
     return c;
@@ -101,6 +103,54 @@ inline void add_router_flags(CLI::App& app, RouterFlags& f) {
   app.add_flag("--router-kv-events,!--no-router-kv-events", f.cfg.kv_events,
                "Feed the KV index from worker KV events (stored/removed/cleared) instead of predicting it")
       ->envname("DYN_ROUTER_USE_KV_EVENTS")
+      ->group(g);
+  app.add_option("--host-cache-hit-weight,--router-host-cache-hit-weight", f.cfg.host_cache_hit_weight,
+                 "Overlap credit of a block on a worker's host (CPU) tier, as a fraction of a GPU block's (0 and "
+                 "--disk-cache-hit-weight 0 = GPU-only credit)")
+      ->envname("DYN_ROUTER_HOST_CACHE_HIT_WEIGHT")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--disk-cache-hit-weight,--router-disk-cache-hit-weight", f.cfg.disk_cache_hit_weight,
+                 "Overlap credit of a block on a worker's disk tier, as a fraction of a GPU block's")
+      ->envname("DYN_ROUTER_DISK_CACHE_HIT_WEIGHT")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str()
+      ->group(g);
+  cli::add_choice(app, "--shared-cache-type", f.cfg.shared_cache_type, route::kSharedCacheTypes,
+                  "Shared KV pool credited by the cost model: " + choices_help(route::kSharedCacheTypes, "; ", ": "))
+      ->envname("DYN_SHARED_CACHE_TYPE")
+      ->group(g);
+  app.add_option("--shared-cache-multiplier", f.shared_cache_multiplier,
+                 "Credit of a shared-pool block past a worker's GPU run, as a fraction of a GPU block's (0-1; "
+                 "default 0.5 with a pool)")
+      ->envname("DYN_SHARED_CACHE_MULTIPLIER")
+      ->check(CLI::Range(0.0, 1.0))
+      ->type_name("FRACTION")
+      ->group(g);
+  app.add_option("--router-host-ttl-secs", f.cfg.host_ttl_secs,
+                 "Approximate KV index: seconds a routed block is predicted on the worker's host tier since its "
+                 "last use (> --router-ttl-secs); 0 = not predicted")
+      ->envname("DYN_ROUTER_HOST_TTL_SECS")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--router-disk-ttl-secs", f.cfg.disk_ttl_secs,
+                 "Approximate KV index: seconds a routed block is predicted on the worker's disk tier (> the host "
+                 "TTL); 0 = not predicted")
+      ->envname("DYN_ROUTER_DISK_TTL_SECS")
+      ->check(CLI::Range(0.0, 1e9))
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--router-host-max-tree-size", f.cfg.host_max_tree_size,
+                 "Approximate KV index: predicted host-tier budget per worker in blocks (0 = the TTL only)")
+      ->envname("DYN_ROUTER_HOST_MAX_TREE_SIZE")
+      ->capture_default_str()
+      ->group(g);
+  app.add_option("--router-disk-max-tree-size", f.cfg.disk_max_tree_size,
+                 "Approximate KV index: predicted disk-tier budget per worker in blocks (0 = the TTL only)")
+      ->envname("DYN_ROUTER_DISK_MAX_TREE_SIZE")
+      ->capture_default_str()
       ->group(g);
   app.add_option("--router-max-tree-size", f.cfg.max_tree_size,
                  "Approximate KV index budget per worker in blocks (0 = --router-worker-kv-blocks)")

@@ -3,7 +3,8 @@
 # CPU BlockRemoved never removes the GPU copy. Offline (dyn-route decide on the case's kv_event
 # rows) and live (dyn-route serve subscribed to two vLLM-format publishers that replay the case's
 # batch files) alike, prompt A goes to worker 1 with its 4 blocks cached, as the control prompt Q
-# does; the two CPU events are counted as skipped for their medium, and no batch is bad.
+# does; the CPU placeholder is skipped as a placeholder (the host tier is indexed, but a store
+# without token ids cannot be hashed), the CPU removal names no host block, and no batch is bad.
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 source "$DYN_ROOT/tests/e2e/helpers/kv_events.sh"
 c="$DYN_ROOT/tests/fixtures/cases/44-kv-offload-placeholder-batch"

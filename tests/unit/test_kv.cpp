@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <unordered_set>
 
+#include "dyn/kv/block_event.h"
 #include "dyn/kv/flat_map.h"
 #include "dyn/kv/prefix_index.h"
 
@@ -121,6 +122,62 @@ TEST_CASE("events: stored, removed, cleared") {
   ix.overlaps(s, 0, out);
   CHECK(out == std::vector<uint32_t>{3, 0});
   CHECK(ix.blocks(1) == 0);
+}
+
+TEST_CASE("lower tier: tier-exclusive continuation from where the tier above stopped") {
+  PrefixIndex host(IndexConfig{0, 0, 0.8});
+  host.set_worker_count(3);
+  std::vector<uint64_t> s = {1, 2, 3, 4, 5, 6};
+  std::vector<uint32_t> out(3, 99);
+  // An empty tier: nothing continues, whatever the device runs.
+  std::vector<uint32_t> dev = {0, 2, 6};
+  host.continue_overlaps(s, 0, dev, out);
+  CHECK(out == std::vector<uint32_t>{0, 0, 0});
+  // Worker 0 holds 1..3 on host; worker 1 holds 1..5 (blocks 1, 2 also on its GPU: counted once,
+  // as device); worker 2 holds all but its device run covers the request.
+  host.apply_stored(0, std::vector<uint64_t>{1, 2, 3}, std::nullopt, 0);
+  host.apply_stored(1, std::vector<uint64_t>{1, 2, 3, 4, 5}, std::nullopt, 0);
+  host.apply_stored(2, s, std::nullopt, 0);
+  host.continue_overlaps(s, 0, dev, out);
+  CHECK(out == std::vector<uint32_t>{3, 3, 0});
+  // A host run starts at the device stop even where the host lacks earlier blocks: worker 0 with a
+  // device run of 4 and host blocks 5, 6 only.
+  host.apply_removed(0, std::vector<uint64_t>{1, 2, 3});
+  host.apply_stored(0, std::vector<uint64_t>{5, 6}, std::nullopt, 0);
+  dev = {4, 0, 0};
+  host.continue_overlaps(s, 0, dev, out);
+  CHECK(out == std::vector<uint32_t>{2, 5, 6});
+  // A gap ends a run: worker 1 loses block 3.
+  host.apply_removed(1, std::vector<uint64_t>{3});
+  host.continue_overlaps(s, 0, dev, out);
+  CHECK(out == std::vector<uint32_t>{2, 2, 6});
+  host.clear_worker(2);
+  host.continue_overlaps(s, 0, dev, out);
+  CHECK(out == std::vector<uint32_t>{2, 2, 0});
+  // TTL applies as on the device tier (approximate mode): expired blocks do not continue a run.
+  PrefixIndex timed(IndexConfig{1000, 0, 0.8});
+  timed.set_worker_count(1);
+  timed.insert(0, s, 0);
+  std::vector<uint32_t> one(1), zero(1, 0);
+  timed.continue_overlaps(s, 999, zero, one);
+  CHECK(one[0] == 6);
+  timed.continue_overlaps(s, 1000, zero, one);
+  CHECK(one[0] == 0);
+}
+
+TEST_CASE("medium names map to tiers as Dynamo's StorageTier::from_kv_medium") {
+  CHECK(tier_of_medium(std::nullopt) == Tier::kDevice);
+  CHECK(tier_of_medium("GPU") == Tier::kDevice);
+  CHECK(tier_of_medium("CPU") == Tier::kHost);
+  CHECK(tier_of_medium("CPU_PINNED") == Tier::kHost);
+  CHECK(tier_of_medium("CPU_TIER1") == Tier::kHost);
+  CHECK(tier_of_medium("CPU_TIER2") == Tier::kDisk);
+  CHECK(tier_of_medium("DISK") == Tier::kDisk);
+  CHECK(tier_of_medium("NVME") == Tier::kDisk);
+  CHECK(tier_of_medium("EXTERNAL") == Tier::kShared);
+  CHECK(!tier_of_medium("TAPE"));
+  CHECK(!tier_of_medium("gpu"));
+  CHECK(std::string(tier_name(Tier::kHost)) == "CPU_PINNED");
 }
 
 // A plain LRU list per worker, as SPEC 3.3 words it: the index must match it exactly (which blocks

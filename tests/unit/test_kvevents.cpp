@@ -363,7 +363,7 @@ TEST_CASE("an engine id stored again with other content drops what only the old 
 TEST_CASE("case 44: a step batch mixing GPU blocks and KV-offload placeholders keeps its GPU blocks") {
   // tests/fixtures/cases/44-kv-offload-placeholder-batch in unit form: the batch of worker 1
   // holds a GPU BlockStored of prompt A and a CPU placeholder for two of its ids; a later batch
-  // evicts the CPU copy of block 4401. A is still fully cached on worker 1.
+  // evicts the CPU copy of block 4401. A is still fully cached on worker 1's GPU.
   dyn::FakeClock clock;
   dyn::route::RouterConfig cfg;
   cfg.block_size = 16;
@@ -386,7 +386,10 @@ TEST_CASE("case 44: a step batch mixing GPU blocks and KV-offload placeholders k
   auto index = [&](const dyn::route::KvEvent& e) { router.apply_kv_event(1, e); };
   for (const EventBatch& b : {step, evict}) feed.apply(*decode_batch(encode_batch(b)), index, accept, note);
   CHECK(problems.empty());  // an offloaded copy is traffic, not a problem
-  CHECK(feed.counts().skipped[static_cast<size_t>(Skip::kOtherMedium)] == 2);
+  // The host tier is indexed now: the placeholder is skipped as one (no tokens to hash), and the
+  // CPU eviction names a block the host tier never held, so it changes nothing.
+  CHECK(feed.counts().skipped[static_cast<size_t>(Skip::kPlaceholder)] == 1);
+  CHECK(feed.counts().skipped[static_cast<size_t>(Skip::kOtherMedium)] == 0);
   CHECK(router.loads().at(1).cached_blocks == 4);
   auto seq = dyn::tokens::sequence_hashes(dyn::tokens::block_hashes(a, 16));
   dyn::route::RouteRequest q;
@@ -396,6 +399,43 @@ TEST_CASE("case 44: a step batch mixing GPU blocks and KV-offload placeholders k
   REQUIRE(p);
   CHECK(p->worker() == 1);
   CHECK(p->overlap_blocks() == 4);
+}
+
+TEST_CASE("the feed keeps each tier's blocks apart: GPU, CPU, DISK, EXTERNAL events reach the index by tier") {
+  auto a = tokens_from(50, 48);
+  auto seq = dyn::tokens::sequence_hashes(dyn::tokens::block_hashes(a, 16));
+  EventBatch b;
+  b.events.push_back(BlockStored{{1, 2, 3}, std::nullopt, a, 16, {}, std::string("GPU")});
+  b.events.push_back(BlockStored{{1, 2, 3}, std::nullopt, a, 16, {}, std::string("CPU_PINNED")});
+  // Demotion to disk: store on the new tier before removing from the old (both of one engine id).
+  b.events.push_back(BlockStored{{7}, std::nullopt, {a.begin(), a.begin() + 16}, 16, {}, std::string("DISK")});
+  b.events.push_back(BlockRemoved{{1}, std::string("CPU")});  // "CPU" is the host tier too
+  b.events.push_back(BlockStored{{9}, std::nullopt, {a.begin(), a.begin() + 16}, 16, {}, std::string("EXTERNAL")});
+  b.events.push_back(BlockStored{{9}, std::nullopt, {a.begin(), a.begin() + 16}, 16, {}, std::string("TAPE")});
+  WorkerFeed feed(16, nullptr);
+  std::vector<std::pair<dyn::kv::Tier, dyn::kv::BlockEvent::Kind>> got;
+  std::vector<uint64_t> host_removed;
+  auto index = [&](const dyn::kv::BlockEvent& e) {
+    got.emplace_back(e.tier, e.kind);
+    if (e.tier == dyn::kv::Tier::kHost && e.kind == dyn::kv::BlockEvent::Kind::kRemoved) host_removed = e.block_hashes;
+  };
+  feed.apply(
+      *decode_batch(encode_batch(b)), index, [](uint32_t) { return true; }, nullptr);
+  using K = dyn::kv::BlockEvent::Kind;
+  using T = dyn::kv::Tier;
+  CHECK(got == decltype(got){{T::kDevice, K::kStored},
+                             {T::kHost, K::kStored},
+                             {T::kDisk, K::kStored},
+                             {T::kHost, K::kRemoved},
+                             {T::kShared, K::kStored}});
+  CHECK(host_removed == std::vector<uint64_t>{seq[0]});
+  CHECK(feed.counts().skipped[static_cast<size_t>(Skip::kOtherMedium)] == 1);  // TAPE
+  // A reset (missed events) clears every tier of the worker.
+  got.clear();
+  feed.reset(index);
+  CHECK(got ==
+        decltype(got){
+            {T::kDevice, K::kCleared}, {T::kHost, K::kCleared}, {T::kDisk, K::kCleared}, {T::kShared, K::kCleared}});
 }
 
 TEST_CASE("publisher and subscriber: ordered delivery, join replay, gap replay") {

@@ -719,3 +719,233 @@ TEST_CASE("staleness totals count each sign apart") {
   CHECK(t.predicted_tokens == 112);
   CHECK(t.delivered_tokens == 96);
 }
+
+namespace {
+KvEvent tier_event(KvEvent::Kind k, std::vector<uint64_t> hashes, kv::Tier t) {
+  KvEvent e;
+  e.kind = k;
+  e.block_hashes = std::move(hashes);
+  e.tier = t;
+  return e;
+}
+}  // namespace
+
+TEST_CASE("tiers: per-tier overlap from events, tier-exclusive; a block on two tiers; removal and clear per tier") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.block_size = 16;
+  c.kv_events = true;
+  ROUTER(r, c, clk, 2);
+  auto s = seq_of(7, 8);
+  using K = KvEvent::Kind;
+  // Worker 0: blocks 0-1 on GPU, 0-5 on host (0-1 on both), 6 on disk. Worker 1: 0-7 on disk.
+  r.apply_kv_event(0, tier_event(K::kStored, {s.begin(), s.begin() + 2}, kv::Tier::kDevice));
+  r.apply_kv_event(0, tier_event(K::kStored, {s.begin(), s.begin() + 6}, kv::Tier::kHost));
+  r.apply_kv_event(0, tier_event(K::kStored, {s[6]}, kv::Tier::kDisk));
+  r.apply_kv_event(1, tier_event(K::kStored, s, kv::Tier::kDisk));
+  auto explain = [&] {
+    RouteRequest q = req("", s, 8 * 16);
+    q.explain = true;
+    auto p = place_ok(r, q);
+    p.fail(true);
+    return p.explain();
+  };
+  auto e = explain();
+  REQUIRE(e.size() == 2);
+  CHECK(e[0].overlap_blocks == 2);
+  CHECK(e[0].host_blocks == 4);  // blocks 2-5: 0-1 are counted on the GPU only
+  CHECK(e[0].disk_blocks == 1);  // block 6 continues the host run
+  CHECK(e[1].overlap_blocks == 0);
+  CHECK(e[1].host_blocks == 0);
+  CHECK(e[1].disk_blocks == 8);
+  // credit w0 = 2 + 0.75 x 4 + 0.25 x 1 = 5.25; w1 = 0.25 x 8 = 2
+  CHECK(e[0].prefill_blocks == doctest::Approx(8 - 5.25));
+  CHECK(e[1].prefill_blocks == doctest::Approx(6));
+  // Removing block 0 from the GPU keeps its host copy: the host run now starts at block 0.
+  r.apply_kv_event(0, tier_event(K::kRemoved, {s[0]}, kv::Tier::kDevice));
+  e = explain();
+  CHECK(e[0].overlap_blocks == 0);
+  CHECK(e[0].host_blocks == 6);
+  CHECK(e[0].disk_blocks == 1);
+  // Clearing the host tier leaves the GPU and disk tiers: disk continues at the device stop (0)
+  // and lacks block 0, so worker 0 has no run at all.
+  r.apply_kv_event(0, tier_event(K::kCleared, {}, kv::Tier::kHost));
+  e = explain();
+  CHECK(e[0].overlap_blocks == 0);
+  CHECK(e[0].host_blocks == 0);
+  CHECK(e[0].disk_blocks == 0);
+  CHECK(e[1].disk_blocks == 8);
+  // Removing the worker drops every tier.
+  r.remove_worker(1);
+  REQUIRE(!r.add_worker(WorkerSpec{1, 0, 0}));
+  e = explain();
+  CHECK(e[1].disk_blocks == 0);
+}
+
+TEST_CASE("tiers: hit weights in the cost; a host hit worth 0.75 flips a choice; weights 0 are GPU-only credit") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.block_size = 16;
+  c.kv_events = true;
+  auto s = seq_of(9, 10);
+  using K = KvEvent::Kind;
+  // Worker 0 holds `gpu` blocks on GPU; worker 1 holds all 10 on host and runs a 4-block request.
+  auto setup = [&](Router& r, long gpu) {
+    r.apply_kv_event(0, tier_event(K::kStored, {s.begin(), s.begin() + gpu}, kv::Tier::kDevice));
+    r.apply_kv_event(1, tier_event(K::kStored, s, kv::Tier::kHost));
+    RouteRequest load;
+    load.worker = 1;
+    load.tokens = 4 * 16;
+    auto p = place_ok(r, load);
+    p.commit();
+    return p;
+  };
+  // Tier credit: w0 = (10 - 4) + 10 = 16; w1 = (10 - 0.75 x 10) + (4 + 10) = 16.5: the GPU run wins.
+  {
+    ROUTER(r, c, clk, 2);
+    auto held = setup(r, 4);
+    RouteRequest q = req("", s, 10 * 16);
+    q.explain = true;
+    auto p = place_ok(r, q);
+    CHECK(p.explain()[0].cost == doctest::Approx(16));
+    CHECK(p.explain()[1].cost == doctest::Approx(2.5 + 14));
+    CHECK(p.worker() == 0);
+  }
+  // Worker 0 with 2 GPU blocks: w0 = 8 + 10 = 18; w1 = 16.5: the host hits win.
+  {
+    ROUTER(r, c, clk, 2);
+    auto held = setup(r, 2);
+    CHECK(place_ok(r, req("", s, 10 * 16)).worker() == 1);
+  }
+  // Weights 0: the same state routes on GPU hits alone, with exactly the GPU-only costs (the
+  // lower-tier overlaps are still explained).
+  RouterConfig g = c;
+  g.host_cache_hit_weight = 0;
+  g.disk_cache_hit_weight = 0;
+  {
+    ROUTER(r, g, clk, 2);
+    auto held = setup(r, 2);
+    RouteRequest q = req("", s, 10 * 16);
+    q.explain = true;
+    auto p = place_ok(r, q);
+    CHECK(p.worker() == 0);
+    CHECK(p.explain()[1].host_blocks == 10);
+    CHECK(p.explain()[0].cost == 18.0);
+    CHECK(p.explain()[1].cost == 24.0);
+  }
+  // Weight out of range: usage error naming the flag.
+  RouterConfig bad = c;
+  bad.host_cache_hit_weight = 1.5;
+  REQUIRE(bad.validate());
+  CHECK(bad.validate()->message.find("--router-host-cache-hit-weight") != std::string::npos);
+}
+
+TEST_CASE("tiers without events: a routed block is predicted on the host tier for the host TTL") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.block_size = 16;
+  c.kv_ttl_secs = 10;
+  c.host_ttl_secs = 100;
+  ROUTER(r, c, clk, 2);
+  auto s = seq_of(3, 6);
+  RouteRequest first;
+  first.worker = 1;
+  first.sequence_hashes = s;
+  first.tokens = 6 * 16;
+  place_ok(r, first).commit();
+  auto explain = [&] {
+    RouteRequest q = req("", s, 6 * 16);
+    q.explain = true;
+    auto p = place_ok(r, q);
+    p.fail(true);
+    return p.explain()[1];
+  };
+  auto e = explain();
+  CHECK(e.overlap_blocks == 6);  // on the GPU for 10 s: counted there only
+  CHECK(e.host_blocks == 0);
+  clk.advance(50'000);
+  e = explain();
+  CHECK(e.overlap_blocks == 0);  // past the GPU TTL, within the host TTL
+  CHECK(e.host_blocks == 6);
+  clk.advance(60'000);
+  e = explain();
+  CHECK(e.host_blocks == 0);
+  // A host TTL not above the GPU TTL, or with KV events, is a usage error.
+  RouterConfig bad = c;
+  bad.host_ttl_secs = 10;
+  CHECK(bad.validate());
+  bad = c;
+  bad.kv_events = true;
+  CHECK(bad.validate());
+}
+
+TEST_CASE("shared pool: blocks past a worker's GPU run are credited at the multiplier; none = no credit") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.block_size = 16;
+  c.kv_events = true;
+  c.shared_cache_type = SharedCacheType::kEvents;
+  auto s = seq_of(11, 4);
+  using K = KvEvent::Kind;
+  // A 4-block request, multiplier 0.5, the pool holding blocks 0-3 (stored by worker 1's engine).
+  // W0 holds 2 on GPU and runs a 1-block request; W1 holds none on GPU.
+  auto setup = [&](Router& r) {
+    r.apply_kv_event(0, tier_event(K::kStored, {s.begin(), s.begin() + 2}, kv::Tier::kDevice));
+    r.apply_kv_event(1, tier_event(K::kStored, s, kv::Tier::kShared));
+    RouteRequest load;
+    load.worker = 0;
+    load.tokens = 16;
+    auto p = place_ok(r, load);
+    p.commit();
+    return p;
+  };
+  {
+    ROUTER(r, c, clk, 2);
+    auto held = setup(r);
+    RouteRequest q = req("", s, 4 * 16);
+    q.explain = true;
+    auto p = place_ok(r, q);
+    // W0: credit 2 + 0.5 x 2 (blocks 2-3) = 3, cost 1 + (1 + 4) = 6; W1: credit 0.5 x 4 = 2, cost 2 + 4 = 6.
+    CHECK(p.explain()[0].shared_blocks == 2);
+    CHECK(p.explain()[1].shared_blocks == 4);
+    CHECK(p.explain()[0].cost == doctest::Approx(6));
+    CHECK(p.explain()[1].cost == doctest::Approx(6));
+    // A removal from the pool by any worker drops the block for everyone; a worker's clear does not.
+    p.fail(true);
+    r.apply_kv_event(0, tier_event(K::kRemoved, {s[3]}, kv::Tier::kShared));
+    r.apply_kv_event(1, tier_event(K::kCleared, {}, kv::Tier::kShared));
+    auto p2 = place_ok(r, q);
+    CHECK(p2.explain()[1].shared_blocks == 3);
+    CHECK(p2.explain()[0].shared_blocks == 1);
+  }
+  // The multiplier from the config; none ignores pool events.
+  RouterConfig m = c;
+  m.shared_cache_multiplier = 1.0;
+  {
+    ROUTER(r, m, clk, 2);
+    auto held = setup(r);
+    CHECK(place_ok(r, req("", s, 4 * 16)).worker() == 1);  // W0 0 + 5 = 5 > W1 0 + 4
+  }
+  RouterConfig none = c;
+  none.shared_cache_type = SharedCacheType::kNone;
+  {
+    ROUTER(r, none, clk, 2);
+    auto held = setup(r);
+    RouteRequest q = req("", s, 4 * 16);
+    q.explain = true;
+    auto p = place_ok(r, q);
+    CHECK(p.explain()[1].shared_blocks == 0);
+    CHECK(p.worker() == 0);  // W0 2 + 5 = 7 < W1 4 + 4 = 8
+  }
+  // Half configurations are usage errors.
+  none.shared_cache_multiplier = 0.5;
+  CHECK(none.validate());
+  RouterConfig no_events = c;
+  no_events.kv_events = false;
+  CHECK(no_events.validate());
+  CHECK(c.shared_multiplier() == 0.5);
+}

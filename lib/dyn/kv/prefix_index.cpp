@@ -1,6 +1,8 @@
 // PrefixIndex: a flat map from sequence hash to pooled per-worker holder entries, LRU by touch records.
 #include "dyn/kv/prefix_index.h"
 
+#include "dyn/kv/block_event.h"
+
 #include <algorithm>
 #include <stdexcept>
 
@@ -193,6 +195,60 @@ uint32_t PrefixIndex::overlaps(std::span<const uint64_t> seq, double now_ms, std
     best = static_cast<uint32_t>(i + 1);
   }
   return best;
+}
+
+void PrefixIndex::continue_overlaps(std::span<const uint64_t> seq, double now_ms, std::span<const uint32_t> start,
+                                    std::span<uint32_t> out) const {
+  // out[w] is the position w has matched up to while scanning, then the run's length.
+  std::copy(start.begin(), start.end(), out.begin());
+  if (map_.size() == 0 || start.empty()) {
+    std::fill(out.begin(), out.end(), 0u);
+    return;
+  }
+  const uint32_t lo = *std::min_element(start.begin(), start.end());
+  const uint32_t hi = *std::max_element(start.begin(), start.end());
+  for (size_t i = lo; i < seq.size(); ++i) {
+    if (i + 4 < seq.size()) map_.prefetch(seq[i + 4]);
+    bool advanced = false;
+    const uint32_t first = map_.find(seq[i]);
+    for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next) {
+      const Entry& x = entries_[e];
+      if (out[x.worker] == i && live(x, now_ms)) {
+        out[x.worker] = static_cast<uint32_t>(i + 1);
+        advanced = true;
+      }
+    }
+    // Past every worker's start, a block nobody continued on ends every run.
+    if (!advanced && i >= hi) break;
+  }
+  for (size_t w = 0; w < out.size(); ++w) out[w] -= start[w];
+}
+
+bool PrefixIndex::holds(uint32_t w, uint64_t hash, double now_ms) const {
+  const uint32_t first = map_.find(hash);
+  for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next)
+    if (entries_[e].worker == w) return live(entries_[e], now_ms);
+  return false;
+}
+
+const char* tier_name(Tier t) {
+  switch (t) {
+    case Tier::kDevice: return "GPU";
+    case Tier::kHost: return "CPU_PINNED";
+    case Tier::kDisk: return "DISK";
+    case Tier::kShared: return "EXTERNAL";
+  }
+  return "GPU";
+}
+
+std::optional<Tier> tier_of_medium(std::optional<std::string_view> medium) {
+  if (!medium) return Tier::kDevice;  // older vLLM: every event was a device block
+  const std::string_view m = *medium;
+  if (m == "GPU" || m == "DEVICE") return Tier::kDevice;
+  if (m == "CPU" || m == "CPU_PINNED" || m == "CPU_TIER1") return Tier::kHost;
+  if (m == "CPU_TIER2" || m == "DISK" || m == "NVME" || m == "STORAGE") return Tier::kDisk;
+  if (m == "EXTERNAL" || m == "NETWORK" || m == "REMOTE" || m == "SHARED") return Tier::kShared;
+  return std::nullopt;
 }
 
 }  // namespace dyn::kv

@@ -60,6 +60,15 @@ class PrefixIndex {
   /// at w's first miss; expired blocks do not count). `out` must have worker_count() entries.
   /// Returns the largest overlap.
   uint32_t overlaps(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const;
+  /// A lower tier's overlap, tier-exclusive (Dynamo's lower-tier indexer, SPEC 3.3): out[w] = number
+  /// of consecutive blocks of `seq` that w holds here, counted from block start[w] (where the tier
+  /// above stopped matching for w; start[w] <= seq.size()). `start` and `out` have
+  /// worker_count() entries. Costs nothing when this index is empty.
+  void continue_overlaps(std::span<const uint64_t> seq, double now_ms, std::span<const uint32_t> start,
+                         std::span<uint32_t> out) const;
+
+  /// Whether worker w holds the block `hash` (unexpired).
+  bool holds(uint32_t w, uint64_t hash, double now_ms) const;
 
   /// Blocks held by worker w / distinct blocks held by anyone.
   uint64_t blocks(uint32_t w) const { return workers_.at(w).count; }

@@ -59,9 +59,10 @@ void Translator::clear() {
 }
 
 std::optional<uint32_t> Translator::medium_of(const std::optional<std::string>& m) const {
-  std::string_view name = m ? std::string_view(*m) : kDeviceMedium;
+  const auto tier = kv::tier_of_medium(m ? std::optional<std::string_view>(*m) : std::nullopt);
+  if (!tier) return std::nullopt;
   for (uint32_t i = 0; i < media_.size(); ++i)
-    if (media_[i] == name) return i;
+    if (kv::tier_of_medium(media_[i]) == tier) return i;
   return std::nullopt;
 }
 
@@ -186,7 +187,7 @@ std::optional<Skipped> Translator::store(const BlockStored& s, uint32_t medium, 
 }
 
 WorkerFeed::WorkerFeed(uint32_t router_block_size, Adapters* adapters)
-    : tr_(router_block_size, {std::string(kDeviceMedium)}, adapters) {}
+    : tr_(router_block_size, {std::begin(kTieredMedia), std::end(kTieredMedia)}, adapters) {}
 
 void WorkerFeed::apply(const EventBatch& batch, const IndexSink& index,
                        const std::function<bool(uint32_t)>& accept_block_size,
@@ -213,8 +214,10 @@ void WorkerFeed::apply(const EventBatch& batch, const IndexSink& index,
 
 void WorkerFeed::apply_updates(std::vector<IndexUpdate>& updates, const IndexSink& index) {
   for (IndexUpdate& u : updates) {
-    if (u.medium != kDeviceMedium) continue;  // the index is the device tier's
+    const auto tier = kv::tier_of_medium(u.medium);
+    if (!tier) continue;
     kv::BlockEvent e;
+    e.tier = *tier;
     e.kind = u.kind == IndexUpdate::Kind::kStored    ? kv::BlockEvent::Kind::kStored
              : u.kind == IndexUpdate::Kind::kRemoved ? kv::BlockEvent::Kind::kRemoved
                                                      : kv::BlockEvent::Kind::kCleared;
@@ -226,7 +229,8 @@ void WorkerFeed::apply_updates(std::vector<IndexUpdate>& updates, const IndexSin
 void WorkerFeed::reset(const IndexSink& index) {
   tr_.clear();
   counts_.engine_blocks = 0;
-  index(kv::BlockEvent{kv::BlockEvent::Kind::kCleared, {}, std::nullopt});
+  for (size_t t = 0; t < kv::kTiers; ++t)
+    index(kv::BlockEvent{kv::BlockEvent::Kind::kCleared, {}, std::nullopt, static_cast<kv::Tier>(t)});
 }
 
 }  // namespace dyn::kvevents

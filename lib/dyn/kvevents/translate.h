@@ -20,14 +20,14 @@
 
 namespace dyn::kvevents {
 
-/// The medium the router's index holds: the engine's device memory, "GPU" in vLLM and SGLang.
-/// An event without a medium is older vLLM's, whose events were all GPU blocks.
+/// The device tier's medium: the engine's device memory, "GPU" in vLLM and SGLang. An event
+/// without a medium is older vLLM's, whose events were all GPU blocks.
 inline constexpr std::string_view kDeviceMedium = "GPU";
 
 /// Why an event was not applied to a worker's index (counted per worker, never a whole batch).
 enum class Skip : uint8_t {
   kUndecodable,     ///< the event could not be decoded (its batch's other events are applied)
-  kOtherMedium,     ///< a medium not translated (CPU, DISK, ...): never taken for device blocks
+  kOtherMedium,     ///< a medium of no tier the translator was asked for (an unknown name)
   kOtherGroup,      ///< a KV cache group other than the main (full) attention one
   kPlaceholder,     ///< a BlockStored without token ids or of block size 0 (vLLM's offload placeholders)
   kUnnamedAdapter,  ///< stored under a LoRA adapter known only by lora_id: no request can name it
@@ -67,11 +67,14 @@ class Adapters {
   std::set<std::string, std::less<>> names_;
 };
 
+/// The media a WorkerFeed translates: one name per tier (device, host, disk, shared pool), Dynamo's canonical
+/// spellings; an event's medium is matched to them by tier.
+inline constexpr std::string_view kTieredMedia[] = {"GPU", "CPU_PINNED", "DISK", "EXTERNAL"};
+
 /// What one engine event means for the router's index of that worker, in router terms.
 struct IndexUpdate {
   enum class Kind { kStored, kRemoved, kCleared } kind = Kind::kStored;
-  /// The tier the blocks are on. The router's index holds kDeviceMedium only; another medium's
-  /// updates exist when a translator is asked for that medium (the tiered cache's input).
+  /// The medium the blocks are on: the translator's name for it (kv::tier_of_medium gives its tier).
   std::string medium{kDeviceMedium};
   /// Router sequence hashes (SPEC 4.1 at the router block size), prefix order for kStored.
   std::vector<uint64_t> sequence_hashes;
@@ -90,7 +93,8 @@ struct IndexUpdate {
 /// A block's identity is (medium, KV cache group, engine id), and the adapter it was computed
 /// under is part of its router hash (tokens::adapter_seed of lora_name), so:
 /// - an event on another medium (an offloaded CPU copy) never stores or removes a device block;
-///   media other than `media` are skipped (Skip::kOtherMedium);
+///   media of no tier in `media` are skipped (Skip::kOtherMedium). Media are matched by tier
+///   (kv::tier_of_medium: "CPU" and "CPU_PINNED" are one tier, as in Dynamo);
 /// - hybrid models (vLLM group_idx, kv_cache_spec_kind) reuse engine ids across groups: only the
 ///   main attention groups are indexed (full_attention, mla_attention, sink_full_attention; an
 ///   event naming no group is group 0). A group's kind is learned from the first BlockStored that
@@ -106,7 +110,8 @@ struct IndexUpdate {
 /// Not thread-safe: one subscriber thread owns it.
 class Translator {
  public:
-  /// `media`: the media translated, each with blocks of its own (default the device tier).
+  /// `media`: the media translated, each with blocks of its own (default the device tier); each
+  /// names a different tier (kv::tier_of_medium).
   /// `adapters` (may be null) learns the adapter names of stored blocks.
   explicit Translator(uint32_t router_block_size, std::vector<std::string> media = {std::string(kDeviceMedium)},
                       Adapters* adapters = nullptr);
@@ -164,27 +169,29 @@ struct FeedCounts {
 };
 
 /// Where a feed's changes go: one worker's index (route::Router::apply_kv_event of that worker;
-/// route::KvEvent is kv::BlockEvent). Only device-tier changes reach it.
+/// route::KvEvent is kv::BlockEvent), each change naming its tier.
 using IndexSink = std::function<void(const kv::BlockEvent&)>;
 
 /// One worker's KV events into the router's index: the one path of dyn-route serve (a live ZMQ
 /// stream), decide (recorded kv_event rows) and dyn-replay --sim (its engines' events), so the
-/// same events give the same index everywhere. Every usable event of a batch is applied whatever
+/// same events give the same index everywhere. The device, host, disk and shared-pool tiers are
+/// translated (kTieredMedia), each into its own index (SPEC 3.3). Every usable event of a batch is applied whatever
 /// else the batch holds; each other one is skipped and counted (FeedCounts::skipped).
 class WorkerFeed {
  public:
   WorkerFeed(uint32_t router_block_size, Adapters* adapters);
 
-  /// Translates `batch` and gives the device-tier changes to `index`, in order.
+  /// Translates `batch` and gives the changes to `index`, in order.
   /// `accept_block_size`: the caller's policy for a usable store's block size (serve refuses a
   /// mismatched worker, decide warns and translates). `on_problem` gets the message of each
   /// skipped event that means lost or malformed events (is_problem).
   void apply(const EventBatch& batch, const IndexSink& index, const std::function<bool(uint32_t)>& accept_block_size,
              const std::function<void(const std::string&)>& on_problem);
   /// Gives updates already in router terms (the simulated engines publish router sequence
-  /// hashes) to `index`: the device-tier ones, as for translated events.
+  /// hashes) to `index`, as for translated events; a medium of no tier is dropped.
   static void apply_updates(std::vector<IndexUpdate>& updates, const IndexSink& index);
-  /// Forgets the worker's blocks, here and in `index` (missed events, a publisher restart).
+  /// Forgets the worker's blocks, here and in `index` on every tier (missed events, a publisher
+  /// restart).
   void reset(const IndexSink& index);
 
   const FeedCounts& counts() const { return counts_; }

@@ -735,7 +735,8 @@ void Decider::write_decision(const Row& r, std::string_view request_id, Expected
   if (o_.explain) {
     candidates_.clear();
     for (auto& w : p.explain())
-      candidates_.push_back({w.worker, w.overlap_blocks, w.prefill_blocks, w.decode_blocks, w.cost, w.eligible});
+      candidates_.push_back({w.worker, w.overlap_blocks, w.prefill_blocks, w.decode_blocks, w.cost, w.eligible,
+                             w.host_blocks, w.disk_blocks, w.shared_blocks});
     d.candidates = candidates_;
     const route::DecisionQuality& q = p.quality();
     records::RouteDecision::Quality rq;

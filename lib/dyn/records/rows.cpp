@@ -275,10 +275,10 @@ void append_route_decision(std::string& o, const RouteDecision& d) {
     return s;
   }();
   // Room: the head, the strings copied in place, and at most 256 bytes of keys and numbers for the
-  // row plus 192 for each explain entry (5 numbers of at most 32 characters and their keys).
+  // row plus 320 for each explain entry (8 numbers of at most 32 characters and their keys).
   RawRow w(o, prefix.size() + source.size() + d.request_id.size() + d.x_request_id.size() + d.binding.size() +
                   d.rebind_reason.size() + (d.error ? d.error->message.size() : 0) + 256 + (d.quality ? 384 : 0) +
-                  d.candidates.size() * 192);
+                  d.candidates.size() * 320);
   w.bytes(prefix);
   w.u64(d.event_time_unix_ms);
   w.bytes(source);
@@ -357,6 +357,18 @@ void append_route_decision(std::string& o, const RouteDecision& d) {
       w.u64(c.worker);
       w.lit(R"(,"overlap_blocks":)");
       w.u64(c.overlap_blocks);
+      if (c.host_blocks) {
+        w.lit(R"(,"host_blocks":)");
+        w.u64(c.host_blocks);
+      }
+      if (c.disk_blocks) {
+        w.lit(R"(,"disk_blocks":)");
+        w.u64(c.disk_blocks);
+      }
+      if (c.shared_blocks) {
+        w.lit(R"(,"shared_blocks":)");
+        w.u64(c.shared_blocks);
+      }
       w.lit(R"(,"prefill_blocks":)");
       w.dbl(c.prefill_blocks);
       w.lit(R"(,"decode_blocks":)");

@@ -163,6 +163,8 @@ struct RouteDecision {
     double prefill_blocks = 0, decode_blocks = 0;  ///< route::WorkerScore's (written as doubles)
     double cost = 0;
     bool eligible = true;
+    uint64_t host_blocks = 0, disk_blocks = 0;  ///< lower-tier overlaps; written when not 0
+    uint64_t shared_blocks = 0;                 ///< shared-pool blocks past the GPU run; likewise
   };
   bool explain = false;
   std::span<const Candidate> candidates;
@@ -193,7 +195,8 @@ struct RouteDecision {
 /// request_id, x_request_id, input_tokens, output_tokens, [cached_tokens, kv_hit_rate, worker] },
 /// dyn { binding, rebind_reason, request_blocks, [block_size, margin, ties, avoidable_prefill_tokens,
 /// kv_optimal, non_max_cause, router_queue_ms, pause_ms, attempt,] explain {request_blocks,
-/// workers [{worker, overlap_blocks, prefill_blocks, decode_blocks, cost, eligible}]} } or dyn {
+/// workers [{worker, overlap_blocks,
+/// host_blocks?, disk_blocks?, shared_blocks?, prefill_blocks, decode_blocks, cost, eligible}]} } or dyn {
 /// binding "none", error {code, message} }. Thread-safe.
 void append_route_decision(std::string& out, const RouteDecision& d);
 

@@ -1,6 +1,7 @@
 // RouterConfig names and validation.
 #include "dyn/route/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -20,6 +21,29 @@ std::optional<Error> RouterConfig::validate() const {
   if (!(overlap_score_weight >= 0)) return usage("--kv-overlap-score-weight must be >= 0");
   if (!(temperature >= 0)) return usage("--router-temperature must be >= 0");
   if (!(kv_ttl_secs > 0)) return usage("--router-ttl-secs must be > 0");
+  if (!(host_cache_hit_weight >= 0 && host_cache_hit_weight <= 1))
+    return usage("--router-host-cache-hit-weight must be in [0, 1]");
+  if (!(disk_cache_hit_weight >= 0 && disk_cache_hit_weight <= 1))
+    return usage("--router-disk-cache-hit-weight must be in [0, 1]");
+  if (shared_cache_multiplier && !(*shared_cache_multiplier >= 0 && *shared_cache_multiplier <= 1))
+    return usage("--shared-cache-multiplier must be in [0, 1]");
+  if (shared_cache_type == SharedCacheType::kNone && shared_multiplier() > 0)
+    return usage("--shared-cache-multiplier credits a shared pool: set --shared-cache-type");
+  if (shared_cache_type == SharedCacheType::kEvents && !kv_events)
+    return usage("--shared-cache-type events learns the pool from KV events: add --router-kv-events");
+  if (!(host_ttl_secs >= 0) || !(disk_ttl_secs >= 0)) return usage("--router-host/disk-ttl-secs must be >= 0");
+  // Lower tiers are predicted only where nothing tells the router: with events, a TTL would
+  // contradict what the workers report.
+  if (kv_events && (host_ttl_secs > 0 || disk_ttl_secs > 0))
+    return usage(
+        "--router-host-ttl-secs / --router-disk-ttl-secs predict lower tiers without KV events; with "
+        "--router-kv-events the events say where blocks are");
+  if (host_ttl_secs > 0 && host_ttl_secs <= kv_ttl_secs)
+    return usage(
+        "--router-host-ttl-secs must exceed --router-ttl-secs: a routed block is predicted on the host "
+        "tier after it leaves the GPU");
+  if (disk_ttl_secs > 0 && disk_ttl_secs <= std::max(kv_ttl_secs, host_ttl_secs))
+    return usage("--router-disk-ttl-secs must exceed --router-ttl-secs and --router-host-ttl-secs");
   if (!(prune_target_ratio > 0 && prune_target_ratio <= 1))
     return usage("--router-prune-target-ratio must be in (0, 1]");
   if (worker_kv_blocks == 0) return usage("--router-worker-kv-blocks must be at least 1");

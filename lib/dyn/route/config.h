@@ -37,6 +37,15 @@ inline constexpr Named<AffinityMode> kAffinityModes[] = {
 const char* affinity_mode_name(AffinityMode m);
 std::optional<AffinityMode> parse_affinity_mode(std::string_view name);
 
+/// The shared KV pool the cost model credits (SPEC 3.2, Dynamo's --shared-cache-type none|hicache).
+/// Dynamo asks SGLang HiCache's Mooncake master; dyn learns the pool from the workers' KV events
+/// on the shared medium ("EXTERNAL": KVBM's G4, which the engine model publishes).
+enum class SharedCacheType { kNone, kEvents };
+inline constexpr Named<SharedCacheType> kSharedCacheTypes[] = {
+    {SharedCacheType::kNone, "none", "no shared pool"},
+    {SharedCacheType::kEvents, "events", "the pool is learned from KV events on the EXTERNAL medium"},
+};
+
 /// Every router setting. Defaults are the SPEC / Dynamo defaults. Units are in the names.
 struct RouterConfig {
   Mode mode = Mode::kRoundRobin;
@@ -53,6 +62,27 @@ struct RouterConfig {
   double kv_ttl_secs = 120.0;
   /// Feed the index from worker KV events (stored/removed/cleared) instead of guessing.
   bool kv_events = false;
+  /// Overlap credit of a block on a lower tier, as a fraction of a device block's (SPEC 3.2;
+  /// Dynamo's --router-host-cache-hit-weight 0.75, --router-disk-cache-hit-weight 0.25). 0 and 0 =
+  /// GPU-only credit. Each in [0, 1].
+  double host_cache_hit_weight = 0.75;
+  double disk_cache_hit_weight = 0.25;
+  /// Approximate index: seconds a routed block is predicted on the worker's host (G2) / disk (G3)
+  /// tier since its last use (`--router-host-ttl-secs`, `--router-disk-ttl-secs`); 0 = that tier
+  /// is not predicted. A lower tier's TTL exceeds the TTL of every tier above it. Event-fed mode
+  /// takes lower-tier residency from the events instead (these must be 0 then).
+  double host_ttl_secs = 0;
+  double disk_ttl_secs = 0;
+  /// The shared pool and the credit of its blocks beyond a worker's GPU run (SPEC 3.2); the
+  /// multiplier defaults to 0.5 with a pool and must be 0 without one. [0, 1].
+  SharedCacheType shared_cache_type = SharedCacheType::kNone;
+  std::optional<double> shared_cache_multiplier;
+  double shared_multiplier() const {
+    return shared_cache_multiplier.value_or(shared_cache_type == SharedCacheType::kNone ? 0.0 : 0.5);
+  }
+  /// Predicted host / disk tier budget per worker in blocks; 0 = bounded by the TTL only.
+  uint64_t host_max_tree_size = 0;
+  uint64_t disk_max_tree_size = 0;
   /// Approximate index budget per worker in blocks; 0 = worker_kv_blocks (`--router-max-tree-size`).
   uint64_t max_tree_size = 0;
   /// Prune to this fraction of the budget (SPEC 3.3: 0.8). (0, 1].

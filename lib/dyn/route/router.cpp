@@ -45,6 +45,11 @@ Expected<KvEvent> kv_event_from_json(const Json& j) {
     if (p != j.end() && (p->is_number_unsigned() || (p->is_number_integer() && p->get<int64_t>() >= 0)))
       e.parent_hash = p->get<uint64_t>();
   }
+  if (auto m = j.find("medium"); m != j.end() && !m->is_null()) {
+    auto tier = m->is_string() ? kv::tier_of_medium(m->get_ref<const std::string&>()) : std::nullopt;
+    if (!tier) return bad_data("KV event medium " + m->dump() + " is not a tier the router indexes");
+    e.tier = *tier;
+  }
   return e;
 }
 
@@ -100,12 +105,36 @@ struct Router::Impl {
   explicit Impl(const RouterConfig& c)
       : index(kv::IndexConfig{c.kv_events ? 0.0 : c.kv_ttl_secs * 1000.0,
                               c.max_tree_size ? c.max_tree_size : c.worker_kv_blocks, c.prune_target_ratio}),
-        rng(c.seed) {}
+        host(lower_tier_config(c, c.host_ttl_secs, c.host_max_tree_size)),
+        disk(lower_tier_config(c, c.disk_ttl_secs, c.disk_max_tree_size)),
+        shared(kv::IndexConfig{0, 0, c.prune_target_ratio}),
+        rng(c.seed),
+        tiers_tracked(c.kv_events || c.host_ttl_secs > 0 || c.disk_ttl_secs > 0 ||
+                      c.shared_cache_type != SharedCacheType::kNone) {
+    shared.set_worker_count(1);
+  }
+  // A lower tier's index (SPEC 3.3): event-fed, blocks stay until the worker removes them;
+  // predicted, a routed block is resident for the tier's TTL since its last use, within its budget.
+  static kv::IndexConfig lower_tier_config(const RouterConfig& c, double ttl_secs, uint64_t budget) {
+    return kv::IndexConfig{c.kv_events ? 0.0 : ttl_secs * 1000.0, c.kv_events ? 0 : budget, c.prune_target_ratio};
+  }
 
   std::mutex mu;
   std::condition_variable cv;
-  kv::PrefixIndex index;
+  kv::PrefixIndex index;   // the device tier (G1)
+  kv::PrefixIndex host;    // G2: event-fed, or predicted when --router-host-ttl-secs is set
+  kv::PrefixIndex disk;    // G3: likewise with --router-disk-ttl-secs
+  kv::PrefixIndex shared;  // the shared pool (G4), one holder (slot 0): --shared-cache-type events
+  kv::PrefixIndex& tier(kv::Tier t) { return t == kv::Tier::kHost ? host : t == kv::Tier::kDisk ? disk : index; }
+  void for_tiers(auto&& f) {
+    f(index);
+    f(host);
+    f(disk);
+  }
   Rng rng;
+  // Whether any index below the GPU can hold blocks: when not, routing reads the GPU tier only,
+  // at the cost it had before tiers (one test per placement).
+  const bool tiers_tracked;
   std::vector<Worker> workers;
   std::unordered_map<uint64_t, uint32_t> by_id;
   uint64_t rr = 0;
@@ -134,6 +163,15 @@ struct Router::Impl {
   }
   BindingListener* listener = nullptr;
   std::vector<uint32_t> ov;  // scratch: overlaps per worker slot
+  // Scratch: tier-exclusive host and disk overlaps per slot, and their sum ov + host + disk (where
+  // the disk run starts). Filled only while lower_on (else all 0).
+  std::vector<uint32_t> ov_host, ov_disk, ov_upto;
+  bool lower_on = false;
+  // Scratch: shared_beyond[k] = the request's blocks at positions >= k in the shared pool (filled
+  // while shared_on; Dynamo's SharedCacheHits::hits_beyond).
+  std::vector<uint32_t> shared_beyond;
+  bool shared_on = false;
+  uint32_t shared_credit_blocks(uint32_t s) const { return shared_on ? shared_beyond[ov[s]] : 0; }
   std::vector<uint32_t> cand;
   std::vector<double> cost;
   std::vector<WorkerScore> scores;  // scratch: every worker's score for assess_decision
@@ -188,8 +226,11 @@ std::optional<Error> Router::add_worker(const WorkerSpec& spec) {
   w.kv_blocks = spec.kv_blocks ? spec.kv_blocks : cfg_.worker_kv_blocks;
   I.by_id.emplace(spec.id, static_cast<uint32_t>(I.workers.size()));
   I.workers.push_back(w);
-  I.index.set_worker_count(static_cast<uint32_t>(I.workers.size()));
+  I.for_tiers([&](kv::PrefixIndex& x) { x.set_worker_count(static_cast<uint32_t>(I.workers.size())); });
   I.ov.resize(I.workers.size());
+  I.ov_host.resize(I.workers.size());
+  I.ov_disk.resize(I.workers.size());
+  I.ov_upto.resize(I.workers.size());
   I.stats.decisions_per_worker.emplace_back(spec.id, 0);
   return std::nullopt;
 }
@@ -201,7 +242,7 @@ size_t Router::remove_worker(uint64_t id) {
   if (it == I.by_id.end()) return 0;
   uint32_t s = it->second;
   I.workers[s].present = false;
-  I.index.clear_worker(s);
+  I.for_tiers([&](kv::PrefixIndex& x) { x.clear_worker(s); });
   const double now = clock_.now_ms();
   size_t erased = 0;
   for (auto e = I.table.begin(); e != I.table.end();) {
@@ -341,12 +382,20 @@ void Router::apply_kv_event(uint64_t worker_id, const KvEvent& e) {
   std::lock_guard lk(impl_->mu);
   auto it = impl_->by_id.find(worker_id);
   if (it == impl_->by_id.end()) return;
+  if (e.tier == kv::Tier::kShared) {
+    // One pool for every worker: any worker's store or removal changes it; a worker's own clear
+    // (its engine restarted) does not empty what the others share. Without a configured pool
+    // the events have no reader.
+    if (cfg_.shared_cache_type == SharedCacheType::kNone) return;
+    if (e.kind == KvEvent::Kind::kStored) impl_->shared.apply_stored(0, e.block_hashes, e.parent_hash, clock_.now_ms());
+    else if (e.kind == KvEvent::Kind::kRemoved) impl_->shared.apply_removed(0, e.block_hashes);
+    return;
+  }
+  kv::PrefixIndex& index = impl_->tier(e.tier);
   switch (e.kind) {
-    case KvEvent::Kind::kStored:
-      impl_->index.apply_stored(it->second, e.block_hashes, e.parent_hash, clock_.now_ms());
-      break;
-    case KvEvent::Kind::kRemoved: impl_->index.apply_removed(it->second, e.block_hashes); break;
-    case KvEvent::Kind::kCleared: impl_->index.clear_worker(it->second); break;
+    case KvEvent::Kind::kStored: index.apply_stored(it->second, e.block_hashes, e.parent_hash, clock_.now_ms()); break;
+    case KvEvent::Kind::kRemoved: index.apply_removed(it->second, e.block_hashes); break;
+    case KvEvent::Kind::kCleared: index.clear_worker(it->second); break;
   }
 }
 
@@ -372,7 +421,11 @@ static void sweep_locked(Router::Impl& I, const RouterConfig& cfg, double now, b
     for (auto d = I.dropped.begin(); d != I.dropped.end();)
       d = d->second.at_ms + ttl <= now ? I.dropped.erase(d) : std::next(d);
   }
-  if (!cfg.kv_events) I.index.expire(now);
+  if (!cfg.kv_events) {
+    I.index.expire(now);
+    if (cfg.host_ttl_secs > 0) I.host.expire(now);
+    if (cfg.disk_ttl_secs > 0) I.disk.expire(now);
+  }
   double period = 30'000;
   if (cfg.affinity_enabled()) period = std::min(period, ttl_ms(cfg));
   I.next_sweep_ms = now + period;
@@ -447,12 +500,20 @@ struct Pick {
     return Error{"worker " + std::to_string(I.workers[s].spec.id) + " (pinned) is over a busy threshold",
                  kPlacePinnedBusy};
   }
+  // SPEC 3.2: the prompt's blocks less the overlap credit, device blocks at 1 and lower-tier
+  // blocks at their hit weights (Dynamo's selector). With no lower-tier credit the sum is the
+  // device overlap itself, so GPU-only costs are exactly what they were.
+  double prefill_blocks(uint32_t s) const {
+    const double B = cfg.block_size;
+    double credit = I.ov[s];
+    if (I.lower_on) credit += cfg.host_cache_hit_weight * I.ov_host[s] + cfg.disk_cache_hit_weight * I.ov_disk[s];
+    if (I.shared_on) credit += cfg.shared_multiplier() * I.shared_credit_blocks(s);
+    return std::max(0.0, (static_cast<double>(req.tokens) - credit * B) / B);
+  }
   // SPEC 3.2's cost: overlap_score_weight * prefill blocks + decode blocks.
   double cost_of(uint32_t s) const {
-    const double B = cfg.block_size;
-    double prefill = std::max(0.0, (static_cast<double>(req.tokens) - I.ov[s] * B) / B);
     double decode = static_cast<double>(I.workers[s].active_blocks + new_blocks);
-    return cfg.overlap_score_weight * prefill + decode;
+    return cfg.overlap_score_weight * prefill_blocks(s) + decode;
   }
 };
 
@@ -726,13 +787,40 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
   return b;
 }
 
+namespace {
+// The tier-exclusive host and disk overlaps of a request into I.ov_host / I.ov_disk (SPEC 3.3):
+// host continues where each worker's device run stopped, disk where its host run stopped. Only
+// when a lower tier can hold blocks (event-fed, or predicted) and is credited or explained, so
+// GPU-only routing does no extra work. Caller holds the lock; I.ov is filled.
+void lower_tier_overlaps(Router::Impl& I, const RouterConfig& cfg, const RouteRequest& req, double now) {
+  if (!I.tiers_tracked) return;  // lower_on and shared_on stay false
+  // The shared pool's hits beyond each worker's GPU run (Dynamo's shared-cache credit): the pool
+  // may hold any positions, not only a leading run.
+  I.shared_on =
+      cfg.shared_cache_type != SharedCacheType::kNone && !req.sequence_hashes.empty() && I.shared.distinct_blocks() > 0;
+  if (I.shared_on) {
+    const size_t n = req.sequence_hashes.size();
+    I.shared_beyond.assign(n + 1, 0);
+    for (size_t i = n; i-- > 0;)
+      I.shared_beyond[i] = I.shared_beyond[i + 1] + (I.shared.holds(0, req.sequence_hashes[i], now) ? 1 : 0);
+  }
+  const bool tracked = cfg.kv_events || cfg.host_ttl_secs > 0 || cfg.disk_ttl_secs > 0;
+  const bool credited = cfg.host_cache_hit_weight > 0 || cfg.disk_cache_hit_weight > 0;
+  I.lower_on = tracked && (credited || req.explain) && !req.sequence_hashes.empty() &&
+               (I.host.distinct_blocks() > 0 || I.disk.distinct_blocks() > 0);
+  if (!I.lower_on) return;
+  I.host.continue_overlaps(req.sequence_hashes, now, I.ov, I.ov_host);
+  for (size_t s = 0; s < I.ov.size(); ++s) I.ov_upto[s] = I.ov[s] + I.ov_host[s];
+  I.disk.continue_overlaps(req.sequence_hashes, now, I.ov_upto, I.ov_disk);
+}
+}  // namespace
+
 Expected<Placement> Router::place(const RouteRequest& req) {
   auto& I = *impl_;
   std::unique_lock lk(I.mu);
   double now = clock_.now_ms();
 
   const uint32_t n = static_cast<uint32_t>(I.workers.size());
-  const double B = cfg_.block_size;
   const uint64_t new_blocks = (req.tokens + cfg_.block_size - 1) / cfg_.block_size;
   std::optional<uint32_t> avoid;
   if (req.retry) {
@@ -743,6 +831,7 @@ Expected<Placement> Router::place(const RouteRequest& req) {
   // Overlaps on every worker (also needed for a binding hit's predicted cached tokens).
   I.ov.assign(n, 0);
   if (!req.sequence_hashes.empty() && n > 0) I.index.overlaps(req.sequence_hashes, now, I.ov);
+  lower_tier_overlaps(I, cfg_, req, now);
   const Pick pk{I, cfg_, req, new_blocks, avoid};
 
   bool any_present = std::any_of(I.workers.begin(), I.workers.end(), [](auto& w) { return w.present; });
@@ -830,7 +919,10 @@ Expected<Placement> Router::place(const RouteRequest& req) {
     WorkerScore sc;
     sc.worker = I.workers[s].spec.id;
     sc.overlap_blocks = I.ov[s];
-    sc.prefill_blocks = std::max(0.0, (static_cast<double>(req.tokens) - I.ov[s] * B) / B);
+    sc.host_blocks = I.lower_on ? I.ov_host[s] : 0;
+    sc.disk_blocks = I.lower_on ? I.ov_disk[s] : 0;
+    sc.shared_blocks = I.shared_credit_blocks(s);
+    sc.prefill_blocks = pk.prefill_blocks(s);
     // Scores describe the moment of decision, before this request's own charge.
     uint64_t active = I.workers[s].active_blocks - (s == chosen ? new_blocks : 0);
     sc.decode_blocks = static_cast<double>(active + new_blocks);
@@ -854,7 +946,13 @@ void Router::commit(Placement& p) {
   if (a.committed) return;
   a.committed = true;
   double now = clock_.now_ms();
-  if (!cfg_.kv_events && !a.seq.empty() && I.workers[a.w].present) I.index.insert(a.w, a.seq, now);
+  if (!cfg_.kv_events && !a.seq.empty() && I.workers[a.w].present) {
+    I.index.insert(a.w, a.seq, now);
+    // Predicted lower tiers hold what was routed for their longer TTLs (a write-through hierarchy,
+    // as KVBM's: each tier at least as large as the one above).
+    if (cfg_.host_ttl_secs > 0) I.host.insert(a.w, a.seq, now);
+    if (cfg_.disk_ttl_secs > 0) I.disk.insert(a.w, a.seq, now);
+  }
   a.seq.clear();  // keeps its buffer for the slot's next placement
   if (a.key.empty()) return;
   auto it = I.table.find(a.key);

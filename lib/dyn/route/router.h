@@ -166,11 +166,16 @@ struct Availability {
 /// One worker's score in a decision (SPEC 3.2), for --explain and logs.
 struct WorkerScore {
   uint64_t worker = 0;
-  uint32_t overlap_blocks = 0;
-  double prefill_blocks = 0;
+  uint32_t overlap_blocks = 0;  ///< device (GPU) tier: leading blocks held
+  double prefill_blocks = 0;    ///< prompt blocks less the overlap credit (SPEC 3.2)
   double decode_blocks = 0;
   double cost = 0;
   bool eligible = true;  ///< healthy, present and not busy (or all were busy)
+  /// Tier-exclusive lower-tier overlaps (SPEC 3.3): host blocks continuing the device run, disk
+  /// blocks continuing the host run. 0 when no lower tier is tracked.
+  uint32_t host_blocks = 0, disk_blocks = 0;
+  /// Blocks of the request in the shared pool at positions past the GPU run (--shared-cache-type).
+  uint32_t shared_blocks = 0;
 };
 
 /// Measures the placement on `chosen` (a worker id among `scores`, which hold every present
@@ -282,8 +287,9 @@ struct WorkerLoad {
 /// A worker KV event (SPEC 3.3), for RouterConfig::kv_events: kv::BlockEvent, which the KV event
 /// feeds (kvevents::WorkerFeed) produce without depending on the router.
 using KvEvent = kv::BlockEvent;
-/// Parses {"type": "stored"|"removed"|"cleared", "block_hashes": [u64], "parent_hash"?: u64}
-/// (also accepts "kind" for "type"). Error (exit code 3) naming the problem.
+/// Parses {"type": "stored"|"removed"|"cleared", "block_hashes": [u64], "parent_hash"?: u64,
+/// "medium"?: string (kv::tier_of_medium; default the device tier)} (also accepts "kind" for
+/// "type"). Error (exit code 3) naming the problem.
 Expected<KvEvent> kv_event_from_json(const Json& j);
 
 /// Changes of the binding table that a shared binding store mirrors (dyn-route serve

@@ -57,7 +57,8 @@ void DecisionLog::placed(Exchange& ex, const route::Placement& p) {
   std::vector<records::RouteDecision::Candidate> cands;
   cands.reserve(p.explain().size());
   for (const route::WorkerScore& w : p.explain())
-    cands.push_back({w.worker, w.overlap_blocks, w.prefill_blocks, w.decode_blocks, w.cost, w.eligible});
+    cands.push_back({w.worker, w.overlap_blocks, w.prefill_blocks, w.decode_blocks, w.cost, w.eligible, w.host_blocks,
+                     w.disk_blocks, w.shared_blocks});
   d.explain = true;
   d.candidates = cands;
   std::string line;
