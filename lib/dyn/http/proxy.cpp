@@ -25,7 +25,7 @@
 #include <boost/beast/http/buffer_body.hpp>
 #include <boost/beast/http/parser.hpp>
 #include <boost/beast/http/read.hpp>
-#include <boost/beast/http/string_body.hpp>
+#include <boost/beast/http/span_body.hpp>
 #include <boost/beast/http/write.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 
@@ -253,7 +253,7 @@ struct ProxyCall::Io {
   asio::any_io_executor ex;
   std::weak_ptr<ProxyCall> owner;  // a deadline that finds the call gone does nothing
   ProxyRequest request;
-  bhttp::request<bhttp::string_body> req;
+  bhttp::request<bhttp::span_body<const char>> req;         // its body is request.body's bytes
   std::optional<beast::tcp_stream> tcp;                     // plain upstreams
   std::optional<beast::ssl_stream<beast::tcp_stream>> tls;  // https upstreams
   beast::flat_buffer buf;
@@ -449,10 +449,11 @@ awaitable<void> ProxyCall::exchange() {
   // The URL's canonical authority: "host:port", "[v6]:port", or the host alone on the default port.
   const std::string& shp = pool_.url().scheme_host_port;
   r.set(bhttp::field::host, shp.substr(shp.find("://") + 3));
-  if (!have_ct && !request.body.empty()) r.set(bhttp::field::content_type, request.content_type);
+  const bool has_body = request.body && !request.body->empty();
+  if (!have_ct && has_body) r.set(bhttp::field::content_type, request.content_type);
   r.set(bhttp::field::accept_encoding, "identity");
   r.keep_alive(true);
-  r.body() = std::move(request.body);
+  if (has_body) r.body() = {request.body->data(), request.body->size()};
   r.prepare_payload();
   const UpstreamTimeouts& to = pool_.timeouts();
   const UpstreamUrl& url = pool_.url();

@@ -121,7 +121,10 @@ struct ProxyRequest {
   std::string method = "POST";
   std::string path;          ///< with query string, e.g. "/v1/messages?beta=true"
   httplib::Headers headers;  ///< the client's headers; hop-by-hop ones are dropped (see forwardable_header)
-  std::string body;
+  /// Shared, never copied: a call sends these bytes where they lie, and a retry or a stream
+  /// continued on another worker shares them (issue 54: an agent's prompt is up to a megabyte,
+  /// and each copy of it was a pass over every byte). Null = no body.
+  std::shared_ptr<const std::string> body;
   std::string content_type = "application/json";
 };
 
