@@ -492,6 +492,37 @@ TEST_CASE("is_loopback_address and header_with_control_bytes") {
   CHECK(header_with_control_bytes(nul) == "x-d");
 }
 
+TEST_CASE("proxy: a shared body is sent as it lies, with its insert spliced in at its offset") {
+  TestServer up;
+  up.server.Post("/v1/x", [&](const httplib::Request& req, httplib::Response& res) {
+    res.set_content(req.get_header_value("Content-Length") + " " + req.body, "text/plain");
+  });
+  up.start();
+  auto url = UpstreamUrl::parse(up.url());
+  REQUIRE(url);
+  EventLoop loop(1, 2);
+  loop.start();
+  UpstreamPool pool(*url, loop, UpstreamTimeouts{5, 5});
+  auto send = [&](const ProxyRequest& r) {
+    auto call = ProxyCall::start(pool, r, nullptr, dyn::RealClock::instance());
+    REQUIRE(call->wait_response());
+    ServerResponse res;
+    call->relay_blocking(res, {}, nullptr);
+    return res.body;
+  };
+  ProxyRequest r;
+  r.path = "/v1/x";
+  r.body = std::make_shared<const std::string>(R"({"a":1})");
+  r.insert = R"("s":true,)";
+  r.insert_at = 1;
+  CHECK(r.bytes() == R"({"s":true,"a":1})");
+  CHECK(send(r) == R"(16 {"s":true,"a":1})");
+  r.insert.clear();
+  CHECK(send(r) == R"(7 {"a":1})");
+  r.body = nullptr;  // no body: an empty one, its length said
+  CHECK(send(r) == "0 ");
+}
+
 TEST_CASE("proxy: idle connections the upstream closed are dropped, not a failed request; slow headers time out") {
   TestServer up;
   up.server.set_keep_alive_timeout(1);  // the upstream closes a connection idle for 1 s

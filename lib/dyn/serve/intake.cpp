@@ -184,17 +184,13 @@ void build_upstream(const Exchange& ex, Body& b, const std::shared_ptr<const htt
   if (!b.json && b.usage == Body::Usage::kIncluded) return;
   d.hide_usage = true;
   if (!b.json && b.usage == Body::Usage::kAbsent) {
-    // The member goes first, so the client's bytes are forwarded as they came after it: the
-    // one copy of the body the router makes, built in one pass.
+    // The member goes first, so the client's bytes are forwarded as they came after it; the
+    // proxy splices it in as it sends them (the body is not copied).
     const std::string& in = req->body;
-    const size_t open = in.find('{') + 1;
-    const size_t next = in.find_first_not_of(" \t\r\n", open);
-    const std::string_view member =
+    p.insert_at = in.find('{') + 1;
+    const size_t next = in.find_first_not_of(" \t\r\n", p.insert_at);
+    p.insert =
         in[next] == '}' ? R"("stream_options":{"include_usage":true})" : R"("stream_options":{"include_usage":true},)";
-    auto out = std::make_shared<std::string>();
-    out->reserve(in.size() + member.size());
-    out->append(in, 0, open).append(member).append(in, open);
-    p.body = std::move(out);
     return;
   }
   if (!b.json) b.json = std::make_shared<Json>(Json::parse(req->body));
