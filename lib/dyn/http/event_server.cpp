@@ -208,8 +208,8 @@ constexpr auto kBodyReadTimeout = std::chrono::seconds(60);
 // Beast reads max(512, the buffer's free room) bytes at a time, up to 64 KiB. A body read through
 // the room the header left took one recv, timer update and handler per 512 bytes to 1 KiB: 640
 // reads for a 160k-token prompt, most of dyn-route's CPU on agent prompts (issue 54's profile).
-// The buffer gets room for 64 KiB reads before a body, and gives it back after (idle keep-alive
-// connections keep none).
+// The buffer gets room for 64 KiB reads before a body, and gives it back after (an idle
+// keep-alive connection keeps 8 KiB at most).
 constexpr size_t kBodyReadRoom = 64 << 10;
 constexpr size_t kIdleBufferRoom = 8 << 10;
 // Room past a body's end for a JSON parser that reads ahead: simdjson reads up to 64 bytes past
