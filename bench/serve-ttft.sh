@@ -53,20 +53,11 @@ work="$(mktemp -d /tmp/dyn-bench-serve.XXXXXX)"
 chmod 755 "$work"
 source "$root/bench/servers.sh"
 trap 'stop_all; rm -rf "$work"' EXIT
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])'; }
 
 "$bin/dyn-mocker" --port 0 --port-file "$work/m.port" 2>"$work/m.err" &
 pids+=($!)
 m_pid=$!
 m_url="http://127.0.0.1:$(wait_port "$work/m.port")"
-# cpu PID: utime + stime of PID and its children processes (nginx's workers), in clock ticks.
-cpu() {
-  local p t=0
-  for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
-    t=$((t + $(awk '{print $14 + $15}' /proc/"$p"/stat 2>/dev/null || echo 0)))
-  done
-  echo "$t"
-}
 # threads PID: the process's thread count now.
 threads() { awk '$1 == "Threads:" {print $2}' /proc/"$1"/status; }
 # run NAME URL PID CLIENTS [LOAD_ARGS...]: one timed load; appends {name, figures, cpu_s,
@@ -164,40 +155,7 @@ r_url="http://127.0.0.1:$(wait_port "$work/r.port")"
 pids+=($!)
 c_pid=$!
 c_url="http://127.0.0.1:$(wait_port "$work/c.port")"
-n_port=$(free_port)
-user_line=""
-[[ $EUID == 0 ]] && user_line="user root root;"
-cat >"$work/nginx.conf" <<EOF
-$user_line
-worker_processes auto;
-pid $work/nginx.pid;
-error_log $work/nginx.err warn;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  client_body_temp_path $work/nginx-body;
-  proxy_temp_path $work/nginx-proxy;
-  upstream mocker { server 127.0.0.1:${m_url##*:}; keepalive 512; }
-  server {
-    listen 127.0.0.1:$n_port;
-    client_max_body_size 64m;
-    client_body_buffer_size 1m;
-    location / {
-      proxy_pass http://mocker;
-      proxy_http_version 1.1;
-      proxy_set_header Connection "";
-      proxy_buffering off;
-      proxy_request_buffering off;
-      proxy_read_timeout 600s;
-    }
-  }
-}
-EOF
-nginx -c "$work/nginx.conf" -g 'daemon off;' 2>"$work/nginx.start" &
-pids+=($!)
-n_pid=$!
-n_url="http://127.0.0.1:$n_port"
-for _ in $(seq 1 100); do curl -sf -o /dev/null "$n_url/health" && break; sleep 0.05; done
+start_nginx "$work" "${m_url##*:}"
 
 # Warm every path (connections, the mocker's cache, the router's bindings).
 for u in "$m_url" "$n_url" "$r_url" "$c_url"; do "$load" "$u" 32 1 --sessions >/dev/null 2>&1 || true; done

@@ -54,6 +54,25 @@ TEST_CASE("4-byte tokens: last token zero-padded") {
   CHECK(text_to_tokens("").empty());
 }
 
+TEST_CASE("text_block_hashes: the block hashes of text_to_tokens, hashed in place") {
+  std::string text;
+  for (int i = 0; i < 20; ++i) text += "The quick brown fox jumps over the lazy dog. ";
+  CHECK(text_block_hashes(text, 64) ==
+        std::vector<uint64_t>{14444594402189156925ULL, 12169449671096555218ULL, 16066903675813493844ULL});
+  // Every length around a block edge and a token edge, with and without the partial block, and
+  // another seed: the padded last token must hash as text_to_tokens lays it out.
+  const std::string twice = text + text;
+  for (size_t n : {0, 1, 3, 4, 5, 255, 256, 257, 259, 260, 511, 512, 513, 900, 901, 902, 903}) {
+    const std::string_view t = std::string_view(twice).substr(0, n);
+    for (bool partial : {false, true}) {
+      CAPTURE(n);
+      CAPTURE(partial);
+      CHECK(text_block_hashes(t, 64, partial) == block_hashes(text_to_tokens(t), 64, partial));
+      CHECK(text_block_hashes(t, 16, partial, 99) == block_hashes(text_to_tokens(t), 16, partial, 99));
+    }
+  }
+}
+
 TEST_CASE("render: chat messages extend as a prefix") {
   dyn::Json a =
       dyn::Json::parse(R"({"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]})");

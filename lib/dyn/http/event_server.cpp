@@ -4,6 +4,7 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -204,6 +205,16 @@ namespace {
 constexpr size_t kMaxHeaderLine = 8192;  // as cpp-httplib and nginx's default buffers
 constexpr size_t kMaxTarget = 8192;
 constexpr auto kBodyReadTimeout = std::chrono::seconds(60);
+// Beast reads max(512, the buffer's free room) bytes at a time, up to 64 KiB. A body read through
+// the room the header left took one recv, timer update and handler per 512 bytes to 1 KiB: 640
+// reads for a 160k-token prompt, most of dyn-route's CPU on agent prompts (issue 54's profile).
+// The buffer gets room for 64 KiB reads before a body, and gives it back after (an idle
+// keep-alive connection keeps 8 KiB at most).
+constexpr size_t kBodyReadRoom = 64 << 10;
+constexpr size_t kIdleBufferRoom = 8 << 10;
+// Room past a body's end for a JSON parser that reads ahead: simdjson reads up to 64 bytes past
+// it (SIMDJSON_PADDING) and copies a body that lacks them before parsing it.
+constexpr size_t kBodyPadding = 64;
 constexpr auto kWriteTimeout = std::chrono::seconds(60);
 
 const char* const kMalformed = "malformed request (a header line over 8 KiB, or a bad request line or header)";
@@ -394,6 +405,9 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
 
   void read_body() {
     if (parser->is_done()) return dispatch();
+    const uint64_t left = parser->content_length_remaining().value_or(kBodyReadRoom);
+    buf.reserve(buf.size() + static_cast<size_t>(std::min<uint64_t>(left, kBodyReadRoom)));
+    if (auto n = parser->content_length()) parser->get().body().reserve(static_cast<size_t>(*n) + kBodyPadding);
     stream.expires_after(kBodyReadTimeout);
     auto self = shared_from_this();
     bhttp::async_read(stream, buf, *parser, [self](beast::error_code ec, size_t) {
@@ -416,6 +430,7 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
     keep_alive = m.keep_alive() && ++served < srv->opt.keep_alive_max_count;
     head_only = req->method == "HEAD";
     parser.reset();
+    if (buf.capacity() > kIdleBufferRoom) buf.shrink_to_fit();
     std::string bad = header_with_control_bytes(req->headers);
     if (!bad.empty()) return fail(400, "header '" + bad.substr(0, 64) + "' contains CR, LF or NUL");
     req->executor = stream.get_executor();

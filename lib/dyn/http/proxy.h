@@ -121,7 +121,17 @@ struct ProxyRequest {
   std::string method = "POST";
   std::string path;          ///< with query string, e.g. "/v1/messages?beta=true"
   httplib::Headers headers;  ///< the client's headers; hop-by-hop ones are dropped (see forwardable_header)
-  std::string body;
+  /// Shared, never copied: a call sends these bytes where they lie, and a retry or a stream
+  /// continued on another worker shares them (issue 54: an agent's prompt is up to a megabyte,
+  /// and each copy of it was a pass over every byte). Null = no body.
+  std::shared_ptr<const std::string> body;
+  /// Bytes sent inside `body` before its byte `insert_at` (a member the router adds to the
+  /// client's JSON object: stream_options), so the body is not copied to add them.
+  std::string insert;
+  size_t insert_at = 0;
+  /// The body as sent, `insert` spliced in: a copy, for the rare reader of the whole text (a
+  /// stream continued on another worker).
+  std::string bytes() const;
   std::string content_type = "application/json";
 };
 

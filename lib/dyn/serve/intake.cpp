@@ -168,29 +168,32 @@ Expected<Body> read_body(Exchange& ex, const std::string& text, bool need_tree) 
   if (need_tree || parser.parse(text).get(doc) != simdjson::SUCCESS || doc.get(top) != simdjson::SUCCESS ||
       !read_top_level(top, ex, b))
     return read_tree(ex, text);
-  b.rendered = tokens::render_request_dom(doc);
+  b.rendered = tokens::render_request_dom(doc, text.size());
   if (!b.rendered) return read_tree(ex, text);
   return b;
 }
 
-void build_upstream(const Exchange& ex, Body& b, const http::ServerRequest& req, Dispatch& d) {
+void build_upstream(const Exchange& ex, Body& b, const std::shared_ptr<const http::ServerRequest>& req, Dispatch& d) {
   http::ProxyRequest& p = d.request;
   p.method = "POST";
-  p.path = origin_form(req.target.empty() ? req.path : req.target);
-  p.headers = req.headers;
-  p.body = req.body;
+  p.path = origin_form(req->target.empty() ? req->path : req->target);
+  p.headers = req->headers;
+  // The client's bytes as they came, shared with the request that holds them (no copy).
+  p.body = std::shared_ptr<const std::string>(req, &req->body);
   if (!ex.stream || !api::has_stream_usage_option(ex.api)) return;
   if (!b.json && b.usage == Body::Usage::kIncluded) return;
   d.hide_usage = true;
   if (!b.json && b.usage == Body::Usage::kAbsent) {
-    // The member goes first, so the client's bytes are forwarded as they came after it.
-    size_t open = p.body.find('{') + 1;
-    size_t next = p.body.find_first_not_of(" \t\r\n", open);
-    p.body.insert(open, p.body[next] == '}' ? R"("stream_options":{"include_usage":true})"
-                                            : R"("stream_options":{"include_usage":true},)");
+    // The member goes first, so the client's bytes are forwarded as they came after it; the
+    // proxy splices it in as it sends them (the body is not copied).
+    const std::string& in = req->body;
+    p.insert_at = in.find('{') + 1;
+    const size_t next = in.find_first_not_of(" \t\r\n", p.insert_at);
+    p.insert =
+        in[next] == '}' ? R"("stream_options":{"include_usage":true})" : R"("stream_options":{"include_usage":true},)";
     return;
   }
-  if (!b.json) b.json = std::make_shared<Json>(Json::parse(req.body));
+  if (!b.json) b.json = std::make_shared<Json>(Json::parse(req->body));
   Json& so = (*b.json)["stream_options"];
   if (!so.is_object()) so = Json::object();
   auto iu = so.find("include_usage");
@@ -199,16 +202,24 @@ void build_upstream(const Exchange& ex, Body& b, const http::ServerRequest& req,
     return;
   }
   so["include_usage"] = true;
-  p.body = b.json->dump();
+  p.body = std::make_shared<const std::string>(b.json->dump());
 }
 
 void hash_prompt(Exchange& ex, const Body& b, EngineTokenizer* tokenizer, uint32_t block_size, uint64_t seed) {
   std::optional<std::vector<uint32_t>> ids;
   if (tokenizer) ids = tokenizer->ids(ex.api, *b.json, ex.model);
-  std::vector<uint32_t> toks =
-      ids ? std::move(*ids) : tokens::text_to_tokens(b.rendered ? *b.rendered : tokens::render_request(*b.json));
-  ex.input_length = toks.size();
-  auto blocks = tokens::block_hashes(toks, block_size, /*include_partial=*/true, seed);
+  std::vector<uint64_t> blocks;
+  if (ids) {
+    ex.input_length = ids->size();
+    blocks = tokens::block_hashes(*ids, block_size, /*include_partial=*/true, seed);
+  } else {
+    // SPEC 4.2 tokens are the rendered text's bytes: hashed where they lie, never copied.
+    std::string rendered_here;
+    if (!b.rendered) rendered_here = tokens::render_request(*b.json);
+    const std::string& text = b.rendered ? *b.rendered : rendered_here;
+    ex.input_length = tokens::token_count(text.size());
+    blocks = tokens::text_block_hashes(text, block_size, /*include_partial=*/true, seed);
+  }
   ex.sequence_hashes = tokens::sequence_hashes(blocks);
 }
 

@@ -66,10 +66,10 @@ std::optional<Error> read_identity(Exchange& ex, const http::ServerRequest& req,
 /// whether it streams in the exchange.
 Expected<Body> read_body(Exchange& ex, const std::string& body, bool need_tree);
 /// The request to the worker, into `d`: the origin-form target (RFC 9112 3.2.2), the client's
-/// headers and its body; a chat/completions stream that does not ask for usage gets
+/// headers and its body (shared with `req`, never copied); a chat/completions stream that does not ask for usage gets
 /// stream_options.include_usage added to `body` (for the trace's token counts) and the usage
 /// chunk hidden from the client.
-void build_upstream(const Exchange& ex, Body& body, const http::ServerRequest& req, Dispatch& d);
+void build_upstream(const Exchange& ex, Body& body, const std::shared_ptr<const http::ServerRequest>& req, Dispatch& d);
 /// Prompt hashing: the engine's token ids from `tokenizer` (--tokenizer-url; null = none, or
 /// when it has none for this body: SPEC 4.2 tokens of the rendered request) and SPEC 4.1
 /// sequence hashes at `block_size` from `seed` (kvevents::Adapters::seed_for the model: a LoRA

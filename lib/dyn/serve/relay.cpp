@@ -50,7 +50,7 @@ void Relay::handle_api(Api api, ReqPtr req, ResPtr res, Done done) {
     return done();
   }
   ex->body_hints = body->hints;
-  build_upstream(*ex, *body, *req, *d);
+  build_upstream(*ex, *body, req, *d);
   // What the stream sends is kept only where it may have to continue elsewhere.
   if (placer_ && opt_.migration_limit > 0 && ex->stream && migrates(api)) ex->log = std::make_unique<StreamLog>();
   auto rest = [this, ex, req, res, d, done, body = std::make_shared<Body>(std::move(*body))] {
@@ -551,7 +551,7 @@ void Relay::forward_plain(size_t worker, const http::ServerRequest& req, http::S
   preq.method = req.method;
   preq.path = origin_form(req.target.empty() ? req.path : req.target);
   preq.headers = req.headers;
-  preq.body = req.body;
+  preq.body = std::make_shared<const std::string>(req.body);
   auto call = http::ProxyCall::start(fleet_.at(worker).pool, std::move(preq), nullptr, clock_);
   if (!call->wait_response()) {
     http::set_error(res, 502, "connection", "upstream unreachable: " + call->error());

@@ -51,13 +51,14 @@ void Relay::migrate(const std::shared_ptr<Exchange>& ex, ReqPtr req, DispatchPtr
   ex->avoid.push_back(static_cast<uint64_t>(ex->worker));
   ex->migrations++;
   stats_.migrations++;
-  auto body = continuation_body(ex->api, d->request.body, *ex->log);
+  auto body = continuation_body(ex->api, d->request.bytes(), *ex->log);
   if (!body) {
     stats_.migrations_failed++;
     return cut(ex, std::move(out), "the stream could not be continued: " + body.error().message);
   }
   auto cd = std::make_shared<Dispatch>(*d);
-  cd->request.body = std::move(*body);
+  cd->request.body = std::make_shared<const std::string>(std::move(*body));
+  cd->request.insert.clear();  // bytes() spliced it into the continued body already
   continue_on(ex, std::move(req), std::move(d), std::move(cd), std::move(out));
 }
 

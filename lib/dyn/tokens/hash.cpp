@@ -48,6 +48,28 @@ std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t bl
   return out;
 }
 
+std::vector<uint64_t> text_block_hashes(std::string_view text, uint32_t block_size, bool include_partial,
+                                        uint64_t seed) {
+  const size_t tokens = token_count(text.size());
+  const size_t block_bytes = size_t{block_size} * sizeof(uint32_t);
+  const size_t blocks = include_partial ? (tokens + block_size - 1) / block_size : tokens / block_size;
+  std::vector<uint64_t> out;
+  out.reserve(blocks);
+  for (size_t i = 0; i < blocks; ++i) {
+    const size_t start = i * block_bytes;
+    const size_t len = std::min(block_bytes, (tokens - i * block_size) * sizeof(uint32_t));
+    if (start + len <= text.size()) {
+      out.push_back(XXH3_64bits_withSeed(text.data() + start, len, seed));
+      continue;
+    }
+    // The block of the last, zero-padded token: its bytes as text_to_tokens lays them out.
+    std::vector<char> padded(len, 0);
+    std::memcpy(padded.data(), text.data() + start, text.size() - start);
+    out.push_back(XXH3_64bits_withSeed(padded.data(), len, seed));
+  }
+  return out;
+}
+
 std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> blocks) {
   std::vector<uint64_t> out;
   out.reserve(blocks.size());

@@ -37,6 +37,12 @@ uint64_t chain_hash(uint64_t prev_sequence_hash, uint64_t block_hash);
 /// block_size must be > 0. `seed`: adapter_seed() of the request's adapter.
 std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t block_size, bool include_partial = false,
                                    uint64_t seed = kHashSeed);
+/// block_hashes(text_to_tokens(text), ...) without the token copy: a token is the text's own 4
+/// bytes (SPEC 4.2), so each block is hashed where it lies in `text`; only the block holding a
+/// zero-padded last token is copied. Same values. Issue 54: a 150k-token prompt was copied once
+/// more just to be hashed.
+std::vector<uint64_t> text_block_hashes(std::string_view text, uint32_t block_size, bool include_partial = false,
+                                        uint64_t seed = kHashSeed);
 /// Sequence hashes: seq[0] = block[0], seq[i] = chain_hash(seq[i-1], block[i]).
 std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> block_hashes);
 

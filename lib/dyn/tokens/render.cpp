@@ -206,9 +206,10 @@ void render_item(const R& item, std::string& out) {
 }
 
 template <class R>
-std::string render(const R& body) {
+std::string render(const R& body, size_t reserve = 0) {
   std::string out;
   if (!body.is_object()) return out;
+  out.reserve(reserve);
   auto messages = body.get("messages");
   auto input = body.get("input");
   if (auto p = body.get("prompt"); p && !messages && !input) {
@@ -244,9 +245,9 @@ std::string render(const R& body) {
 
 std::string render_request(const Json& body) { return render(JsonReader(body)); }
 
-std::optional<std::string> render_request_dom(simdjson::dom::element body) {
+std::optional<std::string> render_request_dom(simdjson::dom::element body, size_t reserve) {
   try {
-    return render(DomReader(body));
+    return render(DomReader(body), reserve);
   } catch (const Ambiguous&) {
     return std::nullopt;
   }
