@@ -22,7 +22,8 @@
 # pool shared by the workers cannot be configured live today (each mocker's G4 is its own).
 # Known (work in progress): at these sizes a WEKA worker's G1 (1,186 blocks = 75,904 tokens) is
 # smaller than many WEKA prompts (p50 104k tokens), so only 70 of 95 rows end ok, and with the busy
-# threshold the WEKA runs take minutes each where the bundled workload's 16 take 1.5 s.
+# threshold WEKA G1+G2 under soft affinity never ends (rows all written, the simulation runs on),
+# where the bundled workload's 16 runs take 1.5 s.
 # Usage: bench/kv-tiers.sh [BUILD_DIR]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
@@ -30,6 +31,7 @@ build="${1:-$root/build}"
 bin="$build/bin"
 out="$(mktemp -d /tmp/dyn-bench-kvtiers.XXXXXX)"
 trap 'rm -rf "$out"' EXIT
+exec 3>&1  # the verdict line goes to the terminal even from inside a run whose rows are redirected
 workers=2
 kv_bytes=131072  # 128 KiB a token: 8 MiB a 64-token block, as tests/e2e/sim-kv-tiers.sh
 
@@ -41,9 +43,17 @@ workloads=("weka $out/weka.jsonl 64" "agent $root/data/quickstart/conversation-s
 run() {
   local name=$1 file=$2 tb=$3
   shift 3
-  "$bin/dyn-replay" "$file" --sim --block-size "$tb" --kv-cache-block-size 64 --workers "$workers" \
+  # A run of this size takes well under a second: a limit turns a simulation that never ends (seen:
+  # WEKA, G1+G2, soft affinity with a busy threshold: every row written, the event loop still going)
+  # into a failed bench instead of a stuck one.
+  timeout 120 "$bin/dyn-replay" "$file" --sim --block-size "$tb" --kv-cache-block-size 64 --workers "$workers" \
     --router-mode kv --router-kv-events --router-session-affinity-ttl-secs 300 --active-requests-threshold 2 "$@" \
-    --summary "$out/s.json" -o "$out/rows.jsonl" 2>"$out/err" || { cat "$out/err" >&2; exit 1; }
+    --summary "$out/s.json" -o "$out/rows.jsonl" 2>"$out/err" || {
+    local rc=$?
+    cat "$out/err" >&2
+    echo "MISS run-failed: $name (exit $rc$( ((rc == 124)) && echo ': still simulating after 120 s'))" >&3
+    exit 1
+  }
   jq -s -c --arg name "$name" --argjson b "$kv_bytes" --slurpfile s "$out/s.json" '
     def pct(q): (length as $n | sort | .[((q * $n) | ceil) - 1]);
     [.[] | select(.dyn.status == "ok")] as $ok
