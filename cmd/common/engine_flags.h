@@ -168,9 +168,9 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, EngineFla
                   ->capture_default_str()
                   ->group(group);
   app.add_option("--long-prefill-token-threshold", cfg.long_prefill_token_threshold,
-                 "For chunked prefill, a request is considered long if the prompt is longer than this number of "
-                 "tokens: it computes at most this many prompt tokens per step, so a step behind it stays short "
-                 "(vLLM's option; 0 = off; needs chunked prefill)")
+                 "A request with more prompt tokens left to compute than this is a long prefill and computes at "
+                 "most this many per step, so requests behind it wait one short step (vLLM's option; 0 = off; "
+                 "needs chunked prefill)")
       ->capture_default_str()
       ->group(group);
   app.add_option("--speedup-ratio", cfg.speedup_ratio, "Divide every step time by this")
