@@ -18,8 +18,14 @@
 # flags on the virtual clock, dyn-mocker's engine model; deterministic, so run once) and `live`
 # (dyn-route serve over dyn-mocker workers, REPEAT interleaved repeats); each prints its tables,
 # and the goals must hold in both.
+# Every config, the idle baseline included, runs the same engine settings (ENGINE: dyn-mocker's and
+# --sim's flags, e.g. ENGINE="--long-prefill-token-threshold 512"); by default vLLM's defaults. The
+# --sim half with --long-prefill-token-threshold T (2026-12-06): 512 gives 2.25x (each chunk pays
+# the step's fixed 16.5 ms: idle p90 45 -> 94 ms, background req/s -33 %), 1024 1.33x, 2048 1.31x,
+# 4096 1.38x; 1536 gives 1.08x only because the idle baseline slows (p90 45 -> 61 ms; prio's own
+# p90 57 -> 66 ms), so none is the default.
 # Usage: bench/priority.sh [BUILD_DIR]
-#   env: AGENTS=4 FAN=10 WORKERS=2 SPEEDUP=2 LONG=8 SHORT=12 SEED=1 REPEAT=3 MODES="sim live" KEEP=DIR
+#   env: ENGINE="" AGENTS=4 FAN=10 WORKERS=2 SPEEDUP=2 LONG=8 SHORT=12 SEED=1 REPEAT=3 MODES="sim live" KEEP=DIR
 # Each config runs REPEAT times, interleaved (idle, fcfs, prio, ... then again); every figure is
 # the median over the repeats (the wait limit is checked on the longest wait of all).
 #        BUSY="--active-prefill-tokens-threshold 0" BUSY_LAS="--active-requests-threshold 1"
@@ -30,6 +36,7 @@ bin="${1:-$root/build}/bin"
 agents="${AGENTS:-4}" fan="${FAN:-10}" workers="${WORKERS:-2}"
 read -ra busy <<<"${BUSY:---active-prefill-tokens-threshold 0}"
 read -ra busy_las <<<"${BUSY_LAS:---active-requests-threshold 1}"
+read -ra engine <<<"${ENGINE:-}"
 speed="${SPEEDUP:-2}" long="${LONG:-8}" short="${SHORT:-12}" seed="${SEED:-1}" repeat="${REPEAT:-3}"
 read -ra modes <<<"${MODES:-sim live}"
 limit=60  # --queue-timeout-secs
@@ -81,7 +88,7 @@ run() {  # run NAME WORKLOAD [ROUTER FLAGS...]: fresh workers and router -> NAME
   shift 2
   for i in $(seq 0 $((workers - 1))); do
     rm -f "$tmp/w$i.port"
-    "$bin/dyn-mocker" --port 0 --port-file "$tmp/w$i.port" --worker-id "$i" --speedup-ratio "$speed" 2>"$tmp/w$i-$name.log" &
+    "$bin/dyn-mocker" --port 0 --port-file "$tmp/w$i.port" --worker-id "$i" --speedup-ratio "$speed" "${engine[@]}" 2>"$tmp/w$i-$name.log" &
     pids+=($!)
   done
   for i in $(seq 0 $((workers - 1))); do urls+=(--worker "http://127.0.0.1:$(wait_port "$tmp/w$i.port")"); done
@@ -103,12 +110,13 @@ sim() {  # sim NAME WORKLOAD [ROUTER FLAGS...]: the same router queue and engine
   local name=$1 wl=$2
   shift 2
   "$bin/dyn-replay" --sim --workers "$workers" --block-size 64 "$tmp/$wl.jsonl" --router-mode least-loaded \
-    --queue-timeout-secs "$limit" --queue-size 100000 "$@" -o "$tmp/$name.client.jsonl" 2>"$tmp/sim-$name.log" ||
+    --queue-timeout-secs "$limit" --queue-size 100000 "${engine[@]}" "$@" -o "$tmp/$name.client.jsonl" 2>"$tmp/sim-$name.log" ||
     { tail -5 "$tmp/sim-$name.log" >&2; exit 1; }
   cp "$tmp/$name.client.jsonl" "$tmp/$name.router.jsonl"  # its rows are the router's too
 }
 
 echo "workers: $workers, --queue-timeout-secs $limit; busy: goal 1 ${busy[*]}, goal 2 ${busy_las[*]}"
+echo "engine (every config): ${engine[*]:-defaults}"
 echo "goal 1: $agents lead sessions x 8 turns, $fan subagents per lead x 6 turns; goal 2: $long long x 10 turns, $short short x 2 turns"
 verdict=0
 rm -f "$tmp/misses"

@@ -167,6 +167,12 @@ inline void add_engine_flags(CLI::App& app, engine::EngineConfig& cfg, EngineFla
                              "(0 = no limit)")
                   ->capture_default_str()
                   ->group(group);
+  app.add_option("--long-prefill-token-threshold", cfg.long_prefill_token_threshold,
+                 "A request with more prompt tokens left to compute than this is a long prefill and computes at "
+                 "most this many per step, so requests behind it wait one short step (vLLM's option; 0 = off; "
+                 "needs chunked prefill)")
+      ->capture_default_str()
+      ->group(group);
   app.add_option("--speedup-ratio", cfg.speedup_ratio, "Divide every step time by this")
       ->envname("DYN_MOCKER_SPEEDUP_RATIO")
       ->capture_default_str()

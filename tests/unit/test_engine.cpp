@@ -280,6 +280,56 @@ TEST_CASE("engine: chunked prefill splits a long prompt across steps within the 
   CHECK(r.prefill_tokens == 10000);  // alone in its step, an oversize prompt runs whole
 }
 
+TEST_CASE("engine: long_prefill_token_threshold bounds a long prefill's chunk, a short prompt behind it runs whole") {
+  EngineConfig c;  // budget 8192: without the threshold the 3,000-token prompt runs in one step
+  c.long_prefill_token_threshold = 512;
+  Engine e(c);
+  REQUIRE(e.add(req(1, 3000, 2)));
+  StepResult r;
+  e.step(r);
+  CHECK(r.prefill_tokens == 512);
+  CHECK(r.duration_ms == doctest::Approx(prefill_time_ms(512)));  // the step a later arrival waits for
+  CHECK(r.outputs.empty());
+  REQUIRE(e.add(req(2, 300, 2, 5000)));  // not longer than the threshold: whole, beside the chunk
+  e.step(r);
+  CHECK(r.prefill_tokens == 512 + 300);
+  REQUIRE(r.outputs.size() == 1);
+  CHECK(r.outputs[0].id == 2);
+  CHECK(r.outputs[0].generated == 1);
+  std::vector<uint64_t> chunks;
+  for (bool first_token = false; !first_token;) {
+    e.step(r);
+    chunks.push_back(r.prefill_tokens);
+    for (const auto& o : r.outputs) first_token |= o.id == 1;
+  }
+  CHECK(chunks == std::vector<uint64_t>{512, 512, 512, 3000 - 5 * 512});  // 440: the rest, whole
+
+  // A prefix hit counts: only the uncached rest is chunked. The budget still caps a chunk.
+  Engine again(c);
+  REQUIRE(again.add(req(1, 2048, 1)));
+  run_all(again, 1);
+  REQUIRE(again.add(req(2, 2048 + 600, 1)));  // hashes 1000.. again: 2,048 cached, 600 left
+  again.step(r);
+  CHECK(r.prefill_tokens == 512);
+  again.step(r);
+  CHECK(r.prefill_tokens == 88);
+  c.max_num_batched_tokens = 256;
+  Engine small(c);
+  REQUIRE(small.add(req(1, 3000, 1)));
+  small.step(r);
+  CHECK(r.prefill_tokens == 256);
+
+  c.long_prefill_token_threshold = 0;  // off (vLLM's default): the whole prompt in one step
+  c.max_num_batched_tokens = 8192;
+  Engine off(c);
+  REQUIRE(off.add(req(1, 3000, 1)));
+  off.step(r);
+  CHECK(r.prefill_tokens == 3000);
+  c.long_prefill_token_threshold = 512;
+  c.enable_chunked_prefill = false;
+  CHECK(c.validate().find("needs chunked prefill") != std::string::npos);
+}
+
 TEST_CASE("engine: max_num_seqs caps the running set; the rest wait in FIFO order") {
   EngineConfig c;
   c.max_num_seqs = 2;

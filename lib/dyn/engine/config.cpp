@@ -15,6 +15,9 @@ std::string EngineConfig::validate() const {
   if (max_num_batched_tokens == 0) return "--max-num-batched-tokens must be > 0";
   if (!(speedup_ratio > 0)) return "--speedup-ratio must be > 0";
   if (prefill_schedule_interval == 0) return "--prefill-schedule-interval must be >= 1";
+  if (long_prefill_token_threshold > 0 && !enable_chunked_prefill)
+    return "--long-prefill-token-threshold splits long prompts across steps: it needs chunked prefill (drop "
+           "--no-chunked-prefill)";
   return tiers.validate(kv_bytes_per_token);
 }
 

@@ -87,6 +87,11 @@ struct EngineConfig {
   /// vLLM's max_num_partial_prefills: at most this many sequences compute prompt tokens in one
   /// step (running ones continuing a chunked prefill first, then admissions); 0 = no limit.
   uint32_t max_num_partial_prefills = 0;
+  /// vLLM's long_prefill_token_threshold (V1 scheduler.py): a sequence with more prompt tokens
+  /// left to compute than this computes at most this many in one step, so one long prefill cannot
+  /// fill a step and a request arriving behind it waits at most one short step; 0 = off. Needs
+  /// enable_chunked_prefill (it splits prompts).
+  uint64_t long_prefill_token_threshold = 0;
   double speedup_ratio = 1.0;                 ///< divides every step time (> 0)
   bool kv_events = false;                     ///< record stored/removed events for a router (SPEC 3.3)
   KvEviction kv_eviction = KvEviction::kLru;  ///< --kv-eviction

@@ -235,7 +235,7 @@ void Engine::step(StepResult& out, double now_ms) {
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Seq* s = running_[i];
     const bool decode = s->computed >= s->target;
-    uint64_t take = decode ? 1 : s->target - s->computed;
+    uint64_t take = decode ? 1 : prefill_chunk(s->target - s->computed);
     if (!decode && take > budget) {
       if (!cfg_.enable_chunked_prefill && !plan_.empty()) continue;
       take = cfg_.enable_chunked_prefill ? budget : take;
@@ -277,7 +277,7 @@ void Engine::step(StepResult& out, double now_ms) {
     if (cfg_.enable_prefix_caching) hit = pool_.match_prefix(s->spec.block_hashes) * cfg_.block_size;
     s->computed = hit;
     const bool decode = hit >= s->target;  // fully cached prompt: first token from a decode step
-    uint64_t take = decode ? 1 : s->target - hit;
+    uint64_t take = decode ? 1 : prefill_chunk(s->target - hit);
     if (!decode && take > budget) {
       if (!cfg_.enable_chunked_prefill && !plan_.empty()) {
         s->computed = 0;

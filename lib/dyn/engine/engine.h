@@ -159,6 +159,12 @@ class Engine {
   void admit_onboarded();
   void tiers_step_end(StepResult& out);
   bool ensure_blocks(Seq& s, uint64_t new_computed);
+  /// Prompt tokens a sequence with `left` still to compute may take this step before the step's
+  /// budget applies: at most long_prefill_token_threshold when set (vLLM V1 scheduler.py).
+  uint64_t prefill_chunk(uint64_t left) const {
+    const uint64_t most = cfg_.long_prefill_token_threshold;
+    return most > 0 && left > most ? most : left;
+  }
   /// `done`: the request finished (under kSession a final turn's own blocks then go first out).
   void release_blocks(Seq& s, bool done = false);
   void preempt_back();
