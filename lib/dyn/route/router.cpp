@@ -914,7 +914,11 @@ Expected<Placement> Router::place(const RouteRequest& req) {
   // scratch; --explain copies them out.
   pk.eligible_set();
   I.scores.clear();
+  // I.cand holds slots in ascending order: one walk beside the loop tells eligibility without a
+  // search per worker (this runs on every placement, over every worker).
+  size_t next_cand = 0;
   for (uint32_t s = 0; s < n; ++s) {
+    while (next_cand < I.cand.size() && I.cand[next_cand] < s) ++next_cand;
     if (!I.workers[s].present) continue;
     WorkerScore sc;
     sc.worker = I.workers[s].spec.id;
@@ -927,7 +931,7 @@ Expected<Placement> Router::place(const RouteRequest& req) {
     uint64_t active = I.workers[s].active_blocks - (s == chosen ? new_blocks : 0);
     sc.decode_blocks = static_cast<double>(active + new_blocks);
     sc.cost = cfg_.overlap_score_weight * sc.prefill_blocks + sc.decode_blocks;
-    sc.eligible = std::find(I.cand.begin(), I.cand.end(), s) != I.cand.end() || s == chosen;
+    sc.eligible = (next_cand < I.cand.size() && I.cand[next_cand] == s) || s == chosen;
     I.scores.push_back(sc);
   }
   Steer steer = Steer::kPolicy;
