@@ -4,7 +4,7 @@
 // kMapEvents, kMaps), then batches of events. Usable events store chains (group 0 or a second
 // full-attention group, under no adapter or a named one, continuing stored blocks), remove stored
 // blocks, clear. Unusable ones are mixed in at any position: undecodable events (unknown tag,
-// wrong field types), offloaded copies on another medium (stores, placeholders and removals of
+// wrong field types), copies on a medium the router has no tier for (stores, placeholders, removals of
 // the same engine ids), device placeholders, sliding-window group events, adapters known only by
 // id, token counts that do not match, unknown parents.
 // Properties checked: every batch decodes; its undecodable events, and only those, are rejected
@@ -140,12 +140,12 @@ class Generator {
                   : "\x92" + str("BlockRemoved") + str("nope");
         return Gen{w, std::nullopt, false};
       }
-      case 8: {  // an offloaded copy of stored ids: a store (with tokens, or a placeholder) or a removal
+      case 8: {  // a copy on a medium the router has no tier for: a store (with tokens, or a placeholder) or a removal
         Event e;
         const uint8_t f = in_.u8() % 3;
-        if (f == 0) e = BlockStored{ids, std::nullopt, {}, 0, {}, std::string("CPU")};
-        else if (f == 1) e = BlockStored{ids, std::nullopt, tokens(ids.size() * 16), 16, {}, std::string("CPU")};
-        else e = BlockRemoved{ids, std::string("CPU")};
+        if (f == 0) e = BlockStored{ids, std::nullopt, {}, 0, {}, std::string("OBJECT_STORE")};
+        else if (f == 1) e = BlockStored{ids, std::nullopt, tokens(ids.size() * 16), 16, {}, std::string("OBJECT_STORE")};
+        else e = BlockRemoved{ids, std::string("OBJECT_STORE")};
         return Gen{single(e, layout_), e, false};
       }
       case 9: {  // a device placeholder for stored ids
