@@ -144,7 +144,8 @@ class Generator {
         Event e;
         const uint8_t f = in_.u8() % 3;
         if (f == 0) e = BlockStored{ids, std::nullopt, {}, 0, {}, std::string("OBJECT_STORE")};
-        else if (f == 1) e = BlockStored{ids, std::nullopt, tokens(ids.size() * 16), 16, {}, std::string("OBJECT_STORE")};
+        else if (f == 1)
+          e = BlockStored{ids, std::nullopt, tokens(ids.size() * 16), 16, {}, std::string("OBJECT_STORE")};
         else e = BlockRemoved{ids, std::string("OBJECT_STORE")};
         return Gen{single(e, layout_), e, false};
       }
