@@ -2,7 +2,9 @@
 // 8 workers, affinity on with 300 s TTL), with the same load accounting and end estimates as
 // dyn-route decide. Rows with a session_id (a sessionized trace) are placed under their session
 // (parent session too), so the binding table is exercised; the figure is the median of the
-// passes, not the best.
+// passes, not the best. With a 4th argument it writes the worker chosen for each row (first
+// pass, one number a line) to that file, so bench/route-decide.sh can check that decide makes
+// the same choices.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -19,7 +21,7 @@ using namespace dyn;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: route_core_bench TRACE.jsonl [passes] [workers]\n");
+    std::fprintf(stderr, "usage: route_core_bench TRACE.jsonl [passes] [workers] [CHOICES_OUT]\n");
     return 2;
   }
   int passes = std::max(1, argc > 2 ? std::atoi(argv[2]) : 5);
@@ -46,6 +48,13 @@ int main(int argc, char** argv) {
   cfg.block_size = wl.block_size;  // router blocks = the trace's blocks
   cfg.affinity_ttl_secs = 300;
   offline::EndModel em;
+  // decide's end estimate: the engine model at the worker's utilisation on arrival.
+  const double kv_tokens = static_cast<double>(em.kv_blocks) * em.block_size;
+  std::FILE* choices = argc > 4 ? std::fopen(argv[4], "w") : nullptr;
+  if (argc > 4 && !choices) {
+    std::perror(argv[4]);
+    return 4;
+  }
   std::vector<double> rates;
   uint64_t hits = 0, sessions = 0, bound = 0;
   for (int p = 0; p < passes; ++p) {
@@ -53,6 +62,7 @@ int main(int argc, char** argv) {
     route::Router router(cfg, clk);
     for (uint32_t w = 0; w < workers; ++w) router.add_worker(route::WorkerSpec{w, 0, 0});
     std::vector<route::Placement> live(rows.size());
+    std::vector<uint64_t> active(workers, 0);
     std::priority_queue<std::pair<double, size_t>, std::vector<std::pair<double, size_t>>, std::greater<>> ends;
     hits = 0;
     auto t0 = std::chrono::steady_clock::now();
@@ -60,7 +70,9 @@ int main(int argc, char** argv) {
       const Row& r = rows[i];
       while (!ends.empty() && ends.top().first <= r.t) {
         clk.set(ends.top().first);
-        live[ends.top().second].finish();
+        const size_t e = ends.top().second;
+        live[e].finish();
+        active[live[e].worker()] -= rows[e].tokens;
         ends.pop();
       }
       clk.set(r.t);
@@ -74,13 +86,18 @@ int main(int argc, char** argv) {
       pl->commit();
       if (p == 0 && !r.session.empty()) ++sessions, bound += pl->binding() == route::BindingOutcome::kHit;
       hits += pl->cached_tokens();
-      ends.emplace(r.t + em.duration_ms(r.tokens, r.tokens - pl->cached_tokens(), r.out, 0.1), i);
+      const auto w = static_cast<uint32_t>(pl->worker());
+      const double u = static_cast<double>(active[w] + r.tokens) / kv_tokens;
+      ends.emplace(r.t + em.duration_ms(r.tokens, r.tokens - pl->cached_tokens(), r.out, u), i);
+      active[w] += r.tokens;
+      if (p == 0 && choices) std::fprintf(choices, "%u\n", w);
       live[i] = std::move(*pl);
     }
     auto t1 = std::chrono::steady_clock::now();
     double s = std::chrono::duration<double>(t1 - t0).count();
     rates.push_back(static_cast<double>(rows.size()) / s);
   }
+  if (choices) std::fclose(choices);
   std::sort(rates.begin(), rates.end());
   const double median =
       rates.size() % 2 ? rates[rates.size() / 2] : (rates[rates.size() / 2 - 1] + rates[rates.size() / 2]) / 2;
