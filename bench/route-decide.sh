@@ -3,10 +3,12 @@
 # the earlier goal against `dyn-trace cat` was dominated by process start and is withdrawn).
 # Input: the Mooncake conversation trace sessionized (dyn-trace sessionize) and repeated 16x
 # (copies shifted past the previous one's end, sessions renamed per copy): 192,496 rows.
-#  1. decide (kv, 8 workers, 300 s affinity) rows per second, whole process (read JSONL, route,
-#     write route_decision JSONL), against route_core_bench's decisions per second on the same
-#     rows (pre-parsed, no JSON, the same router, load accounting and end estimates). Runs alternate
-#     (core, decide, core, ...) so load on a shared machine hits both alike; medians of RUNS.
+#  1. decide (kv, 8 workers, 300 s affinity) rows per CPU-second, whole process (read JSONL, route,
+#     write route_decision JSONL; user + sys time), against route_core_bench's decisions per
+#     CPU-second of its routing loop on the same rows (pre-parsed, no JSON, the same router, load
+#     accounting and end estimates). CPU time, not wall: on a shared machine preemption stretches
+#     wall time by whatever else runs, CPU time only by cache pressure. Runs alternate (core,
+#     decide, core, ...) so load hits both alike; medians of RUNS. Wall-clock rates are printed too.
 #     Goal: decide >= 0.5x the core (JSON in and out costs no more than routing does).
 #  2. Outputs, not only counts: decide's chosen worker for every row equals the core's, and two
 #     decide runs are byte-identical.
@@ -34,27 +36,32 @@ decide=("$bin/dyn-route" decide --workers 8 --router-mode kv --router-session-af
 median() {  # median of the numbers in file $1
   sort -g "$1" | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'
 }
-# decide_once IN OUT: one decide run; appends "wall_s peak_kib" to $tmp/time.
+# decide_once IN OUT: one decide run; appends "wall_s peak_kib cpu_s" to $tmp/time.
 decide_once() {
-  local TIMEFORMAT='%3R' t
+  local TIMEFORMAT='%3R %3U %3S' t
   t=$( { time /usr/bin/time -f '%M' -o "$tmp/rss" "${decide[@]}" "$1" >"$2" 2>"$tmp/err"; } 2>&1 ) \
     || { cat "$tmp/err" >&2; exit 1; }
-  echo "$t $(cat "$tmp/rss")" >>"$tmp/time"
+  set -- $t
+  echo "$1 $(cat "$tmp/rss") $(awk -v u="$2" -v s="$3" 'BEGIN { print u + s }')" >>"$tmp/time"
 }
 
-: >"$tmp/core"; : >"$tmp/dec"; : >"$tmp/time"
+: >"$tmp/core"; : >"$tmp/core.wall"; : >"$tmp/dec"; : >"$tmp/dec.wall"; : >"$tmp/time"
 for i in $(seq "$runs"); do
   choices=/dev/null; [[ $i == 1 ]] && choices="$tmp/core.choices"
   "$build/bench/route_core_bench" "$tmp/s16.jsonl" 1 8 "$choices" >"$tmp/core.out"
-  sed -n 's/^decisions\/s \([0-9]*\).*/\1/p' "$tmp/core.out" >>"$tmp/core"
+  sed -n 's/^decisions per CPU-second \([0-9]*\).*/\1/p' "$tmp/core.out" >>"$tmp/core"
+  sed -n 's/^decisions\/s \([0-9]*\).*/\1/p' "$tmp/core.out" >>"$tmp/core.wall"
   decide_once "$tmp/s16.jsonl" "$tmp/out.$((i <= 2 ? i : 2))"
-  awk -v r="$rows" '{ t = $1 } END { printf "%.0f\n", r / t }' "$tmp/time" | tail -1 >>"$tmp/dec"
+  tail -1 "$tmp/time" | awk -v r="$rows" '{ printf "%.0f\n", r / $3 }' >>"$tmp/dec"
+  tail -1 "$tmp/time" | awk -v r="$rows" '{ printf "%.0f\n", r / $1 }' >>"$tmp/dec.wall"
 done
 core=$(median "$tmp/core"); dec=$(median "$tmp/dec")
 ratio=$(awk -v a="$dec" -v b="$core" 'BEGIN { printf "%.3f", a / b }')
 printf 'rows %s (sessionized Mooncake x16), %s alternating runs\n' "$rows" "$runs"
-printf 'route core: %s decisions/s (median; runs %s)\n' "$core" "$(sort -g "$tmp/core" | tr '\n' ' ')"
-printf 'decide:     %s rows/s (median, whole process; runs %s)\n' "$dec" "$(sort -g "$tmp/dec" | tr '\n' ' ')"
+printf 'route core: %s decisions per CPU-second (median; runs %s); wall %s/s\n' "$core" \
+  "$(sort -g "$tmp/core" | tr '\n' ' ')" "$(median "$tmp/core.wall")"
+printf 'decide:     %s rows per CPU-second (median, whole process; runs %s); wall %s/s\n' "$dec" \
+  "$(sort -g "$tmp/dec" | tr '\n' ' ')" "$(median "$tmp/dec.wall")"
 printf 'decide / core: %s (goal >= 0.5)\n' "$ratio"
 
 # Outputs: the workers chosen, row by row, and decide against itself.
