@@ -2,9 +2,12 @@
 // 8 workers, affinity on with 300 s TTL), with the same load accounting and end estimates as
 // dyn-route decide. Rows with a session_id (a sessionized trace) are placed under their session
 // (parent session too), so the binding table is exercised; the figure is the median of the
-// passes, not the best.
+// passes, not the best. With a 4th argument it writes the worker chosen for each row (first
+// pass, one number a line) to that file, so bench/route-decide.sh can check that decide makes
+// the same choices.
 #include <algorithm>
 #include <chrono>
+#include <ctime>
 #include <cstdio>
 #include <queue>
 #include <tuple>
@@ -19,7 +22,7 @@ using namespace dyn;
 
 int main(int argc, char** argv) {
   if (argc < 2) {
-    std::fprintf(stderr, "usage: route_core_bench TRACE.jsonl [passes] [workers]\n");
+    std::fprintf(stderr, "usage: route_core_bench TRACE.jsonl [passes] [workers] [CHOICES_OUT]\n");
     return 2;
   }
   int passes = std::max(1, argc > 2 ? std::atoi(argv[2]) : 5);
@@ -46,21 +49,37 @@ int main(int argc, char** argv) {
   cfg.block_size = wl.block_size;  // router blocks = the trace's blocks
   cfg.affinity_ttl_secs = 300;
   offline::EndModel em;
-  std::vector<double> rates;
+  // decide's end estimate: the engine model at the worker's utilisation on arrival.
+  const double kv_tokens = static_cast<double>(em.kv_blocks) * em.block_size;
+  std::FILE* choices = argc > 4 ? std::fopen(argv[4], "w") : nullptr;
+  if (argc > 4 && !choices) {
+    std::perror(argv[4]);
+    return 4;
+  }
+  std::vector<double> rates, cpu_rates;  // per second of wall time, per second of this process's CPU
+  auto cpu_now = [] {
+    timespec ts{};
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+    return static_cast<double>(ts.tv_sec) + static_cast<double>(ts.tv_nsec) * 1e-9;
+  };
   uint64_t hits = 0, sessions = 0, bound = 0;
   for (int p = 0; p < passes; ++p) {
     FakeClock clk;
     route::Router router(cfg, clk);
     for (uint32_t w = 0; w < workers; ++w) router.add_worker(route::WorkerSpec{w, 0, 0});
     std::vector<route::Placement> live(rows.size());
+    std::vector<uint64_t> active(workers, 0);
     std::priority_queue<std::pair<double, size_t>, std::vector<std::pair<double, size_t>>, std::greater<>> ends;
     hits = 0;
     auto t0 = std::chrono::steady_clock::now();
+    const double c0 = cpu_now();
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
       while (!ends.empty() && ends.top().first <= r.t) {
         clk.set(ends.top().first);
-        live[ends.top().second].finish();
+        const size_t e = ends.top().second;
+        live[e].finish();
+        active[live[e].worker()] -= rows[e].tokens;
         ends.pop();
       }
       clk.set(r.t);
@@ -74,16 +93,24 @@ int main(int argc, char** argv) {
       pl->commit();
       if (p == 0 && !r.session.empty()) ++sessions, bound += pl->binding() == route::BindingOutcome::kHit;
       hits += pl->cached_tokens();
-      ends.emplace(r.t + em.duration_ms(r.tokens, r.tokens - pl->cached_tokens(), r.out, 0.1), i);
+      const auto w = static_cast<uint32_t>(pl->worker());
+      const double u = static_cast<double>(active[w] + r.tokens) / kv_tokens;
+      ends.emplace(r.t + em.duration_ms(r.tokens, r.tokens - pl->cached_tokens(), r.out, u), i);
+      active[w] += r.tokens;
+      if (p == 0 && choices) std::fprintf(choices, "%u\n", w);
       live[i] = std::move(*pl);
     }
     auto t1 = std::chrono::steady_clock::now();
     double s = std::chrono::duration<double>(t1 - t0).count();
     rates.push_back(static_cast<double>(rows.size()) / s);
+    cpu_rates.push_back(static_cast<double>(rows.size()) / (cpu_now() - c0));
   }
-  std::sort(rates.begin(), rates.end());
-  const double median =
-      rates.size() % 2 ? rates[rates.size() / 2] : (rates[rates.size() / 2 - 1] + rates[rates.size() / 2]) / 2;
+  if (choices) std::fclose(choices);
+  auto median_of = [](std::vector<double>& v) {
+    std::sort(v.begin(), v.end());
+    return v.size() % 2 ? v[v.size() / 2] : (v[v.size() / 2 - 1] + v[v.size() / 2]) / 2;
+  };
+  const double median = median_of(rates), cpu_median = median_of(cpu_rates);
   std::printf("rows %zu, mean blocks/row %.1f, workers %u, passes %d\n", rows.size(),
               static_cast<double>(blocks) / static_cast<double>(rows.size()), workers, passes);
   std::printf("predicted cached tokens %llu; rows with a session %llu, of which affinity hits %llu\n",
@@ -91,5 +118,7 @@ int main(int argc, char** argv) {
               static_cast<unsigned long long>(bound));
   std::printf("decisions/s %.0f (median of %d passes; slowest %.0f, fastest %.0f; goal >= 500000)\n", median, passes,
               rates.front(), rates.back());
+  // Per CPU-second: what a loaded machine's preemption does not change (bench/route-decide.sh).
+  std::printf("decisions per CPU-second %.0f (median of %d passes)\n", cpu_median, passes);
   return 0;
 }

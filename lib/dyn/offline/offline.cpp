@@ -582,6 +582,12 @@ void Decider::enqueue(Row&& r) {
   if (pos != window_.end()) reordered_ = true;
   window_.insert(pos, std::move(r));
   if (window_.size() > kReorderWindow) {
+    // The front row was read kReorderWindow rows ago and has left the cache: fetch the next
+    // one's fields while this one is routed (perf: a third of route()'s own time was that miss).
+    const Row& next = window_[1];
+    __builtin_prefetch(&next);
+    __builtin_prefetch(next.text.data());
+    __builtin_prefetch(next.ids.data());
     route(window_.front());
     window_.pop_front();
   }

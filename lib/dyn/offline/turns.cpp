@@ -18,6 +18,7 @@ TurnCounter::TurnCounter() {
   mask_ = cells_ - 1;
   shift_ = 64 - 10;
   table_ = std::make_unique<uint32_t[]>(cells_);
+  tags_ = std::make_unique<uint8_t[]>(cells_);
   std::fill(table_.get(), table_.get() + cells_, kEmpty);
 }
 
@@ -35,9 +36,10 @@ std::string_view TurnCounter::key_of(uint32_t ref) const {
 }
 
 uint32_t* TurnCounter::find_cell(std::string_view key, uint64_t h) const {
+  const uint8_t tag = tag_of(h);
   for (size_t i = slot(h);; i = (i + 1) & mask_) {
     uint32_t* c = &table_[i];
-    if (*c == kEmpty || key_of(*c) == key) return c;
+    if (*c == kEmpty || (tags_[i] == tag && key_of(*c) == key)) return c;
   }
 }
 
@@ -69,16 +71,19 @@ uint32_t TurnCounter::add(std::string_view key) {
 void TurnCounter::grow() {
   const size_t old_cells = cells_;
   std::unique_ptr<uint32_t[]> old = std::move(table_);
+  std::unique_ptr<uint8_t[]> old_tags = std::move(tags_);
   cells_ *= 2;
   mask_ = cells_ - 1;
   --shift_;
   table_ = std::make_unique<uint32_t[]>(cells_);
+  tags_ = std::make_unique<uint8_t[]>(cells_);
   std::fill(table_.get(), table_.get() + cells_, kEmpty);
   for (size_t i = 0; i < old_cells; ++i) {
     if (old[i] == kEmpty) continue;
     size_t j = slot(hash_of(key_of(old[i])));
     while (table_[j] != kEmpty) j = (j + 1) & mask_;
     table_[j] = old[i];
+    tags_[j] = old_tags[i];
   }
 }
 
@@ -104,6 +109,7 @@ uint64_t TurnCounter::next(std::string_view key) {
       cell = find_cell(key, h);
     }
     *cell = add(key);
+    tags_[static_cast<size_t>(cell - table_.get())] = tag_of(h);
     ++size_;
   }
   const uint64_t c = read_count(*cell);

@@ -43,6 +43,7 @@ class TurnCounter {
   std::string_view key_of(uint32_t ref) const;
   // The table cell holding `key`'s reference, or the empty cell where it would go.
   uint32_t* find_cell(std::string_view key, uint64_t h) const;
+  static uint8_t tag_of(uint64_t h) { return static_cast<uint8_t>(h); }
   uint32_t add(std::string_view key);  // appends a record with count 0, returns its reference
   void grow();
   uint64_t read_count(uint32_t ref) const;
@@ -51,6 +52,7 @@ class TurnCounter {
   std::vector<std::unique_ptr<char[]>> chunks_;
   size_t used_ = kChunk;  // bytes used in the last chunk (full: the first add() opens one)
   std::unique_ptr<uint32_t[]> table_;
+  std::unique_ptr<uint8_t[]> tags_;  // tag_of(hash) of each occupied cell's key
   size_t cells_ = 0, mask_ = 0;
   int shift_ = 64;
   size_t size_ = 0;
