@@ -588,6 +588,9 @@ void Decider::enqueue(Row&& r) {
     __builtin_prefetch(&next);
     __builtin_prefetch(next.text.data());
     __builtin_prefetch(next.ids.data());
+    // The session turn counts of the next two rows, in two stages (TurnCounter::prefetch_*).
+    if (next.has_ctx) turns_.prefetch_record(next.session_id());
+    if (const Row& after = window_[2]; after.has_ctx) turns_.prefetch_cells(after.session_id());
     route(window_.front());
     window_.pop_front();
   }

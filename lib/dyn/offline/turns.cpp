@@ -117,6 +117,25 @@ uint64_t TurnCounter::next(std::string_view key) {
   return c;
 }
 
+void TurnCounter::prefetch_cells(std::string_view key) const {
+  const size_t i = slot(hash_of(key));
+  __builtin_prefetch(&table_[i]);
+  __builtin_prefetch(&tags_[i]);
+}
+
+void TurnCounter::prefetch_record(std::string_view key) const {
+  const uint64_t h = hash_of(key);
+  const uint8_t tag = tag_of(h);
+  // The first cell whose tag matches (usually the key's own): no key is read here.
+  for (size_t i = slot(h);; i = (i + 1) & mask_) {
+    if (table_[i] == kEmpty) return;
+    if (tags_[i] == tag) {
+      __builtin_prefetch(at(table_[i]));
+      return;
+    }
+  }
+}
+
 uint64_t TurnCounter::count(std::string_view key) const {
   const uint32_t* cell = find_cell(key, hash_of(key));
   return *cell == kEmpty ? 0 : read_count(*cell);

@@ -31,6 +31,12 @@ class TurnCounter {
   uint64_t next(std::string_view key);
   /// The number of times `key` was counted, without counting it.
   uint64_t count(std::string_view key) const;
+  /// Cache hints for a key that next() will be asked about soon: stage 1 fetches its table cells,
+  /// stage 2 (a call later, once they are in) the key's record. Each lookup of a key last seen
+  /// long ago otherwise waits for two cache misses (dyn-route decide calls them one and two rows
+  /// ahead). No effect on counts.
+  void prefetch_cells(std::string_view key) const;
+  void prefetch_record(std::string_view key) const;
   /// Distinct keys counted.
   size_t size() const { return size_; }
 
