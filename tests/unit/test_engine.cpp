@@ -900,3 +900,35 @@ TEST_CASE("tiers: priority eviction picks the victim, the tiers offload that vic
   CHECK(history(ev, 300) == std::vector<std::string>{"S1", "S2", "R1"});
   CHECK(history(ev, 100) == std::vector<std::string>{"S1"});
 }
+
+TEST_CASE("tiers: onboarded requests that hold G1 slots never block the one in front of them (issue 48 livelock)") {
+  // Two requests continue prompts now on G2 only: each reserves 3 of the 8 G1 slots for its
+  // onboard, both land together, and the first then needs 3 more blocks for the rest of its
+  // prompt while only 2 are free: the second, waiting behind it, holds the other 3. The engine
+  // used to release the first's blocks and retry it every step for ever (the WEKA replay with
+  // G1+G2 and soft affinity never ended); the waiting holder must give its slots back instead.
+  Engine e(tiered(8, 16, 0));
+  REQUIRE(e.add(blocks_req(1, 100, 3)));
+  REQUIRE(e.add(blocks_req(2, 200, 3)));
+  run_all(e, 2);
+  REQUIRE(e.add(blocks_req(3, 300, 7, 16)));  // pushes requests 1 and 2's blocks down to G2
+  run_all(e, 3);
+  REQUIRE(e.stats().tiers.used[2] == 6);
+  REQUIRE(e.add(blocks_req(4, 100, 6)));  // 100..102 on G2, 103..105 new
+  REQUIRE(e.add(blocks_req(5, 200, 6)));  // 200..202 on G2, 203..205 new
+  StepResult r;
+  std::vector<uint64_t> done;
+  for (int steps = 0; e.has_work() && steps < 1000; ++steps) {
+    e.step(r);
+    for (const TokenOutput& o : r.outputs)
+      if (o.finished) {
+        done.push_back(o.id);
+        // Whichever goes first keeps its onboarded blocks; the other onboards again or finds
+        // them still on G1: either way its 3 blocks are a hit.
+        CHECK(o.cached_tokens == 48);
+      }
+  }
+  CHECK_FALSE(e.has_work());
+  std::sort(done.begin(), done.end());
+  CHECK(done == std::vector<uint64_t>{4, 5});
+}
