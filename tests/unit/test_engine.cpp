@@ -761,6 +761,22 @@ TEST_CASE("tier link: two transfers sharing a link take twice as long as one (pr
   CHECK(done == std::vector<uint64_t>{a, b});
 }
 
+TEST_CASE("tier links: a transfer due within the 1 ns slack of an advance still runs its completion") {
+  // Link::advance completes a transfer due up to 1 ns after the time it is moved to; the tier's
+  // advance must run that completion then, not lose it (a G4 onboard then never landed and its
+  // request waited for ever: the bundled workload, G1+G2+G4, hard affinity).
+  TierConfig c;
+  c.g4_blocks = 4;
+  c.g4_to_g2_gbps = 4;  // 4e6 bytes per ms
+  SharedTier g4(c);
+  int ran = 0;
+  const uint64_t id = g4.up.start(0, 4e6);  // due at 1 ms
+  g4.up_owner[id] = {nullptr, [&](double) { ++ran; }};
+  g4.advance(1.0 - 0.5e-6);
+  g4.advance(2.0);
+  CHECK(ran == 1);
+}
+
 namespace {
 // A small tiered engine: 16-token blocks of 1e6 bytes (1 MB: 1/14 ms on G1<->G2).
 EngineConfig tiered(uint64_t g1, uint64_t g2, uint64_t g3) {
