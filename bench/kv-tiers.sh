@@ -29,6 +29,13 @@
 # tier credit on); (2) under soft affinity, tier credit gives a lower TTFT p90 than GPU-only credit
 # (each workload, each configuration with a lower tier).
 # Not here: the live half over dyn-mocker workers (a separate script).
+# Known (goal 2 misses): the agent p90 (28.5 s, the same first turn with credit on and off) is
+# head-of-line blocking in the engine: a 120,633-token first turn waits for nearly all of its
+# worker's 2,033-block G1 and the FCFS queue behind it waits with it; no placement credit changes
+# that. Tier credit changes 125 of 608 agent TTFTs (76 faster, 49 slower; mean 5,286 vs 5,291 ms).
+# Under soft affinity a session leaves its busy worker for a non-busy one, which rarely holds its
+# blocks on any tier (agent rebound rows: 8 % cached), so host credit seldom has a worker to favour;
+# with G4 every worker reaches the same shared blocks, so its credit ranks no worker above another.
 # KV_TIERS_OUT=DIR keeps the runs' files (workloads, the last run's rows, all.jsonl) there.
 # Usage: bench/kv-tiers.sh [BUILD_DIR]
 set -euo pipefail
