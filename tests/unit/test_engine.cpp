@@ -761,6 +761,22 @@ TEST_CASE("tier link: two transfers sharing a link take twice as long as one (pr
   CHECK(done == std::vector<uint64_t>{a, b});
 }
 
+TEST_CASE("tier links: a transfer due within the 1 ns slack of an advance still runs its completion") {
+  // Link::advance completes a transfer due up to 1 ns after the time it is moved to; the tier's
+  // advance must run that completion then, not lose it (a G4 onboard then never landed and its
+  // request waited for ever: the bundled workload, G1+G2+G4, hard affinity).
+  TierConfig c;
+  c.g4_blocks = 4;
+  c.g4_to_g2_gbps = 4;  // 4e6 bytes per ms
+  SharedTier g4(c);
+  int ran = 0;
+  const uint64_t id = g4.up.start(0, 4e6);  // due at 1 ms
+  g4.up_owner[id] = {nullptr, [&](double) { ++ran; }};
+  g4.advance(1.0 - 0.5e-6);
+  g4.advance(2.0);
+  CHECK(ran == 1);
+}
+
 namespace {
 // A small tiered engine: 16-token blocks of 1e6 bytes (1 MB: 1/14 ms on G1<->G2).
 EngineConfig tiered(uint64_t g1, uint64_t g2, uint64_t g3) {
@@ -899,4 +915,36 @@ TEST_CASE("tiers: priority eviction picks the victim, the tiers offload that vic
   auto ev = e.take_kv_events();
   CHECK(history(ev, 300) == std::vector<std::string>{"S1", "S2", "R1"});
   CHECK(history(ev, 100) == std::vector<std::string>{"S1"});
+}
+
+TEST_CASE("tiers: onboarded requests that hold G1 slots never block the one in front of them (issue 48 livelock)") {
+  // Two requests continue prompts now on G2 only: each reserves 3 of the 8 G1 slots for its
+  // onboard, both land together, and the first then needs 3 more blocks for the rest of its
+  // prompt while only 2 are free: the second, waiting behind it, holds the other 3. The engine
+  // used to release the first's blocks and retry it every step for ever (the WEKA replay with
+  // G1+G2 and soft affinity never ended); the waiting holder must give its slots back instead.
+  Engine e(tiered(8, 16, 0));
+  REQUIRE(e.add(blocks_req(1, 100, 3)));
+  REQUIRE(e.add(blocks_req(2, 200, 3)));
+  run_all(e, 2);
+  REQUIRE(e.add(blocks_req(3, 300, 7, 16)));  // pushes requests 1 and 2's blocks down to G2
+  run_all(e, 3);
+  REQUIRE(e.stats().tiers.used[2] == 6);
+  REQUIRE(e.add(blocks_req(4, 100, 6)));  // 100..102 on G2, 103..105 new
+  REQUIRE(e.add(blocks_req(5, 200, 6)));  // 200..202 on G2, 203..205 new
+  StepResult r;
+  std::vector<uint64_t> done;
+  for (int steps = 0; e.has_work() && steps < 1000; ++steps) {
+    e.step(r);
+    for (const TokenOutput& o : r.outputs)
+      if (o.finished) {
+        done.push_back(o.id);
+        // Whichever goes first keeps its onboarded blocks; the other onboards again or finds
+        // them still on G1: either way its 3 blocks are a hit.
+        CHECK(o.cached_tokens == 48);
+      }
+  }
+  CHECK_FALSE(e.has_work());
+  std::sort(done.begin(), done.end());
+  CHECK(done == std::vector<uint64_t>{4, 5});
 }

@@ -194,6 +194,23 @@ std::optional<bool> Engine::start_onboard(Seq& s) {
   return true;
 }
 
+// Without this, requests holding onboarded blocks behind the front could take the G1 slots the
+// front needs while nothing runs to free any: the front was retried every step for ever (the WEKA
+// replay with G1 + G2 and soft affinity never ended). Only when nothing runs: a running request
+// frees its blocks when it finishes or is preempted, so the holders keep their blocks meanwhile.
+bool Engine::reclaim_waiting(const Seq& front) {
+  if (!running_.empty()) return false;
+  for (auto it = waiting_.rbegin(); it != waiting_.rend(); ++it) {
+    Seq* w = *it;
+    if (w == &front || (w->held_hashed == 0 && w->held_private == 0)) continue;
+    release_blocks(*w);
+    w->onboarded = false;  // its next turn matches its prefix again, tiers included
+    std::fill(std::begin(w->tier_tokens), std::end(w->tier_tokens), 0);
+    return true;
+  }
+  return false;
+}
+
 // Requests whose blocks have all landed go back to the front of the queue, in landing order
 // (vLLM puts a request whose KV load finished back among the waiting ones).
 void Engine::admit_onboarded() {
@@ -267,7 +284,10 @@ void Engine::step(StepResult& out, double now_ms) {
     Seq* s = waiting_.front();
     if (tiers_ && cfg_.enable_prefix_caching && !s->admitted_once && !s->onboarded) {
       const auto started = start_onboard(*s);
-      if (!started) break;  // no G1 room for its blocks now
+      if (!started) {  // no G1 room for its blocks now
+        if (reclaim_waiting(*s)) continue;
+        break;
+      }
       if (*started) {
         waiting_.pop_front();
         continue;
@@ -287,8 +307,8 @@ void Engine::step(StepResult& out, double now_ms) {
     }
     if (!ensure_blocks(*s, s->computed + take)) {
       s->computed = 0;
-      release_blocks(*s);
-      break;
+      if (reclaim_waiting(*s)) continue;
+      break;  // an onboarded request keeps its landed blocks while it waits (vLLM's order)
     }
     if (!s->admitted_once) {
       s->admitted_once = true;

@@ -157,6 +157,10 @@ class Engine {
   /// when its G1 slots cannot be reserved now.
   std::optional<bool> start_onboard(Seq& s);
   void admit_onboarded();
+  /// When nothing runs and `front` cannot get its G1 blocks: releases the blocks of the waiting
+  /// request nearest the back of the queue that holds any (onboarded, not yet admitted), which
+  /// then onboards again at its turn (SPEC 8.7). False when none does (or something runs).
+  bool reclaim_waiting(const Seq& front);
   void tiers_step_end(StepResult& out);
   bool ensure_blocks(Seq& s, uint64_t new_computed);
   /// Prompt tokens a sequence with `left` still to compute may take this step before the step's

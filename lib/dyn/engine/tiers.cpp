@@ -123,7 +123,7 @@ void SharedTier::advance(double now_ms) {
   std::vector<uint64_t> done;
   for (;;) {
     const double t = next_finish_ms();
-    if (!(t <= now_ms)) break;
+    if (!(t <= now_ms + kSlackMs)) break;  // Link::advance completes what is due within the slack
     done.clear();
     up.advance(t, done);
     run(up_owner, done, t);
@@ -275,7 +275,9 @@ void Tiers::advance(double now_ms) {
   // Completions in time order: each may start a transfer on another link at its own time.
   for (;;) {
     const double t = next_finish_ms();
-    if (!(t <= now_ms)) break;
+    // As in SharedTier::advance: a completion due within the slack is run here, or the last
+    // advance below would complete it unseen and its request would wait for it for ever.
+    if (!(t <= now_ms + kSlackMs)) break;
     if (g4_ && g4_->next_finish_ms() <= t) g4_->advance(t);
     run_link(g3_g2_, g3_g2_pending_, t);
     run_link(g1_g2_, g1_g2_pending_, t);
