@@ -39,7 +39,7 @@ struct RequestSpec {
   int64_t priority = 0;
   /// A KV hint tied to this request (SPEC 8.6): applied when it completes, with its blocks as
   /// the "current request" and its session's. Ignored unless EngineConfig::kv_hints.enabled.
-  std::shared_ptr<const KvHint> hint;
+  std::shared_ptr<const KvHint> hint = nullptr;
 };
 
 /// Tokens produced by one step for one request.

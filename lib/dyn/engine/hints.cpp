@@ -14,7 +14,7 @@
 namespace dyn::engine {
 namespace {
 
-Error hint_error(const std::string& msg) { return Error{"KV hint: " + msg, kExitBadData}; }
+Error hint_error(const std::string& msg) { return Error{msg, kExitBadData}; }
 
 // A string field of `j`; an error naming `where`.`key` otherwise.
 Expected<std::string> string_field(const Json& j, const char* key, const std::string& where, bool required) {
@@ -63,7 +63,9 @@ HintResult hint_result(const KvHintAction& a, HintOutcome o, std::string reason 
 
 }  // namespace
 
-Expected<KvHint> parse_kv_hint(const Json& j) {
+namespace {
+
+Expected<KvHint> parse_envelope(const Json& j) {
   if (!j.is_object()) return hint_error("not a JSON object");
   KvHint h;
   auto pv = string_field(j, "protocol_version", "", true);
@@ -94,6 +96,14 @@ Expected<KvHint> parse_kv_hint(const Json& j) {
     }
     h.actions.push_back(std::move(act));
   }
+  return h;
+}
+
+}  // namespace
+
+Expected<KvHint> parse_kv_hint(const Json& j, std::string_view where) {
+  auto h = parse_envelope(j);
+  if (!h) return Error{fmt::format("{}: {}", where, h.error().message), kExitBadData};
   return h;
 }
 

@@ -36,12 +36,13 @@ struct KvHint {
   std::vector<KvHintAction> actions;
 };
 
-/// Reads a KvHint. Errors (kExitBadData, naming the field: "actions[1].payload: not an object"):
+/// Reads a KvHint. Errors (kExitBadData, naming the field after `where`: "KV hint:
+/// actions[1].payload: not an object"):
 /// not an object, a missing or non-string protocol_version / message_id / action_type /
 /// action_version, a protocol_version other than 0.x, actions not an array, a payload not an
 /// object. action_id may be absent (""): Dynamo always sends one, a hand-written hint may not.
 /// Fields of the envelope this version does not define are ignored, as Dynamo's serde does.
-Expected<KvHint> parse_kv_hint(const Json& j);
+Expected<KvHint> parse_kv_hint(const Json& j, std::string_view where = "KV hint");
 /// The wire form of `h` (parse_kv_hint(to_json(h)) == h; unknown actions byte-identical payloads).
 Json to_json(const KvHint& h);
 
