@@ -266,3 +266,29 @@ TEST_CASE("Leases: without kv_hints the engine keeps nothing") {
   CHECK(e.apply_hint(retain({100}, 5), now).empty());
   CHECK(e.stats().pinned_blocks == 0);
 }
+
+TEST_CASE("Leases: kv.demote offloads the named blocks to G2 now, and needs a tier below G1") {
+  const KvHint demote = hint_of(R"({"protocol_version":"0.1","message_id":"m","actions":[
+    {"action_id":"d","action_type":"kv.demote","action_version":"1.0","payload":{"block_hashes":["100","101"]}}]})");
+  Engine flat(small_pool());
+  flat.add(req(1, 100, 2));
+  auto r = flat.apply_hint(demote, drain(flat, 0));
+  CHECK(r[0].outcome == HintOutcome::kRejected);
+  CHECK(r[0].reason.find("no KV tier below G1") != std::string::npos);
+
+  EngineConfig c = small_pool();
+  c.kv_bytes_per_token = 1024;
+  c.tiers.g2_blocks = 8;
+  Engine e(c);
+  e.add(req(1, 100, 2));
+  const double now = drain(e, 0);
+  r = e.apply_hint(demote, now);
+  CHECK(r[0].outcome == HintOutcome::kAccepted);
+  CHECK(r[0].blocks == 2);
+  CHECK(e.cached_prefix_blocks({100, 101}) == 0);  // off G1
+  e.add(req(2, 100, 2));
+  uint64_t cached = 0;
+  drain(e, now + 1000, &cached);  // the copies have landed: onboarded from G2
+  CHECK(cached == 2);
+  CHECK(e.stats().g2_tokens == 32);
+}

@@ -31,7 +31,7 @@ Engine::Engine(EngineConfig config)
     : cfg_(config),
       pool_(config.num_blocks, config.kv_events, config.kv_eviction == KvEviction::kSession,
             config.kv_eviction == KvEviction::kPriority),
-      leases_(pool_, config.kv_hints) {
+      leases_(pool_, config.kv_hints, config.tiers.enabled()) {
   if (cfg_.tiers.enabled()) {
     tiers_ = std::make_unique<Tiers>(cfg_.tiers, cfg_.kv_bytes_per_token * cfg_.block_size, cfg_.shared_g4,
                                      [this](KvEvent e) { pool_.push_event(std::move(e)); });
@@ -194,7 +194,9 @@ std::vector<HintResult> Engine::apply_hint(const KvHint& h, double now_ms) {
   if (!cfg_.kv_hints.enabled) return {};
   const double now = std::max(now_, now_ms);
   leases_.expire(now);
-  return leases_.apply(h, HintTarget{now, 0, nullptr});
+  auto res = leases_.apply(h, HintTarget{now, 0, nullptr});
+  if (tiers_) tiers_->flush(now_);  // a kv.demote's blocks start their copy down at once
+  return res;
 }
 
 std::optional<bool> Engine::start_onboard(Seq& s) {

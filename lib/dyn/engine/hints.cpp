@@ -175,7 +175,10 @@ std::vector<HintResult> KvLeases::apply(const KvHint& h, const HintTarget& t) {
     } else if (a.action_type == "kv.retain") {
       r = retain(a, t);
     } else if (a.action_type == "kv.evict") {
-      r = evict(a, t);
+      r = evict(a, t, false);
+    } else if (a.action_type == "kv.demote") {
+      r = tiered_ ? evict(a, t, true)
+                  : hint_result(a, HintOutcome::kRejected, "no KV tier below G1 to demote to (--num-g2-blocks)");
     } else if (a.action_type == "kv.fetch") {
       auto src = string_field(a.payload, "source_control_endpoint", "", true);
       auto hs = hash_list(a.payload, "block_hashes");
@@ -185,7 +188,7 @@ std::vector<HintResult> KvLeases::apply(const KvHint& h, const HintTarget& t) {
                             : fmt::format("this engine has no KV transfer from another worker (source {})", *src));
     } else {
       r = hint_result(a, HintOutcome::kRejected,
-                      a.action_type + " (move between KV tiers) is not implemented in this engine yet");
+                      "kv.prefetch (onboarding to G1 before a request) is not implemented in this engine yet");
     }
     ++counts_[kind][static_cast<size_t>(r.outcome)];
     out.push_back(std::move(r));
@@ -298,7 +301,9 @@ HintResult KvLeases::retain(const KvHintAction& a, const HintTarget& t) {
   return r;
 }
 
-HintResult KvLeases::evict(const KvHintAction& a, const HintTarget& t) {
+// kv.evict, and kv.demote (`demote`): the named blocks leave G1 now, offloaded to G2 by the
+// pool's evict hook, instead of going first out.
+HintResult KvLeases::evict(const KvHintAction& a, const HintTarget& t, bool demote) {
   NamedBlocks n = named_blocks(a.payload, t, [this](uint64_t s) {
     auto it = sessions_.find(s);
     return it == sessions_.end() ? nullptr : &it->second.hashes;
@@ -315,9 +320,15 @@ HintResult KvLeases::evict(const KvHintAction& a, const HintTarget& t) {
   if (n.hashes.empty() && ending.empty())
     return hint_result(a, HintOutcome::kRejected, "names no blocks, and its session holds no lease here");
   for (uint64_t id : ending) end(id, /*first_out=*/true);
-  uint64_t moved = 0;
-  for (auto h = n.hashes.rbegin(); h != n.hashes.rend(); ++h) moved += pool_.evict_first(*h) ? 1 : 0;  // leaf first
-  HintResult r = hint_result(a, HintOutcome::kAccepted);
+  uint64_t moved = 0, cached = 0;
+  for (auto h = n.hashes.rbegin(); h != n.hashes.rend(); ++h) {  // leaf first
+    cached += pool_.contains(*h) ? 1 : 0;
+    moved += (demote ? pool_.evict_now(*h) : pool_.evict_first(*h)) ? 1 : 0;
+  }
+  const bool all = moved == cached;
+  HintResult r = hint_result(
+      a, all ? HintOutcome::kAccepted : HintOutcome::kClipped,
+      all ? "" : fmt::format("{} of {} cached blocks are held by a request or another lease", cached - moved, cached));
   r.blocks = moved;
   return r;
 }

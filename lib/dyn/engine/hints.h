@@ -88,10 +88,12 @@ uint64_t session_tag(std::string_view session_id);
 /// blocks that are cached on G1, root first, for min(ttl_seconds, max_ttl_s): a lease. Pinned
 /// blocks are evicted only after every unpinned one; at expiry they drop back to the eviction
 /// order as its oldest blocks. kv.evict ends the session's leases and puts the named blocks
-/// first out. Not thread-safe (the owning Engine serialises access).
+/// first out; kv.demote (with KV tiers) ends them and offloads the named blocks to G2 now.
+/// Not thread-safe (the owning Engine serialises access).
 class KvLeases {
  public:
-  KvLeases(KvPool& pool, KvHintLimits limits) : pool_(pool), limits_(limits) {}
+  /// `tiered`: the engine has KV tiers below G1 (kv.demote offloads to G2).
+  KvLeases(KvPool& pool, KvHintLimits limits, bool tiered = false) : pool_(pool), limits_(limits), tiered_(tiered) {}
 
   /// Applies each action of `h` in order and says what became of it.
   std::vector<HintResult> apply(const KvHint& h, const HintTarget& t);
@@ -119,7 +121,7 @@ class KvLeases {
     std::vector<uint64_t> hashes;  // distinct, each pinned once by this lease
   };
   HintResult retain(const KvHintAction& a, const HintTarget& t);
-  HintResult evict(const KvHintAction& a, const HintTarget& t);
+  HintResult evict(const KvHintAction& a, const HintTarget& t, bool demote);
   void end(uint64_t id, bool first_out);
   void expire_due(double now_ms);
   // Ends leases of lower priority than `priority` (lowest, then soonest to expire, first) until
@@ -128,6 +130,7 @@ class KvLeases {
 
   KvPool& pool_;
   KvHintLimits limits_;
+  bool tiered_;
   std::map<uint64_t, Lease> leases_;  // by id, in creation order
   uint64_t next_id_ = 1;
   double next_expiry_ = 1e300;

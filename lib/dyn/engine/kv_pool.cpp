@@ -175,6 +175,15 @@ bool KvPool::evict_first(uint64_t hash) {
   return true;
 }
 
+bool KvPool::evict_now(uint64_t hash) {
+  const uint32_t e = find_slot(hash);
+  if (e == kNil || slab_[e].refs > 0 || slab_[e].pinned) return false;
+  lru_unlink(e);
+  lru_push(e, kFirstOutList, /*front=*/true);  // the victim
+  evict_one(e);
+  return true;
+}
+
 void KvPool::evict_one(uint32_t e) {
   assert(e != kNil && e == victim());
   lru_unlink(e);

@@ -148,6 +148,9 @@ class KvPool {
   /// Moves an inactive, unpinned block to the first-out list (kv.evict of a block no lease
   /// holds). False when absent, held by a request, or pinned.
   bool evict_first(uint64_t hash);
+  /// Evicts an inactive, unpinned block now, through the evict hook (kv.demote: with KV tiers
+  /// it is offloaded to G2). False when absent, held by a request, or pinned.
+  bool evict_now(uint64_t hash);
 
  private:
   // Hashed blocks live in a slab of `capacity` entries indexed by an open-addressing table
