@@ -5,7 +5,7 @@
 # peak RSS, corpus size. The corpus grows across runs in $DYN_FUZZ_BUILD/fuzz-long/<target>/corpus;
 # findings are left there as crash-*, leak-*, timeout-*, oom-* with the log next to them.
 # Usage: bench/fuzz-long.sh [--execs N] [--seconds S] [--max-len B] [TARGET...]
-#   TARGET: sse headers jsonl workload request_end render kv_events (default: all). Exit 1 when
+#   TARGET: sse headers jsonl workload request_end render kv_events worker_url kv_hints (default: all). Exit 1 when
 #   anything was found. The KV event decoder's 10-minute run: bench/fuzz-long.sh --seconds 600 kv_events
 # Env: DYN_FUZZ_BUILD (default ./build-fuzz; configured and built with clang when missing);
 #   DYN_FUZZ_TIMEOUT: seconds one input may take before it counts as a timeout (default 10; raise it
@@ -26,7 +26,7 @@ while (($#)); do
     *) targets+=("$1"); shift ;;
   esac
 done
-((${#targets[@]})) || targets=(sse headers jsonl workload request_end render kv_events worker_url)
+((${#targets[@]})) || targets=(sse headers jsonl workload request_end render kv_events worker_url kv_hints)
 
 if [[ ! -f "$build/CMakeCache.txt" ]]; then
   cmake -S "$root" -B "$build" -DDYN_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++ >/dev/null

@@ -2,7 +2,7 @@
 # Assembles the seed corpus of one fuzz target into DIR from the checked-in seeds (fuzz/seeds/,
 # regression inputs included), the test fixtures (tests/fixtures, its cases/) and the public data in data/ (small files only).
 # Usage: fuzz/make-corpus.sh TARGET DIR   (TARGET: sse headers jsonl workload request_end render kv_events
-# worker_url)
+# worker_url kv_hints)
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cases="$root/tests/fixtures/cases"
@@ -83,6 +83,7 @@ case "$target" in
     ;;
   kv_events) ;;  # generator bytes: the checked-in seeds alone (one per layout and unusable kind)
   worker_url) ;;  # the checked-in URLs alone (spellings of one worker, IPv6, prefixes, ports)
+  kv_hints) ;;  # flags byte + a KvHint: the checked-in seeds alone (each action type, cap, range, bad version)
   *) echo "make-corpus.sh: unknown target '$target'" >&2; exit 2 ;;
 esac
 echo "$target: $(find "$dir" -maxdepth 1 -type f | wc -l) seeds in $dir" >&2

@@ -30,7 +30,8 @@ struct Engine::Seq {
 Engine::Engine(EngineConfig config)
     : cfg_(config),
       pool_(config.num_blocks, config.kv_events, config.kv_eviction == KvEviction::kSession,
-            config.kv_eviction == KvEviction::kPriority) {
+            config.kv_eviction == KvEviction::kPriority),
+      leases_(pool_, config.kv_hints, config.tiers.enabled()) {
   if (cfg_.tiers.enabled()) {
     tiers_ = std::make_unique<Tiers>(cfg_.tiers, cfg_.kv_bytes_per_token * cfg_.block_size, cfg_.shared_g4,
                                      [this](KvEvent e) { pool_.push_event(std::move(e)); });
@@ -179,6 +180,23 @@ void Engine::finish(Seq& s) {
   release_blocks(s, /*done=*/true);
   s.done = true;
   ++counters_.requests_finished;
+  if (!cfg_.kv_hints.enabled) return;
+  // Request-level hints take effect at completion (Dynamo's execute_at request_completion),
+  // when the step's tokens are out: the lease's TTL runs from the step's end.
+  const std::vector<uint64_t>& blocks = s.spec.block_hashes;
+  leases_.note_session(s.spec.session, blocks);
+  if (s.spec.hint) leases_.apply(*s.spec.hint, HintTarget{next_ms_, s.spec.session, &blocks});
+  // A session's last turn ends its leases: nothing will come back for what they keep.
+  if (s.spec.session_final && s.spec.session != 0) leases_.end_session(s.spec.session);
+}
+
+std::vector<HintResult> Engine::apply_hint(const KvHint& h, double now_ms) {
+  if (!cfg_.kv_hints.enabled) return {};
+  const double now = std::max(now_, now_ms);
+  leases_.expire(now);
+  auto res = leases_.apply(h, HintTarget{now, 0, nullptr});
+  if (tiers_) tiers_->flush(now_);  // a kv.demote's blocks start their copy down at once
+  return res;
 }
 
 std::optional<bool> Engine::start_onboard(Seq& s) {
@@ -241,6 +259,7 @@ void Engine::step(StepResult& out, double now_ms) {
   plan_.clear();
   ++counters_.steps;
   now_ = std::max(now_, now_ms);
+  leases_.expire(now_);  // an expired lease's blocks are evictable again in this step
   if (tiers_) {
     tiers_->advance(now_);
     admit_onboarded();
@@ -460,6 +479,12 @@ EngineStats Engine::stats() const {
     st.tiered = true;
     st.tiers = tiers_->stats();
   }
+  st.hint_leases = leases_.leases();
+  st.pinned_blocks = pool_.pinned();
+  st.pinned_cap = cfg_.kv_hints.enabled ? leases_.cap_blocks() : 0;
+  st.pinned_evictions = pool_.pinned_evictions();
+  std::copy(&leases_.counts()[0][0], &leases_.counts()[0][0] + kHintActionKinds * kHintOutcomeKinds,
+            &st.hint_actions[0][0]);
   uint64_t pending = 0;
   for (const Seq* s : running_) pending += s->target > s->computed ? s->target - s->computed : 0;
   for (const Seq* s : waiting_) pending += s->target;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <deque>
 #include <memory>
 #include <string>
@@ -13,6 +14,7 @@
 
 #include "dyn/base/error.h"
 #include "dyn/engine/config.h"
+#include "dyn/engine/hints.h"
 #include "dyn/engine/kv_pool.h"
 #include "dyn/engine/profile.h"
 #include "dyn/engine/tiers.h"
@@ -35,6 +37,9 @@ struct RequestSpec {
   /// it); used under SchedulingPolicy::kPriority and KvEviction::kPriority with the config's
   /// polarity.
   int64_t priority = 0;
+  /// A KV hint tied to this request (SPEC 8.6): applied when it completes, with its blocks as
+  /// the "current request" and its session's. Ignored unless EngineConfig::kv_hints.enabled.
+  std::shared_ptr<const KvHint> hint = nullptr;
 };
 
 /// Tokens produced by one step for one request.
@@ -82,6 +87,10 @@ struct EngineStats {
   uint64_t g2_tokens = 0, g3_tokens = 0, g4_tokens = 0;
   bool tiered = false;  ///< EngineConfig::tiers enabled: `tiers` holds their state
   TierStats tiers;
+  /// KV hints (SPEC 8.6): leases now, blocks they pin (present or not), the cap, pinned blocks
+  /// evicted because nothing else was left, and actions by kHintActionTypes x kHintOutcomes.
+  uint64_t hint_leases = 0, pinned_blocks = 0, pinned_cap = 0, pinned_evictions = 0;
+  uint64_t hint_actions[kHintActionKinds][kHintOutcomeKinds] = {};
 };
 
 /// The scheduler (SPEC 8). Each step:
@@ -147,6 +156,12 @@ class Engine {
   size_t cached_prefix_blocks(const std::vector<uint64_t>& block_hashes) const {
     return pool_.match_prefix(block_hashes);
   }
+  /// Applies a KV hint not tied to a request (dyn-mocker's POST /v1/kv_hints) at `now_ms` on
+  /// the caller's clock (the step clock; at least the current step's start). Leases that expired
+  /// by then end first. Empty unless config.kv_hints.enabled.
+  std::vector<HintResult> apply_hint(const KvHint& h, double now_ms);
+  /// Ends the leases whose TTL ran out by `now_ms` (each step does it at its start).
+  void expire_hints(double now_ms) { leases_.expire(std::max(now_, now_ms)); }
   /// KV events since the last call (config.kv_events).
   std::vector<KvEvent> take_kv_events() { return pool_.take_events(); }
 
@@ -179,6 +194,7 @@ class Engine {
 
   EngineConfig cfg_;
   KvPool pool_;
+  KvLeases leases_;  // over pool_ (SPEC 8.6)
   std::unordered_map<uint64_t, std::unique_ptr<Seq>> seqs_;
   std::vector<Seq*> running_;  // admission order
   std::deque<Seq*> waiting_;

@@ -2,6 +2,7 @@
 #include "dyn/engine/kv_pool.h"
 
 #include <cassert>
+#include <utility>
 
 namespace dyn::engine {
 
@@ -103,6 +104,7 @@ uint32_t KvPool::insert(uint64_t hash, std::optional<uint64_t> parent) {
     slab_.emplace_back();
   }
   slab_[e] = Entry{hash, parent.value_or(0), 1, kNil, kNil, 0, parent.has_value()};
+  if (!pins_.empty()) slab_[e].pinned = pins_.count(hash) != 0;  // a lease outlives an eviction
   if (track_owners_) {
     if (owners_.size() <= e) owners_.resize(e + 1);
     owners_[e] = kUnclaimed;
@@ -137,8 +139,49 @@ void KvPool::release_slot(uint32_t e, bool cache, bool first_out) {
     --hashed_;
     return;
   }
-  lru_push(e, first_out ? kFirstOutList : by_rank_ ? kRankList : kLruList);
+  lru_push(e, list_for(e, first_out));
   ++inactive_count_;
+}
+
+void KvPool::pin(uint64_t hash) {
+  if (pins_[hash]++ > 0) return;
+  const uint32_t e = find_slot(hash);
+  if (e == kNil) return;
+  slab_[e].pinned = true;
+  if (slab_[e].refs == 0) {
+    lru_unlink(e);
+    lru_push(e, kPinnedList);
+  }
+}
+
+void KvPool::unpin(uint64_t hash, bool first_out) {
+  auto it = pins_.find(hash);
+  if (it == pins_.end() || --it->second > 0) return;
+  pins_.erase(it);
+  const uint32_t e = find_slot(hash);
+  if (e == kNil) return;
+  slab_[e].pinned = false;
+  if (slab_[e].refs == 0) {
+    lru_unlink(e);
+    lru_push(e, list_for(e, first_out), /*front=*/true);
+  }
+}
+
+bool KvPool::evict_first(uint64_t hash) {
+  const uint32_t e = find_slot(hash);
+  if (e == kNil || slab_[e].refs > 0 || slab_[e].pinned) return false;
+  lru_unlink(e);
+  lru_push(e, kFirstOutList);
+  return true;
+}
+
+bool KvPool::evict_now(uint64_t hash) {
+  const uint32_t e = find_slot(hash);
+  if (e == kNil || slab_[e].refs > 0 || slab_[e].pinned) return false;
+  lru_unlink(e);
+  lru_push(e, kFirstOutList, /*front=*/true);  // the victim
+  evict_one(e);
+  return true;
 }
 
 void KvPool::evict_one(uint32_t e) {
@@ -146,6 +189,7 @@ void KvPool::evict_one(uint32_t e) {
   lru_unlink(e);
   --inactive_count_;
   ++evictions_;
+  if (slab_[e].pinned) ++pinned_evictions_;
   const uint64_t h = slab_[e].hash;
   if (evict_hook_) evict_hook_(h, slab_[e].has_parent ? std::optional<uint64_t>(slab_[e].parent) : std::nullopt);
   event_removed(h);
@@ -155,9 +199,15 @@ void KvPool::evict_one(uint32_t e) {
 }
 
 // Inlined into their callers: a call per released block was 1 % of a --sim run's instructions.
-__attribute__((always_inline)) inline void KvPool::lru_push(uint32_t e, uint8_t list) {
+__attribute__((always_inline)) inline void KvPool::lru_push(uint32_t e, uint8_t list, bool front) {
   Ends& l = list == kRankList ? rank_list(e) : lists_[list];
   slab_[e].list = list;
+  if (front) {  // as the oldest block of its list
+    slab_[e].prev = kNil;
+    slab_[e].next = std::exchange(l.head, e);
+    (slab_[e].next != kNil ? slab_[slab_[e].next].prev : l.tail) = e;
+    return;
+  }
   slab_[e].next = kNil;
   slab_[e].prev = l.tail;
   if (l.tail != kNil) slab_[l.tail].next = e;

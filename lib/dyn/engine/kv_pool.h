@@ -7,6 +7,7 @@
 #include <map>
 #include <optional>
 #include <span>
+#include <unordered_map>
 #include <vector>
 
 namespace dyn::engine {
@@ -34,7 +35,8 @@ struct KvEvent {
 ///   (a finished session's, KvEviction::kSession) joins a second LRU list that is emptied
 ///   before the main one. With `by_rank` (KvEviction::kPriority) the main LRU is one LRU per
 ///   block rank, the lowest rank's emptied first: the one eviction order of SPEC 8.6 is the
-///   first-out list, then rank (lowest first), then least recently released.
+///   first-out list, then rank (lowest first), then least recently released. Pinned blocks (a
+///   KV hint's lease, pin()) wait on a last list: evicted only when no unpinned block is left.
 /// - private blocks: partial and generated blocks, counted but never shared nor cached.
 /// Not thread-safe (the owning Engine serialises access).
 class KvPool {
@@ -129,6 +131,27 @@ class KvPool {
   /// Total blocks evicted so far.
   uint64_t evictions() const { return evictions_; }
 
+  /// KV hint leases (SPEC 8.6): one more lease on the block with sequence hash `hash`, present
+  /// or not. While any lease holds a hash, its block (now, or when inserted again) is evicted
+  /// only after every unpinned inactive block, least recently released first among pinned ones
+  /// (the "forced reuse" of a retained block, counted by pinned_evictions()).
+  void pin(uint64_t hash);
+  /// Drops one lease on `hash` (no-op when none). At the last one an inactive block rejoins the
+  /// eviction order as its oldest block (it outlived its release by the lease), or first out
+  /// with `first_out` (kv.evict).
+  void unpin(uint64_t hash, bool first_out = false);
+  /// Hashes held by at least one lease, present or not.
+  uint64_t pinned() const { return pins_.size(); }
+  bool is_pinned(uint64_t hash) const { return pins_.count(hash) != 0; }
+  /// Pinned blocks evicted because nothing unpinned was left.
+  uint64_t pinned_evictions() const { return pinned_evictions_; }
+  /// Moves an inactive, unpinned block to the first-out list (kv.evict of a block no lease
+  /// holds). False when absent, held by a request, or pinned.
+  bool evict_first(uint64_t hash);
+  /// Evicts an inactive, unpinned block now, through the evict hook (kv.demote: with KV tiers
+  /// it is offloaded to G2). False when absent, held by a request, or pinned.
+  bool evict_now(uint64_t hash);
+
  private:
   // Hashed blocks live in a slab of `capacity` entries indexed by an open-addressing table
   // (linear probing, backward-shift deletion): no allocation per block, few cache misses. Each
@@ -140,8 +163,9 @@ class KvPool {
     uint32_t slot1 = 0;  // slot + 1; 0 = empty
     uint32_t tag = 0;    // scrambled hash >> 32
   };
-  // Inactive lists an entry can be on: the LRU, the first-out list, the LRU of its rank.
-  static constexpr uint8_t kLruList = 0, kFirstOutList = 1, kRankList = 2;
+  // Inactive lists an entry can be on: the LRU, the first-out list, the pinned list, the LRU of
+  // its rank.
+  static constexpr uint8_t kLruList = 0, kFirstOutList = 1, kPinnedList = 2, kRankList = 3;
   struct Entry {
     uint64_t hash = 0;
     uint64_t parent = 0;  // valid when has_parent
@@ -150,6 +174,7 @@ class KvPool {
     uint32_t next = kNil;
     uint8_t list = kLruList;  // while refs == 0
     bool has_parent = false;
+    bool pinned = false;  // a lease holds its hash (pins_)
   };
   struct Ends {
     uint32_t head = kNil;  // oldest
@@ -162,8 +187,8 @@ class KvPool {
   size_t home(const Cell& c) const {
     return shift_ >= 32 ? static_cast<size_t>(c.tag >> (shift_ - 32)) : bucket(slab_[c.slot1 - 1].hash);
   }
-  void table_erase(uint64_t hash, uint32_t slot);  // the cell of `slot`, which holds `hash`
-  void lru_push(uint32_t e, uint8_t list);
+  void table_erase(uint64_t hash, uint32_t slot);               // the cell of `slot`, which holds `hash`
+  void lru_push(uint32_t e, uint8_t list, bool front = false);  // front: as the list's oldest
   void lru_unlink(uint32_t e);
   void unlink_from(Ends& l, uint32_t e);
   Ends& rank_list(uint32_t e);  // with by_rank: the LRU of e's rank, made when missing
@@ -172,7 +197,12 @@ class KvPool {
   uint32_t victim() const {
     if (lists_[kFirstOutList].head != kNil) return lists_[kFirstOutList].head;
     if (lists_[kLruList].head != kNil) return lists_[kLruList].head;  // empty with by_rank
-    return ranked_.empty() ? kNil : ranked_.begin()->second.head;
+    if (!ranked_.empty()) return ranked_.begin()->second.head;
+    return lists_[kPinnedList].head;
+  }
+  // The list an inactive block joins: pinned ones wait last whatever the caller asked.
+  uint8_t list_for(uint32_t e, bool first_out) const {
+    return slab_[e].pinned ? kPinnedList : first_out ? kFirstOutList : by_rank_ ? kRankList : kLruList;
   }
   void evict_one(uint32_t e);  // e = victim()
   void event_stored(uint64_t hash, std::optional<uint64_t> parent);
@@ -187,7 +217,7 @@ class KvPool {
   std::vector<Cell> table_;
   size_t mask_ = 0;
   int shift_ = 0;
-  Ends lists_[2];  // [kLruList], [kFirstOutList]
+  Ends lists_[3];  // [kLruList], [kFirstOutList], [kPinnedList]
   // With by_rank: the LRU of each rank that has inactive blocks (no empty lists), lowest first.
   // Ranks are few (a workload's priority classes), so a map lookup per release is cheap.
   std::map<int64_t, Ends> ranked_;
@@ -199,6 +229,9 @@ class KvPool {
   uint64_t active_hashed_ = 0;
   uint64_t private_ = 0;
   uint64_t evictions_ = 0;
+  // Leases per pinned hash (KV hints; empty without them, and then the hot paths never look).
+  std::unordered_map<uint64_t, uint32_t> pins_;
+  uint64_t pinned_evictions_ = 0;
   std::vector<KvEvent> events_;
   EvictHook evict_hook_;
 };

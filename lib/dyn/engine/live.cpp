@@ -50,6 +50,17 @@ bool LiveEngine::cancel(uint64_t id) {
   return sinks_.erase(id) > 0;
 }
 
+std::vector<HintResult> LiveEngine::apply_hint(const KvHint& h) {
+  std::lock_guard lk(mu_);
+  return engine_.apply_hint(h, clock_ms());
+}
+
+EngineStats LiveEngine::stats() {
+  std::lock_guard lk(mu_);
+  engine_.expire_hints(clock_ms());
+  return engine_.stats();
+}
+
 EngineStats LiveEngine::stats() const {
   std::lock_guard lk(mu_);
   return engine_.stats();
@@ -72,7 +83,7 @@ void LiveEngine::run() {
   std::vector<KvEvent> events;
   KvListener listener;
   auto next_start = clock::now();
-  const auto epoch = next_start;  // the engine's clock (its tier links) counts ms from here
+  const auto epoch = epoch_;
   auto end = next_start;
   bool planned = false;  // `res` is a step under way, ending at `end`
   // Plans the next step to start at next_start (under the lock).

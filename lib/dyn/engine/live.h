@@ -47,6 +47,10 @@ class LiveEngine {
   /// Drops a request (client went away); its sink is not called again. Returns false when the
   /// sink had already been handed its finished output (or the id is unknown).
   bool cancel(uint64_t id);
+  /// Applies a KV hint not tied to a request now (Engine::apply_hint on the step clock).
+  std::vector<HintResult> apply_hint(const KvHint& h);
+  /// Stats after ending the leases that expired by now (an idle engine runs no step to do it).
+  EngineStats stats();
   EngineStats stats() const;
   /// Leading prompt blocks already cached (a router-style overlap probe).
   size_t cached_prefix_blocks(const std::vector<uint64_t>& hashes) const;
@@ -62,6 +66,11 @@ class LiveEngine {
   std::unordered_map<uint64_t, Sink> sinks_;
   KvListener kv_listener_;
   uint64_t next_id_ = 1;
+  // The engine's clock counts ms from here (its steps, tier links and hint leases).
+  const std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
+  double clock_ms() const {
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - epoch_).count();
+  }
   // Earliest arrival among requests submitted while the engine had no work (max = none).
   std::chrono::steady_clock::time_point idle_arrival_ = std::chrono::steady_clock::time_point::max();
   bool stop_ = false;

@@ -25,6 +25,7 @@
 #include "dyn/http/prometheus.h"
 #include "dyn/http/server.h"
 #include "dyn/kvevents/pubsub.h"
+#include "dyn/mocker/hints.h"
 #include "dyn/session/normalize.h"
 #include "dyn/tokens/hash.h"
 #include "dyn/tokens/render.h"
@@ -203,11 +204,38 @@ class Mocker {
       r.set_content(Json{{"count", toks.size()}, {"max_model_len", 1u << 20}, {"tokens", toks}}.dump(),
                     "application/json");
     });
+    // KV hints not tied to a request (SPEC 8.6): Dynamo's KvHint v0.1 envelope.
+    svr.Post("/v1/kv_hints", [this](const httplib::Request& q, httplib::Response& r) { kv_hints(q, r); });
     svr.Get("/metrics", [this](const httplib::Request&, httplib::Response& r) {
       r.set_content(metrics(), "text/plain; version=0.0.4");
     });
     // Claude Code probes its base URL with HEAD / before the first request.
     svr.Get("/", [](const httplib::Request&, httplib::Response& r) { r.set_content("dyn-mocker\n", "text/plain"); });
+  }
+
+  // POST /v1/kv_hints: 200 with one outcome per action (an unknown action's row carries it back
+  // untouched); 400 naming what is wrong with a malformed message.
+  void kv_hints(const httplib::Request& q, httplib::Response& r) {
+    Json body = json_too_deep(q.body) ? Json(nullptr) : Json::parse(q.body, nullptr, false);
+    if (body.is_discarded() || body.is_null()) {
+      ++hints_malformed_;
+      return send_error(r, Api::kChat, 400, "KV hint: body is not valid JSON", "invalid_request_error");
+    }
+    auto h = parse_kv_hint(body);
+    if (!h) {
+      ++hints_malformed_;
+      return send_error(r, Api::kChat, 400, h.error().message, "invalid_request_error");
+    }
+    const std::vector<HintResult> res = engine_.apply_hint(*h);
+    Json rows = Json::array();
+    for (size_t i = 0; i < res.size(); ++i) {
+      Json row = to_json(res[i]);
+      if (res[i].outcome == HintOutcome::kPassedThrough) row["action"] = body["actions"][i];
+      rows.push_back(std::move(row));
+    }
+    r.set_content(
+        Json{{"protocol_version", h->protocol_version}, {"message_id", h->message_id}, {"results", rows}}.dump(),
+        "application/json");
   }
 
   void send_error(httplib::Response& r, Api api, int code, const std::string& msg, const std::string& type) {
@@ -249,6 +277,11 @@ class Mocker {
     if (body.is_discarded()) return send_error(r, api, 400, "request body is not valid JSON", "invalid_request_error");
     auto parsed = parse_mock_request(api, body, opt_.engine.block_size, opt_.default_max_tokens);
     if (!parsed) return send_error(r, api, 400, parsed.error().message, "invalid_request_error");
+    auto hint = request_kv_hint(q.get_header_value(kRetentionTtlHeader), body);
+    if (!hint) {
+      ++hints_malformed_;
+      return send_error(r, api, 400, hint.error().message, "invalid_request_error");
+    }
     auto req = std::make_shared<MockRequest>(std::move(*parsed));
     if (req->model.empty()) req->model = opt_.model;
     std::optional<Reply> scripted;
@@ -258,13 +291,13 @@ class Mocker {
     auto st = std::make_shared<StreamState>();
     RequestSpec spec{id, req->prompt_tokens, req->block_hashes, plan->tokens()};
     spec.priority = req->priority;
-    if (opt_.engine.kv_eviction == engine::KvEviction::kSession) {
-      // The session and its end as a router forwards them (SPEC 1: x-dynamo-session-final on
-      // the last turn); headers that do not normalize leave the request without a session.
-      if (auto ident = session::normalize(http::header_list(q.headers), opt_.session); ident && ident->context) {
-        spec.session = std::hash<std::string>{}(ident->context->session_id) | 1;
-        spec.session_final = ident->context->session_final.value_or(false);
-      }
+    spec.hint = std::move(*hint);
+    // The session and its end as a router forwards them (SPEC 1: x-dynamo-session-final on the
+    // last turn), for --kv-eviction session and KV hints; headers that do not normalize leave the
+    // request without a session.
+    if (auto ident = session::normalize(http::header_list(q.headers), opt_.session); ident && ident->context) {
+      spec.session = session_tag(ident->context->session_id);
+      spec.session_final = ident->context->session_final.value_or(false);
     }
     if (publisher_) block_tokens_.hold(*req, opt_.engine.block_size);
     auto ok = engine_.submit(
@@ -389,6 +422,7 @@ class Mocker {
     metric("kv_evictions_total", "counter", "Cached KV blocks evicted", static_cast<double>(s.evictions));
     metric("engine_steps_total", "counter", "Engine steps run", static_cast<double>(s.steps));
     if (s.tiered) tier_metrics(out, s);
+    kv_hint_metrics(out, lbl, s, hints_malformed_.load());
     metric("faults_failed_total", "counter", "Requests answered with an injected error (--fail-first)",
            static_cast<double>(faults_failed_.load()));
     metric("faults_stalled_total", "counter", "Requests stalled before their headers (--stall-before-headers-ms)",
@@ -471,7 +505,7 @@ class Mocker {
   std::unique_ptr<ReplyScript> script_;
   std::atomic<bool> stopping_{false};
   std::atomic<uint64_t> requests_{0}, errors_{0}, cancelled_{0};
-  std::atomic<uint64_t> api_seq_{0}, faults_failed_{0}, faults_stalled_{0};
+  std::atomic<uint64_t> api_seq_{0}, faults_failed_{0}, faults_stalled_{0}, hints_malformed_{0};
   std::unique_ptr<kvevents::Publisher> publisher_;
   BlockTokens block_tokens_;
 };
