@@ -24,6 +24,13 @@
 # the step's fixed 16.5 ms: idle p90 45 -> 94 ms, background req/s -33 %), 1024 1.33x, 2048 1.31x,
 # 4096 1.38x; 1536 gives 1.08x only because the idle baseline slows (p90 45 -> 61 ms; prio's own
 # p90 57 -> 66 ms), so none is the default.
+# The router's accounting is Dynamo's (lib/kv-router sequences/prefill_tracker.rs, queue.rs): a
+# prefill's tokens count in full until its first token (MarkPrefillCompleted; only the optional
+# AIC model decays the oldest one over its predicted time, which at threshold 0 frees the worker
+# no sooner). In --sim fcfs and prio give the same rows: no lead ever waits behind a queued
+# background request, only for a worker whose background prefill step is running (5 of 32 turns,
+# 3-32 ms; steps are not preemptible). Other goal 1 thresholds (--sim, 2026-12-06): prefill 1024
+# tokens 1.38x, 4096 1.43x, frac 1 1.47x (more prefill per step); active requests 16: 3.45x.
 # Usage: bench/priority.sh [BUILD_DIR]
 #   env: ENGINE="" AGENTS=4 FAN=10 WORKERS=2 SPEEDUP=2 LONG=8 SHORT=12 SEED=1 REPEAT=3 MODES="sim live" KEEP=DIR
 # Each config runs REPEAT times, interleaved (idle, fcfs, prio, ... then again); every figure is

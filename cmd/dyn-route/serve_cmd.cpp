@@ -157,6 +157,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     dyn::serve::CircuitOptions circuit;
     bool disable_circuit_breaker = false;
     unsigned migration_limit = 0;
+    dyn::serve::WorkerPriority worker_priority = dyn::serve::WorkerPriority::kOff;
     std::string worker_file;
     double worker_file_interval_ms = 1000;
   };
@@ -235,6 +236,11 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
   dyn::cmd::add_router_flags(*sub, o->router);
   dyn::cmd::add_admission_flags(*sub, o->admission, /*with_kv_blocks=*/true);
   dyn::cmd::add_queue_flags(*sub, o->queue);
+  dyn::cli::add_choice(*sub, "--worker-priority-polarity", o->worker_priority, dyn::serve::kWorkerPriorities,
+                       "Forward each request's resolved priority to its worker as the body's `priority`, in the "
+                       "polarity its engine schedules by: " +
+                           dyn::cli::choices_help(dyn::serve::kWorkerPriorities, "; ", ": "))
+      ->group("Router queue");
   dispatch.add(sub, [o, sub, decision_log] {
     o->front.apply(false);
     dyn::serve::FrontendOptions opt = o->front.opt;
@@ -249,6 +255,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     }
     opt.router = o->router.config(o->seed);
     opt.queue = o->queue.config();
+    opt.worker_priority = o->worker_priority;
     opt.kv_events = kv_event_sources(o->workers, o->worker_kv_events, opt.router.kv_events);
     opt.allow_block_size_mismatch = o->allow_block_size_mismatch;
     opt.tokenizer_url = o->tokenizer_url;

@@ -887,3 +887,36 @@ TEST_CASE("intake: body errors are 400s that quote no body bytes; the origin for
   CHECK(origin_form("http://h:1") == "/");
   CHECK(origin_form("/v1/models") == "/v1/models");
 }
+
+TEST_CASE("intake: the resolved priority is spliced in as the engine's `priority`, in its polarity") {
+  // build_upstream then forward_priority on `text`, the bytes the worker gets.
+  auto sent = [](const std::string& text, int32_t priority, WorkerPriority polarity) {
+    Exchange ex;
+    auto b = read_body(ex, text, false);
+    REQUIRE(b);
+    auto req = std::make_shared<dyn::http::ServerRequest>();
+    req->path = "/v1/chat/completions";
+    req->body = text;
+    Dispatch d;
+    build_upstream(ex, *b, req, d);
+    forward_priority(*b, priority, polarity, d);
+    return d.request.bytes();
+  };
+  const std::string plain = R"({"model":"m","messages":[]})";
+  CHECK(sent(plain, 5, WorkerPriority::kLowerFirst) == R"({"priority":-5,"model":"m","messages":[]})");
+  CHECK(sent(plain, 5, WorkerPriority::kHigherFirst) == R"({"priority":5,"model":"m","messages":[]})");
+  CHECK(sent(plain, 5, WorkerPriority::kOff) == plain);
+  CHECK(sent(plain, 0, WorkerPriority::kLowerFirst) == plain);  // every engine's default
+  // i32 both ways: the negation of INT32_MIN is clamped.
+  CHECK(sent(plain, INT32_MIN, WorkerPriority::kLowerFirst) == R"({"priority":2147483647,"model":"m","messages":[]})");
+  // The client set the engine's field itself: left as it is.
+  const std::string own = R"({"model":"m","priority":9,"messages":[]})";
+  CHECK(sent(own, 5, WorkerPriority::kLowerFirst) == own);
+  // Beside the stream_options the router adds (both spliced in, the body not copied).
+  const std::string stream = R"({"model":"m","stream":true,"messages":[]})";
+  CHECK(sent(stream, 3, WorkerPriority::kHigherFirst) ==
+        R"({"priority":3,"stream_options":{"include_usage":true},"model":"m","stream":true,"messages":[]})");
+  // A body rewritten as a Json tree (its stream_options edited) gets it too.
+  const std::string edited = R"({"model":"m","stream":true,"stream_options":{"include_usage":false},"messages":[]})";
+  CHECK(sent(edited, 3, WorkerPriority::kHigherFirst).rfind(R"({"priority":3,)", 0) == 0);
+}

@@ -69,6 +69,14 @@ Json build_body(const LiveOptions& o, const std::string& prompt, std::optional<u
   return b;
 }
 
+void add_priority(Json& body, int64_t priority) {
+  Json& nvext = body["nvext"];
+  if (!nvext.is_object()) nvext = Json::object();
+  Json& hints = nvext["agent_hints"];
+  if (!hints.is_object()) hints = Json::object();
+  hints["priority"] = std::clamp<int64_t>(priority, INT32_MIN, INT32_MAX);
+}
+
 Expected<SizedPrompt> size_prompt(const LiveOptions& o, const records::WorkloadRow& row, uint32_t block_size) {
   const uint64_t target = row.input_length;
   // The SPEC 4.3 text grows on demand: a longer synthetic prompt starts with the shorter one
@@ -141,6 +149,9 @@ std::string client_record(const RecordContext& c, const http::HttpResult& res) {
   const Identity& id = c.item->identity;
   r.agent_context.session_id = id.session;
   r.agent_context.parent_session_id = id.parent;
+  // What this client sent (add_priority); the router's row says how it was resolved.
+  if (c.row && c.row->priority)
+    r.agent_context.priority = static_cast<int32_t>(std::clamp<int64_t>(*c.row->priority, INT32_MIN, INT32_MAX));
   const bool ok = !res.error.has_value();
   r.request_id = c.item->request_id;
   r.x_request_id = c.item->request_id;
@@ -445,6 +456,7 @@ class Runner {
     if (o_.history == History::kDelta && !it.identity.session.empty()) hist = &history_.at(it.identity.session);
     static const std::vector<std::pair<std::string, std::string>> kNoHistory;
     Json body = build_body(o_, prompt, row.output_length, hist ? *hist : kNoHistory);
+    if (row.priority) add_priority(body, *row.priority);
     RecordContext ctx;
     ctx.item = &it;
     ctx.row = &row;

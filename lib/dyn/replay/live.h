@@ -116,6 +116,11 @@ struct LiveStats {
 Json build_body(const LiveOptions& opts, const std::string& prompt, std::optional<uint64_t> output_length,
                 const std::vector<std::pair<std::string, std::string>>& history);
 
+/// A workload row's `priority` into `body` as nvext.agent_hints.priority (SPEC 3.4: where
+/// harnesses put it, as --sim reads it), clamped to i32 as the router's resolver clamps; an
+/// nvext or agent_hints that --extra-inputs made something other than an object is replaced.
+void add_priority(Json& body, int64_t priority);
+
 /// What the record needs besides the HTTP result.
 struct RecordContext {
   const PlanItem* item = nullptr;

@@ -2,6 +2,7 @@
 // prompt hashes.
 #include "dyn/serve/intake.h"
 
+#include <algorithm>
 #include <cctype>
 #include <string_view>
 #include <vector>
@@ -126,6 +127,7 @@ bool read_top_level(simdjson::dom::object o, Exchange& ex, Body& b) {
               : Body::Usage::kOther;
     }
     if (field.key == "nvext" && read_hints(field.value, b.hints)) return false;  // read_tree says why
+    if (field.key == "priority") b.engine_priority = true;
   }
   return true;
 }
@@ -148,6 +150,7 @@ Expected<Body> read_tree(Exchange& ex, const std::string& text) {
   auto st = body.find("stream");
   ex.stream = st != body.end() && st->is_boolean() && st->get<bool>();
   if (auto e = read_hints(body, b.hints)) return *e;
+  b.engine_priority = body.contains("priority");
   return b;
 }
 
@@ -203,6 +206,22 @@ void build_upstream(const Exchange& ex, Body& b, const std::shared_ptr<const htt
   }
   so["include_usage"] = true;
   p.body = std::make_shared<const std::string>(b.json->dump());
+}
+
+void forward_priority(const Body& b, int32_t priority, WorkerPriority polarity, Dispatch& d) {
+  if (polarity == WorkerPriority::kOff || priority == 0 || b.engine_priority) return;
+  const int64_t v =
+      polarity == WorkerPriority::kLowerFirst ? std::min<int64_t>(-int64_t{priority}, INT32_MAX) : priority;
+  http::ProxyRequest& p = d.request;
+  std::string member = fmt::format(R"("priority":{})", v);
+  if (!p.insert.empty()) {  // stream_options goes in at the same place, right after the '{'
+    p.insert = member + "," + p.insert;
+    return;
+  }
+  const std::string& in = *p.body;
+  p.insert_at = in.find('{') + 1;
+  const size_t next = in.find_first_not_of(" \t\r\n", p.insert_at);
+  p.insert = next != std::string::npos && in[next] == '}' ? member : member + ",";
 }
 
 void hash_prompt(Exchange& ex, const Body& b, EngineTokenizer* tokenizer, uint32_t block_size, uint64_t seed) {

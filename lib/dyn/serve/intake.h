@@ -12,6 +12,7 @@
 #include "dyn/http/proxy.h"
 #include "dyn/route/priority.h"
 #include "dyn/serve/exchange.h"
+#include "dyn/serve/options.h"
 #include "dyn/serve/tokenizer.h"
 
 namespace dyn::serve {
@@ -49,6 +50,7 @@ struct Body {
   std::optional<std::string> rendered;  ///< render_request's text, when simdjson read the body
   std::shared_ptr<Json> json;           ///< the Json tree, when a step needed one
   route::PriorityHints hints;           ///< nvext.agent_hints.priority / strict_priority (SPEC 3.4)
+  bool engine_priority = false;         ///< the client set the engine's top-level `priority` itself
 };
 
 /// Identity (SPEC 1): the session headers normalized (`opts`: SPEC 1.1's aliases) into the
@@ -70,6 +72,12 @@ Expected<Body> read_body(Exchange& ex, const std::string& body, bool need_tree);
 /// stream_options.include_usage added to `body` (for the trace's token counts) and the usage
 /// chunk hidden from the client.
 void build_upstream(const Exchange& ex, Body& body, const std::shared_ptr<const http::ServerRequest>& req, Dispatch& d);
+/// The resolved `priority` (SPEC 3.4, Dynamo's scale) into the body sent to the worker as its
+/// top-level `priority`, negated for a lower-first engine (clamped to i32, the engines' type), spliced
+/// in beside build_upstream's stream_options (the body is not copied). Nothing for kOff, a priority
+/// of 0 (every engine's default), or a body whose client set `priority` itself (it spoke to the
+/// engine directly; two values would be ambiguous).
+void forward_priority(const Body& body, int32_t priority, WorkerPriority polarity, Dispatch& d);
 /// Prompt hashing: the engine's token ids from `tokenizer` (--tokenizer-url; null = none, or
 /// when it has none for this body: SPEC 4.2 tokens of the rendered request) and SPEC 4.1
 /// sequence hashes at `block_size` from `seed` (kvevents::Adapters::seed_for the model: a LoRA

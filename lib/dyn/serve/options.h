@@ -9,6 +9,7 @@
 
 #include "dyn/base/defaults.h"
 #include "dyn/base/json.h"
+#include "dyn/base/named.h"
 #include "dyn/http/proxy.h"
 #include "dyn/http/server.h"
 #include "dyn/io/segment_writer.h"
@@ -35,6 +36,18 @@ struct RetryOptions {
   double max_backoff_ms = 5000;
   double multiplier = 2.0;
   double jitter = 0.1;  ///< 0..1
+};
+
+/// How a request's resolved priority (SPEC 3.4; Dynamo's scale, higher is more important) reaches
+/// its worker: the body's top-level `priority`, the field vLLM and SGLang schedule by, in the
+/// polarity the engine was started with (Dynamo docs/agents/priority-scheduling.md: Dynamo
+/// converts per engine, so clients never negate).
+enum class WorkerPriority { kOff, kLowerFirst, kHigherFirst };
+inline constexpr Named<WorkerPriority> kWorkerPriorities[] = {
+    {WorkerPriority::kOff, "off", "not forwarded (vLLM refuses a priority unless it schedules by priority)"},
+    {WorkerPriority::kLowerFirst, "lower-first",
+     "negated: vLLM --scheduling-policy priority, SGLang --schedule-low-priority-values-first"},
+    {WorkerPriority::kHigherFirst, "higher-first", "as resolved: SGLang --enable-priority-scheduling"},
 };
 
 /// Everything the frontend needs. Serve mode routes over `workers`; capture mode forwards to the
@@ -95,6 +108,8 @@ struct FrontendOptions {
   /// The router queue (SPEC 3.4): policy classes, per-session defaults, --queue-size and
   /// --queue-timeout-secs (serve mode).
   route::QueueConfig queue;
+  /// Whether and in which polarity the resolved priority is forwarded (SPEC 3.4, serve mode).
+  WorkerPriority worker_priority = WorkerPriority::kOff;
   /// A separate admin listener for /v1/bindings, /v1/programs, /metrics and the detailed /health
   /// (port < 0 = none; then those endpoints are on the main listener and answer only loopback
   /// peers unless admin_allow_remote). Its host defaults to loopback whatever --host says.

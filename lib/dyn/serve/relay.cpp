@@ -57,7 +57,10 @@ void Relay::handle_api(Api api, ReqPtr req, ResPtr res, Done done) {
     const uint64_t seed = adapters_ ? adapters_->seed_for(ex->model) : tokens::kHashSeed;
     hash_prompt(*ex, *body, tokenizer_.get(), opt_.trace_block_size, seed);
     if (client_left(ex, *res, "while its prompt was tokenized")) return done();
-    if (placer_) resolve_priority(*ex, *d);
+    if (placer_) {
+      resolve_priority(*ex, *d);
+      forward_priority(*body, ex->priority.priority, opt_.worker_priority, *d);
+    }
     admit_then_dispatch(ex, req, res, d, done);
   };
   if (!opt_.tokenizer_url.empty() || (placer_ && placer_->uses_store())) return loop_.handlers().post(std::move(rest));
