@@ -33,6 +33,10 @@
 # tokens 1.38x, 4096 1.43x, frac 1 1.47x (more prefill per step); active requests 16: 3.45x.
 # Usage: bench/priority.sh [BUILD_DIR]
 #   env: ENGINE="" AGENTS=4 FAN=10 WORKERS=2 SPEEDUP=2 LONG=8 SHORT=12 SEED=1 REPEAT=3 MODES="sim live" KEEP=DIR
+#        ROUTER_MODE=least-loaded ROUTER_FLAGS="" (both added to every config's router, idle included)
+# Routing (--sim, 2026-12-06): kv mode gives idle p90 31.3 ms, prio 51.8 (1.66x); least-loaded with
+# hard affinity (TTL 300 s) idle 31.3, fcfs 63.0 (2.01x), prio 53.6 (1.71x: pinned sessions queue
+# behind background on their worker, so priority helps there); soft affinity 2.09x.
 # Each config runs REPEAT times, interleaved (idle, fcfs, prio, ... then again); every figure is
 # the median over the repeats (the wait limit is checked on the longest wait of all).
 #        BUSY="--active-prefill-tokens-threshold 0" BUSY_LAS="--active-requests-threshold 1"
@@ -47,6 +51,8 @@ read -ra engine <<<"${ENGINE:-}"
 speed="${SPEEDUP:-2}" long="${LONG:-8}" short="${SHORT:-12}" seed="${SEED:-1}" repeat="${REPEAT:-3}"
 read -ra modes <<<"${MODES:-sim live}"
 limit=60  # --queue-timeout-secs
+router_mode="${ROUTER_MODE:-least-loaded}"
+read -ra router_flags <<<"${ROUTER_FLAGS:-}"
 tmp="${KEEP:-$(mktemp -d /tmp/dyn-bench-priority.XXXXXX)}"
 mkdir -p "$tmp"
 source "$root/bench/servers.sh"
@@ -100,8 +106,8 @@ run() {  # run NAME WORKLOAD [ROUTER FLAGS...]: fresh workers and router -> NAME
   done
   for i in $(seq 0 $((workers - 1))); do urls+=(--worker "http://127.0.0.1:$(wait_port "$tmp/w$i.port")"); done
   rm -f "$tmp/r.port"
-  "$bin/dyn-route" serve --port 0 --port-file "$tmp/r.port" "${urls[@]}" --router-mode least-loaded \
-    --queue-timeout-secs "$limit" --queue-size 100000 \
+  "$bin/dyn-route" serve --port 0 --port-file "$tmp/r.port" "${urls[@]}" --router-mode "$router_mode" \
+    "${router_flags[@]}" --queue-timeout-secs "$limit" --queue-size 100000 \
     --request-trace --request-trace-file-path "$tmp/$name.router.jsonl" --request-trace-file-format jsonl "$@" \
     2>"$tmp/r-$name.log" &
   pids+=($!)
@@ -116,8 +122,8 @@ run() {  # run NAME WORKLOAD [ROUTER FLAGS...]: fresh workers and router -> NAME
 sim() {  # sim NAME WORKLOAD [ROUTER FLAGS...]: the same router queue and engine model in dyn-replay --sim
   local name=$1 wl=$2
   shift 2
-  "$bin/dyn-replay" --sim --workers "$workers" --block-size 64 "$tmp/$wl.jsonl" --router-mode least-loaded \
-    --queue-timeout-secs "$limit" --queue-size 100000 "${engine[@]}" "$@" -o "$tmp/$name.client.jsonl" 2>"$tmp/sim-$name.log" ||
+  "$bin/dyn-replay" --sim --workers "$workers" --block-size 64 "$tmp/$wl.jsonl" --router-mode "$router_mode" \
+    "${router_flags[@]}" --queue-timeout-secs "$limit" --queue-size 100000 "${engine[@]}" "$@" -o "$tmp/$name.client.jsonl" 2>"$tmp/sim-$name.log" ||
     { tail -5 "$tmp/sim-$name.log" >&2; exit 1; }
   cp "$tmp/$name.client.jsonl" "$tmp/$name.router.jsonl"  # its rows are the router's too
 }
