@@ -38,15 +38,16 @@
 # 32 ms on the workload's clock, while the hit rates depend only on which blocks are where when each
 # request is admitted.
 # Measured 2026-12-06 on the shared 2-core machine while other sessions built and tested (agent,
-# hard affinity, credit on):
-# - G1: sim 42.0 % hit, prefilled 1,011,390; live median of 3 42.3 % (38.9, 42.3, 43.2), prefilled
-#   1,005,502 (-0.6 %): within 5 %.
-# - G1+G2: sim 42.0 + 33.6 %, prefilled 425,022. Before the kvevents fix of the same day (the live
-#   router skipped about 70 CPU_PINNED stores a run whose parent was still on the GPU; --sim feeds
-#   router hashes and never did) the live median was +18.8 % prefilled (+6.4 % on a quieter run),
-#   46-101 of the 152 requests placed on another worker than in sim. After it (one run): 39.8 +
-#   35.3 % (total -0.7 %), prefilled 433,726 (+2.0 %), 32 requests moved; G1 -5.2 % and lower tiers
-#   +5.1 %: MISS by 0.2 points, with the machine saturated (live TTFT p90 9x sim's).
+# hard affinity, credit on; sim: G1 42.0 % hit, prefilled 1,011,390; G1+G2 42.0 + 33.6 %,
+# prefilled 425,022), after the kvevents fix of the same day (before it the live router skipped
+# about 70 CPU_PINNED stores a G1+G2 run whose parent was still on the GPU, which --sim never did:
+# live prefilled +6.4 % to +18.8 %):
+# - G1+G2, live median of 3: 40.2 + 34.4 % (total -1.3 %, G1 -4.4 %, lower +2.6 %), prefilled
+#   442,430 (+4.1 %): within 5 %; 50-96 of the 152 requests placed on another worker than in sim,
+#   3-7 with other cached tokens (a block missing from G1 mostly comes back from G2).
+# - G1, live median of 3: 36.8 % (43.2, 36.1, 36.8), prefilled +8.9 %: MISS; an earlier set gave
+#   42.3 % (38.9, 42.3, 43.2), within 5 %. Without a lower tier a session placed apart from sim
+#   re-prefills its context: 28-66 requests moved, 21-34 with other cached tokens.
 # - G1+G2+G4 (one run, before the fix): prefilled 406,078 in both, 2 requests with other cached
 #   tokens; G1 41.8 vs 42.0 %, G2 28.6 vs 32.7 %, shared G4 6.3 vs 1.9 % (69 requests moved).
 # Mean request latency agreed within 3 % in the runs compared (the engines kept pace): what moves
