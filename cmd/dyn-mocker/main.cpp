@@ -13,13 +13,20 @@ int main(int argc, char** argv) {
   CLI::App app{"Mock OpenAI-compatible inference engine with a KV cache and timing model", "dyn-mocker"};
   dyn::mocker::MockerOptions o;
   app.add_option("--host", o.listen.host, "Address to listen on")->capture_default_str();
-  app.add_option("--port", o.listen.port, "Port to listen on (0 = any free port)")
+  app.add_option("--port", o.listen.port, "Port to listen on (0 = any free port); engine i of --num-workers: PORT + i")
       ->capture_default_str()
       ->check(CLI::Range(0, 65535));
-  app.add_option("--port-file", o.listen.port_file, "Write the bound port to FILE once listening")->type_name("FILE");
+  app.add_option("--port-file", o.listen.port_file,
+                 "Write the bound port to FILE once listening (--num-workers: one port a line, engine order)")
+      ->type_name("FILE");
   app.add_option("--model", o.model, "Model name served and reported")->capture_default_str();
   app.add_option("--worker-id", o.worker_id, "Worker id in metrics, KV events and the x-dyn-worker header")
       ->capture_default_str();
+  app.add_option("--num-workers", o.num_workers,
+                 "Engines in this process (Dynamo mocker's): each its own HTTP listener, worker id --worker-id + i, KV "
+                 "event sockets and metrics; with --num-g4-blocks one G4 pool shared by all")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 1024));
   dyn::cmd::EngineFlags ef;
   dyn::cmd::add_engine_flags(app, o.engine, ef);
   dyn::cmd::add_session_flags(app, o.session);

@@ -191,7 +191,22 @@ TEST_CASE("openai chunks: reasoning, tool calls, completions text, cached tokens
   CHECK(r.tool_calls[0].name == "ls");
   CHECK(r.finish_reason == "tool_calls");
   CHECK(r.cached_tokens == 64u);
+  CHECK_FALSE(r.cached_tokens_by_tier.has_value());  // no usage.dyn
   CHECK(r.content.empty());
+
+  // dyn-mocker with KV tiers splits the cached tokens by tier (SPEC 8.7); the client keeps the split
+  // for request_end only when all four counts are there.
+  OpenAiStream tiered(false);
+  tiered.on_event({"",
+                   "{\"choices\":[],\"usage\":{\"prompt_tokens\":100,\"prompt_tokens_details\":{\"cached_tokens\":64},"
+                   "\"dyn\":{\"cached_tokens_by_tier\":{\"g1\":16,\"g2\":32,\"g3\":0,\"g4\":16}}}}",
+                   "", 2});
+  REQUIRE(tiered.summary().cached_tokens_by_tier.has_value());
+  CHECK(*tiered.summary().cached_tokens_by_tier == std::array<uint64_t, 4>{16, 32, 0, 16});
+  OpenAiStream partial(false);
+  partial.on_event(
+      {"", "{\"choices\":[],\"usage\":{\"dyn\":{\"cached_tokens_by_tier\":{\"g1\":16,\"g2\":-1}}}}", "", 2});
+  CHECK_FALSE(partial.summary().cached_tokens_by_tier.has_value());
 
   OpenAiStream comp(false);
   comp.on_event({"", "{\"choices\":[{\"index\":0,\"text\":\"abc\",\"finish_reason\":null}]}", "", 3});

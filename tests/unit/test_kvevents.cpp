@@ -269,6 +269,25 @@ std::vector<uint64_t> hashes_of(const std::vector<IndexUpdate>& out, IndexUpdate
 }
 }  // namespace
 
+TEST_CASE("an offloaded block continues its parent's chain wherever the parent is") {
+  // Engines offload the leaves of a prefix first, so a host-tier store often continues a parent
+  // still on the GPU only (dyn-mocker's G2, SPEC 8.7): it gets the router's own hash for its tokens
+  // instead of being skipped as continuing a block never stored.
+  Translator t(16, {"GPU", "CPU"});
+  auto toks = tokens_from(3, 32);
+  const auto want = dyn::tokens::sequence_hashes(dyn::tokens::block_hashes(toks, 16));
+  std::vector<IndexUpdate> out;
+  REQUIRE(
+      !t.translate(BlockStored{{7}, std::nullopt, {toks.begin(), toks.begin() + 16}, 16, {}, std::string("GPU")}, out));
+  REQUIRE(!t.translate(BlockStored{{8}, 7, {toks.begin() + 16, toks.end()}, 16, {}, std::string("CPU")}, out));
+  REQUIRE(out.size() == 2);
+  CHECK(out[1].medium == "CPU");
+  CHECK(out[1].sequence_hashes == std::vector<uint64_t>{want[1]});
+  // A parent on no medium is still missed events.
+  CHECK(t.translate(BlockStored{{9}, 555, {toks.begin(), toks.begin() + 16}, 16, {}, std::string("CPU")}, out)->why ==
+        Skip::kUnknownParent);
+}
+
 TEST_CASE("a block's identity is its medium: an offloaded copy never stores or removes a device block") {
   auto toks = tokens_from(10, 32);
   auto want = dyn::tokens::sequence_hashes(dyn::tokens::block_hashes(toks, 16));

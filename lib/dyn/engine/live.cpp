@@ -5,7 +5,8 @@
 
 namespace dyn::engine {
 
-LiveEngine::LiveEngine(EngineConfig config) : engine_(config) {}
+LiveEngine::LiveEngine(EngineConfig config, std::shared_ptr<EngineGroup> group)
+    : group_(group ? std::move(group) : std::make_shared<EngineGroup>()), mu_(group_->mu), engine_(std::move(config)) {}
 
 LiveEngine::~LiveEngine() { stop(); }
 
@@ -83,7 +84,7 @@ void LiveEngine::run() {
   std::vector<KvEvent> events;
   KvListener listener;
   auto next_start = clock::now();
-  const auto epoch = epoch_;
+  const auto epoch = group_->epoch;  // the engine's clock (its tier links) counts ms from here
   auto end = next_start;
   bool planned = false;  // `res` is a step under way, ending at `end`
   // Plans the next step to start at next_start (under the lock).

@@ -6,6 +6,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -14,6 +15,15 @@
 #include "dyn/engine/engine.h"
 
 namespace dyn::engine {
+
+/// What the live engines of one process that share a G4 pool (SPEC 8.7: dyn-mocker --num-workers)
+/// share besides it: one lock, because a transfer on the shared links completes on whichever
+/// engine's clock moves them and runs the owning engine's handler (as in --sim, where one thread
+/// steps every engine); and one clock origin, because the links compare the engines' times.
+struct EngineGroup {
+  std::mutex mu;
+  std::chrono::steady_clock::time_point epoch = std::chrono::steady_clock::now();
+};
 
 /// Runs an Engine on its own thread in real time. Each step is planned under the lock, the
 /// thread sleeps until step start + duration (absolute deadlines, so steps do not drift), plans
@@ -26,7 +36,8 @@ class LiveEngine {
   using Sink = std::function<void(const TokenOutput&)>;
   using KvListener = std::function<void(const std::vector<KvEvent>&)>;
 
-  explicit LiveEngine(EngineConfig config);
+  /// `group`: shared with the other engines of config.shared_g4 (null: the engine's own).
+  explicit LiveEngine(EngineConfig config, std::shared_ptr<EngineGroup> group = nullptr);
   ~LiveEngine();  ///< stops the thread
   LiveEngine(const LiveEngine&) = delete;
   LiveEngine& operator=(const LiveEngine&) = delete;
@@ -60,16 +71,16 @@ class LiveEngine {
  private:
   void run();
 
-  mutable std::mutex mu_;
+  std::shared_ptr<EngineGroup> group_;
+  std::mutex& mu_;  // group_->mu
   std::condition_variable cv_;
   Engine engine_;
   std::unordered_map<uint64_t, Sink> sinks_;
   KvListener kv_listener_;
   uint64_t next_id_ = 1;
-  // The engine's clock counts ms from here (its steps, tier links and hint leases).
-  const std::chrono::steady_clock::time_point epoch_ = std::chrono::steady_clock::now();
+  // The engine's clock counts ms from its group's epoch (its steps, tier links and hint leases).
   double clock_ms() const {
-    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - epoch_).count();
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - group_->epoch).count();
   }
   // Earliest arrival among requests submitted while the engine had no work (max = none).
   std::chrono::steady_clock::time_point idle_arrival_ = std::chrono::steady_clock::time_point::max();

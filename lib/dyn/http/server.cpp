@@ -44,11 +44,15 @@ Expected<int> bind_server(httplib::Server& server, const ListenOptions& o) {
 }
 
 std::optional<Error> write_port_file(const std::string& path, int port) {
+  return write_port_file(path, std::vector<int>{port});
+}
+
+std::optional<Error> write_port_file(const std::string& path, const std::vector<int>& ports) {
   if (path.empty()) return std::nullopt;
   std::string tmp = path + ".tmp." + std::to_string(::getpid());
   {
     std::ofstream f(tmp, std::ios::trunc);
-    f << port << "\n";
+    for (int port : ports) f << port << "\n";
     if (!f) return Error{"cannot write port file " + path, kExitIo};
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {

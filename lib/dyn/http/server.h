@@ -41,6 +41,9 @@ Expected<int> bind_server(httplib::Server& server, const ListenOptions& options)
 /// Writes `port` and a newline to `path` through a temp file and rename (a reader never sees a
 /// partial number); "" = nothing to write. Errors: Error (exit code 4) naming the file.
 std::optional<Error> write_port_file(const std::string& path, int port);
+/// The same with one port a line, in the given order (a process with several listeners:
+/// dyn-mocker --num-workers).
+std::optional<Error> write_port_file(const std::string& path, const std::vector<int>& ports);
 
 /// Blocks SIGTERM and SIGINT in the calling thread (call before any other thread starts, so every
 /// thread inherits the mask) and runs a watcher thread that calls `on_signal(signo)` once when

@@ -75,6 +75,11 @@ void OpenAiStream::on_json_chunk(std::string_view data, double t, bool whole_bod
     raise(s_.completion_tokens, count(*u, "completion_tokens"));
     if (auto d = u->find("prompt_tokens_details"); d != u->end() && d->is_object())
       raise(s_.cached_tokens, count(*d, "cached_tokens"));
+    if (auto d = u->find("dyn"); d != u->end() && d->is_object())
+      if (auto t = d->find("cached_tokens_by_tier"); t != d->end() && t->is_object()) {
+        auto g1 = count(*t, "g1"), g2 = count(*t, "g2"), g3 = count(*t, "g3"), g4 = count(*t, "g4");
+        if (g1 && g2 && g3 && g4) s_.cached_tokens_by_tier = std::array<uint64_t, 4>{*g1, *g2, *g3, *g4};
+      }
   }
   auto ch = j.find("choices");
   if (ch == j.end() || !ch->is_array()) return;

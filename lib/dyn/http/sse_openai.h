@@ -2,6 +2,7 @@
 // body, turned into token arrival stamps, usage, finish reason and tool calls (SPEC 6.3, 7).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,6 +33,9 @@ struct ResponseSummary {
   std::string content;      ///< assistant `content` only (for threading history) when kept
   uint64_t text_bytes = 0;  ///< bytes of output text, kept or not
   std::optional<uint64_t> prompt_tokens, completion_tokens, cached_tokens;  ///< from `usage`
+  /// usage.dyn.cached_tokens_by_tier {g1, g2, g3, g4} (dyn-mocker with KV tiers, SPEC 8.7): where
+  /// cached_tokens came from; absent unless all four are counts.
+  std::optional<std::array<uint64_t, 4>> cached_tokens_by_tier;
   std::string finish_reason;  ///< last non-null finish_reason of choice 0 (or any choice)
   std::vector<ToolCallInfo> tool_calls;
   bool done = false;              ///< `[DONE]` seen

@@ -145,7 +145,12 @@ std::optional<Skipped> Translator::store(const BlockStored& s, uint32_t medium, 
   const uint32_t group = s.group_idx.value_or(0);
   State cur;
   if (s.parent_block_hash) {
+    // The parent on the block's own medium, else on any other: an engine offloads the leaves of a
+    // prefix first, so a host-tier block often continues one still on the GPU (dyn-mocker's G2
+    // stores, SPEC 8.7); the chain's hashes are the same wherever the parent is.
     auto it = blocks_.find(Key{*s.parent_block_hash, group, medium});
+    for (uint32_t m = 0; it == blocks_.end() && m < media_.size(); ++m)
+      if (m != medium) it = blocks_.find(Key{*s.parent_block_hash, group, m});
     if (it == blocks_.end())
       return Skipped{Skip::kUnknownParent,
                      fmt::format("BlockStored continues block {:#x}, which was never stored (missed events)",

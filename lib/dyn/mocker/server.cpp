@@ -4,12 +4,15 @@
 
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <tuple>
 #include <unordered_map>
 
 #include <fmt/format.h>
@@ -22,6 +25,7 @@
 #include "dyn/base/json_limits.h"
 #include "dyn/engine/live.h"
 #include "dyn/engine/mock_api.h"
+#include "dyn/engine/tiers.h"
 #include "dyn/http/prometheus.h"
 #include "dyn/http/server.h"
 #include "dyn/kvevents/pubsub.h"
@@ -107,7 +111,8 @@ class BlockTokens {
 
 class Mocker {
  public:
-  explicit Mocker(const MockerOptions& o) : opt_(o), engine_(opt_.engine) {}
+  Mocker(MockerOptions o, std::shared_ptr<EngineGroup> group)
+      : opt_(std::move(o)), engine_(opt_.engine, std::move(group)) {}
 
   void load_replies() {
     if (opt_.replies.empty()) return;
@@ -116,47 +121,38 @@ class Mocker {
     script_ = std::make_unique<ReplyScript>(std::move(*s));
   }
 
-  int serve() {
-    httplib::Server svr;
-    // First, before the engine's and ZMQ's threads start: every thread inherits the blocked stop
-    // signals, and the watcher stops the server from outside a signal handler (httplib's stop()
-    // is not async-signal-safe).
-    http::SignalWatcher watcher([this, &svr](int) {
-      stopping_ = true;
-      svr.stop();
-    });
-    svr.set_read_timeout(600, 0);
-    svr.set_write_timeout(600, 0);
-    routes(svr);
+  // Routes, the KV event publisher and the engine's thread; then bind() and listen(). Call once the
+  // signal watcher runs: every thread must inherit the blocked stop signals.
+  void start() {
+    svr_.set_read_timeout(600, 0);
+    svr_.set_write_timeout(600, 0);
+    routes(svr_);
     if (!opt_.kv_events_endpoint.empty()) {
       publisher_ = std::make_unique<kvevents::Publisher>(kvevents::PublisherOptions{
           opt_.kv_events_endpoint, opt_.kv_events_replay_endpoint, "", 10'000, opt_.kv_events_layout});
       engine_.set_kv_listener([this](const std::vector<KvEvent>& ev) { publish(ev); });
       diag::note(
-          fmt::format("KV events on {}{}", publisher_->endpoint(),
+          fmt::format("worker {}: KV events on {}{}", opt_.worker_id, publisher_->endpoint(),
                       publisher_->replay_endpoint().empty() ? "" : ", replay on " + publisher_->replay_endpoint()));
     }
     // The engine runs before the port file appears, so a script that waits for the file can send
     // at once.
     engine_.start();
-    auto port = http::bind_server(svr, opt_.listen);
-    if (!port) {
-      engine_.stop();
-      throw Fatal(port.error().exit_code, port.error().message);
-    }
-    diag::note(fmt::format("listening on http://{}:{} (model {}, worker {})", opt_.listen.host, *port, opt_.model,
-                           opt_.worker_id));
-    bool ok = svr.listen_after_bind();
-    stopping_ = true;
-    watcher.stop();
-    const int sig = watcher.received();
-    engine_.stop();
-    publisher_.reset();  // sends what the last steps queued
-    if (!ok && !sig) throw Fatal(kExitIo, "server stopped unexpectedly");
-    diag::note("stopped");
-    // The README's exit table: SIGINT is "interrupted" (130); SIGTERM is the normal stop (0).
-    return sig == SIGINT ? kExitInterrupted : kExitOk;
   }
+  Expected<int> bind() { return http::bind_server(svr_, opt_.listen); }
+  bool listen() { return svr_.listen_after_bind(); }
+  // From the signal watcher or a listener that ended (the first call stops the server; open
+  // streams end).
+  void stop_server() {
+    if (!stopping_.exchange(true)) svr_.stop();
+  }
+  // After the listener returned: stops the engine and sends what the last steps queued.
+  void finish() {
+    stopping_ = true;
+    engine_.stop();
+    publisher_.reset();
+  }
+  const MockerOptions& options() const { return opt_; }
 
  private:
   void routes(httplib::Server& svr) {
@@ -500,7 +496,8 @@ class Mocker {
     block_tokens_.release_deferred();
   }
 
-  const MockerOptions& opt_;
+  const MockerOptions opt_;  // this engine's (engine_options)
+  httplib::Server svr_;
   LiveEngine engine_;
   std::unique_ptr<ReplyScript> script_;
   std::atomic<bool> stopping_{false};
@@ -510,12 +507,115 @@ class Mocker {
   BlockTokens block_tokens_;
 };
 
+// The options of engine `i` of a --num-workers process: worker id, HTTP port and KV event
+// addresses counted on from the first engine's; the port file is the process's (serve). Throws
+// Fatal (usage) for a KV event address the engines cannot each bind.
+MockerOptions engine_options(const MockerOptions& o, int i) {
+  MockerOptions e = o;
+  e.worker_id = o.worker_id + i;
+  if (o.listen.port != 0) e.listen.port = o.listen.port + i;
+  e.listen.port_file.clear();
+  for (auto [flag, from, to] :
+       {std::tuple{"--kv-events-endpoint", &o.kv_events_endpoint, &e.kv_events_endpoint},
+        std::tuple{"--kv-events-replay-endpoint", &o.kv_events_replay_endpoint, &e.kv_events_replay_endpoint}}) {
+    if (from->empty()) continue;
+    auto ep = engine_endpoint(*from, i);
+    if (!ep) throw Fatal(kExitUsage, std::string(flag) + ": " + ep.error().message);
+    *to = *ep;
+  }
+  return e;
+}
+
+// Serves until a stop signal or a listener ending on its own; returns the signal (0 = none) and
+// whether every listener ended cleanly.
+std::pair<int, bool> run_listeners(std::vector<std::unique_ptr<Mocker>>& ms, http::SignalWatcher& watcher) {
+  auto stop_all = [&] {
+    for (auto& m : ms) m->stop_server();
+  };
+  std::vector<char> ok(ms.size(), 0);
+  std::vector<std::thread> threads;
+  for (size_t i = 1; i < ms.size(); ++i)
+    threads.emplace_back([&, i] {
+      ok[i] = ms[i]->listen();
+      stop_all();  // one listener gone: the process stops (a supervisor restarts it whole)
+    });
+  ok[0] = ms[0]->listen();
+  stop_all();
+  for (auto& t : threads) t.join();
+  watcher.stop();
+  return {watcher.received(), std::all_of(ok.begin(), ok.end(), [](char c) { return c != 0; })};
+}
+
 }  // namespace
 
+Expected<std::string> engine_endpoint(const std::string& endpoint, int index) {
+  if (index == 0) return endpoint;
+  const size_t colon = endpoint.rfind(':');
+  const bool tcp = endpoint.rfind("tcp://", 0) == 0 && colon != std::string::npos && colon > 5;
+  const std::string port = tcp ? endpoint.substr(colon + 1) : "";
+  if (port == "*") return endpoint;
+  const bool digits = !port.empty() && port.size() <= 5 && std::all_of(port.begin(), port.end(), ::isdigit);
+  if (!digits)
+    return Error{
+        "each engine binds its own KV event socket: with --num-workers > 1 the address must be "
+        "tcp://HOST:PORT (engine i takes PORT + i) or tcp://HOST:* (each a free port), not " +
+            endpoint,
+        kExitUsage};
+  const int p = std::stoi(port) + index;
+  if (p > 65535)
+    return Error{fmt::format("{}: engine {} would need port {} (past 65535)", endpoint, index, p), kExitUsage};
+  return endpoint.substr(0, colon + 1) + std::to_string(p);
+}
+
 int serve(const MockerOptions& options) {
-  Mocker m(options);
-  m.load_replies();
-  return m.serve();
+  MockerOptions base = options;
+  std::shared_ptr<EngineGroup> group;
+  if (base.engine.tiers.enabled() && base.engine.tiers.g4_blocks && base.num_workers > 1) {
+    // One G4 pool for the process, as --sim gives every worker the same one (SPEC 8.7).
+    base.engine.shared_g4 = std::make_shared<SharedTier>(base.engine.tiers);
+    group = std::make_shared<EngineGroup>();
+  }
+  std::vector<std::unique_ptr<Mocker>> ms;
+  if (options.listen.port != 0 && options.listen.port + base.num_workers - 1 > 65535)
+    throw Fatal(kExitUsage,
+                fmt::format("--port {} with --num-workers {} needs ports up to {} (past 65535)", options.listen.port,
+                            base.num_workers, options.listen.port + base.num_workers - 1));
+  for (int i = 0; i < std::max(1, base.num_workers); ++i) {
+    ms.push_back(std::make_unique<Mocker>(engine_options(base, i), group));
+    ms.back()->load_replies();
+  }
+  // First, before the engines' and ZMQ's threads start: every thread inherits the blocked stop
+  // signals, and the watcher stops the servers from outside a signal handler (httplib's stop()
+  // is not async-signal-safe).
+  http::SignalWatcher watcher([&ms](int) {
+    for (auto& m : ms) m->stop_server();
+  });
+  auto finish_all = [&] {
+    for (auto& m : ms) m->finish();
+  };
+  std::vector<int> ports;
+  for (auto& m : ms) {
+    m->start();
+    auto port = m->bind();
+    if (!port) {
+      finish_all();
+      throw Fatal(port.error().exit_code, port.error().message);
+    }
+    ports.push_back(*port);
+  }
+  if (auto e = http::write_port_file(options.listen.port_file, ports)) {
+    finish_all();
+    throw Fatal(e->exit_code, e->message);
+  }
+  for (size_t i = 0; i < ms.size(); ++i)
+    diag::note(fmt::format("listening on http://{}:{} (model {}, worker {})", options.listen.host, ports[i],
+                           options.model, ms[i]->options().worker_id));
+  const auto [sig, ok] = run_listeners(ms, watcher);
+  finish_all();
+  if (!ok && !sig) throw Fatal(kExitIo, "server stopped unexpectedly");
+  diag::note("stopped");
+  // The README's exit table: SIGINT is "interrupted" (130); SIGTERM is the normal stop (0).
+  return sig == SIGINT ? kExitInterrupted : kExitOk;
 }
 
 }  // namespace dyn::mocker

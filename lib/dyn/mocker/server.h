@@ -18,7 +18,10 @@ struct MockerOptions {
   /// Host, port (0 = any free one), port file and worker threads (one per concurrent stream).
   http::ListenOptions listen;
   std::string model = "mock-model";
-  int64_t worker_id = 0;                  ///< in metrics, KV events, /health and x-dyn-worker
+  int64_t worker_id = 0;  ///< in metrics, KV events, /health and x-dyn-worker
+  /// --num-workers (Dynamo mocker's): engines in this process, each its own HTTP listener, worker
+  /// id (worker_id + i), KV event sockets (engine_endpoint) and metrics; with G4 one pool for all.
+  int num_workers = 1;
   engine::EngineConfig engine;            ///< validated by the caller (EngineConfig::validate)
   std::string kv_events_endpoint;         ///< ZMQ PUB address of vLLM-format KV events ("" = off)
   std::string kv_events_replay_endpoint;  ///< ZMQ ROUTER address answering replay requests
@@ -38,13 +41,23 @@ struct MockerOptions {
   uint64_t stall_count = 0;
 };
 
-/// Loads the replies, binds (writing the port file once the engine runs, so a script waiting for
-/// it can send at once), serves until SIGTERM or SIGINT, then stops the engine and flushes the KV
-/// event publisher. Call from the main thread before any other thread starts: the stop signals
-/// are blocked for every thread and taken by a watcher (http::SignalWatcher).
+/// The KV event address of engine `index` of a --num-workers process: `endpoint` itself for
+/// engine 0 and for a tcp://HOST:* address (each engine binds a free port, shown on its
+/// /health); tcp://HOST:PORT gives PORT + index. Errors (kExitUsage): another form of address with
+/// index > 0 (an ipc:// path cannot be shared), a port past 65535.
+Expected<std::string> engine_endpoint(const std::string& endpoint, int index);
+
+/// Runs options.num_workers engines (at least one): loads their replies, binds each (engine i on
+/// options.listen.port + i, or each a free port with port 0), writes the port file once every
+/// engine runs (one port a line in engine order, so a script waiting for it can send at once),
+/// serves until SIGTERM or SIGINT (or until one listener stops: then all stop), then stops the
+/// engines and flushes their KV event publishers. Call from the main thread before any other
+/// thread starts: the stop signals are blocked for every thread and taken by a watcher
+/// (http::SignalWatcher).
 /// Returns the exit status: 0 after SIGTERM (the normal stop), 130 after SIGINT (interrupted).
-/// Throws Fatal: a bad replies file (its own exit code, message naming file:line), a bind or
-/// port-file failure (exit code 4), the server stopping on its own.
+/// Throws Fatal: ports or KV event addresses the engines cannot each take (exit code 2, naming the
+/// flag: engine_endpoint), a bad replies file (its own exit code, message naming file:line), a bind
+/// or port-file failure (exit code 4), a server stopping on its own.
 int serve(const MockerOptions& options);
 
 }  // namespace dyn::mocker

@@ -165,6 +165,7 @@ std::string client_record(const RecordContext& c, const http::HttpResult& res) {
     r.output_tokens_estimated = osl_estimated;
   }
   if (s.cached_tokens) r.cached_tokens = *s.cached_tokens;
+  r.cached_tokens_by_tier = s.cached_tokens_by_tier;
   r.request_received_ms = static_cast<uint64_t>(std::llround(unix_of(res.start_ms)));
   const auto& t = s.token_chunk_ms;
   if (ok && !t.empty() && res.streamed) {
