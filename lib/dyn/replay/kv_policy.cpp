@@ -32,7 +32,8 @@ std::shared_ptr<const engine::KvHint> KvPolicies::request_hint(const std::string
     const double wait = expected_tool_wait_s(session);
     if (wait <= cfg_.tool_max_wait_s) {
       h->actions.push_back(
-          action("kv.retain", next_id_++, {{"ttl_seconds", std::max(wait, 0.001)}, {"include_current_request", true}}));
+          action("kv.retain", next_id_++,
+                 {{"ttl_seconds", std::max(cfg_.tool_ttl_factor * wait, 0.001)}, {"include_current_request", true}}));
       ++counts_.tool_retains;
     } else {
       ++counts_.tool_too_long;

@@ -32,6 +32,10 @@ struct KvPolicyConfig {
   /// tool-ttl pins only when the expected wait is at most this: past it the pinned share of G1
   /// serves other sessions better than one session's return (keeping loses to recomputing).
   double tool_max_wait_s = 120;
+  /// tool-ttl's lease is this many times the expected wait: a lease that ends before the session
+  /// returns leaves its blocks the oldest in the eviction order (SPEC 8.6), worse than no hint,
+  /// so it covers waits up to this multiple of the average.
+  double tool_ttl_factor = 4;
   /// parent-retain's lease on the parent's blocks.
   double parent_ttl_s = 120;
   bool any() const { return tool_ttl || evict_on_final || parent_retain; }
