@@ -26,9 +26,9 @@ void add_kv_policy_flags(CLI::App& app, ReplayFlags& f) {
       ->delimiter(',')
       ->check(CLI::IsMember(cli::choice_names(replay::kKvPolicies)))
       ->group(g);
-  app.add_option(
-         "--kv-policy-tool-default-wait-s", k.tool_default_wait_s,
-         "tool-ttl: expected tool wait of a session before it had one (then the moving average of its own); the lease is 4x the expected wait")
+  app.add_option("--kv-policy-tool-default-wait-s", k.tool_default_wait_s,
+                 "tool-ttl: expected tool wait of a session before it had one (then the moving average of its "
+                 "own); the lease is 4x the expected wait")
       ->capture_default_str()
       ->check(CLI::PositiveNumber)
       ->group(g);

@@ -16,7 +16,7 @@ namespace dyn::replay {
 enum class KvPolicy : uint8_t { kToolTtl, kEvictOnFinal, kParentRetain };
 inline constexpr Named<KvPolicy> kKvPolicies[] = {
     {KvPolicy::kToolTtl, "tool-ttl",
-     "a turn that ends in a tool call keeps its blocks (kv.retain) for the session's expected tool wait when that "
+     "a turn that ends in a tool call keeps its blocks (kv.retain) for 4x the session's expected tool wait when that "
      "is short enough to beat recomputing (Continuum)"},
     {KvPolicy::kEvictOnFinal, "evict-on-final",
      "a session's last turn puts its own blocks first out (kv.evict; Dynamo's continuum policy)"},
