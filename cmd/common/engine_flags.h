@@ -127,6 +127,21 @@ inline void add_tier_flags(CLI::App& app, engine::TierConfig& t, EngineFlags& f,
                                 ->group(tg));
 }
 
+/// The bounds of the engine's KV hint leases (SPEC 8.6), as dyn-mocker names them.
+inline void add_kv_hint_flags(CLI::App& app, engine::KvHintLimits& k, const std::string& group) {
+  app.add_option("--kv-hint-max-pinned-fraction", k.max_pinned_fraction,
+                 "Most of the KV pool that KV hint leases may pin at once (0 = refuse every kv.retain); a lease "
+                 "beyond it is clipped root first, a more important one displaces less important ones")
+      ->capture_default_str()
+      ->check(CLI::Range(0.0, 1.0))
+      ->group(group);
+  app.add_option("--kv-hint-max-ttl-s", k.max_ttl_s,
+                 "Longest KV hint lease in seconds: a longer ttl_seconds is clipped to it")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+}
+
 /// Registers the engine flags on `app`, writing into `cfg` (whose current values are the
 /// defaults shown) and `f` (call f.finish(cfg) before use). `with_block_size` adds --block-size
 /// (dyn-mocker); dyn-replay --sim takes the engine block size from the router's

@@ -27,6 +27,7 @@ struct ReplayFlags {
   AdmissionFlags admission;
   QueueFlags queue;
   std::vector<std::string> references;
+  std::vector<std::string> kv_policies;  // --kv-policy names
   /// The options registered after --sim: what only the simulated cluster reads.
   std::vector<const CLI::Option*> cluster;
 };

@@ -39,6 +39,7 @@ struct Req {
   std::string id;
   uint32_t turn = 0;
   bool last_turn = false;     // the session's last row (what x-dynamo-session-final marks live)
+  bool ends_in_tool = false;  // the session's next row follows a tool call (has tool_wait_ms)
   int64_t session_prev = -1;  // previous turn of the same session
   int64_t parent_dep = -1;    // parent's turn a child's first turn waits for (outside the fixed schedule)
   bool kept = true;           // replayed (not cut by offsets or the request count)
@@ -167,6 +168,7 @@ class Simulation {
   void push(double t, int kind, uint32_t arg);
   void kick(uint32_t w, double t);
   bool dispatch(uint32_t i, double t, bool from_queue = false);
+  void policy_hints(const Req& r, uint64_t predicted_cached, engine::RequestSpec& spec, double t);
   void enqueue(uint32_t i, double t, bool pinned);
   void reject(uint32_t i, double t, int code, const char* type, std::string message);
   void pump(double t);
@@ -260,6 +262,13 @@ class Simulation {
   uint64_t read_ = 0;  // rows read
   std::unordered_map<std::string, SessionCursor> sessions_;
   RowSelector sel_;
+  // SimOptions::kv_policy (SPEC 6.4): per live session, the worker of its latest turn (where a
+  // subagent's spawn finds its parent's blocks) and the blocks its first turn shared with others.
+  std::optional<KvPolicies> policies_;
+  struct PolicySession {
+    uint64_t worker = 0, shared_blocks = 0;
+  };
+  std::unordered_map<std::string, PolicySession> policy_sessions_;
 };
 
 route::RouterConfig checked(const SimOptions& opt) {
@@ -287,6 +296,10 @@ Simulation::Simulation(const records::Workload* wl, records::WorkloadReader* in,
       plan_(plan),
       sel_{opt.schedule, opt.schedule.mode == replay::LoadMode::kFixedSchedule} {
   ecfg_.kv_events = opt.router.kv_events;
+  if (opt.kv_policy.any()) {
+    ecfg_.kv_hints.enabled = true;
+    policies_.emplace(opt.kv_policy);
+  }
   // G4 is one pool for the whole simulated cluster (SPEC 8.7: shared by a process's engines).
   if (ecfg_.tiers.enabled() && ecfg_.tiers.g4_blocks)
     ecfg_.shared_g4 = std::make_shared<engine::SharedTier>(ecfg_.tiers);
@@ -330,6 +343,7 @@ void Simulation::index_requests() {
       auto [it, fresh] = last_of_session.try_emplace(r.row->session_id, static_cast<uint32_t>(i), 0u);
       if (!fresh) {
         prev_row_[i] = it->second.first;
+        if (r.row->tool_wait_ms) rq(it->second.first).ends_in_tool = true;
         r.turn = ++it->second.second;
         it->second.first = static_cast<uint32_t>(i);
       }
@@ -791,8 +805,9 @@ bool Simulation::dispatch(uint32_t i, double t, bool from_queue) {
   }
   spec.block_hashes = std::move(hashes_);  // the router keeps its own copy; the span is no longer read
   spec.max_output_tokens = std::max<uint64_t>(1, row.output_length.value_or(1));
-  if (!row.session_id.empty()) spec.session = std::hash<std::string>{}(row.session_id) | 1;
+  if (!row.session_id.empty()) spec.session = engine::session_tag(row.session_id);
   spec.session_final = r.last_turn;
+  if (policies_) policy_hints(r, placed->cached_tokens(), spec, t);
   // The resolved priority is Dynamo's (higher is more important); as Dynamo does for each
   // engine, it is converted to the engine's polarity (SPEC 8).
   if (r.prio.priority != 0) {
@@ -811,6 +826,25 @@ bool Simulation::dispatch(uint32_t i, double t, bool from_queue) {
   r.placement = std::move(*placed);
   kick(static_cast<uint32_t>(r.worker), t);
   return true;
+}
+
+// The KV policies' hints for request r, placed on r.worker at t with `predicted_cached` tokens
+// the router expects cached (SPEC 6.4): its own hint in `spec`, a spawn's to the parent's worker.
+void Simulation::policy_hints(const Req& r, uint64_t predicted_cached, engine::RequestSpec& spec, double t) {
+  const records::WorkloadRow& row = *r.row;
+  if (row.session_id.empty()) return;
+  if (row.tool_wait_ms) policies_->observe_tool_wait(row.session_id, *row.tool_wait_ms / speed_ / 1000.0);
+  PolicySession& ps = policy_sessions_[row.session_id];
+  if (r.turn == 0) {
+    ps.shared_blocks = predicted_cached / ecfg_.block_size;
+    auto parent = policy_sessions_.find(row.parent_session_id);
+    if (parent != policy_sessions_.end())
+      if (auto h = policies_->spawn_hint(row.parent_session_id))
+        workers_[parent->second.worker].engine->apply_hint(*h, t);
+  }
+  ps.worker = r.worker;
+  spec.hint = policies_->request_hint(row.session_id, r.last_turn, r.ends_in_tool, ps.shared_blocks);
+  if (r.last_turn) policy_sessions_.erase(row.session_id);
 }
 
 // Request i waits in the router queue from t (its lane in r.lane): 429 when the queue is full,
@@ -1076,6 +1110,7 @@ SimSummary Simulation::run() {
                       tokens::sequence_from_ids(row.hash_ids, wl_block_, false, row.input_length, bs));
   }
   sum_.quality = router_.stats().quality;
+  if (policies_) sum_.kv_policy = policies_->counts();
   sum_.theoretical_hit = id_tokens_ ? static_cast<double>(id_hits_) / static_cast<double>(id_tokens_) : 0.0;
   for (const Req& r : reqs_) {
     if (!r.kept || r.end >= 0) continue;

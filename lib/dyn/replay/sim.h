@@ -10,6 +10,7 @@
 #include "dyn/engine/config.h"
 #include "dyn/io/output.h"
 #include "dyn/route/admission.h"
+#include "dyn/replay/kv_policy.h"
 #include "dyn/replay/schedule.h"
 #include "dyn/route/config.h"
 #include "dyn/route/quality.h"
@@ -95,6 +96,11 @@ struct SimOptions {
   bool write_rows = true;
   /// Called once per request as it completes (in completion order), when set.
   std::function<void(const SimRequest&)> on_request;
+  /// KV retention policies (SPEC 6.4, `--kv-policy`): the hints the router sends for sessions;
+  /// any of them turns the engines' KV hints on (engine.kv_hints' cap and TTL bound them). A turn
+  /// ends in a tool call when the session's next row has tool_wait_ms (loaded input; a streamed
+  /// one has no wait_for, so no tool waits).
+  KvPolicyConfig kv_policy;
 };
 
 struct SimSummary {
@@ -127,6 +133,8 @@ struct SimSummary {
   /// simulated engines' over the requests that completed.
   route::QualityTotals quality;
   route::StalenessTotals staleness;
+  /// SimOptions::kv_policy: the hints sent per policy.
+  KvPolicyCounts kv_policy;
 };
 
 /// Runs the workload through `options.workers` engines and the router (the same Router the live

@@ -1,0 +1,83 @@
+// KV retention policies of the simulated router (SPEC 6.4, `dyn-replay --sim --kv-policy`): the KV
+// hints a session-aware layer sends, from what it knows about the session.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include "dyn/base/named.h"
+#include "dyn/engine/hints.h"
+
+namespace dyn::replay {
+
+enum class KvPolicy : uint8_t { kToolTtl, kEvictOnFinal, kParentRetain };
+inline constexpr Named<KvPolicy> kKvPolicies[] = {
+    {KvPolicy::kToolTtl, "tool-ttl",
+     "a turn that ends in a tool call keeps its blocks (kv.retain) for 4x the session's expected tool wait when that "
+     "is short enough to beat recomputing (Continuum)"},
+    {KvPolicy::kEvictOnFinal, "evict-on-final",
+     "a session's last turn puts its own blocks first out (kv.evict; Dynamo's continuum policy)"},
+    {KvPolicy::kParentRetain, "parent-retain",
+     "a subagent's spawn keeps its parent's blocks (kv.retain) for a TTL (Dynamo's continuum policy)"},
+};
+
+/// Which policies run and their settings (docs/cli.md, SPEC 6.4). Times in seconds.
+struct KvPolicyConfig {
+  bool tool_ttl = false, evict_on_final = false, parent_retain = false;
+  /// Expected tool wait before a session has had one (no tool names in a workload row).
+  double tool_default_wait_s = 30;
+  /// tool-ttl pins only when the expected wait is at most this: past it the pinned share of G1
+  /// serves other sessions better than one session's return (keeping loses to recomputing).
+  double tool_max_wait_s = 120;
+  /// tool-ttl's lease is this many times the expected wait: a lease that ends before the session
+  /// returns leaves its blocks the oldest in the eviction order (SPEC 8.6), worse than no hint,
+  /// so it covers waits up to this multiple of the average.
+  double tool_ttl_factor = 4;
+  /// parent-retain's lease on the parent's blocks.
+  double parent_ttl_s = 120;
+  bool any() const { return tool_ttl || evict_on_final || parent_retain; }
+  void enable(KvPolicy p) {
+    (p == KvPolicy::kToolTtl ? tool_ttl : p == KvPolicy::kEvictOnFinal ? evict_on_final : parent_retain) = true;
+  }
+};
+
+/// What the policies sent (SimSummary::kv_policy): hints per policy, and tool-ending turns not
+/// pinned because their expected wait was over tool_max_wait_s.
+struct KvPolicyCounts {
+  uint64_t tool_retains = 0, tool_too_long = 0, final_evicts = 0, parent_retains = 0;
+};
+
+/// The policies' state over one run: per session, the moving average of its tool waits and the
+/// blocks its first turn shared with other sessions. Deterministic; not thread-safe.
+class KvPolicies {
+ public:
+  explicit KvPolicies(KvPolicyConfig c) : cfg_(c) {}
+
+  /// The hint tied to a request of `session` (applied by the engine at its completion), or null:
+  /// tool-ttl's kv.retain of the request's blocks when `ends_in_tool`, evict-on-final's kv.evict
+  /// of the request's blocks past the session's first `shared_blocks` when `last_turn` (a prefix
+  /// other sessions share, a system prompt, is not the session's to drop).
+  std::shared_ptr<const engine::KvHint> request_hint(const std::string& session, bool last_turn, bool ends_in_tool,
+                                                     uint64_t shared_blocks);
+  /// A tool wait of `session` seen (a turn after a tool call arrived), in seconds: the moving
+  /// average (EMA, weight 1/2 on the newest) it feeds is tool-ttl's expected wait.
+  void observe_tool_wait(const std::string& session, double wait_s);
+  /// parent-retain's hint when a subagent of `parent` spawns (not tied to a request), or nullopt.
+  std::optional<engine::KvHint> spawn_hint(const std::string& parent);
+  /// The session's expected tool wait in seconds (the default before it had one).
+  double expected_tool_wait_s(const std::string& session) const;
+
+  const KvPolicyConfig& config() const { return cfg_; }
+  const KvPolicyCounts& counts() const { return counts_; }
+
+ private:
+  KvPolicyConfig cfg_;
+  KvPolicyCounts counts_;
+  std::unordered_map<std::string, double> tool_wait_s_;  // session -> EMA of its tool waits
+  uint64_t next_id_ = 1;
+};
+
+}  // namespace dyn::replay
