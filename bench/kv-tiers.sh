@@ -29,19 +29,17 @@
 # tier credit on); (2) under soft affinity, tier credit gives a lower TTFT p90 than GPU-only credit
 # (each workload, each configuration with a lower tier).
 # Not here: the live half over dyn-mocker workers (a separate script).
-# Known (goal 2 misses): the agent p90 is set before any block leaves a GPU. The 61 slowest agent
-# TTFTs (26-38 s; p90 is the 61st) are requests arriving 33-70 s into the 3,464 s schedule, 53 of
-# them first turns of the 128 sessions (4 copies) opening together, waiting in the router queue
-# (every worker at 2 requests) and in the engines behind 120,633-token first turns. Tier credit first changes a TTFT
-# at 256 s (G1+G2 soft: 125 of 608 TTFTs differ, none among the 61), since until something is
-# offloaded there is nothing to credit: no rule that acts through tier credit can move that p90.
-# The router's load counts the prefill still ahead on each worker (SPEC 3.2 prefill_ahead, as
-# Dynamo's selector does), which moved only the G4 runs' p90 (WEKA G1+G2+G4 soft 18,097.6 vs
-# 18,167.7 ms; before it both 18,167.7).
-# Under soft affinity a session leaves its busy worker for a non-busy one, which rarely holds its
-# blocks on any tier (agent rebound rows: 8 % cached), so host credit seldom has a worker to favour
-# (WEKA G1+G2+G3 soft: credit changes 2 of 285 TTFTs, the first at 846 s, neither among the p90's);
-# with G4 every worker reaches the same shared blocks, so its credit ranks no worker above another.
+# Known (goal 2 misses on the agent workload only): its p90 is set by the opening burst. The 61
+# slowest agent TTFTs (26-38 s; p90 is the 61st) are requests arriving 33-78 s into the 3,464 s
+# schedule, 51-53 of them first turns of the 128 sessions (4 copies) opening together, waiting in
+# the router queue (every worker at 2 requests) and in the engines behind 120,633-token first
+# turns. Tier credit first changes an agent TTFT at 77.5 s (G1+G2 soft: 290 of 608 differ, mean
+# 5,358 vs 5,350 ms), and the 61st slowest then moves from 28,536 to 29,123.6 ms: a burst of
+# first turns, with nothing of theirs cached on any tier, is beyond what credit can buy.
+# What made goal 2 hold on WEKA (SPEC 2.3, 3.2): under soft affinity a busy bound worker is left
+# only for a cheaper one in the tier-credited cost (before, "busy => move" sent sessions where no
+# tier held their blocks: WEKA G1+G2+G3 soft credit changed 2 of 285 TTFTs, p90 15,456.7 ms both);
+# and the cost counts the prefill still ahead on each worker, as Dynamo's selector does.
 # Onboarding a 64-token block (8 MiB) alone on the links takes 0.6 ms from G2, 1.8 ms from G3 and
 # 2.7 ms from G4, against 1.3 ms to prefill it in a full 8,192-token chunk (SPEC 8 polynomial): a
 # host hit is worth about half a prefill, a disk or shared-pool hit costs more than recomputing.

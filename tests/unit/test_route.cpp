@@ -885,6 +885,61 @@ TEST_CASE("tiers: hit weights in the cost; a host hit worth 0.75 flips a choice;
   CHECK(bad.validate()->message.find("--router-host-cache-hit-weight") != std::string::npos);
 }
 
+TEST_CASE("soft kv: a busy bound worker is kept while its cached blocks outweigh the load difference") {
+  // SPEC 2.3: under kv routing the move off a busy bound worker uses the cost model.
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.affinity_ttl_secs = 300;
+  c.affinity_mode = AffinityMode::kSoft;
+  c.active_requests_threshold = 1;
+  c.block_size = 16;
+  c.kv_events = true;
+  ROUTER(r, c, clk, 2);
+  auto s = seq_of(500, 10);
+  auto first = place_ok(r, req("s", s, 10 * 16));
+  first.commit();
+  first.first_token();
+  first.finish();
+  const uint64_t bound = first.worker(), other = 1 - bound;
+  r.apply_kv_event(bound, tier_event(KvEvent::Kind::kStored, s, kv::Tier::kDevice));
+  // Another session's decode on the bound worker makes it busy: `blocks` past their prefill.
+  auto load = [&](uint64_t blocks) {
+    RouteRequest q;
+    q.worker = bound;
+    q.tokens = blocks * 16;
+    auto p = place_ok(r, q);
+    p.commit();
+    p.first_token();
+    return p;
+  };
+  {
+    // bound: prefill 0 + decode (4 + 10) = 14 against other: 10 + 10 = 20: kept.
+    auto held = load(4);
+    auto p = place_ok(r, req("s", s, 10 * 16));
+    CHECK(p.worker() == bound);
+    CHECK(p.binding() == BindingOutcome::kHit);
+    p.finish();
+    // The router queue's request waits for it, as for a pinned worker.
+    RouteRequest q = req("s", s, 10 * 16);
+    q.refuse_busy = true;
+    uint64_t busy_worker = 99;
+    q.busy_worker = &busy_worker;
+    auto refused = r.place(q);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().exit_code == kPlacePinnedBusy);
+    CHECK(busy_worker == bound);
+  }
+  {
+    // bound: 0 + (12 + 10) = 22 against 20: the load outweighs the 10 cached blocks; it moves.
+    auto held = load(12);
+    auto p = place_ok(r, req("s", s, 10 * 16));
+    CHECK(p.worker() == other);
+    CHECK(p.binding() == BindingOutcome::kRebound);
+    CHECK(p.rebind_reason() == RebindReason::kBusy);
+  }
+}
+
 TEST_CASE("tiers without events: a routed block is predicted on the host tier for the host TTL") {
   FakeClock clk;
   RouterConfig c;

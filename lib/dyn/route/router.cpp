@@ -750,6 +750,20 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
       if (cfg.affinity_mode == AffinityMode::kSoft) {
         b.chosen = select(p);
         if (b.chosen == kNoSlot) return p.no_slot();
+        // A busy bound worker under kv routing is left only for a cheaper one (SPEC 2.3): its
+        // cached blocks, lower tiers at their credit, are weighed against the load difference in
+        // the one cost model, instead of "busy => move", which lands sessions where nothing of
+        // theirs is cached on any tier. Kept, the request waits for it as a pinned one would.
+        if (cfg.mode == Mode::kKv && b.reason == RebindReason::kBusy && p.cost_of(bw) <= p.cost_of(b.chosen)) {
+          if (auto busy = p.pinned_busy(bw)) return *busy;
+          b.chosen = bw;
+          ++e.leases;
+          b.role = Role::kHolder;
+          b.gen = e.gen;
+          b.outcome = BindingOutcome::kHit;
+          b.reason = RebindReason::kNone;
+          break;
+        }
         ++e.leases;
         b.role = Role::kRebind;
         b.gen = e.gen;
