@@ -738,6 +738,22 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
         p.eligible_set();
         return std::find(I.cand.begin(), I.cand.end(), bw) != I.cand.end();
       }());
+      b.reason = keep ? RebindReason::kNone : p.why_not(bw);
+      // Soft: the worker the policy would move the session to (kNoSlot: none usable).
+      uint32_t alt = kNoSlot;
+      if (!keep && cfg.affinity_mode == AffinityMode::kSoft) {
+        alt = select(p);
+        if (alt == kNoSlot) return p.no_slot();
+        // A busy bound worker under kv routing is left only for a cheaper one (SPEC 2.3): its
+        // cached blocks, lower tiers at their credit, are weighed against the load difference in
+        // the one cost model, instead of "busy => move", which lands sessions where nothing of
+        // theirs is cached on any tier. Kept, the request waits for it as a pinned one would.
+        if (cfg.mode == Mode::kKv && b.reason == RebindReason::kBusy && p.cost_of(bw) <= p.cost_of(alt)) {
+          if (auto busy = p.pinned_busy(bw)) return *busy;
+          keep = true;
+          b.reason = RebindReason::kNone;
+        }
+      }
       if (keep) {
         b.chosen = bw;
         ++e.leases;
@@ -746,30 +762,13 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
         b.outcome = BindingOutcome::kHit;
         break;
       }
-      b.reason = p.why_not(bw);
       if (cfg.affinity_mode == AffinityMode::kSoft) {
-        b.chosen = select(p);
-        if (b.chosen == kNoSlot) return p.no_slot();
-        // A busy bound worker under kv routing is left only for a cheaper one (SPEC 2.3): its
-        // cached blocks, lower tiers at their credit, are weighed against the load difference in
-        // the one cost model, instead of "busy => move", which lands sessions where nothing of
-        // theirs is cached on any tier. Kept, the request waits for it as a pinned one would.
-        if (cfg.mode == Mode::kKv && b.reason == RebindReason::kBusy && p.cost_of(bw) <= p.cost_of(b.chosen)) {
-          if (auto busy = p.pinned_busy(bw)) return *busy;
-          b.chosen = bw;
-          ++e.leases;
-          b.role = Role::kHolder;
-          b.gen = e.gen;
-          b.outcome = BindingOutcome::kHit;
-          b.reason = RebindReason::kNone;
-          break;
-        }
+        b.chosen = alt;
         ++e.leases;
         b.role = Role::kRebind;
         b.gen = e.gen;
         b.seen_version = e.version;
         b.outcome = BindingOutcome::kRebound;
-        b.reason = p.why_not(bw);
         break;
       }
       // Hard: the bound worker is gone or unhealthy; invalidate and place once more normally.
