@@ -184,6 +184,47 @@ TEST_CASE("round-robin, random, power-of-two, least-loaded are deterministic und
   CHECK(seq == std::vector<uint64_t>{0, 1, 2, 0, 1, 2});
 }
 
+TEST_CASE("kv cost model: prefill still ahead on a worker is load until its first token") {
+  // SPEC 3.2 prefill_ahead (Dynamo's active prefill tokens in the selector's prefill term).
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.block_size = 16;
+  ROUTER(r, c, clk, 2);
+  auto s = seq_of(300, 10);
+  RouteRequest warm;
+  warm.worker = 0;
+  warm.sequence_hashes = std::span(s).first(8);
+  warm.tokens = 8 * 16;
+  auto w = place_ok(r, warm);
+  w.commit();
+  w.first_token();
+  w.finish();
+  // Worker 0 (8 of the 10 blocks cached) gets a 6-block prompt of another session, queued.
+  RouteRequest other;
+  other.worker = 0;
+  other.tokens = 6 * 16;
+  auto queued = place_ok(r, other);
+  queued.commit();
+  RouteRequest q = req("", s, 10 * 16);
+  q.explain = true;
+  {
+    // w0: prefill 6 ahead + 2 = 8, decode 6 + 10 = 16 -> 24; w1: 10 + 10 = 20: the queue outweighs
+    // the 8 cached blocks.
+    auto p = place_ok(r, q);
+    CHECK(p.explain()[0].prefill_blocks == doctest::Approx(8));
+    CHECK(p.explain()[0].cost == doctest::Approx(24));
+    CHECK(p.explain()[1].cost == doctest::Approx(20));
+    CHECK(p.worker() == 1);
+  }
+  // Its first token: only decode load is left, w0 = 2 + 16 = 18 against 20.
+  queued.first_token();
+  auto p = place_ok(r, q);
+  CHECK(p.explain()[0].prefill_blocks == doctest::Approx(2));
+  CHECK(p.explain()[0].cost == doctest::Approx(18));
+  CHECK(p.worker() == 0);
+}
+
 TEST_CASE("temperature > 0 draws by cost, seeded") {
   FakeClock clk;
   RouterConfig c;
@@ -791,7 +832,8 @@ TEST_CASE("tiers: hit weights in the cost; a host hit worth 0.75 flips a choice;
   c.kv_events = true;
   auto s = seq_of(9, 10);
   using K = KvEvent::Kind;
-  // Worker 0 holds `gpu` blocks on GPU; worker 1 holds all 10 on host and runs a 4-block request.
+  // Worker 0 holds `gpu` blocks on GPU; worker 1 holds all 10 on host and runs a 4-block request
+  // past its prefill (decode load only).
   auto setup = [&](Router& r, long gpu) {
     r.apply_kv_event(0, tier_event(K::kStored, {s.begin(), s.begin() + gpu}, kv::Tier::kDevice));
     r.apply_kv_event(1, tier_event(K::kStored, s, kv::Tier::kHost));
@@ -800,6 +842,7 @@ TEST_CASE("tiers: hit weights in the cost; a host hit worth 0.75 flips a choice;
     load.tokens = 4 * 16;
     auto p = place_ok(r, load);
     p.commit();
+    p.first_token();
     return p;
   };
   // Tier credit: w0 = (10 - 4) + 10 = 16; w1 = (10 - 0.75 x 10) + (4 + 10) = 16.5: the GPU run wins.
@@ -840,6 +883,61 @@ TEST_CASE("tiers: hit weights in the cost; a host hit worth 0.75 flips a choice;
   bad.host_cache_hit_weight = 1.5;
   REQUIRE(bad.validate());
   CHECK(bad.validate()->message.find("--router-host-cache-hit-weight") != std::string::npos);
+}
+
+TEST_CASE("soft kv: a busy bound worker is kept while its cached blocks outweigh the load difference") {
+  // SPEC 2.3: under kv routing the move off a busy bound worker uses the cost model.
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.affinity_ttl_secs = 300;
+  c.affinity_mode = AffinityMode::kSoft;
+  c.active_requests_threshold = 1;
+  c.block_size = 16;
+  c.kv_events = true;
+  ROUTER(r, c, clk, 2);
+  auto s = seq_of(500, 10);
+  auto first = place_ok(r, req("s", s, 10 * 16));
+  first.commit();
+  first.first_token();
+  first.finish();
+  const uint64_t bound = first.worker(), other = 1 - bound;
+  r.apply_kv_event(bound, tier_event(KvEvent::Kind::kStored, s, kv::Tier::kDevice));
+  // Another session's decode on the bound worker makes it busy: `blocks` past their prefill.
+  auto load = [&](uint64_t blocks) {
+    RouteRequest q;
+    q.worker = bound;
+    q.tokens = blocks * 16;
+    auto p = place_ok(r, q);
+    p.commit();
+    p.first_token();
+    return p;
+  };
+  {
+    // bound: prefill 0 + decode (4 + 10) = 14 against other: 10 + 10 = 20: kept.
+    auto held = load(4);
+    auto p = place_ok(r, req("s", s, 10 * 16));
+    CHECK(p.worker() == bound);
+    CHECK(p.binding() == BindingOutcome::kHit);
+    p.finish();
+    // The router queue's request waits for it, as for a pinned worker.
+    RouteRequest q = req("s", s, 10 * 16);
+    q.refuse_busy = true;
+    uint64_t busy_worker = 99;
+    q.busy_worker = &busy_worker;
+    auto refused = r.place(q);
+    REQUIRE_FALSE(refused.ok());
+    CHECK(refused.error().exit_code == kPlacePinnedBusy);
+    CHECK(busy_worker == bound);
+  }
+  {
+    // bound: 0 + (12 + 10) = 22 against 20: the load outweighs the 10 cached blocks; it moves.
+    auto held = load(12);
+    auto p = place_ok(r, req("s", s, 10 * 16));
+    CHECK(p.worker() == other);
+    CHECK(p.binding() == BindingOutcome::kRebound);
+    CHECK(p.rebind_reason() == RebindReason::kBusy);
+  }
 }
 
 TEST_CASE("tiers without events: a routed block is predicted on the host tier for the host TTL") {
@@ -892,7 +990,7 @@ TEST_CASE("shared pool: blocks past a worker's GPU run are credited at the multi
   auto s = seq_of(11, 4);
   using K = KvEvent::Kind;
   // A 4-block request, multiplier 0.5, the pool holding blocks 0-3 (stored by worker 1's engine).
-  // W0 holds 2 on GPU and runs a 1-block request; W1 holds none on GPU.
+  // W0 holds 2 on GPU and runs a 1-block request past its prefill; W1 holds none on GPU.
   auto setup = [&](Router& r) {
     r.apply_kv_event(0, tier_event(K::kStored, {s.begin(), s.begin() + 2}, kv::Tier::kDevice));
     r.apply_kv_event(1, tier_event(K::kStored, s, kv::Tier::kShared));
@@ -901,6 +999,7 @@ TEST_CASE("shared pool: blocks past a worker's GPU run are credited at the multi
     load.tokens = 16;
     auto p = place_ok(r, load);
     p.commit();
+    p.first_token();
     return p;
   };
   {

@@ -500,15 +500,19 @@ struct Pick {
     return Error{"worker " + std::to_string(I.workers[s].spec.id) + " (pinned) is over a busy threshold",
                  kPlacePinnedBusy};
   }
-  // SPEC 3.2: the prompt's blocks less the overlap credit, device blocks at 1 and lower-tier
-  // blocks at their hit weights (Dynamo's selector). With no lower-tier credit the sum is the
-  // device overlap itself, so GPU-only costs are exactly what they were.
-  double prefill_blocks(uint32_t s) const {
+  // SPEC 3.2: the prefill the worker would have with this request: the uncached prompt tokens of
+  // its requests still before their first token (queued in the engine or prefilling) plus this
+  // prompt, less the overlap credit, device blocks at 1 and lower-tier blocks at their hit weights
+  // (Dynamo's selector: prefill_tokens[w] is the worker's active prefill plus the request's new
+  // tokens). A worker with a long prefill ahead is thus loaded even with few requests in flight.
+  // `own`: tokens already charged to s by this request (scores built after its placement).
+  double prefill_blocks(uint32_t s, uint64_t own = 0) const {
     const double B = cfg.block_size;
     double credit = I.ov[s];
     if (I.lower_on) credit += cfg.host_cache_hit_weight * I.ov_host[s] + cfg.disk_cache_hit_weight * I.ov_disk[s];
     if (I.shared_on) credit += cfg.shared_multiplier() * I.shared_credit_blocks(s);
-    return std::max(0.0, (static_cast<double>(req.tokens) - credit * B) / B);
+    const double tokens = static_cast<double>(I.workers[s].prefill_tokens - own + req.tokens);
+    return std::max(0.0, (tokens - credit * B) / B);
   }
   // SPEC 3.2's cost: overlap_score_weight * prefill blocks + decode blocks.
   double cost_of(uint32_t s) const {
@@ -734,6 +738,22 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
         p.eligible_set();
         return std::find(I.cand.begin(), I.cand.end(), bw) != I.cand.end();
       }());
+      b.reason = keep ? RebindReason::kNone : p.why_not(bw);
+      // Soft: the worker the policy would move the session to (kNoSlot: none usable).
+      uint32_t alt = kNoSlot;
+      if (!keep && cfg.affinity_mode == AffinityMode::kSoft) {
+        alt = select(p);
+        if (alt == kNoSlot) return p.no_slot();
+        // A busy bound worker under kv routing is left only for a cheaper one (SPEC 2.3): its
+        // cached blocks, lower tiers at their credit, are weighed against the load difference in
+        // the one cost model, instead of "busy => move", which lands sessions where nothing of
+        // theirs is cached on any tier. Kept, the request waits for it as a pinned one would.
+        if (cfg.mode == Mode::kKv && b.reason == RebindReason::kBusy && p.cost_of(bw) <= p.cost_of(alt)) {
+          if (auto busy = p.pinned_busy(bw)) return *busy;
+          keep = true;
+          b.reason = RebindReason::kNone;
+        }
+      }
       if (keep) {
         b.chosen = bw;
         ++e.leases;
@@ -742,16 +762,13 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
         b.outcome = BindingOutcome::kHit;
         break;
       }
-      b.reason = p.why_not(bw);
       if (cfg.affinity_mode == AffinityMode::kSoft) {
-        b.chosen = select(p);
-        if (b.chosen == kNoSlot) return p.no_slot();
+        b.chosen = alt;
         ++e.leases;
         b.role = Role::kRebind;
         b.gen = e.gen;
         b.seen_version = e.version;
         b.outcome = BindingOutcome::kRebound;
-        b.reason = p.why_not(bw);
         break;
       }
       // Hard: the bound worker is gone or unhealthy; invalidate and place once more normally.
@@ -932,8 +949,8 @@ Expected<Placement> Router::place(const RouteRequest& req) {
     sc.host_blocks = I.lower_on ? I.ov_host[s] : 0;
     sc.disk_blocks = I.lower_on ? I.ov_disk[s] : 0;
     sc.shared_blocks = I.shared_credit_blocks(s);
-    sc.prefill_blocks = pk.prefill_blocks(s);
     // Scores describe the moment of decision, before this request's own charge.
+    sc.prefill_blocks = pk.prefill_blocks(s, s == chosen ? a.prefill_tokens : 0);
     uint64_t active = I.workers[s].active_blocks - (s == chosen ? new_blocks : 0);
     sc.decode_blocks = static_cast<double>(active + new_blocks);
     sc.cost = cfg_.overlap_score_weight * sc.prefill_blocks + sc.decode_blocks;

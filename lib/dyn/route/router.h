@@ -167,7 +167,7 @@ struct Availability {
 struct WorkerScore {
   uint64_t worker = 0;
   uint32_t overlap_blocks = 0;  ///< device (GPU) tier: leading blocks held
-  double prefill_blocks = 0;    ///< prompt blocks less the overlap credit (SPEC 3.2)
+  double prefill_blocks = 0;    ///< prefill ahead + prompt blocks, less the overlap credit (SPEC 3.2)
   double decode_blocks = 0;
   double cost = 0;
   bool eligible = true;  ///< healthy, present and not busy (or all were busy)
