@@ -69,18 +69,24 @@ int main(int argc, char** argv) {
     for (uint32_t w = 0; w < workers; ++w) router.add_worker(route::WorkerSpec{w, 0, 0});
     std::vector<route::Placement> live(rows.size());
     std::vector<uint64_t> active(workers, 0);
-    std::priority_queue<std::pair<double, size_t>, std::vector<std::pair<double, size_t>>, std::greater<>> ends;
+    // (time, kind, row): decide's event order; at equal times a first token (kind 0) before an end.
+    using Ev = std::tuple<double, int, size_t>;
+    std::priority_queue<Ev, std::vector<Ev>, std::greater<>> ends;
     hits = 0;
     auto t0 = std::chrono::steady_clock::now();
     const double c0 = cpu_now();
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row& r = rows[i];
-      while (!ends.empty() && ends.top().first <= r.t) {
-        clk.set(ends.top().first);
-        const size_t e = ends.top().second;
+      while (!ends.empty() && std::get<0>(ends.top()) <= r.t) {
+        const auto [t, kind, e] = ends.top();
+        ends.pop();
+        clk.set(t);
+        if (kind == 0) {
+          live[e].first_token();
+          continue;
+        }
         live[e].finish();
         active[live[e].worker()] -= rows[e].tokens;
-        ends.pop();
       }
       clk.set(r.t);
       route::RouteRequest q;
@@ -95,7 +101,10 @@ int main(int argc, char** argv) {
       hits += pl->cached_tokens();
       const auto w = static_cast<uint32_t>(pl->worker());
       const double u = static_cast<double>(active[w] + r.tokens) / kv_tokens;
-      ends.emplace(r.t + em.duration_ms(r.tokens, r.tokens - pl->cached_tokens(), r.out, u), i);
+      const uint64_t uncached = r.tokens - pl->cached_tokens();
+      const double end = r.t + em.duration_ms(r.tokens, uncached, r.out, u);
+      ends.emplace(std::min(end, r.t + em.duration_ms(r.tokens, uncached, 0, u)), 0, i);
+      ends.emplace(end, 1, i);
       active[w] += r.tokens;
       if (p == 0 && choices) std::fprintf(choices, "%u\n", w);
       live[i] = std::move(*pl);

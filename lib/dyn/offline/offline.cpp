@@ -452,6 +452,8 @@ void parse_mooncake(const simdjson::dom::object& obj, Row& r, uint32_t ids_bs, r
 // shuffled by up to the number of requests in flight) is sorted exactly as a full sort would;
 // a row later than that gets dyn.error. Memory stays bounded by the window however long the input.
 constexpr size_t kReorderWindow = 16384;
+// Event kinds of a routed request on the virtual clock; at equal times a first token comes first.
+constexpr int kFirstTokenEvent = 0, kEndEvent = 1;
 
 // One run of decide: rows stream through the reorder window into the router, on the virtual
 // clock that the ends of routed requests (EventQueue, the loop dyn-replay --sim runs on too)
@@ -678,7 +680,10 @@ void Decider::route(Row& r) {
     r.ids_into(ids_);
     tokens::sequence_from_ids(ids_, r.ids_bs, r.ids_are_sequence, r.tokens, cfg_.block_size, seq_);
   }
-  ends_.run_until(r.arrival_ms, [&](const auto& end) { release(end.arg); });
+  ends_.run_until(r.arrival_ms, [&](const auto& e) {
+    if (e.kind == kFirstTokenEvent) live_[e.arg].p.first_token();
+    else release(e.arg);
+  });
   if (r.kv) return apply_kv_row(r);
   std::string_view request_id = r.request_id();
   if (request_id.empty()) {
@@ -768,9 +773,12 @@ void Decider::write_decision(const Row& r, std::string_view request_id, Expected
   st_.input_tokens += r.tokens;
   st_.cached_tokens += p.cached_tokens();
   double u = kv_tokens_ > 0 ? static_cast<double>(active_tokens_[wi] + r.tokens) / kv_tokens_ : 0;
-  double end =
-      r.has_end ? std::max(r.end_ms, r.arrival_ms)
-                : r.arrival_ms + o_.end_model.duration_ms(r.tokens, r.tokens - p.cached_tokens(), r.output_tokens, u);
+  const uint64_t uncached = r.tokens - p.cached_tokens();
+  double end = r.has_end ? std::max(r.end_ms, r.arrival_ms)
+                         : r.arrival_ms + o_.end_model.duration_ms(r.tokens, uncached, r.output_tokens, u);
+  // Its first token, when the router stops counting its prefill as load (SPEC 3.2 prefill_ahead):
+  // the end model's prefill time, never after its end.
+  const double first = std::min(end, r.arrival_ms + o_.end_model.duration_ms(r.tokens, uncached, 0, u));
   active_tokens_[wi] += r.tokens;
   uint32_t slot;
   if (!free_live_.empty()) {
@@ -781,7 +789,8 @@ void Decider::write_decision(const Row& r, std::string_view request_id, Expected
     slot = static_cast<uint32_t>(live_.size());
     live_.push_back(Live{std::move(p), r.tokens, wi});
   }
-  ends_.push(end, 0, slot);
+  ends_.push(first, kFirstTokenEvent, slot);
+  ends_.push(end, kEndEvent, slot);
   ++st_.decisions;
   out_.line(line_);
 }
@@ -807,7 +816,10 @@ int Decider::run(DecideStats* stats) {
                            untimed_ == 1 ? "" : "s"));
   if (reordered_) diag::note("rows were not in arrival order; routed (and written) sorted by arrival, stably");
   // Release in end order so the router's state unwinds like time would.
-  while (!ends_.empty()) live_[ends_.pop().arg].p.finish();
+  while (!ends_.empty()) {
+    const auto e = ends_.pop();
+    if (e.kind == kEndEvent) live_[e.arg].p.finish();
+  }
   if (cfg_.kv_events && kv_rows_ == 0)
     diag::warning("", "--router-kv-events without kv_event rows: the index stayed empty (load-only routing)");
   for (const auto& f : feeds_)
