@@ -30,18 +30,8 @@ int main(int argc, char** argv) {
   dyn::cmd::EngineFlags ef;
   dyn::cmd::add_engine_flags(app, o.engine, ef);
   dyn::cmd::add_session_flags(app, o.session);
-  const char* hg = "KV hints (POST /v1/kv_hints, X-Dynamo-Retention-TTL-Ms, nvext.kv_hint)";
-  app.add_option("--kv-hint-max-pinned-fraction", o.engine.kv_hints.max_pinned_fraction,
-                 "Most of the KV pool that KV hint leases may pin at once (0 = refuse every kv.retain); a lease "
-                 "beyond it is clipped root first, a more important one displaces less important ones")
-      ->capture_default_str()
-      ->check(CLI::Range(0.0, 1.0))
-      ->group(hg);
-  app.add_option("--kv-hint-max-ttl-s", o.engine.kv_hints.max_ttl_s,
-                 "Longest KV hint lease in seconds: a longer ttl_seconds is clipped to it")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber)
-      ->group(hg);
+  dyn::cmd::add_kv_hint_flags(app, o.engine.kv_hints,
+                              "KV hints (POST /v1/kv_hints, X-Dynamo-Retention-TTL-Ms, nvext.kv_hint)");
   app.add_option(
          "--kv-events-endpoint", o.kv_events_endpoint,
          "Publish KV cache events as vLLM does (ZMQ PUB, msgpack KVEventBatch), bound here; port * = any free one (see GET /health)")
