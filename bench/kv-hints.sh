@@ -58,16 +58,7 @@ fi
 exec 3>&1
 workers=2
 
-# copies FILE N: the workload N times over (as bench/kv-tiers.sh).
-copies() {
-  local off
-  off=$(jq -s '[.[].hash_ids[]] | max + 1' "$1")
-  jq -c --argjson n "$2" --argjson off "$off" '. as $r | range($n) as $c | $r
-    | .session_id += "~\($c)" | .hash_ids |= map(. + $c * $off)
-    | if .parent_session_id then .parent_session_id += "~\($c)" else . end
-    | if .request_id then .request_id += "~\($c)" else . end
-    | if .wait_for then .wait_for |= map(. + "~\($c)") else . end' "$1"
-}
+source "$root/bench/workload_copies.sh"  # copies FILE N
 
 "$bin/dyn-trace" convert --from weka "$root"/data/weka-kv-cache-tester/trace_*.json.gz -o "$out/weka1.jsonl" 2>/dev/null
 workloads=("weka $out/weka1.jsonl 64" "agent $root/data/quickstart/conversation-slice.jsonl 512")

@@ -59,17 +59,7 @@ fi
 exec 3>&1  # the verdict line goes to the terminal even from inside a run whose rows are redirected
 kv_bytes=131072  # 128 KiB a token: 8 MiB a 64-token block, as tests/e2e/sim-kv-tiers.sh
 
-# copies FILE N: the workload N times over, copy c with its own sessions, request ids and hash ids
-# (every id + c x (largest + 1)): N times the independent sessions, arriving on the same schedule.
-copies() {
-  local off
-  off=$(jq -s '[.[].hash_ids[]] | max + 1' "$1")
-  jq -c --argjson n "$2" --argjson off "$off" '. as $r | range($n) as $c | $r
-    | .session_id += "~\($c)" | .hash_ids |= map(. + $c * $off)
-    | if .parent_session_id then .parent_session_id += "~\($c)" else . end
-    | if .request_id then .request_id += "~\($c)" else . end
-    | if .wait_for then .wait_for |= map(. + "~\($c)") else . end' "$1"
-}
+source "$root/bench/workload_copies.sh"  # copies FILE N
 
 # Workloads: NAME FILE TRACE_BLOCK (tokens per hash id in FILE).
 "$bin/dyn-trace" convert --from weka "$root"/data/weka-kv-cache-tester/trace_*.json.gz -o "$out/weka1.jsonl" 2>/dev/null
