@@ -151,6 +151,28 @@ jq -s -r '
        | {w: $w, t: $t, on: get("\($w) \($t) soft on").ttft_p90, off: get("\($w) \($t) soft off").ttft_p90}
        | "goal 2 \(.w) \(.t) soft: TTFT p90 tier credit \(.on * 10 | round / 10) ms vs GPU-only \(.off * 10 | round / 10) ms: \(if .on < .off then "ok" else "miss" end)" ]) as $l2
   | ($l1 + $l2)[]' "$out/all.jsonl" | tee "$out/goals"
+# Informational (no goal), issue 48: the shape of Dynamo's H200 Kimi-K2.5 KVBM G2 experiment
+# (ai-dynamo/dynamo docs/blogs/digital-twin-simulation/scripts/h200_kvbm_g2_exp: one worker,
+# closed-loop concurrency 8/16/32/64, max_num_batched_tokens 2048, G2 32,768 blocks at 70,272
+# bytes a token; published mean TTFT -21.0 %, -28.8 %, -32.4 %, -1.5 %), run with dyn's default
+# step timing (SPEC 8.3, Llama-3.1-8B-FP8 on one H200: no Kimi profile is public) on the Mooncake
+# conversation trace (the toolagent trace they used is not in data/).
+echo "== Kimi-shaped G2 experiment (informational): 1 worker, mooncake conversation, 2048-token steps, G2 32768 x 70272 B/token"
+printf '%-6s %12s %12s %8s %10s\n' conc ttft_g1_ms ttft_g2_ms change g2_hit%
+for c in 8 16 32 64; do
+  for g in g1 g2; do
+    extra=()
+    [[ $g == g2 ]] && extra=(--num-g2-blocks 32768 --kv-bytes-per-token 70272)
+    "$bin/dyn-replay" "$root/data/mooncake-fast25/conversation_trace.jsonl.gz" --sim --workers 1 --concurrency "$c" \
+      --max-num-batched-tokens 2048 --block-size 512 "${extra[@]}" -o "$out/kimi-$g.jsonl" 2>/dev/null
+  done
+  jq -s -r --arg c "$c" '
+    def m(f): (map(select(.dyn.status == "ok")) | map(f) | add / length);
+    (.[0] | m(.request.ttft_ms)) as $a | (.[1] | m(.request.ttft_ms)) as $b
+    | (.[1] | map(.dyn.cached_tokens_by_tier.g2 // 0) | add) as $h | (.[1] | map(.request.input_tokens) | add) as $in
+    | "\($c | " " * (6 - length) + .) \($a | round | tostring | " " * (12 - length) + .) \($b | round | tostring | " " * (12 - length) + .) \(($b / $a - 1) * 1000 | round / 10 | tostring + " %" | " " * (8 - length) + .) \($h / $in * 1000 | round / 10 | tostring | " " * (10 - length) + .)"' \
+    <(jq -s . "$out/kimi-g1.jsonl") <(jq -s . "$out/kimi-g2.jsonl")
+done
 # Every row of every run must end ok: a request refused or timed out would leave the figures
 # comparing different sets of rows.
 bad=$(jq -r 'select(.ok != .rows) | "\(.run): \(.ok) of \(.rows) rows ok"' "$out/all.jsonl")
