@@ -840,6 +840,29 @@ TEST_CASE("tiers: a G1 victim lands in G2 (stored there before its G1 remove), a
   CHECK(u[3].ttft >= prefill_time_ms(64));
 }
 
+TEST_CASE("tiers: --speedup-ratio divides transfer times as it divides step times; byte counts stay real") {
+  // The G2 onboard of the test above at speedup 1 and 4: every time a quarter, so the TTFT too
+  // (before this rule a sped-up engine spent the whole 0.2857 ms transfer: 0.214 ms more).
+  auto onboard_ttft = [](double speedup) {
+    EngineConfig c = tiered(8, 4, 0);
+    c.speedup_ratio = speedup;
+    Engine e(c);
+    REQUIRE(e.add(blocks_req(1, 100, 4)));
+    run_all(e, 1);
+    REQUIRE(e.add(blocks_req(2, 200, 7, 16)));
+    run_all(e, 2);
+    CHECK(e.stats().tiers.offloaded_bytes == 4000000);
+    REQUIRE(e.add(blocks_req(3, 100, 4)));
+    auto t = run_all(e, 3);
+    CHECK(t[3].cached == 64);
+    CHECK(e.stats().tiers.onboarded_bytes == 4000000);
+    return t[3].ttft;
+  };
+  const double t1 = onboard_ttft(1), t4 = onboard_ttft(4);
+  CHECK(t1 > 4e6 / 14e6);
+  CHECK(t4 == doctest::Approx(t1 / 4));
+}
+
 TEST_CASE("tiers: a G2 victim stays on G3 (written through); a G3 hit stages G3 -> G2 -> G1") {
   Engine e(tiered(8, 4, 16));
   REQUIRE(e.add(blocks_req(1, 100, 4)));

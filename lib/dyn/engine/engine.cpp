@@ -33,8 +33,8 @@ Engine::Engine(EngineConfig config)
             config.kv_eviction == KvEviction::kPriority),
       leases_(pool_, config.kv_hints, config.tiers.enabled()) {
   if (cfg_.tiers.enabled()) {
-    tiers_ = std::make_unique<Tiers>(cfg_.tiers, cfg_.kv_bytes_per_token * cfg_.block_size, cfg_.shared_g4,
-                                     [this](KvEvent e) { pool_.push_event(std::move(e)); });
+    tiers_ = std::make_unique<Tiers>(cfg_.tiers, cfg_.kv_bytes_per_token * cfg_.block_size, cfg_.speedup_ratio,
+                                     cfg_.shared_g4, [this](KvEvent e) { pool_.push_event(std::move(e)); });
     // Whatever eviction order picks the G1 victim, it is offloaded (SPEC 8.7).
     pool_.set_evict_hook([this](uint64_t h, std::optional<uint64_t> parent) { tiers_->on_g1_evict(h, parent, now_); });
   }

@@ -138,9 +138,11 @@ void SharedTier::advance(double now_ms) {
 
 // ---- Tiers ----
 
-Tiers::Tiers(const TierConfig& cfg, uint64_t block_bytes, std::shared_ptr<SharedTier> g4, EventSink events)
+Tiers::Tiers(const TierConfig& cfg, uint64_t block_bytes, double speedup, std::shared_ptr<SharedTier> g4,
+             EventSink events)
     : cfg_(cfg),
       block_bytes_(static_cast<double>(block_bytes)),
+      link_scale_(1.0 / speedup),
       g4_(cfg.g4_blocks ? std::move(g4) : nullptr),
       events_(std::move(events)),
       g2_(cfg.g2_blocks),
@@ -189,7 +191,7 @@ void Tiers::flush(double now_ms) {
   advance(now_ms);
   const double bytes = block_bytes_ * static_cast<double>(batch_.size());
   st_.offloaded_bytes += static_cast<uint64_t>(bytes);
-  const uint64_t id = g1_g2_.start(now_ms, bytes);
+  const uint64_t id = g1_g2_.start(now_ms, bytes * link_scale_);
   g1_g2_pending_[id] = Batch{std::move(batch_), nullptr};
   batch_.clear();
 }
@@ -215,7 +217,7 @@ void Tiers::landed_g2(const std::vector<uint64_t>& hashes, double t) {
       for (uint64_t v : evicted_) emit(KvEvent::Kind::kRemoved, Tier::kG4, v, std::nullopt);
     }
     g4_->advance(t);
-    const uint64_t id = g4_->down.start(t, block_bytes_ * static_cast<double>(to_g4.size()));
+    const uint64_t id = g4_->down.start(t, block_bytes_ * link_scale_ * static_cast<double>(to_g4.size()));
     g4_->down_owner[id] = {this, [g4 = g4_.get(), hashes = std::move(to_g4)](double) {
                              for (uint64_t h : hashes) g4->store.set_ready(h);
                            }};
@@ -233,14 +235,14 @@ void Tiers::start_g3_write(double t) {
     emit(KvEvent::Kind::kStored, Tier::kG3, h, g2_.parent(h));
     for (uint64_t v : evicted_) emit(KvEvent::Kind::kRemoved, Tier::kG3, v, std::nullopt);
   }
-  const uint64_t id = g2_g3_.start(t, block_bytes_ * static_cast<double>(hashes.size()));
+  const uint64_t id = g2_g3_.start(t, block_bytes_ * link_scale_ * static_cast<double>(hashes.size()));
   g2_g3_pending_[id] = Batch{std::move(hashes), nullptr};
 }
 
 void Tiers::up_to_g1(std::vector<uint64_t> hashes, double t, std::function<void(double)> done) {
   const double bytes = block_bytes_ * static_cast<double>(hashes.size());
   st_.onboarded_bytes += static_cast<uint64_t>(bytes);
-  const uint64_t id = g2_g1_.start(t, bytes);
+  const uint64_t id = g2_g1_.start(t, bytes * link_scale_);
   g2_g1_pending_[id] = Batch{std::move(hashes), std::move(done)};
 }
 
@@ -336,12 +338,12 @@ void Tiers::onboard(std::span<const uint64_t> hashes, size_t from, const std::ve
   };
   if (!from_g3.empty()) {
     ++*legs;
-    const uint64_t id = g3_g2_.start(now_ms, block_bytes_ * static_cast<double>(from_g3.size()));
+    const uint64_t id = g3_g2_.start(now_ms, block_bytes_ * link_scale_ * static_cast<double>(from_g3.size()));
     g3_g2_pending_[id] = Batch{{}, staged(std::move(from_g3), Tier::kG3)};
   }
   if (!from_g4.empty()) {
     ++*legs;
-    const uint64_t id = g4_->up.start(now_ms, block_bytes_ * static_cast<double>(from_g4.size()));
+    const uint64_t id = g4_->up.start(now_ms, block_bytes_ * link_scale_ * static_cast<double>(from_g4.size()));
     g4_->up_owner[id] = {this, staged(std::move(from_g4), Tier::kG4)};
   }
   if (*legs == 0) done(now_ms);

@@ -120,8 +120,10 @@ struct TierStats {
 class Tiers {
  public:
   using EventSink = std::function<void(KvEvent)>;
-  /// `block_bytes`: block_size x kv_bytes_per_token; `g4`: the process's shared pool (null: none).
-  Tiers(const TierConfig& cfg, uint64_t block_bytes, std::shared_ptr<SharedTier> g4, EventSink events);
+  /// `block_bytes`: block_size x kv_bytes_per_token; `speedup` (> 0): the engine's --speedup-ratio,
+  /// which divides transfer times as it divides step times (SPEC 8.7; byte counts stay real);
+  /// `g4`: the process's shared pool (null: none).
+  Tiers(const TierConfig& cfg, uint64_t block_bytes, double speedup, std::shared_ptr<SharedTier> g4, EventSink events);
   ~Tiers();
   Tiers(const Tiers&) = delete;
   Tiers& operator=(const Tiers&) = delete;
@@ -156,6 +158,7 @@ class Tiers {
 
   TierConfig cfg_;
   double block_bytes_;
+  double link_scale_;  // 1 / speedup: a link moves block_bytes_ x this per block
   std::shared_ptr<SharedTier> g4_;
   EventSink events_;
   TierStore g2_, g3_;
