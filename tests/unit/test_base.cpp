@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 #include <string>
+#include <vector>
 
 #include "dyn/base/event_queue.h"
 #include "dyn/base/json.h"
@@ -50,6 +51,31 @@ TEST_CASE("append_json_number(double) writes what Json::dump writes") {
     dyn::append_json_number(s, v);
     REQUIRE_MESSAGE(s == dyn::Json(v).dump(), "value bits ", v);
   }
+}
+
+TEST_CASE("append_json_numbers writes what Json::dump writes for an array's members") {
+  // Every digit count and the 8- and 16-digit piece edges, then enough hashes to fill the
+  // writer's buffer several times.
+  std::vector<uint64_t> v;
+  for (uint64_t p = 1;; p *= 10) {
+    v.insert(v.end(), {p - 1, p, p + 1});
+    if (p == 10000000000000000000ull) break;
+  }
+  v.insert(v.end(), {99999999ull, 100000000ull, 9999999999999999ull, 10000000000000000ull, UINT64_MAX, 0});
+  uint64_t x = 88172645463325252ull;
+  for (int i = 0; i < 2000; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    v.push_back(x >> (i % 64));
+  }
+  std::string s = "[";
+  dyn::append_json_numbers(s, v);
+  s += ']';
+  CHECK(s == dyn::Json(v).dump());
+  std::string none;
+  dyn::append_json_numbers(none, {});
+  CHECK(none.empty());
 }
 
 TEST_CASE("append_json_number(integers) and append_json_string write what Json::dump writes") {

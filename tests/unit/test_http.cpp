@@ -3,6 +3,8 @@
 #include <doctest/doctest.h>
 
 #include <atomic>
+#include <chrono>
+#include <csignal>
 #include <future>
 #include <mutex>
 #include <thread>
@@ -897,4 +899,26 @@ TEST_CASE("event server: close() while clients keep connecting returns (no self-
     }
     loop.shutdown();
   }
+}
+
+TEST_CASE("SignalWatcher: a signal reaches on_signal once; stop() ends a waiting watcher without one") {
+  std::atomic<int> got{0};
+  {
+    SignalWatcher w([&](int s) { got = s; });
+    ::kill(::getpid(), SIGTERM);  // blocked in every thread but taken by the watcher
+    for (int i = 0; i < 500 && got.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    CHECK(got.load() == SIGTERM);
+    CHECK(w.received() == SIGTERM);
+  }
+  // The watcher sleeps in sigwaitinfo with no timeout: stop() (the destructor) must wake it, and
+  // the wake-up it sends is not a signal for on_signal; a second watcher still gets real ones.
+  std::atomic<int> calls{0};
+  {
+    SignalWatcher idle([&](int) { ++calls; }, /*exit_on_second=*/true);
+  }
+  CHECK(calls.load() == 0);
+  SignalWatcher again([&](int s) { got = -s; });
+  ::kill(::getpid(), SIGINT);
+  for (int i = 0; i < 500 && got.load() != -SIGINT; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  CHECK(got.load() == -SIGINT);
 }

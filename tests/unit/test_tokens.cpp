@@ -73,6 +73,26 @@ TEST_CASE("text_block_hashes: the block hashes of text_to_tokens, hashed in plac
   }
 }
 
+TEST_CASE("block hashes: the per-call seeded XXH3 values, under any seed, on both sides of 240 bytes") {
+  // block_hashes derives the seed's secret once (XXH3_64bits_withSecretandSeed); hash_tokens
+  // is XXH3_64bits_withSeed. Blocks of 59, 60, 61 and 64 tokens straddle XXH3's 240-byte switch
+  // from the seed to the secret; adapter seeds are not the default.
+  std::vector<uint32_t> toks(1000);
+  for (uint32_t i = 0; i < toks.size(); ++i) toks[i] = i * 2654435761u;
+  for (uint64_t seed : {kHashSeed, uint64_t{0}, uint64_t{99}, adapter_seed("lora-a")}) {
+    for (uint32_t bs : {1u, 16u, 59u, 60u, 61u, 64u, 256u}) {
+      CAPTURE(seed);
+      CAPTURE(bs);
+      const auto got = block_hashes(toks, bs, /*include_partial=*/true, seed);
+      REQUIRE(got.size() == (toks.size() + bs - 1) / bs);
+      for (size_t i = 0; i < got.size(); ++i)
+        CHECK(got[i] ==
+              hash_tokens(std::span<const uint32_t>(toks).subspan(i * bs, std::min<size_t>(bs, toks.size() - i * bs)),
+                          seed));
+    }
+  }
+}
+
 TEST_CASE("render: chat messages extend as a prefix") {
   dyn::Json a =
       dyn::Json::parse(R"({"messages":[{"role":"system","content":"be brief"},{"role":"user","content":"hi"}]})");

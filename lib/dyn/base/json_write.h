@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -33,5 +34,9 @@ char* write_json_number(char* out, double v);
 /// Appends an unsigned / signed integer in decimal, as Json::dump() writes integers. Thread-safe.
 void append_json_number(std::string& out, uint64_t v);
 void append_json_number(std::string& out, int64_t v);
+/// Appends `v` comma-separated ("1,22,333"; nothing for none), the bytes append_json_number
+/// writes one by one, at under half their cost: a 150k-token prompt's trace row lists 2,344
+/// sequence hashes of up to 20 digits (issue 54). Thread-safe.
+void append_json_numbers(std::string& out, std::span<const uint64_t> v);
 
 }  // namespace dyn

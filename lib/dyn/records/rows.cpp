@@ -4,6 +4,7 @@
 
 #include <charconv>
 #include <cstring>
+#include <type_traits>
 
 #include "dyn/base/json_write.h"
 #include "dyn/records/record.h"
@@ -39,9 +40,13 @@ template <class T>
 void array(std::string& o, std::string_view k, std::span<const T> v) {
   key(o, k);
   o += '[';
-  for (size_t i = 0; i < v.size(); ++i) {
-    if (i) o += ',';
-    append_json_number(o, v[i]);
+  if constexpr (std::is_same_v<T, uint64_t>) {
+    append_json_numbers(o, v);
+  } else {
+    for (size_t i = 0; i < v.size(); ++i) {
+      if (i) o += ',';
+      append_json_number(o, v[i]);
+    }
   }
   o += ']';
 }

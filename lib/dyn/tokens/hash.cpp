@@ -37,14 +37,36 @@ uint64_t chain_hash(uint64_t prev, uint64_t block) {
   return XXH3_64bits_withSeed(pair, sizeof pair, kHashSeed);
 }
 
+namespace {
+
+/// XXH3-64 with `seed` of many inputs: XXH3_64bits_withSeed derives a 192-byte secret from the
+/// seed on every input over 240 bytes (a 64-token block is 256), a third of hashing a prompt;
+/// this derives it once. xxhash.h: a secret from XXH3_generateSecret_fromSeed with
+/// XXH3_64bits_withSecretandSeed gives exactly XXH3_64bits_withSeed's values.
+class SeededHasher {
+ public:
+  explicit SeededHasher(uint64_t seed) : seed_(seed) { XXH3_generateSecret_fromSeed(secret_, seed); }
+  uint64_t operator()(const void* data, size_t len) const {
+    return XXH3_64bits_withSecretandSeed(data, len, secret_, sizeof secret_, seed_);
+  }
+
+ private:
+  uint64_t seed_;
+  alignas(64) unsigned char secret_[XXH3_SECRET_DEFAULT_SIZE];
+};
+
+}  // namespace
+
 std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t block_size, bool include_partial,
                                    uint64_t seed) {
+  const SeededHasher hash(seed);
   std::vector<uint64_t> out;
   size_t full = tokens.size() / block_size;
   out.reserve(full + 1);
-  for (size_t i = 0; i < full; ++i) out.push_back(hash_tokens(tokens.subspan(i * block_size, block_size), seed));
+  for (size_t i = 0; i < full; ++i)
+    out.push_back(hash(tokens.data() + i * block_size, size_t{block_size} * sizeof(uint32_t)));
   if (include_partial && tokens.size() % block_size)
-    out.push_back(hash_tokens(tokens.subspan(full * block_size), seed));
+    out.push_back(hash(tokens.data() + full * block_size, (tokens.size() - full * block_size) * sizeof(uint32_t)));
   return out;
 }
 
@@ -53,19 +75,20 @@ std::vector<uint64_t> text_block_hashes(std::string_view text, uint32_t block_si
   const size_t tokens = token_count(text.size());
   const size_t block_bytes = size_t{block_size} * sizeof(uint32_t);
   const size_t blocks = include_partial ? (tokens + block_size - 1) / block_size : tokens / block_size;
+  const SeededHasher hash(seed);
   std::vector<uint64_t> out;
   out.reserve(blocks);
   for (size_t i = 0; i < blocks; ++i) {
     const size_t start = i * block_bytes;
     const size_t len = std::min(block_bytes, (tokens - i * block_size) * sizeof(uint32_t));
     if (start + len <= text.size()) {
-      out.push_back(XXH3_64bits_withSeed(text.data() + start, len, seed));
+      out.push_back(hash(text.data() + start, len));
       continue;
     }
     // The block of the last, zero-padded token: its bytes as text_to_tokens lays them out.
     std::vector<char> padded(len, 0);
     std::memcpy(padded.data(), text.data() + start, text.size() - start);
-    out.push_back(XXH3_64bits_withSeed(padded.data(), len, seed));
+    out.push_back(hash(padded.data(), len));
   }
   return out;
 }
