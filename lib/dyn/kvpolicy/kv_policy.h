@@ -1,17 +1,17 @@
-// KV retention policies of the simulated router (SPEC 6.4, `dyn-replay --sim --kv-policy`): the KV
-// hints a session-aware layer sends, from what it knows about the session.
+// The router's KV retention policies (SPEC 6.4: `dyn-replay --sim --kv-policy`, `dyn-route serve
+// --kv-policy`): the KvHint v0.1 messages a session-aware layer sends, from what it knows of the
+// session. One rule for the simulated and the live router; each decides where a hint goes.
 #pragma once
 
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <unordered_map>
 
+#include "dyn/base/json.h"
 #include "dyn/base/named.h"
-#include "dyn/engine/hints.h"
 
-namespace dyn::replay {
+namespace dyn::kvpolicy {
 
 enum class KvPolicy : uint8_t { kToolTtl, kEvictOnFinal, kParentRetain };
 inline constexpr Named<KvPolicy> kKvPolicies[] = {
@@ -44,29 +44,40 @@ struct KvPolicyConfig {
   }
 };
 
-/// What the policies sent (SimSummary::kv_policy): hints per policy, and tool-ending turns not
-/// pinned because their expected wait was over tool_max_wait_s.
+/// What the policies sent (the --sim summary's kv_policy): hints per policy, and tool-ending
+/// turns not pinned because their expected wait was over tool_max_wait_s.
 struct KvPolicyCounts {
   uint64_t tool_retains = 0, tool_too_long = 0, final_evicts = 0, parent_retains = 0;
 };
 
-/// The policies' state over one run: per session, the moving average of its tool waits and the
-/// blocks its first turn shared with other sessions. Deterministic; not thread-safe.
+/// The policies' state over one run: per session, the moving average of its tool waits. Each
+/// hint is a KvHint v0.1 envelope in its wire form (Dynamo lib/kv-router/src/kv_hints.rs:
+/// {"protocol_version": "0.1", "message_id", "actions": [{"action_id", "action_type",
+/// "action_version": "1.0", "payload"}]}), message and action ids numbered from 1 in the order
+/// sent. Deterministic; not thread-safe.
 class KvPolicies {
  public:
   explicit KvPolicies(KvPolicyConfig c) : cfg_(c) {}
 
-  /// The hint tied to a request of `session` (applied by the engine at its completion), or null:
-  /// tool-ttl's kv.retain of the request's blocks when `ends_in_tool`, evict-on-final's kv.evict
-  /// of the request's blocks past the session's first `shared_blocks` when `last_turn` (a prefix
-  /// other sessions share, a system prompt, is not the session's to drop).
-  std::shared_ptr<const engine::KvHint> request_hint(const std::string& session, bool last_turn, bool ends_in_tool,
-                                                     uint64_t shared_blocks);
+  /// The hint tied to a request of `session` (applied by the engine at its completion), or
+  /// nullopt: tool-ttl's kv.retain of the request's blocks when `ends_in_tool`, evict-on-final's
+  /// kv.evict of the request's blocks past the session's first `shared_blocks` when `last_turn`
+  /// (a prefix other sessions share, a system prompt, is not the session's to drop). Used where
+  /// the router knows before the request runs whether it ends in a tool call (--sim).
+  std::optional<Json> request_hint(const std::string& session, bool last_turn, bool ends_in_tool,
+                                   uint64_t shared_blocks);
+  /// tool-ttl's hint when a turn of `session` has just ended in a tool call and the router
+  /// learned it only from the response (serve): kv.retain of the session's latest blocks
+  /// (payload session_id) for the same lease request_hint gives, not tied to a request; nullopt
+  /// without tool-ttl or when the expected wait is over tool_max_wait_s.
+  std::optional<Json> tool_wait_hint(const std::string& session);
   /// A tool wait of `session` seen (a turn after a tool call arrived), in seconds: the moving
   /// average (EMA, weight 1/2 on the newest) it feeds is tool-ttl's expected wait.
   void observe_tool_wait(const std::string& session, double wait_s);
   /// parent-retain's hint when a subagent of `parent` spawns (not tied to a request), or nullopt.
-  std::optional<engine::KvHint> spawn_hint(const std::string& parent);
+  std::optional<Json> spawn_hint(const std::string& parent);
+  /// The session ended (its last turn was seen): its moving average is forgotten.
+  void end_session(const std::string& session) { tool_wait_s_.erase(session); }
   /// The session's expected tool wait in seconds (the default before it had one).
   double expected_tool_wait_s(const std::string& session) const;
 
@@ -74,10 +85,15 @@ class KvPolicies {
   const KvPolicyCounts& counts() const { return counts_; }
 
  private:
+  /// tool-ttl's lease TTL for `session`, counted; nullopt (counted as too long) past the limit.
+  std::optional<double> tool_ttl_s(const std::string& session);
+  Json envelope();
+  void add_action(Json& envelope, const char* type, Json payload);
+
   KvPolicyConfig cfg_;
   KvPolicyCounts counts_;
   std::unordered_map<std::string, double> tool_wait_s_;  // session -> EMA of its tool waits
   uint64_t next_id_ = 1;
 };
 
-}  // namespace dyn::replay
+}  // namespace dyn::kvpolicy
