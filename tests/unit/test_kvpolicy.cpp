@@ -80,3 +80,19 @@ TEST_CASE("parent-retain: the parent's blocks for parent_ttl_s") {
   CHECK((*h)["actions"][0]["payload"]["ttl_seconds"].get<double>() == doctest::Approx(7));
   CHECK(p.counts().parent_retains == 1);
 }
+
+TEST_CASE("per tool name where names are known, per session otherwise") {
+  KvPolicyConfig c;
+  c.tool_ttl = true;
+  KvPolicies p(c);
+  p.observe_tool_wait("s1", 2, "Read");
+  p.observe_tool_wait("s1", 60, "Bash");
+  CHECK(p.expected_tool_wait_s("s2", "Read") == doctest::Approx(2));  // another session, the tool's average
+  CHECK(p.expected_tool_wait_s("s1", "Bash") == doctest::Approx(60));
+  CHECK(p.expected_tool_wait_s("s1") == doctest::Approx(31));          // no name: the session's (2, then 60)
+  CHECK(p.expected_tool_wait_s("s1", "Edit") == doctest::Approx(31));  // a tool not seen yet: the session's
+  CHECK(p.expected_tool_wait_s("s3", "Edit") == doctest::Approx(30));  // nothing known: the default
+  auto h = p.tool_wait_hint("s2", "Read");
+  REQUIRE(h);
+  CHECK((*h)["actions"][0]["payload"]["ttl_seconds"].get<double>() == doctest::Approx(8));
+}

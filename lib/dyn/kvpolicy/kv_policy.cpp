@@ -7,14 +7,26 @@
 
 namespace dyn::kvpolicy {
 
-double KvPolicies::expected_tool_wait_s(const std::string& session) const {
+namespace {
+
+void ema(std::unordered_map<std::string, double>& avg, const std::string& key, double v) {
+  auto [it, fresh] = avg.try_emplace(key, v);
+  if (!fresh) it->second = 0.5 * it->second + 0.5 * v;
+}
+
+}  // namespace
+
+double KvPolicies::expected_tool_wait_s(const std::string& session, const std::string& tool) const {
+  if (!tool.empty())
+    if (auto t = tool_name_wait_s_.find(tool); t != tool_name_wait_s_.end()) return t->second;
   auto it = tool_wait_s_.find(session);
   return it == tool_wait_s_.end() ? cfg_.tool_default_wait_s : it->second;
 }
 
-void KvPolicies::observe_tool_wait(const std::string& session, double wait_s) {
-  auto [it, fresh] = tool_wait_s_.try_emplace(session, wait_s);
-  if (!fresh) it->second = 0.5 * it->second + 0.5 * wait_s;
+void KvPolicies::observe_tool_wait(const std::string& session, double wait_s, const std::string& tool) {
+  ema(tool_wait_s_, session, wait_s);
+  if (!tool.empty() && (tool_name_wait_s_.size() < kMaxToolNames || tool_name_wait_s_.count(tool)))
+    ema(tool_name_wait_s_, tool, wait_s);
 }
 
 // The message id is its first action's number: ids stay those of the first hints ever sent.
@@ -30,8 +42,8 @@ void KvPolicies::add_action(Json& envelope, const char* type, Json payload) {
                                      {"payload", std::move(payload)}});
 }
 
-std::optional<double> KvPolicies::tool_ttl_s(const std::string& session) {
-  const double wait = expected_tool_wait_s(session);
+std::optional<double> KvPolicies::tool_ttl_s(const std::string& session, const std::string& tool) {
+  const double wait = expected_tool_wait_s(session, tool);
   if (wait > cfg_.tool_max_wait_s) {
     ++counts_.tool_too_long;
     return std::nullopt;
@@ -59,9 +71,9 @@ std::optional<Json> KvPolicies::request_hint(const std::string& session, bool la
   return h;
 }
 
-std::optional<Json> KvPolicies::tool_wait_hint(const std::string& session) {
+std::optional<Json> KvPolicies::tool_wait_hint(const std::string& session, const std::string& tool) {
   if (!cfg_.tool_ttl || session.empty()) return std::nullopt;
-  auto ttl = tool_ttl_s(session);
+  auto ttl = tool_ttl_s(session, tool);
   if (!ttl) return std::nullopt;
   Json h = envelope();
   add_action(h, "kv.retain", {{"ttl_seconds", *ttl}, {"session_id", session}});

@@ -3,6 +3,7 @@
 // session. One rule for the simulated and the live router; each decides where a hint goes.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -66,33 +67,40 @@ class KvPolicies {
   /// the router knows before the request runs whether it ends in a tool call (--sim).
   std::optional<Json> request_hint(const std::string& session, bool last_turn, bool ends_in_tool,
                                    uint64_t shared_blocks);
-  /// tool-ttl's hint when a turn of `session` has just ended in a tool call and the router
-  /// learned it only from the response (serve): kv.retain of the session's latest blocks
-  /// (payload session_id) for the same lease request_hint gives, not tied to a request; nullopt
-  /// without tool-ttl or when the expected wait is over tool_max_wait_s.
-  std::optional<Json> tool_wait_hint(const std::string& session);
-  /// A tool wait of `session` seen (a turn after a tool call arrived), in seconds: the moving
-  /// average (EMA, weight 1/2 on the newest) it feeds is tool-ttl's expected wait.
-  void observe_tool_wait(const std::string& session, double wait_s);
+  /// tool-ttl's hint when a turn of `session` has just ended in a call of tool `tool` ("" =
+  /// not named) and the router learned it only from the response (serve): kv.retain of the
+  /// session's latest blocks (payload session_id) for the same lease request_hint gives, the
+  /// expected wait the tool's where it has one; not tied to a request. nullopt without
+  /// tool-ttl or when the expected wait is over tool_max_wait_s.
+  std::optional<Json> tool_wait_hint(const std::string& session, const std::string& tool = "");
+  /// A tool wait of `session` seen (a turn after a tool call arrived), in seconds, after a call
+  /// of `tool` ("" = not named: workload rows name none): the moving averages (EMA, weight 1/2
+  /// on the newest) it feeds, the session's and the tool's, are tool-ttl's expected wait.
+  /// Tools past kMaxToolNames are not averaged apart.
+  void observe_tool_wait(const std::string& session, double wait_s, const std::string& tool = "");
   /// parent-retain's hint when a subagent of `parent` spawns (not tied to a request), or nullopt.
   std::optional<Json> spawn_hint(const std::string& parent);
   /// The session ended (its last turn was seen): its moving average is forgotten.
   void end_session(const std::string& session) { tool_wait_s_.erase(session); }
-  /// The session's expected tool wait in seconds (the default before it had one).
-  double expected_tool_wait_s(const std::string& session) const;
+  /// The expected wait of a call of `tool` by `session`, in seconds (issue 49: per tool name
+  /// where names are known, per session otherwise): the tool's moving average once it has one,
+  /// else the session's, else tool_default_wait_s.
+  double expected_tool_wait_s(const std::string& session, const std::string& tool = "") const;
+  static constexpr size_t kMaxToolNames = 1024;
 
   const KvPolicyConfig& config() const { return cfg_; }
   const KvPolicyCounts& counts() const { return counts_; }
 
  private:
   /// tool-ttl's lease TTL for `session`, counted; nullopt (counted as too long) past the limit.
-  std::optional<double> tool_ttl_s(const std::string& session);
+  std::optional<double> tool_ttl_s(const std::string& session, const std::string& tool = "");
   Json envelope();
   void add_action(Json& envelope, const char* type, Json payload);
 
   KvPolicyConfig cfg_;
   KvPolicyCounts counts_;
-  std::unordered_map<std::string, double> tool_wait_s_;  // session -> EMA of its tool waits
+  std::unordered_map<std::string, double> tool_wait_s_;       // session -> EMA of its tool waits
+  std::unordered_map<std::string, double> tool_name_wait_s_;  // tool name -> EMA of its waits
   uint64_t next_id_ = 1;
 };
 

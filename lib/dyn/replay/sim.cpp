@@ -29,10 +29,6 @@
 namespace dyn::replay {
 namespace {
 
-// Same-instant order: arrivals, then requests admitted to a freed concurrency slot (both join
-// the step that starts at that instant), step ends, kicks, admission ticks (SPEC 9), the end of
-// --benchmark-grace-period (a request that ends at that instant still counts, as in AIPerf), the
-// router queue's time limits (SPEC 3.4: a request placed at that instant is not timed out).
 // A policy's hint (kvpolicy::KvPolicies, its wire form) as the engine takes it; the policies
 // write only envelopes that parse, so a failure is a bug.
 engine::KvHint policy_hint(const Json& wire) {
@@ -41,6 +37,10 @@ engine::KvHint policy_hint(const Json& wire) {
   return std::move(*h);
 }
 
+// Same-instant order: arrivals, then requests admitted to a freed concurrency slot (both join
+// the step that starts at that instant), step ends, kicks, admission ticks (SPEC 9), the end of
+// --benchmark-grace-period (a request that ends at that instant still counts, as in AIPerf), the
+// router queue's time limits (SPEC 3.4: a request placed at that instant is not timed out).
 enum EventKind : int { kArrival = 0, kAdmit = 1, kStepEnd = 2, kKick = 3, kTick = 4, kGraceEnd = 5, kQueueTimeout = 6 };
 
 struct Req {

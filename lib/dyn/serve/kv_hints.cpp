@@ -101,8 +101,9 @@ void KvPolicyRunner::see_turn(Exchange& ex, size_t worker, uint64_t predicted_ca
       if (auto h = policies_.spawn_hint(parent))
         send_locked(ex, p->second.worker, kvpolicy::KvPolicy::kParentRetain, *h);
   } else if (s.tool_since_ms) {
-    policies_.observe_tool_wait(id, (clock_.now_ms() - *s.tool_since_ms) / 1000.0);
+    policies_.observe_tool_wait(id, (clock_.now_ms() - *s.tool_since_ms) / 1000.0, s.tool);
     s.tool_since_ms.reset();
+    s.tool.clear();
   }
   s.worker = worker;
   if (auto h = policies_.request_hint(id, last, /*ends_in_tool=*/false, s.shared_blocks)) {
@@ -123,7 +124,8 @@ void KvPolicyRunner::on_end(Exchange& ex, const ResponseFacts* f, bool ok) {
   auto it = sessions_.find(ex.ctx->session_id);
   if (it == sessions_.end()) return;  // forgotten (kMaxSessions) since its turn began
   it->second.tool_since_ms = clock_.now_ms();
-  if (auto h = policies_.tool_wait_hint(ex.ctx->session_id))
+  it->second.tool = f->tool_calls.empty() ? std::string() : f->tool_calls.front().name;
+  if (auto h = policies_.tool_wait_hint(ex.ctx->session_id, it->second.tool))
     send_locked(ex, static_cast<size_t>(ex.worker), kvpolicy::KvPolicy::kToolTtl, *h);
 }
 

@@ -29,8 +29,8 @@ namespace dyn::serve {
 ///   first dispatch; its first turn is the first the router sees, its last the one marked
 ///   x-dynamo-session-final (or agent_context.session_final);
 /// - a tool wait: a response that finished in a tool call (finish_reason tool_calls / tool_use,
-///   or tool calls in it) begins one; the session's next request ends it (the moving average
-///   of tool-ttl's expected wait);
+///   or tool calls in it) begins one; the session's next request ends it (the moving averages
+///   of tool-ttl's expected wait: the session's, and the tool's when the call named it);
 /// - a subagent's spawn: the first request of a session whose parent_session_id is a session
 ///   the router is serving.
 /// Hints tied to a request (evict-on-final's kv.evict of the last turn's own blocks) travel in
@@ -78,6 +78,7 @@ class KvPolicyRunner {
     size_t worker = 0;
     uint64_t shared_blocks = 0;
     std::optional<double> tool_since_ms;  ///< a tool call ended its latest turn at this time
+    std::string tool;                     ///< the name of that call's (first) tool, "" = none
     std::list<std::string>::iterator lru;
   };
   struct Control {
