@@ -10,55 +10,27 @@
 #include "dyn/session/families.h"
 #include "dyn/tokens/reference.h"
 #include "engine_flags.h"
+#include "kv_policy_flags.h"
 
 namespace dyn::cmd {
 
 namespace {
 
 /// The KV retention policies of the simulated router (SPEC 6.4) and the engine's lease bounds.
-void add_kv_policy_flags(CLI::App& app, ReplayFlags& f) {
+void add_sim_kv_policy_flags(CLI::App& app, ReplayFlags& f) {
   const std::string g = "KV hints (--sim)";
-  replay::KvPolicyConfig& k = f.run.cluster.kv_policy;
   add_kv_hint_flags(app, f.run.cluster.engine.kv_hints, g);
-  app.add_option("--kv-policy", f.kv_policies,
-                 "KV retention policies the router applies, a comma-separated list: " +
-                     cli::choices_help(replay::kKvPolicies, "; ", ": "))
-      ->delimiter(',')
-      ->check(CLI::IsMember(cli::choice_names(replay::kKvPolicies)))
-      ->group(g);
-  app.add_option("--kv-policy-tool-default-wait-s", k.tool_default_wait_s,
-                 "tool-ttl: expected tool wait of a session before it had one (then the moving average of its "
-                 "own); the lease is 4x the expected wait")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber)
-      ->group(g);
-  app.add_option("--kv-policy-tool-max-wait-s", k.tool_max_wait_s,
-                 "tool-ttl: pin only when the expected tool wait is at most this (longer: recomputing is cheaper "
-                 "than holding the blocks)")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber)
-      ->group(g);
-  app.add_option("--kv-policy-parent-ttl-s", k.parent_ttl_s, "parent-retain: the lease on the parent's blocks")
-      ->capture_default_str()
-      ->check(CLI::PositiveNumber)
-      ->group(g);
+  add_kv_policy_flags(app, f.run.cluster.kv_policy, f.kv_policies, g);
 }
 
-/// A policy's setting without the policy, or a lease bound without any policy, would do nothing:
-/// usage errors (kExitUsage).
-void check_kv_policy_flags(const CLI::App& app, const replay::KvPolicyConfig& k) {
-  struct Needs {
-    const char* flag;
-    bool on;
-    const char* what;
-  };
-  for (Needs n : {Needs{"--kv-policy-tool-default-wait-s", k.tool_ttl, "--kv-policy tool-ttl"},
-                  Needs{"--kv-policy-tool-max-wait-s", k.tool_ttl, "--kv-policy tool-ttl"},
-                  Needs{"--kv-policy-parent-ttl-s", k.parent_retain, "--kv-policy parent-retain"},
-                  Needs{"--kv-hint-max-pinned-fraction", k.any(), "a --kv-policy (the hints it bounds)"},
-                  Needs{"--kv-hint-max-ttl-s", k.any(), "a --kv-policy (the hints it bounds)"}})
-    if (!n.on && app.get_option(n.flag)->count() > 0)
-      throw Fatal(kExitUsage, fmt::format("{} needs {}", n.flag, n.what));
+/// The policies chosen; a lease bound without any policy would do nothing: a usage error
+/// (kExitUsage), as a policy's setting without the policy is.
+void finish_sim_kv_policy_flags(const CLI::App& app, const std::vector<std::string>& names,
+                                kvpolicy::KvPolicyConfig& k) {
+  finish_kv_policy_flags(app, k, names);
+  for (const char* flag : {"--kv-hint-max-pinned-fraction", "--kv-hint-max-ttl-s"})
+    if (!k.any() && app.get_option(flag)->count() > 0)
+      throw Fatal(kExitUsage, fmt::format("{} needs a --kv-policy (the hints it bounds)", flag));
 }
 
 /// --sim and the simulated cluster's flags (group "Simulation" and the engine, router and
@@ -87,7 +59,7 @@ void add_sim_flags(CLI::App& app, ReplayFlags& f) {
       ->allow_extra_args(false)  // one policy per --reference: a workload file after it stays the input
       ->group(g);
   add_engine_flags(app, c.engine, f.engine, /*with_block_size=*/false, "Engine (--sim)");
-  add_kv_policy_flags(app, f);
+  add_sim_kv_policy_flags(app, f);
   add_router_flags(app, f.router);
   add_queue_flags(app, f.queue);
   add_admission_flags(app, f.admission, /*with_kv_blocks=*/false);
@@ -238,8 +210,7 @@ replay::RunOptions run_options(const CLI::App& app, const ReplayFlags& f) {
     r.cluster.queue = f.queue.config();
   }
   r.cluster.admission = f.admission.config;  // validated by replay::run, after the flag conflicts
-  for (const auto& name : f.kv_policies) r.cluster.kv_policy.enable(*parse_in(replay::kKvPolicies, name));
-  check_kv_policy_flags(app, r.cluster.kv_policy);
+  finish_sim_kv_policy_flags(app, f.kv_policies, r.cluster.kv_policy);
   for (const auto& name : f.references) r.cluster.references.push_back(*parse_in(tokens::kReferencePolicies, name));
   r.typed = cli::typed_flags(app);
   for (const CLI::Option* o : f.cluster)

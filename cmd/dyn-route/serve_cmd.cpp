@@ -11,6 +11,7 @@
 #include "admission_flags.h"
 #include "commands.h"
 #include "frontend_flags.h"
+#include "kv_policy_flags.h"
 #include "queue_flags.h"
 #include "router_flags.h"
 
@@ -160,6 +161,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     dyn::serve::WorkerPriority worker_priority = dyn::serve::WorkerPriority::kOff;
     std::string worker_file;
     double worker_file_interval_ms = 1000;
+    std::vector<std::string> kv_policies;  // --kv-policy names (their settings go to front.opt.kv_policy)
   };
   auto o = std::make_shared<Opts>();
   CLI::App* sub = app.add_subcommand(
@@ -241,6 +243,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                        "polarity its engine schedules by: " +
                            dyn::cli::choices_help(dyn::serve::kWorkerPriorities, "; ", ": "))
       ->group("Router queue");
+  dyn::cmd::add_kv_policy_flags(*sub, o->front.opt.kv_policy, o->kv_policies, "KV hints");
   dispatch.add(sub, [o, sub, decision_log] {
     o->front.apply(false);
     dyn::serve::FrontendOptions opt = o->front.opt;
@@ -261,6 +264,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     opt.tokenizer_url = o->tokenizer_url;
     opt.tool_events_endpoint = o->tool_events_endpoint;
     opt.tool_events_topic = o->tool_events_topic;
+    dyn::cmd::finish_kv_policy_flags(*sub, opt.kv_policy, o->kv_policies);
     opt.health_interval_ms = o->health_interval_ms;
     opt.health_timeout_ms = o->health_timeout_ms;
     opt.health_failure_threshold = o->health_failure_threshold;

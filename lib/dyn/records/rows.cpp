@@ -211,6 +211,19 @@ void append_request_end(std::string& o, const RequestEnd& r) {
     num(o, "g4", t[3]);
     o += '}';
   }
+  if (!r.kv_hints.empty()) {
+    o += R"(,"kv_hints":[)";
+    for (size_t i = 0; i < r.kv_hints.size(); ++i) {
+      const RequestEnd::KvHint& h = r.kv_hints[i];
+      o += i ? R"(,{"policy":)" : R"({"policy":)";
+      append_json_string_replace(o, h.policy);
+      str(o, "action_type", h.action_type);
+      str(o, "via", h.via);
+      num(o, "worker", h.worker);
+      o += '}';
+    }
+    o += ']';
+  }
   o += "}}";
 }
 

@@ -122,6 +122,15 @@ struct RequestEnd {
   /// dyn.cached_tokens_by_tier {g1, g2, g3, g4}: where request.cached_tokens came from, with KV
   /// tiers (SPEC 8.7; the simulator's and dyn-mocker's engine).
   std::optional<std::array<uint64_t, 4>> cached_tokens_by_tier;
+  /// dyn.kv_hints (router rows, SPEC 6.4): each KV hint the router's --kv-policy sent for this
+  /// request: its policy, action type, how it went ("request": in the body forwarded, taking
+  /// effect at the request's completion; "endpoint": POST /v1/kv_hints) and the worker it went
+  /// to. Omitted when empty.
+  struct KvHint {
+    std::string_view policy, action_type, via;
+    int64_t worker = 0;
+  };
+  std::span<const KvHint> kv_hints;
 };
 
 /// Appends `r` as one JSON object (no newline), byte for byte what building it as an (ordered)
@@ -135,7 +144,7 @@ struct RequestEnd {
 /// policy_class, priority_source, warmup,
 /// input_tokens_estimated, output_tokens_estimated, prompt_sizing, predicted_cached_tokens,
 /// stale_cached_tokens (predicted - request.cached_tokens, when both are known),
-/// avoidable_prefill_tokens, kv_optimal, non_max_cause }.
+/// avoidable_prefill_tokens, kv_optimal, non_max_cause, cached_tokens_by_tier, kv_hints }.
 /// Strings that may carry invalid UTF-8 (headers, upstream messages) get U+FFFD, as dump's
 /// replace handler does. Thread-safe.
 void append_request_end(std::string& out, const RequestEnd& r);

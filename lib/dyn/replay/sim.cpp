@@ -6,6 +6,7 @@
 #include <deque>
 #include <map>
 #include <queue>
+#include <stdexcept>
 #include <tuple>
 #include <unordered_map>
 
@@ -27,6 +28,14 @@
 
 namespace dyn::replay {
 namespace {
+
+// A policy's hint (kvpolicy::KvPolicies, its wire form) as the engine takes it; the policies
+// write only envelopes that parse, so a failure is a bug.
+engine::KvHint policy_hint(const Json& wire) {
+  auto h = engine::parse_kv_hint(wire, "kv policy hint");
+  if (!h) throw std::logic_error(h.error().message);
+  return std::move(*h);
+}
 
 // Same-instant order: arrivals, then requests admitted to a freed concurrency slot (both join
 // the step that starts at that instant), step ends, kicks, admission ticks (SPEC 9), the end of
@@ -264,7 +273,7 @@ class Simulation {
   RowSelector sel_;
   // SimOptions::kv_policy (SPEC 6.4): per live session, the worker of its latest turn (where a
   // subagent's spawn finds its parent's blocks) and the blocks its first turn shared with others.
-  std::optional<KvPolicies> policies_;
+  std::optional<kvpolicy::KvPolicies> policies_;
   struct PolicySession {
     uint64_t worker = 0, shared_blocks = 0;
   };
@@ -840,10 +849,11 @@ void Simulation::policy_hints(const Req& r, uint64_t predicted_cached, engine::R
     auto parent = policy_sessions_.find(row.parent_session_id);
     if (parent != policy_sessions_.end())
       if (auto h = policies_->spawn_hint(row.parent_session_id))
-        workers_[parent->second.worker].engine->apply_hint(*h, t);
+        workers_[parent->second.worker].engine->apply_hint(policy_hint(*h), t);
   }
   ps.worker = r.worker;
-  spec.hint = policies_->request_hint(row.session_id, r.last_turn, r.ends_in_tool, ps.shared_blocks);
+  if (auto h = policies_->request_hint(row.session_id, r.last_turn, r.ends_in_tool, ps.shared_blocks))
+    spec.hint = std::make_shared<const engine::KvHint>(policy_hint(*h));
   if (r.last_turn) policy_sessions_.erase(row.session_id);
 }
 

@@ -10,7 +10,7 @@
 #include "dyn/engine/config.h"
 #include "dyn/io/output.h"
 #include "dyn/route/admission.h"
-#include "dyn/replay/kv_policy.h"
+#include "dyn/kvpolicy/kv_policy.h"
 #include "dyn/replay/schedule.h"
 #include "dyn/route/config.h"
 #include "dyn/route/quality.h"
@@ -100,7 +100,7 @@ struct SimOptions {
   /// any of them turns the engines' KV hints on (engine.kv_hints' cap and TTL bound them). A turn
   /// ends in a tool call when the session's next row has tool_wait_ms (loaded input; a streamed
   /// one has no wait_for, so no tool waits).
-  KvPolicyConfig kv_policy;
+  kvpolicy::KvPolicyConfig kv_policy;
 };
 
 struct SimSummary {
@@ -134,7 +134,7 @@ struct SimSummary {
   route::QualityTotals quality;
   route::StalenessTotals staleness;
   /// SimOptions::kv_policy: the hints sent per policy.
-  KvPolicyCounts kv_policy;
+  kvpolicy::KvPolicyCounts kv_policy;
 };
 
 /// Runs the workload through `options.workers` engines and the router (the same Router the live

@@ -131,7 +131,7 @@ Json sim_summary_json(const SimSummary& s, uint32_t workers) {
                 {"cancelled", s.cancelled},
                 {"decision_quality", route::quality_json(s.quality)},
                 {"cache_prediction", route::staleness_json(s.staleness)}};
-  const KvPolicyCounts& k = s.kv_policy;
+  const kvpolicy::KvPolicyCounts& k = s.kv_policy;
   if (k.tool_retains || k.tool_too_long || k.final_evicts || k.parent_retains)
     j["kv_policy"] = {{"tool_retains", k.tool_retains},
                       {"tool_too_long", k.tool_too_long},

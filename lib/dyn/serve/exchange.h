@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dyn/http/proxy.h"
+#include "dyn/records/rows.h"
 #include "dyn/route/priority.h"
 #include "dyn/serve/placer.h"
 #include "dyn/serve/response_tap.h"
@@ -85,6 +86,11 @@ struct Exchange {
   std::vector<uint64_t> avoid;               ///< workers this request failed on (never tried again)
   std::optional<route::RetryAdvice> advice;  ///< the router's word after a failed bound dispatch
   std::unique_ptr<StreamLog> log;            ///< what the stream sent (--migration-limit > 0)
+  // KV policies (--kv-policy, SPEC 6.4; KvPolicyRunner): the hint the body carries to the worker
+  // (its wire form, "" = none) and every hint sent for this request (dyn.kv_hints).
+  std::string kv_hint;
+  std::vector<records::RequestEnd::KvHint> kv_hints;
+  bool kv_turn_seen = false;  ///< the policies saw this request's turn (once, whatever the retries)
 };
 
 /// The latency figures of an exchange (SPEC 7) from the tap's content-chunk stamps: one rule for

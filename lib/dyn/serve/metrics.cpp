@@ -282,6 +282,7 @@ std::string AdminPages::metrics_text() const {
   }
   if (s_.kv) kv_families(o, *s_.kv, s_.fleet);
   if (s_.tools) s_.tools->append_metrics(o);
+  if (const KvPolicyRunner* k = s_.relay.kv_policies()) k->append_metrics(o);
   if (!s_.opt.tokenizer_url.empty())
     counter(o, "dyn_tokenizer_errors_total", "requests hashed from 4-byte tokens because the tokenizer failed",
             rs.tokenizer_errors.load());

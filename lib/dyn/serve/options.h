@@ -13,6 +13,7 @@
 #include "dyn/http/proxy.h"
 #include "dyn/http/server.h"
 #include "dyn/io/segment_writer.h"
+#include "dyn/kvpolicy/kv_policy.h"
 #include "dyn/route/admission.h"
 #include "dyn/route/config.h"
 #include "dyn/route/queue.h"
@@ -135,6 +136,8 @@ struct FrontendOptions {
   /// to accept ("" = any).
   std::string tool_events_endpoint;
   std::string tool_events_topic = "agent-tool-events";
+  /// The router's KV retention policies (SPEC 6.4, --kv-policy; serve mode): none by default.
+  kvpolicy::KvPolicyConfig kv_policy;
 };
 
 }  // namespace dyn::serve

@@ -31,6 +31,9 @@ Relay::Relay(const FrontendOptions& opt, const Clock& clock, http::EventLoop& lo
       decisions_(placer ? opt.decision_log_rate : std::nullopt, opt.router.block_size, trace) {
   if (!opt_.tokenizer_url.empty())
     tokenizer_ = std::make_unique<EngineTokenizer>(opt_.tokenizer_url, clock_, stats_.tokenizer_errors);
+  if (placer && opt_.kv_policy.any())
+    kv_ =
+        std::make_unique<KvPolicyRunner>(opt_.kv_policy, fleet, clock, opt_.router.block_size, opt_.health_timeout_ms);
   std::random_device rd;
   id_prefix_ = fmt::format("{:08x}", rd());
 }
@@ -233,7 +236,10 @@ void Relay::dispatch(const std::shared_ptr<Exchange>& ex, ReqPtr req, ResPtr res
     *ex->log = StreamLog{};  // a retry starts over: the client has nothing yet
     ex->tap->set_log(ex->log.get());
   }
-  auto call = http::ProxyCall::start(fleet_.at(worker).pool, d->request, ex->tap, clock_, req->executor);
+  auto call = http::ProxyCall::start(
+      fleet_.at(worker).pool,
+      kv_ ? kv_->request_for(*ex, worker, ex->lease.placement->cached_tokens(), d->request) : d->request, ex->tap,
+      clock_, req->executor);
   track_call(*ex, call);
   call->start_async([this, ex, req, res, d, done, call](bool ok) {
     if (!ok && client_left(ex, *res, "before the response headers")) return done();
@@ -502,6 +508,7 @@ void Relay::finish(const std::shared_ptr<Exchange>& ex, const http::ProxyOutcome
     if (end.session_final) queue_->forget_session(ex->ctx->session_id);
   }
   count_end(*ex, out, err_type);
+  if (kv_) kv_->on_end(*ex, ex->tap ? &ex->tap->facts() : nullptr, err_type.empty());
   decisions_.ended(*ex, ex->tap ? &ex->tap->facts() : nullptr);
   if (tools_ && ex->ctx && !ex->ctx->session_id.empty()) {
     std::vector<std::string> calls;

@@ -17,6 +17,7 @@
 #include "dyn/serve/exchange.h"
 #include "dyn/serve/fleet.h"
 #include "dyn/serve/intake.h"
+#include "dyn/serve/kv_hints.h"
 #include "dyn/serve/options.h"
 #include "dyn/serve/placer.h"
 #include "dyn/serve/request_trace.h"
@@ -81,6 +82,8 @@ class Relay {
   size_t in_flight() const { return stats_.in_flight.load(); }
   const RelayStats& stats() const { return stats_; }
   const DecisionLog& decisions() const { return decisions_; }
+  /// --kv-policy's runner (null without a policy, and in capture mode).
+  const KvPolicyRunner* kv_policies() const { return kv_.get(); }
 
  private:
   class Migrator;
@@ -217,6 +220,7 @@ class Relay {
   RelayStats stats_;
   DecisionLog decisions_;
   std::unique_ptr<EngineTokenizer> tokenizer_;  ///< --tokenizer-url (null without)
+  std::unique_ptr<KvPolicyRunner> kv_;          ///< --kv-policy (null without)
   std::atomic<bool> draining_{false};
   std::atomic<uint64_t> seq_{0};
   std::string id_prefix_;  ///< this process's request ids: "<8 hex digits>-<sequence>"

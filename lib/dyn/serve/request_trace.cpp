@@ -141,6 +141,7 @@ std::string RequestTrace::request_end_row(const Exchange& ex, const http::ProxyO
   if (ex.quality)
     r.quality = records::RequestEnd::Quality{ex.quality->predicted_cached_tokens, ex.quality->avoidable_prefill_tokens,
                                              route::non_max_cause_name(ex.quality->cause)};
+  r.kv_hints = ex.kv_hints;
   std::string line;
   line.reserve(1024);
   records::append_request_end(line, r);

@@ -1,0 +1,224 @@
+// The KV retention policies in the live frontend (SPEC 6.4): turns, tool waits and spawns seen
+// from the traffic, hints spliced into bodies or posted to the workers' control endpoints.
+#include "dyn/serve/kv_hints.h"
+
+#include <chrono>
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include "dyn/http/prometheus.h"
+
+namespace dyn::serve {
+
+namespace {
+
+/// What each policy sends, and how (one kind per policy: the rows and /metrics name it).
+struct PolicyKind {
+  const char* action_type;
+  const char* via;
+};
+constexpr PolicyKind kKinds[] = {{"kv.retain", "endpoint"}, {"kv.evict", "request"}, {"kv.retain", "endpoint"}};
+static_assert(std::size(kKinds) == std::size(kvpolicy::kKvPolicies));
+
+size_t index_of(kvpolicy::KvPolicy p) { return static_cast<size_t>(p); }
+
+/// `p` with `hint` (a KvHint's wire form) in its body's nvext.kv_hint (see request_for).
+void attach_hint(const std::string& hint, http::ProxyRequest& p) {
+  const std::string& in = *p.body;
+  if (in.find(R"("nvext")") == std::string::npos) {
+    // No nvext anywhere: the member goes in beside the router's others (the body is not copied).
+    std::string member = R"("nvext":{"kv_hint":)" + hint + "}";
+    if (!p.insert.empty()) {
+      p.insert = member + "," + p.insert;
+      return;
+    }
+    p.insert_at = in.find('{') + 1;
+    const size_t next = in.find_first_not_of(" \t\r\n", p.insert_at);
+    p.insert = next != std::string::npos && in[next] == '}' ? member : member + ",";
+    return;
+  }
+  Json body = Json::parse(p.bytes(), nullptr, false);
+  if (!body.is_object()) return;  // read_body let only objects through
+  Json& nvext = body["nvext"];
+  if (!nvext.is_object()) return;  // not the router's to repair: the worker answers it as it is
+  Json h = Json::parse(hint);
+  auto own = nvext.find("kv_hint");
+  if (own != nvext.end() && own->is_object() && own->contains("actions") && (*own)["actions"].is_array()) {
+    for (Json& a : h["actions"]) (*own)["actions"].push_back(std::move(a));
+  } else {
+    nvext["kv_hint"] = std::move(h);
+  }
+  p.body = std::make_shared<const std::string>(body.dump(-1, ' ', false, Json::error_handler_t::replace));
+  p.insert.clear();
+  p.insert_at = 0;
+}
+
+bool ends_in_tool(const ResponseFacts& f) {
+  return !f.tool_calls.empty() ||
+         (f.finish_reason && (*f.finish_reason == "tool_calls" || *f.finish_reason == "tool_use"));
+}
+
+}  // namespace
+
+KvPolicyRunner::KvPolicyRunner(const kvpolicy::KvPolicyConfig& cfg, Fleet& fleet, const Clock& clock,
+                               uint32_t block_size, double timeout_ms)
+    : fleet_(fleet), clock_(clock), block_size_(block_size), timeout_ms_(timeout_ms), policies_(cfg) {
+  thread_ = std::thread([this] { sender(); });
+}
+
+KvPolicyRunner::~KvPolicyRunner() {
+  {
+    std::lock_guard lk(send_mu_);
+    stopping_ = true;
+  }
+  send_cv_.notify_all();
+  thread_.join();
+}
+
+http::ProxyRequest KvPolicyRunner::request_for(Exchange& ex, size_t worker, uint64_t predicted_cached,
+                                               const http::ProxyRequest& d) {
+  if (!ex.kv_turn_seen) {
+    ex.kv_turn_seen = true;
+    see_turn(ex, worker, predicted_cached);
+  }
+  http::ProxyRequest p = d;
+  if (!ex.kv_hint.empty()) attach_hint(ex.kv_hint, p);
+  return p;
+}
+
+void KvPolicyRunner::see_turn(Exchange& ex, size_t worker, uint64_t predicted_cached) {
+  if (!ex.ctx || ex.ctx->session_id.empty()) return;
+  const std::string& id = ex.ctx->session_id;
+  const bool last = ex.ctx->session_final.value_or(false);
+  std::lock_guard lk(mu_);
+  bool fresh = false;
+  Session& s = session_locked(id, &fresh);
+  if (fresh) {
+    s.shared_blocks = predicted_cached / block_size_;
+    const std::string& parent = ex.ctx->parent_session_id;
+    if (auto p = sessions_.find(parent); !parent.empty() && p != sessions_.end())
+      if (auto h = policies_.spawn_hint(parent))
+        send_locked(ex, p->second.worker, kvpolicy::KvPolicy::kParentRetain, *h);
+  } else if (s.tool_since_ms) {
+    policies_.observe_tool_wait(id, (clock_.now_ms() - *s.tool_since_ms) / 1000.0, s.tool);
+    s.tool_since_ms.reset();
+    s.tool.clear();
+  }
+  s.worker = worker;
+  if (auto h = policies_.request_hint(id, last, /*ends_in_tool=*/false, s.shared_blocks)) {
+    ex.kv_hint = h->dump();
+    const size_t i = index_of(kvpolicy::KvPolicy::kEvictOnFinal);
+    ex.kv_hints.push_back(
+        {kvpolicy::kKvPolicies[i].name, kKinds[i].action_type, kKinds[i].via, static_cast<int64_t>(worker)});
+    count(i, 0);
+  }
+  if (last) forget_locked(id);
+}
+
+void KvPolicyRunner::on_end(Exchange& ex, const ResponseFacts* f, bool ok) {
+  if (!ok || !f || !ex.ctx || ex.ctx->session_id.empty() || ex.ctx->session_final.value_or(false) || ex.worker < 0 ||
+      !ends_in_tool(*f))
+    return;
+  std::lock_guard lk(mu_);
+  auto it = sessions_.find(ex.ctx->session_id);
+  if (it == sessions_.end()) return;  // forgotten (kMaxSessions) since its turn began
+  it->second.tool_since_ms = clock_.now_ms();
+  it->second.tool = f->tool_calls.empty() ? std::string() : f->tool_calls.front().name;
+  if (auto h = policies_.tool_wait_hint(ex.ctx->session_id, it->second.tool))
+    send_locked(ex, static_cast<size_t>(ex.worker), kvpolicy::KvPolicy::kToolTtl, *h);
+}
+
+KvPolicyRunner::Session& KvPolicyRunner::session_locked(const std::string& id, bool* fresh) {
+  auto [it, made] = sessions_.try_emplace(id);
+  *fresh = made;
+  if (made) {
+    lru_.push_back(id);
+    it->second.lru = std::prev(lru_.end());
+    if (sessions_.size() > kMaxSessions) forget_locked(lru_.front());
+  } else {
+    lru_.splice(lru_.end(), lru_, it->second.lru);
+  }
+  return it->second;
+}
+
+void KvPolicyRunner::forget_locked(const std::string& id) {
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return;
+  policies_.end_session(id);
+  lru_.erase(it->second.lru);
+  sessions_.erase(it);
+}
+
+void KvPolicyRunner::send_locked(Exchange& ex, size_t worker, kvpolicy::KvPolicy p, const Json& hint) {
+  const size_t i = index_of(p);
+  ex.kv_hints.push_back(
+      {kvpolicy::kKvPolicies[i].name, kKinds[i].action_type, kKinds[i].via, static_cast<int64_t>(worker)});
+  {
+    std::lock_guard lk(send_mu_);
+    pending_.push_back({worker, i, hint.dump()});
+  }
+  send_cv_.notify_one();
+}
+
+void KvPolicyRunner::sender() {
+  std::unique_lock lk(send_mu_);
+  for (;;) {
+    send_cv_.wait(lk, [this] { return stopping_ || !pending_.empty(); });
+    if (stopping_) return;  // hints still queued are for workers this frontend no longer serves
+    Control c = std::move(pending_.front());
+    pending_.pop_front();
+    lk.unlock();
+    post(c);
+    lk.lock();
+  }
+}
+
+// One POST /v1/kv_hints: each action's outcome from the worker's results, or one "failed".
+void KvPolicyRunner::post(const Control& c) {
+  const Fleet::Worker& w = fleet_.at(c.worker);
+  httplib::Client cli(w.pool.url().scheme_host_port);
+  const auto us = std::chrono::microseconds(static_cast<int64_t>(timeout_ms_ * 1000));
+  cli.set_connection_timeout(us);
+  cli.set_read_timeout(us);
+  auto r = cli.Post(w.pool.url().path_prefix + "/v1/kv_hints", c.body, "application/json");
+  const Json res = r && r->status == 200 ? Json::parse(r->body, nullptr, false) : Json();
+  const size_t failed = std::size(kOutcomes) - 1;
+  if (!res.is_object() || !res.contains("results") || !res["results"].is_array() || res["results"].empty()) {
+    count(c.policy, failed);
+    return;
+  }
+  for (const Json& row : res["results"]) {
+    size_t o = failed;
+    if (row.is_object() && row.contains("outcome") && row["outcome"].is_string())
+      for (size_t k = 1; k < failed; ++k)
+        if (row["outcome"].get_ref<const std::string&>() == kOutcomes[k]) o = k;
+    count(c.policy, o);
+  }
+}
+
+void KvPolicyRunner::append_metrics(std::string& out) const {
+  const std::string hints = "dyn_kv_policy_hints_total";
+  http::prom_family(out, hints, "counter",
+                    "KV hints the router's --kv-policy sent, by policy, action, route (request body or the "
+                    "worker's POST /v1/kv_hints) and outcome (forwarded in a body, or the worker's answer per action)");
+  for (size_t p = 0; p < std::size(kvpolicy::kKvPolicies); ++p)
+    for (size_t o = 0; o < std::size(kOutcomes); ++o)
+      if (const uint64_t v = counts_[p][o].load(std::memory_order_relaxed))
+        http::prom_sample(
+            out, hints,
+            fmt::format(R"(policy="{}",action_type="{}",via="{}",outcome="{}")", kvpolicy::kKvPolicies[p].name,
+                        kKinds[p].action_type, kKinds[p].via, kOutcomes[o]),
+            static_cast<double>(v));
+  uint64_t too_long = 0;
+  {
+    std::lock_guard lk(mu_);
+    too_long = policies_.counts().tool_too_long;
+  }
+  http::prom_family(
+      out, "dyn_kv_policy_tool_waits_not_pinned_total", "counter",
+      "tool-ttl: turns that ended in a tool call not pinned (expected wait over --kv-policy-tool-max-wait-s)");
+  http::prom_sample(out, "dyn_kv_policy_tool_waits_not_pinned_total", "", static_cast<double>(too_long));
+}
+
+}  // namespace dyn::serve

@@ -1,0 +1,115 @@
+// The router's KV retention policies in the live frontend (SPEC 6.4, `dyn-route serve
+// --kv-policy`): what a turn, its end and a subagent's spawn tell the policies, and where each
+// hint goes (the body forwarded, or the worker's POST /v1/kv_hints).
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <list>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+
+#include "dyn/base/clock.h"
+#include "dyn/base/json.h"
+#include "dyn/http/proxy.h"
+#include "dyn/kvpolicy/kv_policy.h"
+#include "dyn/serve/exchange.h"
+#include "dyn/serve/fleet.h"
+
+namespace dyn::serve {
+
+/// Runs kvpolicy::KvPolicies over live traffic, with what serve knows of a session:
+/// - a turn: each request of a session (x-dynamo-session-id or any SPEC 1 family), once, at its
+///   first dispatch; its first turn is the first the router sees, its last the one marked
+///   x-dynamo-session-final (or agent_context.session_final);
+/// - a tool wait: a response that finished in a tool call (finish_reason tool_calls / tool_use,
+///   or tool calls in it) begins one; the session's next request ends it (the moving averages
+///   of tool-ttl's expected wait: the session's, and the tool's when the call named it);
+/// - a subagent's spawn: the first request of a session whose parent_session_id is a session
+///   the router is serving.
+/// Hints tied to a request (evict-on-final's kv.evict of the last turn's own blocks) travel in
+/// the body sent to the worker as nvext.kv_hint (what dyn-mocker and Dynamo's experiment read;
+/// applied at the request's completion). Hints not tied to a request (tool-ttl's kv.retain of
+/// the session's blocks when the response says a tool call began: the router learns it only
+/// then; parent-retain's kv.retain of the parent's blocks at spawn) go to the worker's control
+/// endpoint POST /v1/kv_hints (its base URL from the worker list), from one sender thread in
+/// the order made, so the loop never waits on them. Every hint is counted with its outcome
+/// (the worker's answer per action for the endpoint; "forwarded" for one in a body) and noted
+/// in its request's trace row (dyn.kv_hints). Per-session state is bounded: past kMaxSessions
+/// the session seen longest ago is forgotten. Thread-safe.
+class KvPolicyRunner {
+ public:
+  static constexpr size_t kMaxSessions = 16384;
+  /// The outcomes counted: "forwarded" (in a body), the worker's (engine::kHintOutcomes'
+  /// names), "failed" (the endpoint did not answer 200 with results).
+  static constexpr const char* kOutcomes[] = {"forwarded", "accepted",       "clipped",
+                                              "rejected",  "passed_through", "failed"};
+
+  /// `block_size`: the router's (evict-on-final's block offsets); `timeout_ms`: the control
+  /// endpoint's connect and read timeouts.
+  KvPolicyRunner(const kvpolicy::KvPolicyConfig& cfg, Fleet& fleet, const Clock& clock, uint32_t block_size,
+                 double timeout_ms);
+  ~KvPolicyRunner();
+  KvPolicyRunner(const KvPolicyRunner&) = delete;
+  KvPolicyRunner& operator=(const KvPolicyRunner&) = delete;
+
+  /// The request to send for a dispatch of `ex` to `worker` (`d`: as the client sent it, with
+  /// the router's members). At its first dispatch the turn is seen (with the placement's
+  /// `predicted_cached` tokens: on a session's first turn, its prefix shared with others, which
+  /// evict-on-final leaves alone) and any hint it brings is made; each attempt carries the
+  /// request's hint in its body: a member spliced in when the body has no nvext, else the body
+  /// re-written with nvext.kv_hint set (the client's own kv_hint actions kept first).
+  http::ProxyRequest request_for(Exchange& ex, size_t worker, uint64_t predicted_cached, const http::ProxyRequest& d);
+  /// The response of `ex` ended (`ok`: a success, `f` its facts): tool-ttl's hint when it
+  /// finished in a tool call of a session that goes on.
+  void on_end(Exchange& ex, const ResponseFacts* f, bool ok);
+  /// Prometheus lines: dyn_kv_policy_hints_total{policy, action_type, via, outcome} and
+  /// dyn_kv_policy_tool_waits_not_pinned_total.
+  void append_metrics(std::string& out) const;
+
+ private:
+  struct Session {
+    size_t worker = 0;
+    uint64_t shared_blocks = 0;
+    std::optional<double> tool_since_ms;  ///< a tool call ended its latest turn at this time
+    std::string tool;                     ///< the name of that call's (first) tool, "" = none
+    std::list<std::string>::iterator lru;
+  };
+  struct Control {
+    size_t worker = 0;
+    size_t policy = 0;
+    std::string body;
+  };
+  /// The turn of `ex` (its first dispatch, to `worker`): the session's state, spawn and request hints.
+  void see_turn(Exchange& ex, size_t worker, uint64_t predicted_cached);
+  Session& session_locked(const std::string& id, bool* fresh);
+  void forget_locked(const std::string& id);
+  /// Queues `hint` for `worker`'s control endpoint and notes it in `ex`'s row.
+  void send_locked(Exchange& ex, size_t worker, kvpolicy::KvPolicy p, const Json& hint);
+  void sender();
+  void post(const Control& c);
+  void count(size_t policy, size_t outcome) { counts_[policy][outcome].fetch_add(1, std::memory_order_relaxed); }
+
+  Fleet& fleet_;
+  const Clock& clock_;
+  uint32_t block_size_;
+  double timeout_ms_;
+  mutable std::mutex mu_;
+  kvpolicy::KvPolicies policies_;
+  std::unordered_map<std::string, Session> sessions_;
+  std::list<std::string> lru_;  ///< session ids, the one seen longest ago first
+  std::array<std::array<std::atomic<uint64_t>, std::size(kOutcomes)>, std::size(kvpolicy::kKvPolicies)> counts_{};
+  std::mutex send_mu_;
+  std::condition_variable send_cv_;
+  std::deque<Control> pending_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace dyn::serve
