@@ -381,14 +381,13 @@ double sweep(const Timeline& tl, bool events, const Args& a, uint32_t threads, u
     }
     const double m = median(ach);
     best = std::max(best, m);
-    best_cpu = std::max(best_cpu, median(per_cpu) / threads);
+    best_cpu = std::max(best_cpu, median(per_cpu));  // ops / CPU-seconds of all the threads: per core
     std::printf("  %12.0f %14.0f %14.0f %9.2f %9.2f %14.0f\n", c, offered, m, median(p50), median(p99),
                 median(per_cpu));
     saturated = m < 0.9 * offered ? saturated + 1 : 0;
   }
   std::printf(
-      "  %s, %u thread%s: achieved stops tracking offered at %.0f ops/s (wall); %.0f ops per CPU-second per "
-      "thread\n",
+      "  %s, %u thread%s: achieved stops tracking offered at %.0f ops/s (wall); %.0f ops per CPU-second (per core)\n",
       mode, threads, threads == 1 ? "" : "s", best, best_cpu);
   return best_cpu;
 }
