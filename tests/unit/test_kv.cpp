@@ -1,6 +1,7 @@
 // Unit tests for lib/dyn/kv: prefix overlaps, TTL, LRU budget pruning, KV events, the flat map and set.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <list>
 #include <random>
 #include <unordered_map>
@@ -36,6 +37,29 @@ TEST_CASE("flat map matches std::unordered_map under random insert/find_or_inser
   }
   CHECK(m.size() == ref.size());
   for (uint64_t k = 0; k < 5000; ++k) CHECK(m.find(k) == (ref.count(k) ? ref[k] : FlatMap::kEmpty));
+}
+
+TEST_CASE("mask map: update_all clears a bit everywhere and erases the cells it empties") {
+  FlatMaskMap m;
+  std::unordered_map<uint64_t, uint64_t> ref;
+  std::mt19937_64 g(5);
+  for (int i = 0; i < 20000; ++i) {
+    const uint64_t k = g() % 3000, bit = uint64_t{1} << (g() % 4);
+    bool inserted = false;
+    uint64_t* v = m.find_or_insert_ptr(k, bit, &inserted);
+    if (!inserted) *v |= bit;
+    ref[k] |= bit;
+  }
+  for (uint64_t bit = 1; bit < 16; bit <<= 1) {  // down to an empty table, through every wrap
+    m.update_all([&](uint64_t, uint64_t& v) { v &= ~bit; });
+    for (auto it = ref.begin(); it != ref.end();) {
+      it->second &= ~bit;
+      it = it->second ? std::next(it) : ref.erase(it);
+    }
+    CHECK(m.size() == ref.size());
+    for (const auto& [k, v] : ref) CHECK(m.find(k) == v);
+  }
+  CHECK(m.size() == 0);
 }
 
 TEST_CASE("flat set matches std::unordered_set, key 0 and growth included") {
@@ -183,6 +207,60 @@ TEST_CASE("medium names map to tiers as Dynamo's StorageTier::from_kv_medium") {
 // A plain LRU list per worker, as SPEC 3.3 words it: the index must match it exactly (which blocks
 // a worker holds after every insert, expiry, prune and removal), also once its touch records have
 // been compacted (thousands of refreshes of a few blocks).
+TEST_CASE("event-fed index (bit holder sets below worker 64, entries above) matches per-worker sets") {
+  // No TTL and no budget: workers 0..63 are bits of one cell per block, 64 and up are entries;
+  // a block may be held on both sides, and distinct_blocks() counts it once.
+  const uint32_t n = 70;
+  PrefixIndex ix(IndexConfig{0, 0, 0.8});
+  ix.set_worker_count(n);
+  std::vector<std::unordered_set<uint64_t>> ref(n);
+  std::mt19937_64 g(21);
+  auto chain = [&](size_t len) {
+    std::vector<uint64_t> s;
+    const uint64_t root = g() % 40;  // few roots: shared prefixes across workers
+    for (size_t i = 0; i < len; ++i) s.push_back(root * 1000 + i * 7 + (i > 3 ? g() % 3 : 0));
+    return s;
+  };
+  std::vector<uint32_t> out(n), start(n), cont(n);
+  for (int step = 0; step < 20000; ++step) {
+    const uint32_t w = g() % 8 == 0 ? 64 + g() % 6 : g() % n;
+    const std::vector<uint64_t> s = chain(1 + g() % 12);
+    const uint64_t op = g() % 100;
+    if (op < 45) {
+      ix.apply_stored(w, s, std::nullopt, step);
+      ref[w].insert(s.begin(), s.end());
+    } else if (op < 85) {
+      const auto tail = std::span(s).subspan(g() % s.size());
+      ix.apply_removed(w, tail);
+      for (uint64_t h : tail) ref[w].erase(h);
+    } else if (op < 86) {
+      ix.clear_worker(w);
+      ref[w].clear();
+    }
+    const uint32_t best = ix.overlaps(s, step, out);
+    CHECK(best == *std::max_element(out.begin(), out.end()));
+    for (uint32_t x = 0; x < n; ++x) {
+      uint32_t k = 0;
+      while (k < s.size() && ref[x].count(s[k])) ++k;
+      CHECK(out[x] == k);
+      start[x] = k;
+      CHECK(ix.holds(x, s[0], step) == (ref[x].count(s[0]) > 0));
+      CHECK(ix.blocks(x) == ref[x].size());
+    }
+    // Continued from where it stopped, the same index matches nothing more; from block 0, all.
+    ix.continue_overlaps(s, step, start, cont);
+    for (uint32_t x = 0; x < n; ++x) CHECK(cont[x] == 0);
+    std::fill(start.begin(), start.end(), 0u);
+    ix.continue_overlaps(s, step, start, cont);
+    CHECK(cont == out);
+  }
+  std::unordered_set<uint64_t> all;
+  for (const auto& r : ref) all.insert(r.begin(), r.end());
+  CHECK(ix.distinct_blocks() == all.size());
+  for (uint32_t x = 0; x < n; ++x) ix.clear_worker(x);
+  CHECK(ix.distinct_blocks() == 0);
+}
+
 TEST_CASE("index matches a list-based LRU model under random inserts, TTL, budget and removals") {
   const double ttl = 500;
   const uint64_t budget = 40;

@@ -72,18 +72,21 @@ class HugeArray {
   size_t map_bytes_ = 0;
 };
 
-/// u64 -> u32 map with linear probing and backward-shift deletion. Keys may be any u64 (the
-/// empty marker lives in the value, kEmpty); they are spread by a Fibonacci multiply, so
-/// sequential ids hash as well as XXH3 values. Grows at 50 % load. Not thread-safe.
-class FlatMap {
+/// u64 -> V map with linear probing and backward-shift deletion. Keys may be any u64 (the
+/// empty marker lives in the value, kEmpty, a value whose bytes are all `EmptyByte`); they are
+/// spread by a Fibonacci multiply, so sequential ids hash as well as XXH3 values. Grows at 50 %
+/// load. Not thread-safe.
+template <class V, unsigned char EmptyByte>
+class BasicFlatMap {
  public:
-  static constexpr uint32_t kEmpty = 0xffffffffu;
+  static constexpr V kEmpty = static_cast<V>(EmptyByte == 0 ? V{0} : ~V{0});
+  static_assert(EmptyByte == 0 || EmptyByte == 0xff, "an empty value is all zero or all one bits");
 
-  FlatMap() { rehash(16); }
+  BasicFlatMap() { rehash(16); }
   size_t size() const { return size_; }
 
   /// Value for key, or kEmpty.
-  uint32_t find(uint64_t key) const {
+  V find(uint64_t key) const {
     size_t i = slot(key);
     while (true) {
       const Cell& c = cells_[i];
@@ -94,7 +97,7 @@ class FlatMap {
   }
 
   /// Inserts key -> value (value != kEmpty); the key must not be present.
-  void insert(uint64_t key, uint32_t value) {
+  void insert(uint64_t key, V value) {
     if ((size_ + 1) * 2 > cells_.size()) rehash(cells_.size() * 2);
     size_t i = slot(key);
     while (cells_[i].value != kEmpty) i = (i + 1) & mask_;
@@ -104,7 +107,7 @@ class FlatMap {
 
   /// find() and, when absent, insert(key, value) with one probe sequence (value != kEmpty).
   /// Returns the value already present, or kEmpty when it inserted.
-  uint32_t find_or_insert(uint64_t key, uint32_t value) {
+  V find_or_insert(uint64_t key, V value) {
     if ((size_ + 1) * 2 > cells_.size()) rehash(cells_.size() * 2);
     size_t i = slot(key);
     for (; cells_[i].value != kEmpty; i = (i + 1) & mask_)
@@ -116,7 +119,7 @@ class FlatMap {
 
   /// Pointer to key's value, nullptr when absent. Valid until the map is next changed; writing
   /// kEmpty through it is not allowed (erase() instead).
-  uint32_t* find_ptr(uint64_t key) {
+  V* find_ptr(uint64_t key) {
     size_t i = slot(key);
     while (true) {
       Cell& c = cells_[i];
@@ -128,7 +131,7 @@ class FlatMap {
 
   /// find_or_insert() that returns the value's cell (valid as find_ptr()'s): the present value,
   /// or `value` just inserted, with *inserted telling which.
-  uint32_t* find_or_insert_ptr(uint64_t key, uint32_t value, bool* inserted) {
+  V* find_or_insert_ptr(uint64_t key, V value, bool* inserted) {
     if ((size_ + 1) * 2 > cells_.size()) rehash(cells_.size() * 2);
     size_t i = slot(key);
     for (; cells_[i].value != kEmpty; i = (i + 1) & mask_)
@@ -158,23 +161,36 @@ class FlatMap {
 
   /// Removes the key whose value `value` points to (a pointer from find_ptr() or
   /// find_or_insert_ptr(), still valid): erase() without probing for the key again.
-  void erase_at(uint32_t* value) {
+  void erase_at(V* value) {
     const Cell* c = reinterpret_cast<const Cell*>(reinterpret_cast<char*>(value) - offsetof(Cell, value));
     erase_cell(static_cast<size_t>(c - cells_.begin()));
   }
 
+  /// Calls f(key, value&) on every entry; one whose value f sets to kEmpty is erased. An entry
+  /// an erasure moves into a slot already passed (the table's wrapped start) is seen again, so
+  /// f must be idempotent (e.g. clearing one bit).
+  template <class F>
+  void update_all(F f) {
+    for (size_t i = 0; i < cells_.size(); ++i)
+      while (cells_[i].value != kEmpty) {
+        f(cells_[i].key, cells_[i].value);
+        if (cells_[i].value != kEmpty) break;
+        erase_cell(i);  // shifts the next entries back: slot i may hold one not seen yet
+      }
+  }
+
   void clear() {
-    cells_ = HugeArray<Cell>(16, 0xff);
+    cells_ = HugeArray<Cell>(16, EmptyByte);
     mask_ = 15;
     shift_ = 60;
     size_ = 0;
   }
 
  private:
-  // Empty cells are all ones (value kEmpty), so a new table is one memset of 0xff.
+  // Empty cells have every byte EmptyByte (value kEmpty), so a new table is one memset.
   struct Cell {
     uint64_t key;
-    uint32_t value;
+    V value;
   };
   size_t slot(uint64_t key) const { return static_cast<size_t>((key * 0x9E3779B97F4A7C15ull) >> shift_); }
   // Empties cell i. Backward-shift deletion keeps probe chains intact without tombstones.
@@ -193,7 +209,7 @@ class FlatMap {
     --size_;
   }
   void rehash(size_t n) {
-    HugeArray<Cell> old(n, 0xff);
+    HugeArray<Cell> old(n, EmptyByte);
     old.swap(cells_);
     mask_ = n - 1;
     shift_ = 64;
@@ -207,6 +223,11 @@ class FlatMap {
   int shift_ = 64;
   size_t size_ = 0;
 };
+/// The prefix index's map: sequence hash -> first holder entry (kEmpty: none).
+using FlatMap = BasicFlatMap<uint32_t, 0xff>;
+/// Sequence hash -> a bitset of holders (worker w < 64 is bit w; 0 = absent): the event-fed
+/// prefix index's one cell per block.
+using FlatMaskMap = BasicFlatMap<uint64_t, 0>;
 
 /// Insert-only set of u64 keys, 8 bytes a cell: linear probing, grown at 3/4 load (FlatMap's
 /// 16-byte cells at 1/2 load cost several times the memory for a set of millions of blocks).

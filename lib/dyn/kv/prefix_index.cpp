@@ -4,11 +4,12 @@
 #include "dyn/kv/block_event.h"
 
 #include <algorithm>
+#include <bit>
 #include <stdexcept>
 
 namespace dyn::kv {
 
-PrefixIndex::PrefixIndex(IndexConfig config) : cfg_(config) {}
+PrefixIndex::PrefixIndex(IndexConfig config) : cfg_(config), lru_(config.ttl_ms > 0 || config.budget_blocks > 0) {}
 
 void PrefixIndex::set_worker_count(uint32_t n) {
   for (uint32_t w = n; w < workers_.size(); ++w) clear_worker(w);
@@ -42,6 +43,35 @@ uint32_t PrefixIndex::oldest(uint32_t w) {
   return kNil;
 }
 
+void PrefixIndex::count_both(uint64_t hash, bool in_masks, int delta) {
+  const bool other = in_masks ? map_.size() > 0 && map_.find(hash) != FlatMap::kEmpty
+                              : masks_.size() > 0 && masks_.find(hash) != FlatMaskMap::kEmpty;
+  if (other) in_both_ += static_cast<uint64_t>(static_cast<int64_t>(delta));
+}
+
+void PrefixIndex::store_bit(uint32_t w, uint64_t hash) {
+  const uint64_t bit = uint64_t{1} << w;
+  bool inserted = false;
+  uint64_t* m = masks_.find_or_insert_ptr(hash, bit, &inserted);
+  if (inserted) count_both(hash, true, 1);
+  else if (*m & bit) return;
+  else *m |= bit;
+  ++workers_[w].count;
+}
+
+void PrefixIndex::remove_bit(uint32_t w, uint64_t hash) {
+  const uint64_t bit = uint64_t{1} << w;
+  uint64_t* m = masks_.find_ptr(hash);
+  if (!m || !(*m & bit)) return;
+  --workers_[w].count;
+  if (*m != bit) {
+    *m &= ~bit;
+    return;
+  }
+  masks_.erase_at(m);  // its last holder: the block leaves the map
+  count_both(hash, true, -1);
+}
+
 void PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
   // The entry a new holder would take; one probe finds the block or files it under that entry.
   const uint32_t fresh = free_entries_.empty() ? static_cast<uint32_t>(entries_.size()) : free_entries_.back();
@@ -52,12 +82,14 @@ void PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
     for (uint32_t e = *first; e != kNil; e = entries_[e].node_next) {
       if (entries_[e].worker == w) {
         entries_[e].last_used_ms = now_ms;
-        record(e);
+        if (lru_) record(e);
         return;
       }
     }
     next_holder = *first;
     *first = fresh;
+  } else if (!lru_) {
+    count_both(hash, false, 1);
   }
   if (!free_entries_.empty()) {
     free_entries_.pop_back();
@@ -69,7 +101,7 @@ void PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
   } else {
     entries_.push_back(Entry{hash, w, next_holder, 0, now_ms});
   }
-  record(fresh);
+  if (lru_) record(fresh);
   ++workers_[w].count;
 }
 
@@ -77,8 +109,12 @@ void PrefixIndex::remove_entry(uint32_t e) {
   Entry& x = entries_[e];
   uint32_t* first = map_.find_ptr(x.hash);
   if (*first == e) {
-    if (x.node_next == kNil) map_.erase_at(first);  // its last holder: the block leaves the map
-    else *first = x.node_next;
+    if (x.node_next == kNil) {
+      map_.erase_at(first);  // its last holder: the block leaves the map
+      if (!lru_) count_both(x.hash, false, -1);
+    } else {
+      *first = x.node_next;
+    }
   } else {
     for (uint32_t p = *first; p != kNil; p = entries_[p].node_next)
       if (entries_[p].node_next == e) {
@@ -126,8 +162,22 @@ inline __attribute__((always_inline)) void PrefixIndex::prefetch_blocks(std::spa
     if (const uint32_t e = map_.find(seq[holder_i]); e != FlatMap::kEmpty) __builtin_prefetch(&entries_[e]);
 }
 
-void PrefixIndex::insert(uint32_t w, std::span<const uint64_t> seq, double now_ms) {
-  if (w >= workers_.size()) throw std::out_of_range("PrefixIndex::insert: worker out of range");
+// Most events are a few blocks: their first kAhead cells start loading together, not one after
+// the other, and each step of the loops then asks for the one kAhead on.
+constexpr size_t kAhead = 8;
+inline __attribute__((always_inline)) void prefetch_cells(const FlatMaskMap& m, std::span<const uint64_t> seq) {
+  for (size_t i = 0; i < seq.size() && i < kAhead; ++i) m.prefetch(seq[i]);
+}
+
+void PrefixIndex::store_blocks(uint32_t w, std::span<const uint64_t> seq, double now_ms) {
+  if (masked(w)) {
+    prefetch_cells(masks_, seq);
+    for (size_t i = 0; i < seq.size(); ++i) {
+      if (i + kAhead < seq.size()) masks_.prefetch(seq[i + kAhead]);
+      store_bit(w, seq[i]);
+    }
+    return;
+  }
   // Deepest block first, so block 0 ends up most recent and leaves are evicted before prefixes.
   // Blocks i - 8 (map cell) and i - 4 (first holder, its cell loaded by now) are prefetched; the
   // indices wrap below 0 to huge values, which prefetch_blocks() skips.
@@ -135,6 +185,11 @@ void PrefixIndex::insert(uint32_t w, std::span<const uint64_t> seq, double now_m
     prefetch_blocks(seq, i - 8, i - 4);
     touch(w, seq[i], now_ms);
   }
+}
+
+void PrefixIndex::insert(uint32_t w, std::span<const uint64_t> seq, double now_ms) {
+  if (w >= workers_.size()) throw std::out_of_range("PrefixIndex::insert: worker out of range");
+  store_blocks(w, seq, now_ms);
   expire_worker(w, now_ms);
   prune(w);
 }
@@ -142,15 +197,20 @@ void PrefixIndex::insert(uint32_t w, std::span<const uint64_t> seq, double now_m
 void PrefixIndex::apply_stored(uint32_t w, std::span<const uint64_t> block_hashes, std::optional<uint64_t>,
                                double now_ms) {
   if (w >= workers_.size()) throw std::out_of_range("PrefixIndex::apply_stored: worker out of range");
-  for (size_t i = block_hashes.size(); i-- > 0;) {
-    prefetch_blocks(block_hashes, i - 8, i - 4);
-    touch(w, block_hashes[i], now_ms);
-  }
+  store_blocks(w, block_hashes, now_ms);
   prune(w);
 }
 
 void PrefixIndex::apply_removed(uint32_t w, std::span<const uint64_t> block_hashes) {
   if (w >= workers_.size()) return;
+  if (masked(w)) {
+    prefetch_cells(masks_, block_hashes);
+    for (size_t i = 0; i < block_hashes.size(); ++i) {
+      if (i + kAhead < block_hashes.size()) masks_.prefetch(block_hashes[i + kAhead]);
+      remove_bit(w, block_hashes[i]);
+    }
+    return;
+  }
   for (uint64_t h : block_hashes) {
     const uint32_t first = map_.find(h);
     if (first == FlatMap::kEmpty) continue;
@@ -164,6 +224,22 @@ void PrefixIndex::apply_removed(uint32_t w, std::span<const uint64_t> block_hash
 
 void PrefixIndex::clear_worker(uint32_t w) {
   if (w >= workers_.size()) return;
+  // Without LRU records there is no list of w's blocks: a scan of the table (a worker's restart
+  // or departure, rare next to stores and removals).
+  if (masked(w)) {
+    const uint64_t bit = uint64_t{1} << w;
+    masks_.update_all([&](uint64_t hash, uint64_t& m) {
+      if (m == bit) count_both(hash, true, -1);
+      m &= ~bit;
+    });
+    workers_[w].count = 0;
+    return;
+  }
+  if (!lru_) {
+    for (uint32_t e = 0; e < entries_.size(); ++e)
+      if (entries_[e].worker == w) remove_entry(e);
+    return;
+  }
   for (uint32_t e; (e = oldest(w)) != kNil;) {
     remove_entry(e);
     ++workers_[w].front;
@@ -178,13 +254,28 @@ void PrefixIndex::expire(double now_ms) {
 
 uint32_t PrefixIndex::overlaps(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
   std::fill(out.begin(), out.end(), 0u);
+  // Bit workers still matching: each block narrows the set to its holders, and a worker that
+  // drops out stops at that block.
+  const size_t n = std::min<size_t>(out.size(), kMaskWorkers);
+  uint64_t active = masks_.size() == 0 ? 0 : n == kMaskWorkers ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+  const bool chained = map_.size() > 0;
   uint32_t best = 0;
-  for (size_t i = 0; i < seq.size(); ++i) {
-    if (i + 4 < seq.size()) map_.prefetch(seq[i + 4]);  // overlapped misses, as in insert()
-    const uint32_t first = map_.find(seq[i]);
-    if (first == FlatMap::kEmpty) break;
+  size_t i = 0;
+  for (; i < seq.size(); ++i) {
+    if (i + 4 < seq.size()) {  // overlapped misses, as in insert()
+      if (active) masks_.prefetch(seq[i + 4]);
+      if (chained) map_.prefetch(seq[i + 4]);
+    }
     bool advanced = false;
-    for (uint32_t e = first; e != kNil; e = entries_[e].node_next) {
+    if (active) {
+      const uint64_t held = masks_.find(seq[i]);
+      for (uint64_t gone = active & ~held; gone; gone &= gone - 1)
+        out[std::countr_zero(gone)] = static_cast<uint32_t>(i);
+      active &= held;
+      advanced = active != 0;
+    }
+    const uint32_t first = chained ? map_.find(seq[i]) : FlatMap::kEmpty;
+    for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next) {
       const Entry& x = entries_[e];
       if (out[x.worker] == i && live(x, now_ms)) {
         out[x.worker] = static_cast<uint32_t>(i + 1);
@@ -194,6 +285,7 @@ uint32_t PrefixIndex::overlaps(std::span<const uint64_t> seq, double now_ms, std
     if (!advanced) break;
     best = static_cast<uint32_t>(i + 1);
   }
+  for (; active; active &= active - 1) out[std::countr_zero(active)] = static_cast<uint32_t>(i);
   return best;
 }
 
@@ -201,7 +293,7 @@ void PrefixIndex::continue_overlaps(std::span<const uint64_t> seq, double now_ms
                                     std::span<uint32_t> out) const {
   // out[w] is the position w has matched up to while scanning, then the run's length.
   std::copy(start.begin(), start.end(), out.begin());
-  if (map_.size() == 0 || start.empty()) {
+  if (distinct_blocks() == 0 || start.empty()) {
     std::fill(out.begin(), out.end(), 0u);
     return;
   }
@@ -210,6 +302,14 @@ void PrefixIndex::continue_overlaps(std::span<const uint64_t> seq, double now_ms
   for (size_t i = lo; i < seq.size(); ++i) {
     if (i + 4 < seq.size()) map_.prefetch(seq[i + 4]);
     bool advanced = false;
+    if (masks_.size() > 0)
+      for (uint64_t held = masks_.find(seq[i]); held; held &= held - 1) {
+        const auto w = static_cast<size_t>(std::countr_zero(held));
+        if (w < out.size() && out[w] == i) {
+          out[w] = static_cast<uint32_t>(i + 1);
+          advanced = true;
+        }
+      }
     const uint32_t first = map_.find(seq[i]);
     for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next) {
       const Entry& x = entries_[e];
@@ -225,6 +325,7 @@ void PrefixIndex::continue_overlaps(std::span<const uint64_t> seq, double now_ms
 }
 
 bool PrefixIndex::holds(uint32_t w, uint64_t hash, double now_ms) const {
+  if (masked(w)) return (masks_.find(hash) >> w) & 1;
   const uint32_t first = map_.find(hash);
   for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next)
     if (entries_[e].worker == w) return live(entries_[e], now_ms);

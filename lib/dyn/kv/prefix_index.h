@@ -25,9 +25,15 @@ struct IndexConfig {
 /// (SPEC 4.1: the i-th sequence hash identifies the whole prefix 0..i), so "worker w holds the first
 /// k blocks" = w holds seq[0..k-1]. Workers are dense indices 0..worker_count()-1.
 ///
-/// Cost: a query is one hash lookup per matched block plus a scan of that block's holders; an insert
-/// is one lookup per block. Eviction order within a worker is least-recently-used, and inserting a
-/// request's blocks deepest-first makes a prefix younger than its extensions, so leaves go first.
+/// Two shapes, by mode. With a TTL or a budget (approximate mode) each (block, worker) is an entry
+/// with its last use, and LRU order is kept per worker; a query is one hash lookup per matched block
+/// plus a scan of that block's holders, an insert one lookup per block. Eviction order within a
+/// worker is least-recently-used, and inserting a request's blocks deepest-first makes a prefix
+/// younger than its extensions, so leaves go first. Without either (event-fed: the worker says
+/// when a block goes) nothing is aged: workers 0..63 keep their blocks as bits of one 64-bit holder
+/// set per block, in a flat map keyed by sequence hash (Dynamo's Flash Indexer's shape), so a query
+/// or a stored / removed block is one map cell, and a lookup stops at the first block no worker
+/// still matching holds; workers from 64 on use the entries, as above but with no LRU records.
 ///
 /// Thread safety: none; the router serializes access under its own lock.
 class PrefixIndex {
@@ -72,7 +78,7 @@ class PrefixIndex {
 
   /// Blocks held by worker w / distinct blocks held by anyone.
   uint64_t blocks(uint32_t w) const { return workers_.at(w).count; }
-  uint64_t distinct_blocks() const { return map_.size(); }
+  uint64_t distinct_blocks() const { return masks_.size() + map_.size() - in_both_; }
 
  private:
   static constexpr uint32_t kNil = 0xffffffffu;
@@ -101,6 +107,14 @@ class PrefixIndex {
     uint64_t count = 0;
   };
 
+  // Workers whose blocks are bits of masks_: no LRU order to keep, and a bit to keep them in.
+  static constexpr uint32_t kMaskWorkers = 64;
+  bool masked(uint32_t w) const { return !lru_ && w < kMaskWorkers; }
+  void store_blocks(uint32_t w, std::span<const uint64_t> seq, double now_ms);
+  void store_bit(uint32_t w, uint64_t hash);
+  void remove_bit(uint32_t w, uint64_t hash);
+  // Keeps in_both_ as `hash` enters (+1) or leaves (-1) masks_ (in_masks) or map_.
+  void count_both(uint64_t hash, bool in_masks, int delta);
   void touch(uint32_t w, uint64_t hash, double now_ms);  // insert-or-refresh
   void record(uint32_t e);                               // appends e's touch to its worker's order
   uint32_t oldest(uint32_t w);                           // least recently used entry, or kNil
@@ -113,7 +127,10 @@ class PrefixIndex {
   void prefetch_blocks(std::span<const uint64_t> seq, size_t cell_i, size_t holder_i);
 
   IndexConfig cfg_;
-  FlatMap map_;  // sequence hash -> first holder (Entry index)
+  bool lru_;              // blocks age (TTL) or are pruned (budget): touch records are kept
+  FlatMaskMap masks_;     // without lru_: sequence hash -> holder bits of workers 0..63
+  uint64_t in_both_ = 0;  // hashes in masks_ and map_ (held by a worker < 64 and one >= 64)
+  FlatMap map_;           // sequence hash -> first holder (Entry index)
   std::vector<Entry> entries_;
   std::vector<uint32_t> free_entries_;
   std::vector<Worker> workers_;

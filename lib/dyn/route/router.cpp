@@ -103,8 +103,13 @@ struct Router::Impl {
   };
 
   explicit Impl(const RouterConfig& c)
+      // Event-fed, the workers say when a block goes: no TTL and no budget (SPEC 3.3), as the
+      // lower tiers; the index then keeps no LRU order at all (kv::PrefixIndex).
       : index(kv::IndexConfig{c.kv_events ? 0.0 : c.kv_ttl_secs * 1000.0,
-                              c.max_tree_size ? c.max_tree_size : c.worker_kv_blocks, c.prune_target_ratio}),
+                              c.kv_events       ? 0
+                              : c.max_tree_size ? c.max_tree_size
+                                                : c.worker_kv_blocks,
+                              c.prune_target_ratio}),
         host(lower_tier_config(c, c.host_ttl_secs, c.host_max_tree_size)),
         disk(lower_tier_config(c, c.disk_ttl_secs, c.disk_max_tree_size)),
         shared(kv::IndexConfig{0, 0, c.prune_target_ratio}),
