@@ -237,6 +237,11 @@ class KvPool {
   uint64_t pinned_evictions_ = 0;
   std::vector<KvEvent> events_;
   EvictHook evict_hook_;
+
+ public:
+  /// Bytes the pool keeps per block when full: its slab entry and two table cells (the table is
+  /// at most half full). The simulator's configured KV state (issue 54) counts these.
+  static constexpr size_t kBytesPerBlock = sizeof(Entry) + 2 * sizeof(Cell);
 };
 
 }  // namespace dyn::engine

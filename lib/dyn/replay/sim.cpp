@@ -314,6 +314,8 @@ Simulation::Simulation(const records::Workload* wl, records::WorkloadReader* in,
     admission_ = std::make_unique<route::AdmissionController>(opt.admission, std::move(aw));
   }
   tick_ms_ = opt.admission.scheduler_interval_s * 1000.0;
+  sum_.kv_state_blocks = static_cast<uint64_t>(opt.workers) * ecfg_.num_blocks;
+  sum_.kv_state_bytes_per_block = engine::KvPool::kBytesPerBlock + route::Router::kIndexBytesPerBlock;
   if (auto err = opt.queue.validate()) throw Fatal(err->exit_code, err->message);
   if (router_.busy_thresholds().any()) queue_.emplace(opt.queue.classes, opt.queue.timeout_ms);
   for (const route::PolicyClass& c : opt.queue.classes)
