@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "dyn/base/reserved_array.h"
 #include "dyn/base/event_queue.h"
 #include "dyn/base/json.h"
 #include "dyn/base/json_write.h"
@@ -159,4 +160,20 @@ TEST_CASE("EventQueue pops by time, then kind, then insertion, and moves the clo
   CHECK(e.t_ms == 20);
   CHECK(clock.now_ms() == 20);
   CHECK(q.empty());
+}
+
+TEST_CASE("ReservedArray: appends up to its capacity without moving, and moves as a whole") {
+  dyn::ReservedArray<uint64_t> a(100000);
+  CHECK(a.capacity() == 100000);
+  const uint64_t* first = &a[0];
+  for (uint64_t i = 0; i < 100000; ++i) a.push_back(i * 3);
+  CHECK(a.size() == 100000);
+  CHECK(&a[0] == first);  // growth never copies
+  CHECK(a[99999] == 299997);
+  dyn::ReservedArray<uint64_t> b(std::move(a));
+  CHECK(b.size() == 100000);
+  CHECK(b[12345] == 37035);
+  CHECK(a.size() == 0);
+  dyn::ReservedArray<uint64_t> none(0);
+  CHECK(none.capacity() == 0);
 }

@@ -190,4 +190,13 @@ TEST_CASE("sim summary: hit rates in percent, speed over real time, skipped rows
   CHECK(j["theoretical_hit_pct"] == 30.0);
   CHECK(j["over_count"] == 3);
   CHECK(j["simulated_s"] == 20.0);
+  CHECK(!j.contains("held_peak"));  // loaded whole: nothing to say
+  s.kv_state_blocks = 4 * 16384;
+  s.kv_state_bytes_per_block = 120;
+  s.streamed = true;
+  s.held_peak = 57;
+  j = sim_summary_json(s, 4);
+  CHECK(j["kv_state"]["blocks"] == 65536);
+  CHECK(j["kv_state"]["bytes"] == 65536 * 120);
+  CHECK(j["held_peak"] == 57);
 }

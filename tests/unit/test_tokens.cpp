@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 #include <numeric>
+#include <random>
 #include <sstream>
 #include <string>
 
@@ -239,4 +240,26 @@ TEST_CASE("synthetic blocks: deterministic, exact size, printable, distinct head
   // Too few ids (lenient mode): still exactly input_length tokens.
   std::vector<uint64_t> one{5};
   CHECK(synthetic_prompt(7, one, 50, 16).size() == 200);
+}
+
+TEST_CASE("InfiniteCache::add by id prefix counts what add_sequence counts on the engine blocks") {
+  // Rows share leading ids from a small pool and end anywhere, inside an id or past their ids, so
+  // an id prefix is seen with some of its pieces before others.
+  std::mt19937_64 rng(54);
+  for (auto [ids_bs, engine_bs] : {std::pair{512u, 64u}, {256u, 64u}, {64u, 64u}, {48u, 16u}, {16u, 64u}}) {
+    CAPTURE(ids_bs);
+    CAPTURE(engine_bs);
+    InfiniteCache by_id, by_block;
+    uint64_t hits = 0;
+    for (int row = 0; row < 400; ++row) {
+      std::vector<uint64_t> ids;
+      const size_t n = 1 + rng() % 12;
+      for (size_t k = 0; k < n; ++k) ids.push_back(k < 3 ? rng() % 3 : rng() % 40);
+      const uint64_t length = 1 + rng() % (ids.size() * ids_bs + ids_bs);
+      const uint64_t want = by_block.add_sequence(sequence_from_ids(ids, ids_bs, false, length, engine_bs), engine_bs);
+      CHECK(by_id.add(ids, ids_bs, length, engine_bs) == want);
+      hits += want;
+    }
+    CHECK(hits > 0);  // the rows did share blocks
+  }
 }

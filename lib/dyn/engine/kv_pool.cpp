@@ -7,14 +7,29 @@
 namespace dyn::engine {
 
 KvPool::KvPool(uint64_t capacity, bool record_events, bool track_owners, bool by_rank)
-    : capacity_(capacity), record_events_(record_events), track_owners_(track_owners), by_rank_(by_rank) {
-  // The slab grows on demand (a pool of millions of blocks should not cost memory up front).
-  size_t buckets = 16;
-  while (buckets < 2 * capacity) buckets <<= 1;
-  table_.assign(buckets, Cell{});
+    : capacity_(capacity),
+      record_events_(record_events),
+      track_owners_(track_owners),
+      by_rank_(by_rank),
+      slab_(capacity) {
+  // The slab and the table grow on demand (a pool of millions of blocks should not cost memory
+  // up front, nor should a thousand simulated workers' pools before their blocks arrive: issue 54).
+  resize_table(16);
+}
+
+// The table at `buckets` cells (a power of two), every block filed again from its cell's tag.
+void KvPool::resize_table(size_t buckets) {
+  std::vector<Cell> old(buckets, Cell{});
+  old.swap(table_);
   mask_ = buckets - 1;
   shift_ = 64;
   for (size_t b = buckets; b > 1; b >>= 1) --shift_;
+  for (const Cell& c : old) {
+    if (c.slot1 == 0) continue;
+    size_t i = home(c);
+    while (table_[i].slot1 != 0) i = (i + 1) & mask_;
+    table_[i] = c;
+  }
 }
 
 KvPool::~KvPool() = default;
@@ -101,7 +116,7 @@ uint32_t KvPool::insert(uint64_t hash, std::optional<uint64_t> parent) {
     free_slots_.pop_back();
   } else {
     e = static_cast<uint32_t>(slab_.size());
-    slab_.emplace_back();
+    slab_.push_back(Entry{});
   }
   slab_[e] = Entry{hash, parent.value_or(0), 1, kNil, kNil, 0, parent.has_value()};
   if (!pins_.empty()) slab_[e].pinned = pins_.count(hash) != 0;  // a lease outlives an eviction
@@ -113,6 +128,8 @@ uint32_t KvPool::insert(uint64_t hash, std::optional<uint64_t> parent) {
     if (ranks_.size() <= e) ranks_.resize(e + 1);
     ranks_[e] = INT64_MIN;  // the inserting request's claim() sets it
   }
+  // At most half full, as the table sized for the whole pool was (it never grows past that).
+  if ((hashed_ + 1) * 2 > table_.size()) resize_table(table_.size() * 2);
   size_t i = bucket(hash);
   while (table_[i].slot1 != 0) i = (i + 1) & mask_;
   table_[i] = Cell{e + 1, static_cast<uint32_t>(scramble(hash) >> 32)};

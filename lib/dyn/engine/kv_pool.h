@@ -10,6 +10,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "dyn/base/reserved_array.h"
+
 namespace dyn::engine {
 
 /// Where a KV block lives. The numbers are the KVBM tier names (G1 = GPU ... G4 = shared pool).
@@ -187,7 +189,8 @@ class KvPool {
   size_t home(const Cell& c) const {
     return shift_ >= 32 ? static_cast<size_t>(c.tag >> (shift_ - 32)) : bucket(slab_[c.slot1 - 1].hash);
   }
-  void table_erase(uint64_t hash, uint32_t slot);               // the cell of `slot`, which holds `hash`
+  void table_erase(uint64_t hash, uint32_t slot);  // the cell of `slot`, which holds `hash`
+  void resize_table(size_t buckets);
   void lru_push(uint32_t e, uint8_t list, bool front = false);  // front: as the list's oldest
   void lru_unlink(uint32_t e);
   void unlink_from(Ends& l, uint32_t e);
@@ -212,7 +215,7 @@ class KvPool {
   bool record_events_;
   bool track_owners_;
   bool by_rank_;
-  std::vector<Entry> slab_;
+  ReservedArray<Entry> slab_;  // `capacity` entries reserved, resident as blocks arrive
   std::vector<uint32_t> free_slots_;
   std::vector<Cell> table_;
   size_t mask_ = 0;
@@ -234,6 +237,11 @@ class KvPool {
   uint64_t pinned_evictions_ = 0;
   std::vector<KvEvent> events_;
   EvictHook evict_hook_;
+
+ public:
+  /// Bytes the pool keeps per block when full: its slab entry and two table cells (the table is
+  /// at most half full). The simulator's configured KV state (issue 54) counts these.
+  static constexpr size_t kBytesPerBlock = sizeof(Entry) + 2 * sizeof(Cell);
 };
 
 }  // namespace dyn::engine

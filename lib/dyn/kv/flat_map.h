@@ -247,6 +247,13 @@ class FlatSet {
     if (++size_ * 4 > cells_.size() * 3) grow();
     return true;
   }
+  /// Whether key was added.
+  bool contains(uint64_t key) const {
+    if (key == 0) return has_zero_;
+    for (size_t i = slot(key); cells_[i] != 0; i = (i + 1) & mask_)
+      if (cells_[i] == key) return true;
+    return false;
+  }
   /// Starts loading the cell where key's probe begins (a hint: no effect on the contents). A
   /// set of millions of keys is mostly cache misses; callers that know their next keys prefetch
   /// a few ahead so the misses overlap.

@@ -134,6 +134,11 @@ class PrefixIndex {
   std::vector<Entry> entries_;
   std::vector<uint32_t> free_entries_;
   std::vector<Worker> workers_;
+
+ public:
+  /// Bytes kept per block a worker holds: its holder entry, one LRU record and two of the map's
+  /// 16-byte cells (the map is at most half full). The simulator's configured KV state counts these.
+  static constexpr size_t kBytesPerBlock = sizeof(Entry) + sizeof(Touch) + 2 * 16;
 };
 
 }  // namespace dyn::kv

@@ -184,7 +184,7 @@ class Simulation {
   void on_queue_timeout(const Event& ev);
   void complete(uint32_t i, double t);
   void write_row(const Req& r);
-  void count_theoretical(uint32_t i, std::span<const uint64_t> seq);
+  void count_theoretical(uint32_t i);
   void push_arrival(double t, uint32_t i);
   double schedule_ms(double timestamp_ms) const;
   double fixed_arrival_ms(const Req& r) const;
@@ -229,9 +229,9 @@ class Simulation {
   SimSummary sum_;
   // Theoretical hit rate at the engines' block size (SPEC 7, as dyn-bench counts it): input
   // tokens of the kept rows with hash ids that lie in full engine blocks an earlier row had.
-  // Counted as rows are dispatched, on the hashes routing computes anyway (kept rows never
-  // dispatched are added after the run): the total does not depend on the order rows are added
-  // in, since each distinct block misses exactly once and every other occurrence hits.
+  // Counted as rows are dispatched, from their ids (kept rows never dispatched are added after
+  // the run): the total does not depend on the order rows are added in, since each distinct
+  // block misses exactly once and every other occurrence hits.
   tokens::InfiniteCache infinite_;
   uint64_t id_tokens_ = 0, id_hits_ = 0;
   // SimOptions::references: each completed request's timing and blocks, with its row and cached
@@ -323,6 +323,8 @@ Simulation::Simulation(const records::Workload* wl, records::WorkloadReader* in,
     admission_ = std::make_unique<route::AdmissionController>(opt.admission, std::move(aw));
   }
   tick_ms_ = opt.admission.scheduler_interval_s * 1000.0;
+  sum_.kv_state_blocks = static_cast<uint64_t>(opt.workers) * ecfg_.num_blocks;
+  sum_.kv_state_bytes_per_block = engine::KvPool::kBytesPerBlock + route::Router::kIndexBytesPerBlock;
   if (auto err = opt.queue.validate()) throw Fatal(err->exit_code, err->message);
   if (router_.busy_thresholds().any()) queue_.emplace(opt.queue.classes, opt.queue.timeout_ms);
   for (const route::PolicyClass& c : opt.queue.classes)
@@ -595,12 +597,12 @@ void Simulation::push(double t, int kind, uint32_t arg) {
   if (kind == kArrival || kind == kAdmit || kind == kTick || kind == kGraceEnd) arrivals_.push(t);
 }
 
-void Simulation::count_theoretical(uint32_t i, std::span<const uint64_t> seq) {
+void Simulation::count_theoretical(uint32_t i) {
   const auto& row = *rq(i).row;
   if (row.hash_ids.empty() || rq(i).counted) return;
   rq(i).counted = true;
   id_tokens_ += row.input_length;
-  id_hits_ += infinite_.add_sequence(seq, ecfg_.block_size);
+  id_hits_ += infinite_.add(row.hash_ids, wl_block_, row.input_length, ecfg_.block_size);
 }
 
 // records::append_request_end writes without building Json objects.
@@ -758,7 +760,7 @@ bool Simulation::dispatch(uint32_t i, double t, bool from_queue) {
     hashes_ = tokens::sequence_hashes(tokens::block_hashes(toks, bs));
   } else {
     tokens::sequence_from_ids(row.hash_ids, wl_block_, false, row.input_length, bs, hashes_);
-    count_theoretical(i, hashes_);
+    count_theoretical(i);
   }
   if (!r.resolved) {
     // The workload's priority is what a harness puts in nvext.agent_hints.priority (SPEC 3.4).
@@ -1112,13 +1114,8 @@ SimSummary Simulation::run() {
     sum_.over_count = sel_.over;
   }
   // Requests still held (all of them unless streaming): the kept rows never dispatched.
-  const uint32_t bs = ecfg_.block_size;
-  for (size_t i = 0; i < reqs_.size(); ++i) {
-    if (!rq(i).kept || rq(i).counted || rq(i).row->hash_ids.empty()) continue;
-    const auto& row = *rq(i).row;
-    count_theoretical(static_cast<uint32_t>(i),
-                      tokens::sequence_from_ids(row.hash_ids, wl_block_, false, row.input_length, bs));
-  }
+  for (size_t i = 0; i < reqs_.size(); ++i)
+    if (rq(i).kept) count_theoretical(static_cast<uint32_t>(i));
   sum_.quality = router_.stats().quality;
   if (policies_) sum_.kv_policy = policies_->counts();
   sum_.theoretical_hit = id_tokens_ ? static_cast<double>(id_hits_) / static_cast<double>(id_tokens_) : 0.0;

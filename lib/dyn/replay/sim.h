@@ -129,6 +129,10 @@ struct SimSummary {
   /// run_sim_files streamed the input: requests (rows read and not yet dropped) held at most.
   bool streamed = false;
   uint64_t held_peak = 0;
+  /// The cluster's configured KV state in dyn's own memory (not the GPUs' KV bytes): workers x
+  /// KV blocks each, and the bytes kept per block by an engine's pool and the router's index
+  /// (engine::KvPool::kBytesPerBlock + route::Router::kIndexBytesPerBlock).
+  uint64_t kv_state_blocks = 0, kv_state_bytes_per_block = 0;
   /// Every placement measured (issue 55), and the router's predicted cached tokens against the
   /// simulated engines' over the requests that completed.
   route::QualityTotals quality;

@@ -130,7 +130,12 @@ Json sim_summary_json(const SimSummary& s, uint32_t workers) {
                 {"not_sent", s.not_sent},
                 {"cancelled", s.cancelled},
                 {"decision_quality", route::quality_json(s.quality)},
-                {"cache_prediction", route::staleness_json(s.staleness)}};
+                {"cache_prediction", route::staleness_json(s.staleness)},
+                {"kv_state",
+                 {{"blocks", s.kv_state_blocks},
+                  {"bytes_per_block", s.kv_state_bytes_per_block},
+                  {"bytes", s.kv_state_blocks * s.kv_state_bytes_per_block}}}};
+  if (s.streamed) j["held_peak"] = s.held_peak;
   const kvpolicy::KvPolicyCounts& k = s.kv_policy;
   if (k.tool_retains || k.tool_too_long || k.final_evicts || k.parent_retains)
     j["kv_policy"] = {{"tool_retains", k.tool_retains},

@@ -316,6 +316,8 @@ class Router {
   /// Throws Fatal(kExitUsage) when config.validate() fails. `clock` must outlive the router.
   Router(RouterConfig config, const Clock& clock);
   ~Router();
+  /// Bytes the router's prefix index keeps per block a worker holds.
+  static constexpr size_t kIndexBytesPerBlock = kv::PrefixIndex::kBytesPerBlock;
   Router(const Router&) = delete;
   Router& operator=(const Router&) = delete;
 

@@ -173,4 +173,39 @@ void sequence_from_ids(std::span<const uint64_t> ids, uint32_t ids_bs, bool ids_
   }
 }
 
+uint64_t InfiniteCache::add(std::span<const uint64_t> ids, uint32_t ids_bs, uint64_t input_length, uint32_t engine_bs) {
+  if (ids_bs == 0 || engine_bs == 0) return 0;
+  if (ids_bs % engine_bs != 0)
+    return add_sequence(sequence_from_ids(ids, ids_bs, false, input_length, engine_bs), engine_bs);
+  const uint64_t per = ids_bs / engine_bs;
+  // sequence_from_ids's count of full engine blocks; an id prefix is chained as equal block sizes
+  // chain ids (with per = 1 the keys are the engine blocks' own sequence hashes).
+  const uint64_t full = std::min<uint64_t>(input_length / engine_bs, ids.size() * per);
+  prefixes_.clear();
+  for (uint64_t k = 0, prefix = 0; k * per < full; ++k) prefixes_.push_back(prefix = chain_hash(prefix, ids[k]));
+  // Each key is a likely cache miss in a table of millions: prefetched a few keys ahead.
+  constexpr size_t kAhead = 8;
+  for (size_t k = 0; k < std::min(prefixes_.size(), kAhead); ++k) seen_.prefetch(prefixes_[k]);
+  uint64_t hit = 0;
+  for (size_t k = 0; k < prefixes_.size(); ++k) {
+    if (k + kAhead < prefixes_.size()) seen_.prefetch(prefixes_[k + kAhead]);
+    const uint64_t key = prefixes_[k], pieces = std::min(per, full - k * per);
+    if (seen_.contains(key)) {
+      hit += pieces;
+      continue;
+    }
+    uint32_t* had = partial_.find_ptr(key);
+    const uint64_t before = had ? *had : 0;
+    hit += std::min(pieces, before);
+    if (pieces == per) {
+      if (had) partial_.erase_at(had);
+      seen_.insert(key);
+    } else if (pieces > before) {
+      if (had) *had = static_cast<uint32_t>(pieces);
+      else partial_.insert(key, static_cast<uint32_t>(pieces));
+    }
+  }
+  return hit * engine_bs;
+}
+
 }  // namespace dyn::tokens
