@@ -48,6 +48,11 @@
 #   re-prefills its context: 28-66 requests moved, 21-34 with other cached tokens.
 # - G1+G2+G4 (one run, before the fix): prefilled 406,078 in both, 2 requests with other cached
 #   tokens; G1 41.8 vs 42.0 %, G2 28.6 vs 32.7 %, shared G4 6.3 vs 1.9 % (69 requests moved).
+# Measured again 2026-12-06 at 18:30 on the quiet machine, tier transfers now divided by the
+# speedup in the engine (so --kv-bytes-per-token 131072 in both halves; sim figures unchanged):
+# - G1, live median of 3: 41.0 % (37.7, 41.4, 41.0), prefilled +1.6 %: within 5 %.
+# - G1+G2: total hit -0.1 %, prefilled 426,046 (+0.2 %), but G1 37.7 % (-10.3 %) and G2 36.4 %
+#   (+8.5 %): MISS on the split; 48-103 requests moved take the same blocks from G2, not G1.
 # Mean request latency agreed within 3 % in the runs compared (the engines kept pace): what moves
 # the figures is placement, first turns arriving together and turns whose binding expired.
 # Usage: bench/kv-tiers-live.sh [BUILD_DIR]
