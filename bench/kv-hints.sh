@@ -25,9 +25,9 @@
 # The simulation is deterministic, so every figure is from one run.
 # The script prints, after the goals, every run that loses to no hints (hit or completion time).
 # Result (2026-12-06, this script, deterministic): MISS, 4 of 6 goals. The 2x goals hold (best:
-# evict-on-final; WEKA hit 87.05 % vs 86.49 %, agent 56.11 % vs 50.98 %). At 4x and 8x
-# evict-on-final raises the hit (WEKA 70.55 vs 69.49 %, 28.38 vs 28.29 %; agent 25.78 vs 20.03 %,
-# 11.66 vs 8.46 %) but no policy moves mean session completion time by more than 0.2 %: it is the
+# evict-on-final; WEKA hit 87.05 % vs 86.49 %, agent 56.39 % vs 51.97 %). At 4x and 8x
+# evict-on-final raises the hit (WEKA 70.55 vs 69.49 %, 28.38 vs 28.29 %; agent 26.78 vs 20.55 %,
+# 11.69 vs 8.52 %) but no policy moves mean session completion time by more than 0.2 %: it is the
 # recorded tool waits and think times (WEKA 323 s mean at 4x; agent 849 s), which no cache saves;
 # the prefill a hint saves is seconds of it.
 # Where each loses (figures from that run):
