@@ -166,12 +166,11 @@ for c in 8 16 32 64; do
     "$bin/dyn-replay" "$root/data/mooncake-fast25/conversation_trace.jsonl.gz" --sim --workers 1 --concurrency "$c" \
       --max-num-batched-tokens 2048 --block-size 512 "${extra[@]}" -o "$out/kimi-$g.jsonl" 2>/dev/null
   done
-  jq -s -r --arg c "$c" '
+  jq -n -r --arg c "$c" --slurpfile g1 "$out/kimi-g1.jsonl" --slurpfile g2 "$out/kimi-g2.jsonl" '
     def m(f): (map(select(.dyn.status == "ok")) | map(f) | add / length);
-    (.[0] | m(.request.ttft_ms)) as $a | (.[1] | m(.request.ttft_ms)) as $b
-    | (.[1] | map(.dyn.cached_tokens_by_tier.g2 // 0) | add) as $h | (.[1] | map(.request.input_tokens) | add) as $in
-    | "\($c | " " * (6 - length) + .) \($a | round | tostring | " " * (12 - length) + .) \($b | round | tostring | " " * (12 - length) + .) \(($b / $a - 1) * 1000 | round / 10 | tostring + " %" | " " * (8 - length) + .) \($h / $in * 1000 | round / 10 | tostring | " " * (10 - length) + .)"' \
-    <(jq -s . "$out/kimi-g1.jsonl") <(jq -s . "$out/kimi-g2.jsonl")
+    ($g1 | m(.request.ttft_ms)) as $a | ($g2 | m(.request.ttft_ms)) as $b
+    | ($g2 | map(.dyn.cached_tokens_by_tier.g2 // 0) | add) as $h | ($g2 | map(.request.input_tokens) | add) as $in
+    | "\($c | " " * (6 - length) + .) \($a | round | tostring | " " * (12 - length) + .) \($b | round | tostring | " " * (12 - length) + .) \(($b / $a - 1) * 1000 | round / 10 | tostring + " %" | " " * (8 - length) + .) \($h / $in * 1000 | round / 10 | tostring | " " * (10 - length) + .)"'
 done
 # Every row of every run must end ok: a request refused or timed out would leave the figures
 # comparing different sets of rows.
