@@ -106,7 +106,8 @@ Frontend::Impl::Impl(FrontendOptions o, const Clock& c)
                                          opt.capture ? nullptr : &opt.queue.classes);
   relay = std::make_unique<Relay>(opt, clock, loop, *fleet, placer.get(), kv ? &kv->adapters() : nullptr, *trace);
   if (!opt.tool_events_endpoint.empty()) {
-    tools = std::make_unique<ToolEventIngress>(clock, *trace, placer ? placer->admission() : nullptr);
+    tools =
+        std::make_unique<ToolEventIngress>(clock, *trace, placer ? placer->admission() : nullptr, relay->kv_policies());
     relay->set_tool_events(tools.get());
   }
   admin = std::make_unique<AdminPages>(

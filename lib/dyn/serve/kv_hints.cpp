@@ -99,7 +99,7 @@ void KvPolicyRunner::see_turn(Exchange& ex, size_t worker, uint64_t predicted_ca
     const std::string& parent = ex.ctx->parent_session_id;
     if (auto p = sessions_.find(parent); !parent.empty() && p != sessions_.end())
       if (auto h = policies_.spawn_hint(parent))
-        send_locked(ex, p->second.worker, kvpolicy::KvPolicy::kParentRetain, *h);
+        send_locked(&ex, p->second.worker, kvpolicy::KvPolicy::kParentRetain, *h);
   } else if (s.tool_since_ms) {
     policies_.observe_tool_wait(id, (clock_.now_ms() - *s.tool_since_ms) / 1000.0, s.tool);
     s.tool_since_ms.reset();
@@ -126,7 +126,28 @@ void KvPolicyRunner::on_end(Exchange& ex, const ResponseFacts* f, bool ok) {
   it->second.tool_since_ms = clock_.now_ms();
   it->second.tool = f->tool_calls.empty() ? std::string() : f->tool_calls.front().name;
   if (auto h = policies_.tool_wait_hint(ex.ctx->session_id, it->second.tool))
-    send_locked(ex, static_cast<size_t>(ex.worker), kvpolicy::KvPolicy::kToolTtl, *h);
+    send_locked(&ex, static_cast<size_t>(ex.worker), kvpolicy::KvPolicy::kToolTtl, *h);
+}
+
+void KvPolicyRunner::on_tool_event(const std::string& session_id, const std::string& tool, bool start, bool last_done) {
+  std::lock_guard lk(mu_);
+  auto it = sessions_.find(session_id);
+  if (it == sessions_.end()) return;
+  Session& s = it->second;
+  if (start) {
+    if (s.tool_since_ms) {  // the response began this wait, and its hint has gone
+      if (s.tool.empty()) s.tool = tool;
+      return;
+    }
+    s.tool_since_ms = clock_.now_ms();
+    s.tool = tool;
+    if (auto h = policies_.tool_wait_hint(session_id, tool))
+      send_locked(nullptr, s.worker, kvpolicy::KvPolicy::kToolTtl, *h);
+  } else if (last_done && s.tool_since_ms) {
+    policies_.observe_tool_wait(session_id, (clock_.now_ms() - *s.tool_since_ms) / 1000.0, s.tool);
+    s.tool_since_ms.reset();
+    s.tool.clear();
+  }
 }
 
 KvPolicyRunner::Session& KvPolicyRunner::session_locked(const std::string& id, bool* fresh) {
@@ -150,10 +171,11 @@ void KvPolicyRunner::forget_locked(const std::string& id) {
   sessions_.erase(it);
 }
 
-void KvPolicyRunner::send_locked(Exchange& ex, size_t worker, kvpolicy::KvPolicy p, const Json& hint) {
+void KvPolicyRunner::send_locked(Exchange* ex, size_t worker, kvpolicy::KvPolicy p, const Json& hint) {
   const size_t i = index_of(p);
-  ex.kv_hints.push_back(
-      {kvpolicy::kKvPolicies[i].name, kKinds[i].action_type, kKinds[i].via, static_cast<int64_t>(worker)});
+  if (ex)
+    ex->kv_hints.push_back(
+        {kvpolicy::kKvPolicies[i].name, kKinds[i].action_type, kKinds[i].via, static_cast<int64_t>(worker)});
   {
     std::lock_guard lk(send_mu_);
     pending_.push_back({worker, i, hint.dump()});

@@ -69,6 +69,15 @@ class KvPolicyRunner {
   /// The response of `ex` ended (`ok`: a success, `f` its facts): tool-ttl's hint when it
   /// finished in a tool call of a session that goes on.
   void on_end(Exchange& ex, const ResponseFacts* f, bool ok);
+  /// A harness tool event of `session_id` (ToolEventIngress, --tool-events-endpoint; issue 49):
+  /// the harness knows when a tool runs, the response only that one was called. A tool_start
+  /// (`start`) begins the session's tool wait when no response has begun one, and tool-ttl's
+  /// kv.retain goes as on_end sends it (counted, in no request's row: no request carries it); a
+  /// wait a response began only learns the tool's name (`tool`, "" = unnamed). The end of the
+  /// session's last running tool (`last_done`) ends the wait: tool_start to tool_end feeds the
+  /// moving averages, where without events the next turn's arrival does. Sessions the router has
+  /// not served (or has forgotten) are ignored: no worker is known to hold their blocks.
+  void on_tool_event(const std::string& session_id, const std::string& tool, bool start, bool last_done);
   /// Prometheus lines: dyn_kv_policy_hints_total{policy, action_type, via, outcome} and
   /// dyn_kv_policy_tool_waits_not_pinned_total.
   void append_metrics(std::string& out) const;
@@ -90,8 +99,8 @@ class KvPolicyRunner {
   void see_turn(Exchange& ex, size_t worker, uint64_t predicted_cached);
   Session& session_locked(const std::string& id, bool* fresh);
   void forget_locked(const std::string& id);
-  /// Queues `hint` for `worker`'s control endpoint and notes it in `ex`'s row.
-  void send_locked(Exchange& ex, size_t worker, kvpolicy::KvPolicy p, const Json& hint);
+  /// Queues `hint` for `worker`'s control endpoint and notes it in `ex`'s row (none: null).
+  void send_locked(Exchange* ex, size_t worker, kvpolicy::KvPolicy p, const Json& hint);
   void sender();
   void post(const Control& c);
   void count(size_t policy, size_t outcome) { counts_[policy][outcome].fetch_add(1, std::memory_order_relaxed); }

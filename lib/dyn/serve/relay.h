@@ -84,6 +84,7 @@ class Relay {
   const DecisionLog& decisions() const { return decisions_; }
   /// --kv-policy's runner (null without a policy, and in capture mode).
   const KvPolicyRunner* kv_policies() const { return kv_.get(); }
+  KvPolicyRunner* kv_policies() { return kv_.get(); }
 
  private:
   class Migrator;

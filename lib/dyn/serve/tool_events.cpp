@@ -7,11 +7,13 @@
 
 #include "dyn/base/diag.h"
 #include "dyn/records/record.h"
+#include "dyn/serve/kv_hints.h"
 
 namespace dyn::serve {
 
-ToolEventIngress::ToolEventIngress(const Clock& clock, RequestTrace& trace, route::AdmissionController* admission)
-    : clock_(clock), trace_(trace), admission_(admission) {}
+ToolEventIngress::ToolEventIngress(const Clock& clock, RequestTrace& trace, route::AdmissionController* admission,
+                                   KvPolicyRunner* kv)
+    : clock_(clock), trace_(trace), admission_(admission), kv_(kv) {}
 
 ToolEventIngress::~ToolEventIngress() { stop(); }
 
@@ -60,6 +62,7 @@ void ToolEventIngress::on_event(records::ToolEvent&& e) {
   records::ToolEventJoin join;
   std::string request_id;
   bool running = e.event_type == records::event::kToolStart;
+  bool last_done = false;  // the session's last running tool ended
   {
     std::lock_guard lk(mu_);
     SessionState& s = session_locked(e.session_id);
@@ -79,6 +82,7 @@ void ToolEventIngress::on_event(records::ToolEvent&& e) {
         ++joined_start_;
         s.running.erase(r);
       }
+      last_done = s.running.empty();
       uint64_t end = e.ended_at_unix_ms.value_or(e.event_time_unix_ms);
       if (!e.duration_ms && e.started_at_unix_ms && end >= *e.started_at_unix_ms)
         e.duration_ms = static_cast<double>(end - *e.started_at_unix_ms);
@@ -87,6 +91,7 @@ void ToolEventIngress::on_event(records::ToolEvent&& e) {
   }
   join.request_id = request_id;
   if (admission_) admission_->on_tool_event(e.session_id, running, clock_.now_ms());
+  if (kv_) kv_->on_tool_event(e.session_id, e.tool_class, running, last_done);
   if (trace_.on()) trace_.write_tool_event(e, join);
 }
 

@@ -18,6 +18,8 @@
 
 namespace dyn::serve {
 
+class KvPolicyRunner;
+
 /// Takes harness tool events as Dynamo does (DYN_REQUEST_TRACE_TOOL_EVENTS_ZMQ_ENDPOINT: a PULL
 /// socket bound here, frames [topic, seq, msgpack record]) on the receiver's own thread, so the
 /// serve loop never waits on ZMQ. Each accepted event is
@@ -28,15 +30,17 @@ namespace dyn::serve {
 /// - written to the request trace as its own row (records::append_tool_event, event_source
 ///   "harness") when tracing is on;
 /// - fed to the session's state: ACTING from tool_start until its last running tool ends
-///   (shown by GET /v1/tool_events and, with admission, the program's status: on_tool_event).
+///   (shown by GET /v1/tool_events and, with admission, the program's status: on_tool_event);
+/// - with --kv-policy, fed to its runner (KvPolicyRunner::on_tool_event): a tool_start, and the
+///   end of the session's last running tool, bound tool-ttl's wait.
 /// Malformed frames are counted and reported (the receiver), never fatal. Per-session state is
 /// bounded: past kMaxSessions the sessions idle longest (no tool running) are forgotten.
 class ToolEventIngress {
  public:
   static constexpr size_t kMaxSessions = 16384;
 
-  /// `admission`: null without program-aware admission.
-  ToolEventIngress(const Clock& clock, RequestTrace& trace, route::AdmissionController* admission);
+  /// `admission`: null without program-aware admission; `kv`: null without --kv-policy.
+  ToolEventIngress(const Clock& clock, RequestTrace& trace, route::AdmissionController* admission, KvPolicyRunner* kv);
   ~ToolEventIngress();
   /// Binds the endpoint and starts taking events. Fatal(kExitIo) when it cannot be bound.
   void start(const std::string& endpoint, const std::string& topic);
@@ -76,6 +80,7 @@ class ToolEventIngress {
   const Clock& clock_;
   RequestTrace& trace_;
   route::AdmissionController* admission_;
+  KvPolicyRunner* kv_;
   std::unique_ptr<toolevents::Receiver> receiver_;
   mutable std::mutex mu_;
   std::map<std::string, SessionState> sessions_;
