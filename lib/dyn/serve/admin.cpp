@@ -29,6 +29,11 @@ void AdminPages::add_routes(http::EventServer& s, bool guarded) const {
               res.set_content(s_.tools->snapshot_json().dump(2) + "\n", "application/json");
             }));
   }
+  if (const KvPolicyRunner* k = s_.relay.kv_policies()) {
+    s.route("GET", "/v1/session_prefix", admin([k](const http::ServerRequest&, http::ServerResponse& res) {
+              res.set_content(k->session_prefix_json().dump(2) + "\n", "application/json");
+            }));
+  }
   if (s_.placer) {
     s.route("GET", "/v1/bindings", admin([this](const http::ServerRequest&, http::ServerResponse& res) {
               res.set_content(bindings_text(), "application/json");

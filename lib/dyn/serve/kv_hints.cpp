@@ -99,13 +99,16 @@ void KvPolicyRunner::see_turn(Exchange& ex, size_t worker, uint64_t predicted_ca
     const std::string& parent = ex.ctx->parent_session_id;
     if (auto p = sessions_.find(parent); !parent.empty() && p != sessions_.end())
       if (auto h = policies_.spawn_hint(parent))
-        send_locked(&ex, p->second.worker, kvpolicy::KvPolicy::kParentRetain, *h);
+        send_locked(&ex, p->second.worker, kvpolicy::KvPolicy::kParentRetain,
+                    with_lineage(*h, parent, p->second.worker));
   } else if (s.tool_since_ms) {
     policies_.observe_tool_wait(id, (clock_.now_ms() - *s.tool_since_ms) / 1000.0, s.tool);
     s.tool_since_ms.reset();
     s.tool.clear();
   }
   s.worker = worker;
+  const size_t full = std::min<size_t>(ex.sequence_hashes.size(), ex.input_length / block_size_);
+  lineage_.record(id, worker, std::span<const uint64_t>(ex.sequence_hashes.data(), full));
   if (auto h = policies_.request_hint(id, last, /*ends_in_tool=*/false, s.shared_blocks)) {
     ex.kv_hint = h->dump();
     const size_t i = index_of(kvpolicy::KvPolicy::kEvictOnFinal);
@@ -126,7 +129,8 @@ void KvPolicyRunner::on_end(Exchange& ex, const ResponseFacts* f, bool ok) {
   it->second.tool_since_ms = clock_.now_ms();
   it->second.tool = f->tool_calls.empty() ? std::string() : f->tool_calls.front().name;
   if (auto h = policies_.tool_wait_hint(ex.ctx->session_id, it->second.tool))
-    send_locked(&ex, static_cast<size_t>(ex.worker), kvpolicy::KvPolicy::kToolTtl, *h);
+    send_locked(&ex, static_cast<size_t>(ex.worker), kvpolicy::KvPolicy::kToolTtl,
+                with_lineage(*h, ex.ctx->session_id, static_cast<size_t>(ex.worker)));
 }
 
 void KvPolicyRunner::on_tool_event(const std::string& session_id, const std::string& tool, bool start, bool last_done) {
@@ -142,7 +146,7 @@ void KvPolicyRunner::on_tool_event(const std::string& session_id, const std::str
     s.tool_since_ms = clock_.now_ms();
     s.tool = tool;
     if (auto h = policies_.tool_wait_hint(session_id, tool))
-      send_locked(nullptr, s.worker, kvpolicy::KvPolicy::kToolTtl, *h);
+      send_locked(nullptr, s.worker, kvpolicy::KvPolicy::kToolTtl, with_lineage(*h, session_id, s.worker));
   } else if (last_done && s.tool_since_ms) {
     policies_.observe_tool_wait(session_id, (clock_.now_ms() - *s.tool_since_ms) / 1000.0, s.tool);
     s.tool_since_ms.reset();
@@ -167,8 +171,24 @@ void KvPolicyRunner::forget_locked(const std::string& id) {
   auto it = sessions_.find(id);
   if (it == sessions_.end()) return;
   policies_.end_session(id);
+  lineage_.forget(id);
   lru_.erase(it->second.lru);
   sessions_.erase(it);
+}
+
+Json KvPolicyRunner::with_lineage(Json hint, const std::string& session, size_t worker) const {
+  const std::vector<uint64_t>* l = lineage_.lineage(session, worker);
+  if (!l) return hint;
+  Json hashes = Json::array();
+  for (uint64_t x : *l) hashes.push_back(std::to_string(x));  // decimal strings, as Dynamo's policy
+  for (Json& a : hint["actions"])
+    if (a["action_type"] == "kv.retain") a["payload"]["block_hashes"] = hashes;
+  return hint;
+}
+
+Json KvPolicyRunner::session_prefix_json() const {
+  std::lock_guard lk(mu_);
+  return lineage_.snapshot_json();
 }
 
 void KvPolicyRunner::send_locked(Exchange* ex, size_t worker, kvpolicy::KvPolicy p, const Json& hint) {

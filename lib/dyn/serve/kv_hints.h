@@ -19,6 +19,7 @@
 #include "dyn/base/json.h"
 #include "dyn/http/proxy.h"
 #include "dyn/kvpolicy/kv_policy.h"
+#include "dyn/kvpolicy/session_prefix.h"
 #include "dyn/serve/exchange.h"
 #include "dyn/serve/fleet.h"
 
@@ -41,8 +42,13 @@ namespace dyn::serve {
 /// endpoint POST /v1/kv_hints (its base URL from the worker list), from one sender thread in
 /// the order made, so the loop never waits on them. Every hint is counted with its outcome
 /// (the worker's answer per action for the endpoint; "forwarded" for one in a body) and noted
-/// in its request's trace row (dyn.kv_hints). Per-session state is bounded: past kMaxSessions
-/// the session seen longest ago is forgotten. Thread-safe.
+/// in its request's trace row (dyn.kv_hints). A session-prefix index (kvpolicy::
+/// SessionPrefixIndex) keeps each session's block lineage per worker, from the turns placed
+/// there; a kv.retain for a session on a worker names that lineage (block_hashes, root first, as
+/// Dynamo's experiment policy writes them) beside its session_id, so an engine that does not
+/// track sessions can honour it, and the lineage outlives the blocks' eviction (GET
+/// /v1/session_prefix). Per-session state is bounded: past kMaxSessions the session seen
+/// longest ago is forgotten. Thread-safe.
 class KvPolicyRunner {
  public:
   static constexpr size_t kMaxSessions = 16384;
@@ -81,6 +87,8 @@ class KvPolicyRunner {
   /// Prometheus lines: dyn_kv_policy_hints_total{policy, action_type, via, outcome} and
   /// dyn_kv_policy_tool_waits_not_pinned_total.
   void append_metrics(std::string& out) const;
+  /// GET /v1/session_prefix: the session-prefix index (SessionPrefixIndex::snapshot_json).
+  Json session_prefix_json() const;
 
  private:
   struct Session {
@@ -99,6 +107,8 @@ class KvPolicyRunner {
   void see_turn(Exchange& ex, size_t worker, uint64_t predicted_cached);
   Session& session_locked(const std::string& id, bool* fresh);
   void forget_locked(const std::string& id);
+  /// `hint` with each kv.retain for `session` naming its lineage on `worker` (block_hashes).
+  Json with_lineage(Json hint, const std::string& session, size_t worker) const;
   /// Queues `hint` for `worker`'s control endpoint and notes it in `ex`'s row (none: null).
   void send_locked(Exchange* ex, size_t worker, kvpolicy::KvPolicy p, const Json& hint);
   void sender();
@@ -113,6 +123,7 @@ class KvPolicyRunner {
   kvpolicy::KvPolicies policies_;
   std::unordered_map<std::string, Session> sessions_;
   std::list<std::string> lru_;  ///< session ids, the one seen longest ago first
+  kvpolicy::SessionPrefixIndex lineage_{kMaxSessions};
   std::array<std::array<std::atomic<uint64_t>, std::size(kOutcomes)>, std::size(kvpolicy::kKvPolicies)> counts_{};
   std::mutex send_mu_;
   std::condition_variable send_cv_;
