@@ -1,0 +1,201 @@
+#!/usr/bin/env bash
+# Benchmark (issue 49, the live half of bench/kv-hints.sh): the router's KV retention policies over
+# real processes, against the same run in dyn-replay --sim. Live: one dyn-mocker process with
+# --num-workers 2 engines behind dyn-route serve --kv-policy (kv routing, hard session affinity),
+# driven by dyn-replay's live client (streaming /v1/completions, ignore_eos, SPEC 4.3 synthetic
+# prompts, so the engines' 64-token blocks are the simulator's) that also plays the harness: it
+# PUSHes a tool_start and a tool_end for every tool wait it replays (--tool-events-endpoint) to the
+# router's PULL socket, which is how tool-ttl learns of a tool call live (the mocker's replies call
+# no tool). evict-on-final's kv.evict travels in the last turn's body (the client marks it
+# x-dynamo-session-final); tool-ttl's and parent-retain's kv.retain go to the worker's POST
+# /v1/kv_hints, naming the session's lineage from the router's session-prefix index.
+# Sim: dyn-replay --sim with the same engine, router and policy flags.
+# Workloads and sizes as bench/kv-hints.sh (computed here the same way, not shared): the WEKA slice
+# (data/weka-kv-cache-tester, dyn-trace convert --from weka) and the bundled agent workload, each as
+# N copies (the fewest whose GPU KV at 8x still holds the largest request on each of 2 workers),
+# G1 = working set / SIZE / 2 per worker.
+# Speed: the engines run --speedup-ratio SPEEDUP and the client replays at --speedup SPEEDUP, so a
+# run takes its workload's time / SPEEDUP; the sim twin runs the same two flags. Every time setting
+# is divided by SPEEDUP too, so both model the system kv-hints.sh models at speedup 1: the affinity
+# TTL (300 s), tool-ttl's default and longest expected wait (30 s, 120 s), parent-retain's lease
+# (120 s) and the engines' longest lease (300 s). Times are reported on the workload's clock.
+# Per run, live and sim: ok rows, hit (cached / input tokens), prefilled tokens, TTFT p50/p90 (ms),
+# mean session completion time (s), the hints sent (live: the router's dyn_kv_policy_hints_total by
+# outcome; sim: the --summary's counts); for live, how many requests got other cached tokens than in
+# sim. The sim is deterministic: one run. Live runs REPEAT times; the live figures checked are the
+# repeats' medians.
+# Check: live within 5 % of sim on the hit and the prefilled tokens, as many requests served ok, and
+# each policy's effect on the hit (its hit less no hints') of the same sign live as in sim where the
+# sim's is at least 1 point. TTFT and completion time are reported, not checked: at SPEEDUP 32 each
+# millisecond a busy 2-core machine adds to a request is 32 ms on the workload's clock.
+# Usage: bench/kv-hints-live.sh [BUILD_DIR]
+#   env: SPEEDUP=32 REPEAT=3 WORKLOADS="weka agent" SIZE=4 POLICIES="none evict-on-final tool-ttl all" KEEP=DIR
+set -euo pipefail
+root="$(cd "$(dirname "$0")/.." && pwd)"
+bin="${1:-$root/build}/bin"
+[[ -x "$bin/dyn-mocker" ]] || { echo "$0: no dyn-mocker in $bin (build first, or give BUILD_DIR)" >&2; exit 2; }
+speed="${SPEEDUP:-32}" repeat="${REPEAT:-3}" size="${SIZE:-4}"
+read -ra wls <<<"${WORKLOADS:-weka agent}"
+read -ra pols <<<"${POLICIES:-none evict-on-final tool-ttl all}"
+((speed >= 1)) || { echo "$0: SPEEDUP must be a whole number >= 1" >&2; exit 2; }
+workers=2
+out="${KEEP:-$(mktemp -d /tmp/dyn-bench-kvhints-live.XXXXXX)}"
+mkdir -p "$out"
+source "$root/bench/servers.sh"
+source "$root/bench/workload_copies.sh"  # copies FILE N
+trap 'stop_all; [[ -n "${KEEP:-}" ]] || rm -rf "$out"' EXIT
+exec 3>&1
+scaled() { jq -n --argjson v "$1" --argjson s "$speed" '$v / $s'; }  # a time setting on the run's clock
+ttl=$(((300 + speed / 2) / speed))  # whole seconds (the flag takes no fraction)
+# Router flags both halves take; the policy flags (and the engines' lease bound, which --sim takes only
+# with a policy) are added per run.
+rflags=(--router-mode kv --kv-cache-block-size 64 --router-session-affinity-ttl-secs "$ttl"
+  --router-session-affinity-mode hard)
+
+declare -A wfile wtb
+"$bin/dyn-trace" convert --from weka "$root"/data/weka-kv-cache-tester/trace_*.json.gz -o "$out/weka1.jsonl" 2>/dev/null
+wfile[weka]="$out/weka1.jsonl" wtb[weka]=64
+wfile[agent]="$root/data/quickstart/conversation-slice.jsonl" wtb[agent]=512
+
+# policy_flags NAME: the --kv-policy flags of a policy run (time settings scaled).
+policy_flags() {
+  local list
+  case $1 in
+    none) return 0 ;;
+    all) list=tool-ttl,evict-on-final,parent-retain ;;
+    tool-ttl | evict-on-final | parent-retain) list=$1 ;;
+    *) echo "$0: POLICIES: none tool-ttl evict-on-final parent-retain all, not $1" >&2; exit 2 ;;
+  esac
+  printf '%s\n' --kv-policy "$list" --kv-hint-max-ttl-s "$(scaled 300)"
+  [[ $list != *tool-ttl* ]] || printf '%s\n' --kv-policy-tool-default-wait-s "$(scaled 30)" \
+    --kv-policy-tool-max-wait-s "$(scaled 120)"
+  [[ $list != *parent-retain* ]] || printf '%s\n' --kv-policy-parent-ttl-s "$(scaled 120)"
+}
+
+# figures NAME MODE ROWS HINTS_JSON: one JSON line of a run's figures from its request_end rows.
+figures() {
+  jq -s -c --arg name "$1" --arg mode "$2" --argjson s "$speed" --argjson hints "$4" '
+    def pct(q): (length as $n | sort | .[((q * $n) | ceil) - 1]);
+    [.[] | select(.event_type == "request_end" and .dyn.status == "ok" and (.dyn.warmup | not))] as $ok
+    | ($ok | map(.request.input_tokens) | add) as $in | ($ok | map(.request.cached_tokens // 0) | add) as $cached
+    | {run: $name, mode: $mode, ok: ($ok | length), rows: length, input: $in, cached: $cached, hit: ($cached / $in),
+       prefilled: ($in - $cached), ttft_p50: ($ok | map(.request.ttft_ms * $s) | pct(0.5)),
+       ttft_p90: ($ok | map(.request.ttft_ms * $s) | pct(0.9)),
+       session_s: ($ok | group_by(.agent_context.session_id)
+         | map((map(.request.request_received_ms + .request.total_time_ms) | max) - (map(.request.request_received_ms) | min))
+         | add / length * $s / 1000), hints: $hints}' "$3"
+}
+
+# sim NAME FILE TB POLICY_FLAGS...: the run in dyn-replay --sim -> figures line.
+sim() {
+  local name=$1 file=$2 tb=$3
+  shift 3
+  timeout 300 "$bin/dyn-replay" "$file" --sim --workers "$workers" --block-size "$tb" \
+    --speedup "$speed" --speedup-ratio "$speed" --num-gpu-blocks-override "$g1" "${rflags[@]}" "$@" \
+    --summary "$out/sim-$k.summary.json" -o "$out/sim-$k.jsonl" 2>"$out/sim-$k.log" ||
+    { tail -5 "$out/sim-$k.log" >&2; echo "MISS run-failed: sim $name" >&3; exit 1; }
+  figures "$name" sim "$out/sim-$k.jsonl" "$(jq -c '.summary.kv_policy // {}' "$out/sim-$k.summary.json")"
+}
+
+# live NAME FILE TB POLICY_FLAGS...: one live run -> figures line (with "cached_differs" from sim).
+live() {
+  local name=$1 file=$2 tb=$3 rport ep hints
+  shift 3
+  # The engines' lease bound is the mocker's flag; the rest of the policy flags are the router's.
+  local rf=() hint_ttl=()
+  while (($#)); do
+    if [[ $1 == --kv-hint-max-ttl-s ]]; then hint_ttl=("$1" "$2"); else rf+=("$1" "$2"); fi
+    shift 2
+  done
+  rm -f "$out/m.port" "$out/r.port"
+  "$bin/dyn-mocker" --num-workers "$workers" --port 0 --port-file "$out/m.port" --block-size 64 \
+    --speedup-ratio "$speed" --num-gpu-blocks-override "$g1" ${hint_ttl[@]+"${hint_ttl[@]}"} 2>"$out/mocker-$k.$r.log" &
+  pids+=($!)
+  wait_port "$out/m.port" >/dev/null
+  mapfile -t ports <"$out/m.port"
+  "$bin/dyn-route" serve --port 0 --port-file "$out/r.port" "${ports[@]/#/--worker=http://127.0.0.1:}" "${rflags[@]}" \
+    --queue-size 100000 --tool-events-endpoint tcp://127.0.0.1:0 ${rf[@]+"${rf[@]}"} 2>"$out/router-$k.$r.log" &
+  pids+=($!)
+  rport=$(wait_port "$out/r.port")
+  for _ in $(seq 1 200); do curl -sf -o /dev/null "http://127.0.0.1:$rport/health" && break; sleep 0.05; done
+  ep=$(curl -s "http://127.0.0.1:$rport/v1/tool_events" | jq -r .endpoint)
+  timeout 1200 "$bin/dyn-replay" "$file" -u "http://127.0.0.1:$rport" --endpoint-type completions --streaming \
+    --ignore-eos --block-size "$tb" --speedup "$speed" -m mock-model --no-progress --tool-events-endpoint "$ep" \
+    -o "$out/live-$k.$r.jsonl" 2>"$out/replay-$k.$r.log" ||
+    { tail -5 "$out/replay-$k.$r.log" >&2; echo "MISS run-failed: live $name" >&3; exit 1; }
+  sleep 0.5  # the control-endpoint hints of the last responses are sent off the request path
+  hints=$(curl -s "http://127.0.0.1:$rport/metrics" |
+    sed -n 's/^dyn_kv_policy_hints_total{policy="\([^"]*\)".*outcome="\([^"]*\)"} \([0-9]*\)$/\1\/\2 \3/p' |
+    jq -R -s -c 'split("\n") | map(select(length > 0) | split(" ") | {key: .[0], value: (.[1] | tonumber)} | select(.value > 0))
+      | group_by(.key) | map({key: .[0].key, value: (map(.value) | add)}) | from_entries')
+  stop_all
+  figures "$name" live "$out/live-$k.$r.jsonl" "$hints" | jq -c --slurpfile s "$out/sim-$k.jsonl" --slurpfile l "$out/live-$k.$r.jsonl" '
+    def by_id(rows): rows | map(select(.event_type == "request_end") | {key: .request.request_id, value: .request}) | from_entries;
+    by_id($s) as $a | by_id($l) as $b
+    | . + {cached_differs: ([$a | keys[] | select(($a[.].cached_tokens // 0) != ($b[.].cached_tokens // 0))] | length)}'
+}
+
+median() {  # figures lines of the live repeats -> one line, mode "live", each number their median
+  jq -s -c 'def med: sort | if length % 2 == 1 then .[length / 2 | floor] else (.[length / 2 - 1] + .[length / 2]) / 2 end;
+    . as $all | $all[0] | .mode = "live"
+    | reduce ("ok", "rows", "input", "cached", "hit", "prefilled", "ttft_p50", "ttft_p90", "session_s", "cached_differs") as $p
+        (.; .[$p] = ([$all[] | .[$p]] | med))'
+}
+
+row() {  # prints one figures line as a table row
+  jq -r 'def pad(n): tostring | " " * (n - length) + .;
+    "\((.run + " " + .mode) | .[0:30] | . + " " * (30 - length)) " + (.ok | pad(4)) + (.hit * 10000 | round / 100 | pad(8))
+    + (.prefilled | pad(11)) + (.ttft_p50 | round | pad(10)) + (.ttft_p90 | round | pad(10)) + (.session_s * 10 | round / 10 | pad(10))
+    + "  " + (.hints | tojson) + (if .cached_differs then "  \(.cached_differs) cached differ" else "" end)'
+}
+
+echo "live: 1 dyn-mocker --num-workers $workers behind dyn-route serve --kv-policy, tool events from the client; sim: dyn-replay --sim --workers $workers"
+echo "both: --speedup-ratio $speed --speedup $speed; time settings / $speed (affinity TTL $ttl s); working set ${size}x the GPU KV"
+: >"$out/all.jsonl"
+k=0  # run number: sim-K.jsonl and live-K.REPEAT.jsonl stay in $out with KEEP=DIR
+for wname in "${wls[@]}"; do
+  one=${wfile[$wname]:?unknown workload $wname (weka, agent)} tb=${wtb[$wname]}
+  ws1=$(jq -s --argjson k $((tb / 64)) '[.[].hash_ids[]] | unique | length * $k' "$one")
+  big=$(jq -s '[.[] | (.input_length + (.output_length // 0) + 63) / 64 | floor] | max' "$one")
+  n=1
+  while ((n * ws1 / 8 / workers < big)); do n=$((n + 1)); done
+  file="$out/$wname.jsonl"
+  copies "$one" "$n" >"$file"
+  ws=$((n * ws1)) g1=$((n * ws1 / size / workers))
+  printf '== %s x %d copies, %dx: %s requests, working set %d blocks; %d workers x G1 %d\n' \
+    "$wname" "$n" "$size" "$(wc -l <"$file")" "$ws" "$workers" "$g1"
+  printf '%-30s %4s %7s %10s %9s %9s %9s  %s\n' run ok hit% prefilled ttft_p50 ttft_p90 session_s hints
+  for pname in "${pols[@]}"; do
+    mapfile -t pf < <(policy_flags "$pname")
+    name="$wname ${size}x $pname"
+    k=$((k + 1))
+    sim "$name" "$file" "$tb" ${pf[@]+"${pf[@]}"} >>"$out/all.jsonl"
+    tail -1 "$out/all.jsonl" | row
+    : >"$out/repeats.jsonl"
+    for r in $(seq 1 "$repeat"); do
+      live "$name" "$file" "$tb" ${pf[@]+"${pf[@]}"} >"$out/one.jsonl"
+      jq -c --arg r "$r" '.mode = "live#" + $r' "$out/one.jsonl" | tee -a "$out/repeats.jsonl" | row
+    done
+    median <"$out/repeats.jsonl" >>"$out/all.jsonl"
+    tail -1 "$out/all.jsonl" | row
+  done
+done
+
+# The checks: each run's live medians against its sim twin, and each policy's effect on the hit.
+jq -s -r '
+  def rel(a; b): if b == 0 then (if a == 0 then 0 else 1 end) else (a - b) / b end;
+  def pct(x): "\(x * 1000 | round / 10) %";
+  (map({key: "\(.run)|\(.mode)", value: .}) | from_entries) as $by
+  | group_by(.run)[] | (map(select(.mode == "live"))[0]) as $l | (map(select(.mode == "sim"))[0]) as $s
+  | ($s.run | split(" ")) as $w | $by["\($w[0]) \($w[1]) none|sim"] as $sn | $by["\($w[0]) \($w[1]) none|live"] as $ln
+  | ([{what: "hit", d: rel($l.hit; $s.hit), ok: (rel($l.hit; $s.hit) | fabs <= 0.05)},
+     {what: "prefilled", d: rel($l.prefilled; $s.prefilled), ok: (rel($l.prefilled; $s.prefilled) | fabs <= 0.05)}]
+  + [{what: "requests ok \($l.ok)/\($l.rows) vs \($s.ok)/\($s.rows)", ok: ($l.ok == $s.ok and $l.rows == $s.rows)}]
+  + (if $w[2] == "none" or $sn == null or $ln == null then [] else
+      [($s.hit - $sn.hit) as $ds | ($l.hit - $ln.hit) as $dl
+       | {what: "effect on the hit live \($dl * 1000 | round / 10) pt vs sim \($ds * 1000 | round / 10) pt",
+          ok: (($ds | fabs) < 0.01 or ($ds * $dl > 0))}] end)) as $c
+  | "check \($s.run): " + ($c | map("\(.what)\(if .d != null then " " + pct(.d) else "" end) \(if .ok then "ok" else "miss" end)") | join(", "))' \
+  "$out/all.jsonl" | tee "$out/checks"
+if grep -q ' miss' "$out/checks"; then echo "MISS live-within-5pct-of-sim"; exit 1; fi
+echo PASS
