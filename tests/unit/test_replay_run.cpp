@@ -5,7 +5,9 @@
 
 #include <unistd.h>
 
+#include <cmath>
 #include <filesystem>
+#include <map>
 #include <fstream>
 #include <string>
 #include <vector>
@@ -263,4 +265,35 @@ TEST_CASE("a --sim run: the cluster's rows under the given model, with the load 
   o.schedule.request_count = 2;
   CHECK(run(o, out) == dyn::kExitOk);
   CHECK(read_rows(out.rows).size() == 2);
+}
+
+TEST_CASE("a --sim session turn after a tool call starts tool_wait_ms after the previous turn, as live") {
+  // SPEC 6.1 / 6.2.1 and the live schedule (build_plan): the gap after the last dependency is the
+  // turn's delay plus its tool_wait_ms, with or without wait_for (--sim once added the tool wait
+  // only with wait_for, so WEKA tool waits were skipped).
+  TempDir d;
+  const std::string p = d.file("tool.jsonl");
+  std::ofstream(p)
+      << R"({"timestamp": 0, "input_length": 40, "output_length": 3, "hash_ids": [1], "session_id": "a", "request_id": "a0"})"
+      << "\n"
+      << R"({"input_length": 600, "output_length": 3, "hash_ids": [1, 2], "session_id": "a", "request_id": "a1", "tool_wait_ms": 5000})"
+      << "\n"
+      << R"({"input_length": 1100, "output_length": 3, "hash_ids": [1, 2, 3], "session_id": "a", "request_id": "a2", "delay": 700, "wait_for": ["a0"], "tool_wait_ms": 300})"
+      << "\n";
+  RunOptions o;
+  o.sim = true;
+  o.inputs = {p};
+  o.schedule.speedup = 2;
+  RunOutput out;
+  out.rows = d.file("rows.jsonl");
+  CHECK(run(o, out) == dyn::kExitOk);
+  std::map<std::string, Json> by_id;
+  for (const auto& r : read_rows(out.rows)) by_id[r["request"]["request_id"]] = r["request"];
+  REQUIRE(by_id.size() == 3);
+  auto end = [&](const char* id) {
+    return by_id[id]["request_received_ms"].get<double>() + by_id[id]["total_time_ms"].get<double>();
+  };
+  // request_received_ms is written in whole ms.
+  CHECK(std::abs(by_id["a1"]["request_received_ms"].get<double>() - (end("a0") + 5000 / 2.0)) <= 1);
+  CHECK(std::abs(by_id["a2"]["request_received_ms"].get<double>() - (end("a1") + (700 + 300) / 2.0)) <= 1);
 }

@@ -711,17 +711,21 @@ void Simulation::complete(uint32_t i, double t) {
     const auto self = static_cast<int64_t>(i);
     if (self != x.session_prev && self != x.parent_dep) x.deps_done = std::max(x.deps_done, t);
     if (--x.pending > 0) continue;
-    double start = 0;
+    // As the live schedule (SPEC 6.1, 6.2.1): after the last of its dependencies ends (the session's
+    // previous turn, a parent's request, wait_for requests), the turn's gap (its delay or recorded
+    // gap), plus its tool_wait_ms: a tool wait follows a session's previous turn with or without
+    // wait_for (before, --sim added it only with wait_for: WEKA tool waits were skipped).
+    // A row with dependencies keeps no timestamp of its own, as live.
+    double after = x.deps_done, gap = 0;
     if (x.session_prev >= 0) {
       const Req& p = rq(x.session_prev);
-      start = p.end + session_gap_ms(*x.row, p.row->timestamp_ms) / speed_;
+      after = std::max(after, p.end);
+      gap = session_gap_ms(*x.row, p.row->timestamp_ms);
     } else if (x.parent_dep >= 0) {
-      start = rq(x.parent_dep).end + x.row->delay_ms.value_or(0.0) / speed_;
-    } else if (fixed_ && x.row->timestamp_ms) {
-      start = (*x.row->timestamp_ms - zero_) / speed_;
+      after = std::max(after, rq(x.parent_dep).end);
+      gap = x.row->delay_ms.value_or(0.0);
     }
-    if (x.waited) start = std::max(start, x.deps_done + x.row->tool_wait_ms.value_or(0.0) / speed_);
-    push(std::max(start, t), kArrival, d);
+    push(std::max(after + (gap + x.row->tool_wait_ms.value_or(0.0)) / speed_, t), kArrival, d);
   }
   if (in_ && !r.last_turn && !r.row->session_id.empty()) {
     // Streaming, the session's next turn not read yet: its request is scheduled now, as the loop
@@ -1170,7 +1174,7 @@ StreamPlan plan_stream(records::WorkloadReader& in, const SimOptions& opt) {
         prev_kept = cur->kept;
         p.last_turn[cur->pos] = false;
         p.next[cur->pos] = i;
-        gap = session_gap_ms(row, cur->timestamp_ms);
+        gap = session_gap_ms(row, cur->timestamp_ms) + row.tool_wait_ms.value_or(0.0);  // as Simulation::end
       }
       p.last_turn[i] = true;
     }
