@@ -145,10 +145,11 @@ struct SimSummary {
 /// frontend uses, on a FakeClock), one discrete event at a time, and writes one request_end row
 /// per request to `out` in completion order (docs/records.md; event_source "simulator").
 ///
-/// Schedule (SPEC 6.1): a row without a session arrives at its timestamp; a later turn of a
-/// session arrives when the previous turn has completed, plus its `delay` (or, with timestamps
-/// only, plus the recorded gap between the two turns' timestamps); a row with `wait_for` arrives
-/// no earlier than the completion of every listed request plus its `tool_wait_ms`. The load
+/// Schedule (SPEC 6.1): a row without a session arrives at its timestamp; a row that depends on
+/// others (a later turn of a session on the previous turn, a row with `wait_for` on every listed
+/// request) arrives when the last of them has completed, plus its `delay` (or, with timestamps
+/// only, the recorded gap between the session's two turns' timestamps), plus its `tool_wait_ms`,
+/// as the live schedule (build_plan) times it. The load
 /// controls of SimOptions (schedule, concurrency, duration_s) change this as they change the
 /// live replay; their defaults leave it exactly as described.
 ///
