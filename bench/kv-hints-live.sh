@@ -17,7 +17,8 @@
 # Speed: the engines run --speedup-ratio SPEEDUP and the client replays at --speedup SPEEDUP, so a
 # run takes its workload's time / SPEEDUP; the sim twin runs the same two flags. Every time setting
 # is divided by SPEEDUP too, so both model the system kv-hints.sh models at speedup 1: the affinity
-# TTL (300 s), tool-ttl's default and longest expected wait (30 s, 120 s), parent-retain's lease
+# TTL (300 s), the approximate index's block TTL (--router-ttl-secs 120 s: unscaled, the WEKA 4x
+# no-hints hit is 66.06 % at SPEEDUP 32 against 50.61 % at 1), tool-ttl's default and longest expected wait (30 s, 120 s), parent-retain's lease
 # (120 s) and the engines' longest lease (300 s). Times are reported on the workload's clock.
 # Per run, live and sim: ok rows, hit (cached / input tokens), prefilled tokens, TTFT p50/p90 (ms),
 # mean session completion time (s), the hints sent (live: the router's dyn_kv_policy_hints_total by
@@ -50,7 +51,7 @@ ttl=$(((300 + speed / 2) / speed))  # whole seconds (the flag takes no fraction)
 # Router flags both halves take; the policy flags (and the engines' lease bound, which --sim takes only
 # with a policy) are added per run.
 rflags=(--router-mode kv --kv-cache-block-size 64 --router-session-affinity-ttl-secs "$ttl"
-  --router-session-affinity-mode hard)
+  --router-session-affinity-mode hard --router-ttl-secs "$(scaled 120)")
 
 declare -A wfile wtb
 "$bin/dyn-trace" convert --from weka "$root"/data/weka-kv-cache-tester/trace_*.json.gz -o "$out/weka1.jsonl" 2>/dev/null

@@ -139,13 +139,16 @@ void KvPolicyRunner::on_tool_event(const std::string& session_id, const std::str
   if (it == sessions_.end()) return;
   Session& s = it->second;
   if (start) {
+    // "unknown" is what a harness that cannot name the tool sends (dyn-replay's replayed waits):
+    // averaged as one tool it would mix every session's waits, so it counts as unnamed.
+    const std::string& name = tool == "unknown" ? std::string() : tool;
     if (s.tool_since_ms) {  // the response began this wait, and its hint has gone
-      if (s.tool.empty()) s.tool = tool;
+      if (s.tool.empty()) s.tool = name;
       return;
     }
     s.tool_since_ms = clock_.now_ms();
-    s.tool = tool;
-    if (auto h = policies_.tool_wait_hint(session_id, tool))
+    s.tool = name;
+    if (auto h = policies_.tool_wait_hint(session_id, name))
       send_locked(nullptr, s.worker, kvpolicy::KvPolicy::kToolTtl, with_lineage(*h, session_id, s.worker));
   } else if (last_done && s.tool_since_ms) {
     policies_.observe_tool_wait(session_id, (clock_.now_ms() - *s.tool_since_ms) / 1000.0, s.tool);

@@ -79,7 +79,7 @@ class KvPolicyRunner {
   /// the harness knows when a tool runs, the response only that one was called. A tool_start
   /// (`start`) begins the session's tool wait when no response has begun one, and tool-ttl's
   /// kv.retain goes as on_end sends it (counted, in no request's row: no request carries it); a
-  /// wait a response began only learns the tool's name (`tool`, "" = unnamed). The end of the
+  /// wait a response began only learns the tool's name (`tool`; "" and "unknown" = unnamed). The end of the
   /// session's last running tool (`last_done`) ends the wait: tool_start to tool_end feeds the
   /// moving averages, where without events the next turn's arrival does. Sessions the router has
   /// not served (or has forgotten) are ignored: no worker is known to hold their blocks.
