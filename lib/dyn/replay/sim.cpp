@@ -136,12 +136,16 @@ struct StreamPlan {
   bool streamable = true;       // no wait_for, Dynamo records or rows out of timestamp order
 };
 
-// SPEC 6.1: how long after its session's previous turn ends a later turn starts (before
-// --speedup): its delay, else the gap between the two turns' timestamps, else 0.
+// SPEC 6.1, 6.2.1: how long after its session's previous turn ends a later turn starts (before
+// --speedup): its delay, else the gap between the two turns' timestamps, else 0; plus its
+// tool_wait_ms (the previous turn ended in a tool call), as the live schedule adds it to the
+// delay after the previous turn (schedule.cpp). Without it a WEKA turn after a tool call
+// started the moment the previous one ended.
 double session_gap_ms(const records::WorkloadRow& x, const std::optional<double>& prev_timestamp_ms) {
-  if (x.delay_ms) return *x.delay_ms;
-  if (x.timestamp_ms && prev_timestamp_ms) return std::max(0.0, *x.timestamp_ms - *prev_timestamp_ms);
-  return 0;
+  const double tool = x.tool_wait_ms.value_or(0.0);
+  if (x.delay_ms) return *x.delay_ms + tool;
+  if (x.timestamp_ms && prev_timestamp_ms) return std::max(0.0, *x.timestamp_ms - *prev_timestamp_ms) + tool;
+  return tool;
 }
 
 // A session's latest row read so far (streaming and its plan).
