@@ -214,13 +214,15 @@ std::optional<bool> Engine::start_onboard(Seq& s) {
 }
 
 std::pair<uint64_t, std::string> Engine::prefetch(const std::vector<uint64_t>& hashes, double now_ms) {
+  now_ms = std::max(now_, now_ms);
+  tiers_->advance(now_ms);  // a demote's copy down that has landed by now makes its blocks ready
   const size_t g1 = pool_.match_prefix(hashes);
   if (g1 == hashes.size()) return {0, ""};  // all on G1 already: nothing to move
   std::vector<Tier> tiers;
   tiers_->match(hashes, g1, tiers);
   if (tiers.empty()) return {0, fmt::format("none of its blocks past the {} on G1 is ready on a lower tier", g1)};
   std::vector<uint64_t> chain(hashes.begin(), hashes.begin() + static_cast<ptrdiff_t>(g1 + tiers.size()));
-  tiers_->onboard(hashes, g1, tiers, std::max(now_, now_ms),
+  tiers_->onboard(hashes, g1, tiers, now_ms,
                   [this, chain = std::move(chain)](double) mutable { prefetched_.push_back(std::move(chain)); });
   return {tiers.size(), ""};
 }
