@@ -25,8 +25,9 @@ inline void add_kv_policy_flags(CLI::App& app, kvpolicy::KvPolicyConfig& k, std:
       ->check(CLI::IsMember(cli::choice_names(kvpolicy::kKvPolicies)))
       ->group(group);
   app.add_option("--kv-policy-tool-default-wait-s", k.tool_default_wait_s,
-                 "tool-ttl: expected tool wait of a session before it had one (then the moving average of its "
-                 "own); the lease is 4x the expected wait")
+                 "tool-ttl, demote-prefetch: expected tool wait of a session before it had one (then the moving "
+                 "average of its own); tool-ttl's lease is 4x the expected wait, demote-prefetch's prefetch lands "
+                 "before it ends")
       ->capture_default_str()
       ->check(CLI::PositiveNumber)
       ->group(group);
@@ -43,20 +44,29 @@ inline void add_kv_policy_flags(CLI::App& app, kvpolicy::KvPolicyConfig& k, std:
 }
 
 /// Enables the policies `names` in `k`. A policy's setting without the policy would do nothing:
-/// a usage error (Fatal, kExitUsage) naming the flag and the policy it needs.
+/// a usage error (Fatal, kExitUsage) naming the flag and the policy it needs; so are tool-ttl
+/// with demote-prefetch, and demote-prefetch in `serve` (SPEC 6.4: --sim only).
 inline void finish_kv_policy_flags(const CLI::App& app, kvpolicy::KvPolicyConfig& k,
-                                   const std::vector<std::string>& names) {
+                                   const std::vector<std::string>& names, bool serve = false) {
   for (const auto& name : names) k.enable(*parse_in(kvpolicy::kKvPolicies, name));
   struct Needs {
     const char* flag;
     bool on;
     const char* policy;
   };
-  for (Needs n : {Needs{"--kv-policy-tool-default-wait-s", k.tool_ttl, "tool-ttl"},
-                  Needs{"--kv-policy-tool-max-wait-s", k.tool_ttl, "tool-ttl"},
-                  Needs{"--kv-policy-parent-ttl-s", k.parent_retain, "parent-retain"}})
+  for (Needs n :
+       {Needs{"--kv-policy-tool-default-wait-s", k.tool_ttl || k.demote_prefetch, "tool-ttl or demote-prefetch"},
+        Needs{"--kv-policy-tool-max-wait-s", k.tool_ttl, "tool-ttl"},
+        Needs{"--kv-policy-parent-ttl-s", k.parent_retain, "parent-retain"}})
     if (!n.on && app.get_option(n.flag)->count() > 0)
       throw Fatal(kExitUsage, fmt::format("{} needs --kv-policy {}", n.flag, n.policy));
+  if (serve && k.demote_prefetch)  // the live router does not predict a session's return yet
+    throw Fatal(kExitUsage, "--kv-policy demote-prefetch is dyn-replay --sim only (serve does not send it)");
+  // Both act on the same tool wait: one keeps the blocks on G1, the other moves them off it.
+  if (k.tool_ttl && k.demote_prefetch)
+    throw Fatal(kExitUsage,
+                "--kv-policy tool-ttl and demote-prefetch exclude each other (pin vs demote across a "
+                "tool call)");
 }
 
 }  // namespace dyn::cmd

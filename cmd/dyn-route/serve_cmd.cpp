@@ -264,7 +264,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
     opt.tokenizer_url = o->tokenizer_url;
     opt.tool_events_endpoint = o->tool_events_endpoint;
     opt.tool_events_topic = o->tool_events_topic;
-    dyn::cmd::finish_kv_policy_flags(*sub, opt.kv_policy, o->kv_policies);
+    dyn::cmd::finish_kv_policy_flags(*sub, opt.kv_policy, o->kv_policies, /*serve=*/true);
     opt.health_interval_ms = o->health_interval_ms;
     opt.health_timeout_ms = o->health_timeout_ms;
     opt.health_failure_threshold = o->health_failure_threshold;

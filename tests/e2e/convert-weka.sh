@@ -24,8 +24,8 @@ jq -s -c 'group_by(.session_id | split("/")[0]) | map(map(.hash_ids[]) | unique)
    $g[$i] - ($g[$i] - $g[$j]) | length] | add)}' w.jsonl
 echo "== dyn-replay --sim over the slice"
 expect_status 0 dyn-replay w.jsonl --sim --block-size 64 --kv-cache-block-size 64 --workers 2 --summary s.json -o rows.jsonl 2>/dev/null
-# The recorded conversations span about 23 minutes; the simulated engines answer faster than the
-# recorded API did, and most of each prompt is its session's earlier turns (Dynamo's experiment on
+# The recorded conversations span up to 51 minutes (trace_0504 waits 51 min after a tool call,
+# a tool wait the replay keeps); the simulated engines answer faster than the recorded API did, and most of each prompt is its session's earlier turns (Dynamo's experiment on
 # these traces reports 78.5 % prefix reuse without hints).
 jq -c '.summary | {requests, errors, simulated_min: (.simulated_s / 60 | floor),
   prompt_cache_hit_pct: (.prompt_cache_hit_pct | floor), theoretical_hit_pct: (.theoretical_hit_pct | floor)}' s.json

@@ -81,6 +81,14 @@ EngineConfig small_pool(uint64_t blocks = 10, double fraction = 0.4) {
   return c;
 }
 
+// small_pool() with a G2 of 8 blocks (16 KiB blocks: their copies take microseconds).
+EngineConfig tiered_pool() {
+  EngineConfig c = small_pool();
+  c.kv_bytes_per_token = 1024;
+  c.tiers.g2_blocks = 8;
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("KvHint codec: Dynamo's v0.1 envelope round-trips, unknown actions untouched") {
@@ -276,10 +284,7 @@ TEST_CASE("Leases: kv.demote offloads the named blocks to G2 now, and needs a ti
   CHECK(r[0].outcome == HintOutcome::kRejected);
   CHECK(r[0].reason.find("no KV tier below G1") != std::string::npos);
 
-  EngineConfig c = small_pool();
-  c.kv_bytes_per_token = 1024;
-  c.tiers.g2_blocks = 8;
-  Engine e(c);
+  Engine e(tiered_pool());
   e.add(req(1, 100, 2));
   const double now = drain(e, 0);
   r = e.apply_hint(demote, now);
@@ -291,4 +296,54 @@ TEST_CASE("Leases: kv.demote offloads the named blocks to G2 now, and needs a ti
   drain(e, now + 1000, &cached);  // the copies have landed: onboarded from G2
   CHECK(cached == 2);
   CHECK(e.stats().g2_tokens == 32);
+}
+
+TEST_CASE("Leases: kv.prefetch brings a session's demoted blocks back to G1 before its return") {
+  const KvHint prefetch = hint_of(R"({"protocol_version":"0.1","message_id":"m","actions":[
+    {"action_id":"p","action_type":"kv.prefetch","action_version":"1.0","payload":{"session_id":"s1"}}]})");
+  Engine flat(small_pool());
+  auto r = flat.apply_hint(prefetch, 0);
+  CHECK(r[0].outcome == HintOutcome::kRejected);
+  CHECK(r[0].reason.find("no KV tier below G1") != std::string::npos);
+
+  Engine e(tiered_pool());
+  RequestSpec r1 = req(1, 100, 4);
+  r1.session = session_tag("s1");
+  e.add(r1);
+  double now = drain(e, 0);
+  r = e.apply_hint(hint_of(R"({"protocol_version":"0.1","message_id":"m","actions":[
+    {"action_id":"d","action_type":"kv.demote","action_version":"1.0","payload":{"session_id":"s1"}}]})"),
+                   now);
+  REQUIRE(r[0].outcome == HintOutcome::kAccepted);
+  CHECK(e.cached_prefix_blocks({100, 101, 102, 103}) == 0);
+  now += 1000;  // the demote's copies have landed on G2
+  StepResult idle;
+  e.step(idle, now);
+  r = e.apply_hint(prefetch, now);
+  CHECK(r[0].outcome == HintOutcome::kAccepted);
+  CHECK(r[0].blocks == 4);
+  CHECK(e.cached_prefix_blocks({100, 101, 102, 103}) == 0);  // on G1 only once the copy lands
+  now += 1000;
+  e.step(idle, now);
+  CHECK(e.cached_prefix_blocks({100, 101, 102, 103}) == 4);
+  // The return finds them on G1: nothing onboarded for it.
+  RequestSpec r2 = req(2, 100, 4);
+  r2.session = session_tag("s1");
+  e.add(r2);
+  uint64_t cached = 0;
+  now = drain(e, now, &cached);
+  CHECK(cached == 4);
+  CHECK(e.stats().g2_tokens == 0);
+  // All on G1 already: nothing to move. Blocks on no tier: nothing to move either.
+  r = e.apply_hint(prefetch, now);
+  CHECK(r[0].outcome == HintOutcome::kAccepted);
+  CHECK(r[0].blocks == 0);
+  r = e.apply_hint(hint_of(R"({"protocol_version":"0.1","message_id":"m","actions":[
+    {"action_id":"q","action_type":"kv.prefetch","action_version":"1.0","payload":{"block_hashes":["999"]}}]})"),
+                   now);
+  CHECK(r[0].outcome == HintOutcome::kRejected);
+  CHECK(r[0].reason.find("ready on a lower tier") != std::string::npos);
+  const EngineStats st = e.stats();
+  CHECK(st.hint_actions[3][0] == 2);  // kv.prefetch accepted
+  CHECK(st.hint_actions[3][2] == 1);  // kv.prefetch rejected
 }

@@ -96,3 +96,33 @@ TEST_CASE("per tool name where names are known, per session otherwise") {
   REQUIRE(h);
   CHECK((*h)["actions"][0]["payload"]["ttl_seconds"].get<double>() == doctest::Approx(8));
 }
+
+TEST_CASE("demote-prefetch: a tool-ending turn demotes its own blocks, the return is prefetched by session") {
+  KvPolicyConfig c;
+  c.demote_prefetch = true;
+  CHECK(c.any());
+  KvPolicies p(c);
+  auto h = p.request_hint("s", /*last_turn=*/false, /*ends_in_tool=*/true, 2);
+  REQUIRE(h);
+  REQUIRE((*h)["actions"].size() == 1);
+  const Json& d = (*h)["actions"][0];
+  CHECK(d["action_type"] == "kv.demote");
+  CHECK(d["payload"]["include_current_request"] == true);
+  CHECK(d["payload"]["current_request_block_start"] == 2);             // the shared prefix stays on G1
+  CHECK_FALSE(p.request_hint("s", false, /*ends_in_tool=*/false, 2));  // no tool wait: nothing to demote
+  CHECK_FALSE(p.request_hint("s", /*last_turn=*/true, true, 2));
+  auto f = p.prefetch_hint("s");
+  REQUIRE(f);
+  CHECK((*f)["actions"][0]["action_type"] == "kv.prefetch");
+  CHECK((*f)["actions"][0]["payload"]["session_id"] == "s");
+  CHECK_FALSE(p.prefetch_hint(""));
+  // A wait under 4 one-way copies (30 s default < 4 x 10 s) keeps the blocks on G1.
+  CHECK_FALSE(p.request_hint("s", false, true, 2, /*copy_s=*/10));
+  CHECK(p.request_hint("s", false, true, 2, /*copy_s=*/7));
+  CHECK(p.counts().tool_demotes == 2);
+  CHECK(p.counts().tool_not_demoted == 1);
+  CHECK(p.counts().prefetches == 1);
+  CHECK(p.counts().tool_retains == 0);
+  KvPolicies off(all());
+  CHECK_FALSE(off.prefetch_hint("s"));
+}

@@ -37,6 +37,7 @@ Engine::Engine(EngineConfig config)
                                      cfg_.shared_g4, [this](KvEvent e) { pool_.push_event(std::move(e)); });
     // Whatever eviction order picks the G1 victim, it is offloaded (SPEC 8.7).
     pool_.set_evict_hook([this](uint64_t h, std::optional<uint64_t> parent) { tiers_->on_g1_evict(h, parent, now_); });
+    leases_.set_prefetcher([this](const std::vector<uint64_t>& h, double now_ms) { return prefetch(h, now_ms); });
   }
 }
 
@@ -212,6 +213,39 @@ std::optional<bool> Engine::start_onboard(Seq& s) {
   return true;
 }
 
+std::pair<uint64_t, std::string> Engine::prefetch(const std::vector<uint64_t>& hashes, double now_ms) {
+  now_ms = std::max(now_, now_ms);
+  tiers_->advance(now_ms);  // a demote's copy down that has landed by now makes its blocks ready
+  const size_t g1 = pool_.match_prefix(hashes);
+  if (g1 == hashes.size()) return {0, ""};  // all on G1 already: nothing to move
+  std::vector<Tier> tiers;
+  tiers_->match(hashes, g1, tiers);
+  if (tiers.empty()) return {0, fmt::format("none of its blocks past the {} on G1 is ready on a lower tier", g1)};
+  std::vector<uint64_t> chain(hashes.begin(), hashes.begin() + static_cast<ptrdiff_t>(g1 + tiers.size()));
+  tiers_->onboard(hashes, g1, tiers, now_ms,
+                  [this, chain = std::move(chain)](double) mutable { prefetched_.push_back(std::move(chain)); });
+  return {tiers.size(), ""};
+}
+
+// A landed prefetch's blocks join G1 as inactive blocks, the most recently used, leaf first as a
+// request releases them; its G1 prefix is touched with them. The slots are taken now (not while
+// the copy was under way: nothing waited for them), evicting in the one order; with no room left
+// the chain stops there (its root part is what a returning request reuses).
+void Engine::land_prefetched() {
+  for (const std::vector<uint64_t>& chain : prefetched_) {
+    std::vector<uint64_t> held;
+    for (size_t i = 0; i < chain.size(); ++i) {
+      if (!pool_.acquire(chain[i])) {
+        if (!pool_.make_room(1)) break;
+        pool_.insert(chain[i], i ? std::optional<uint64_t>(chain[i - 1]) : std::nullopt);
+      }
+      held.push_back(chain[i]);
+    }
+    for (auto h = held.rbegin(); h != held.rend(); ++h) pool_.release(*h, cfg_.enable_prefix_caching);
+  }
+  prefetched_.clear();
+}
+
 // Without this, requests holding onboarded blocks behind the front could take the G1 slots the
 // front needs while nothing runs to free any: the front was retried every step for ever (the WEKA
 // replay with G1 + G2 and soft affinity never ended). Only when nothing runs: a running request
@@ -263,6 +297,7 @@ void Engine::step(StepResult& out, double now_ms) {
   if (tiers_) {
     tiers_->advance(now_);
     admit_onboarded();
+    land_prefetched();
   }
   uint64_t budget = cfg_.max_num_batched_tokens;
   bool preempted = false;

@@ -172,6 +172,10 @@ class Engine {
   /// when its G1 slots cannot be reserved now.
   std::optional<bool> start_onboard(Seq& s);
   void admit_onboarded();
+  /// kv.prefetch (SPEC 8.6): starts copying up to G1 the blocks of `hashes` that continue its
+  /// G1 prefix on a lower tier; they join G1 when the copy has landed (land_prefetched()).
+  std::pair<uint64_t, std::string> prefetch(const std::vector<uint64_t>& hashes, double now_ms);
+  void land_prefetched();
   /// When nothing runs and `front` cannot get its G1 blocks: releases the blocks of the waiting
   /// request nearest the back of the queue that holds any (onboarded, not yet admitted), which
   /// then onboards again at its turn (SPEC 8.7). False when none does (or something runs).
@@ -211,9 +215,10 @@ class Engine {
   // Tiers (SPEC 8.7): null when off. The clock: now_ = this step's start, next_ms_ = its end.
   std::unique_ptr<Tiers> tiers_;
   double now_ = 0, next_ms_ = 0;
-  std::vector<Seq*> onboarding_;     // reserved G1 slots, waiting for their blocks
-  std::vector<uint64_t> onboarded_;  // ids whose blocks have all landed, in landing order
-  std::vector<Tier> tier_match_;     // scratch
+  std::vector<Seq*> onboarding_;                   // reserved G1 slots, waiting for their blocks
+  std::vector<uint64_t> onboarded_;                // ids whose blocks have all landed, in landing order
+  std::vector<Tier> tier_match_;                   // scratch
+  std::vector<std::vector<uint64_t>> prefetched_;  // kv.prefetch copies landed, not yet in G1
 };
 
 }  // namespace dyn::engine

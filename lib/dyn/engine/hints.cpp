@@ -187,8 +187,7 @@ std::vector<HintResult> KvLeases::apply(const KvHint& h, const HintTarget& t) {
                       : !hs ? hs.error().message
                             : fmt::format("this engine has no KV transfer from another worker (source {})", *src));
     } else {
-      r = hint_result(a, HintOutcome::kRejected,
-                      "kv.prefetch (onboarding to G1 before a request) is not implemented in this engine yet");
+      r = prefetch(a, t);
     }
     ++counts_[kind][static_cast<size_t>(r.outcome)];
     out.push_back(std::move(r));
@@ -252,10 +251,7 @@ HintResult KvLeases::retain(const KvHintAction& a, const HintTarget& t) {
   }
   const uint64_t cap = cap_blocks();
   if (cap == 0) return hint_result(a, HintOutcome::kRejected, "retention is off (--kv-hint-max-pinned-fraction 0)");
-  NamedBlocks n = named_blocks(p, t, [this](uint64_t s) {
-    auto it = sessions_.find(s);
-    return it == sessions_.end() ? nullptr : &it->second.hashes;
-  });
+  NamedBlocks n = named_blocks(p, t, [this](uint64_t s) { return lineage(s); });
   if (!n.error.empty()) return hint_result(a, HintOutcome::kRejected, n.error);
   const size_t asked = n.hashes.size();
   if (asked == 0) return hint_result(a, HintOutcome::kRejected, "names no blocks");
@@ -304,10 +300,7 @@ HintResult KvLeases::retain(const KvHintAction& a, const HintTarget& t) {
 // kv.evict, and kv.demote (`demote`): the named blocks leave G1 now, offloaded to G2 by the
 // pool's evict hook, instead of going first out.
 HintResult KvLeases::evict(const KvHintAction& a, const HintTarget& t, bool demote) {
-  NamedBlocks n = named_blocks(a.payload, t, [this](uint64_t s) {
-    auto it = sessions_.find(s);
-    return it == sessions_.end() ? nullptr : &it->second.hashes;
-  });
+  NamedBlocks n = named_blocks(a.payload, t, [this](uint64_t s) { return lineage(s); });
   if (!n.error.empty()) return hint_result(a, HintOutcome::kRejected, n.error);
   // The session's own leases end (with a session); without one, the session-less leases that
   // hold a named block. Another session's lease on a shared block keeps it.
@@ -329,6 +322,26 @@ HintResult KvLeases::evict(const KvHintAction& a, const HintTarget& t, bool demo
   HintResult r = hint_result(
       a, all ? HintOutcome::kAccepted : HintOutcome::kClipped,
       all ? "" : fmt::format("{} of {} cached blocks are held by a request or another lease", cached - moved, cached));
+  r.blocks = moved;
+  return r;
+}
+
+const std::vector<uint64_t>* KvLeases::lineage(uint64_t session) const {
+  auto it = sessions_.find(session);
+  return it == sessions_.end() ? nullptr : &it->second.hashes;
+}
+
+// kv.prefetch (the RFC's Prefetch; KVFlow, Tokencake): the named blocks missing from G1 come
+// back from the lower tiers before the request that needs them arrives.
+HintResult KvLeases::prefetch(const KvHintAction& a, const HintTarget& t) {
+  if (!tiered_ || !prefetch_)
+    return hint_result(a, HintOutcome::kRejected, "no KV tier below G1 to prefetch from (--num-g2-blocks)");
+  NamedBlocks n = named_blocks(a.payload, t, [this](uint64_t s) { return lineage(s); });
+  if (!n.error.empty()) return hint_result(a, HintOutcome::kRejected, n.error);
+  if (n.hashes.empty()) return hint_result(a, HintOutcome::kRejected, "names no blocks");
+  auto [moved, why] = prefetch_(n.hashes, t.now_ms);
+  if (!why.empty()) return hint_result(a, HintOutcome::kRejected, why);
+  HintResult r = hint_result(a, HintOutcome::kAccepted);
   r.blocks = moved;
   return r;
 }

@@ -2,11 +2,13 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <list>
 #include <map>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "dyn/base/error.h"
@@ -88,10 +90,17 @@ uint64_t session_tag(std::string_view session_id);
 /// blocks that are cached on G1, root first, for min(ttl_seconds, max_ttl_s): a lease. Pinned
 /// blocks are evicted only after every unpinned one; at expiry they drop back to the eviction
 /// order as its oldest blocks. kv.evict ends the session's leases and puts the named blocks
-/// first out; kv.demote (with KV tiers) ends them and offloads the named blocks to G2 now.
+/// first out; kv.demote (with KV tiers) ends them and offloads the named blocks to G2 now;
+/// kv.prefetch (with KV tiers) has the engine's prefetcher bring them back to G1.
 /// Not thread-safe (the owning Engine serialises access).
 class KvLeases {
  public:
+  /// kv.prefetch's mover (the Engine's): starts copying up to G1, at `now_ms`, the blocks of
+  /// `hashes` (root first) that continue their G1 prefix on a lower tier. Returns the blocks it
+  /// moves, and a reason when it can move none although some are missing from G1.
+  using Prefetcher =
+      std::function<std::pair<uint64_t, std::string>(const std::vector<uint64_t>& hashes, double now_ms)>;
+
   /// `tiered`: the engine has KV tiers below G1 (kv.demote offloads to G2).
   KvLeases(KvPool& pool, KvHintLimits limits, bool tiered = false) : pool_(pool), limits_(limits), tiered_(tiered) {}
 
@@ -108,6 +117,8 @@ class KvLeases {
   /// Ends every lease of `session` (its last turn completed), blocks dropping back as at expiry.
   void end_session(uint64_t session);
 
+  void set_prefetcher(Prefetcher p) { prefetch_ = std::move(p); }
+
   uint64_t leases() const { return leases_.size(); }
   uint64_t cap_blocks() const;
   /// counts[action kind][outcome] (kHintActionTypes x kHintOutcomes).
@@ -122,6 +133,8 @@ class KvLeases {
   };
   HintResult retain(const KvHintAction& a, const HintTarget& t);
   HintResult evict(const KvHintAction& a, const HintTarget& t, bool demote);
+  HintResult prefetch(const KvHintAction& a, const HintTarget& t);
+  const std::vector<uint64_t>* lineage(uint64_t session) const;
   void end(uint64_t id, bool first_out);
   void expire_due(double now_ms);
   // Ends leases of lower priority than `priority` (lowest, then soonest to expire, first) until
@@ -131,6 +144,7 @@ class KvLeases {
   KvPool& pool_;
   KvHintLimits limits_;
   bool tiered_;
+  Prefetcher prefetch_;
   std::map<uint64_t, Lease> leases_;  // by id, in creation order
   uint64_t next_id_ = 1;
   double next_expiry_ = 1e300;

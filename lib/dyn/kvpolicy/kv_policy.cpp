@@ -53,12 +53,22 @@ std::optional<double> KvPolicies::tool_ttl_s(const std::string& session, const s
 }
 
 std::optional<Json> KvPolicies::request_hint(const std::string& session, bool last_turn, bool ends_in_tool,
-                                             uint64_t shared_blocks) {
+                                             uint64_t shared_blocks, double copy_s) {
   if (session.empty()) return std::nullopt;
   Json h = envelope();
   if (cfg_.tool_ttl && ends_in_tool)
     if (auto ttl = tool_ttl_s(session))
       add_action(h, "kv.retain", {{"ttl_seconds", *ttl}, {"include_current_request", true}});
+  if (cfg_.demote_prefetch && ends_in_tool && !last_turn &&
+      expected_tool_wait_s(session) < cfg_.demote_min_copies * copy_s) {
+    ++counts_.tool_not_demoted;
+  } else if (cfg_.demote_prefetch && ends_in_tool && !last_turn) {
+    add_action(h, "kv.demote",
+               {{"include_current_request", true},
+                {"current_request_block_start", shared_blocks},
+                {"current_request_block_count", UINT32_MAX}});
+    ++counts_.tool_demotes;
+  }
   if (cfg_.evict_on_final && last_turn) {
     add_action(h, "kv.evict",
                {{"include_current_request", true},
@@ -77,6 +87,14 @@ std::optional<Json> KvPolicies::tool_wait_hint(const std::string& session, const
   if (!ttl) return std::nullopt;
   Json h = envelope();
   add_action(h, "kv.retain", {{"ttl_seconds", *ttl}, {"session_id", session}});
+  return h;
+}
+
+std::optional<Json> KvPolicies::prefetch_hint(const std::string& session) {
+  if (!cfg_.demote_prefetch || session.empty()) return std::nullopt;
+  Json h = envelope();
+  add_action(h, "kv.prefetch", {{"session_id", session}});
+  ++counts_.prefetches;
   return h;
 }
 

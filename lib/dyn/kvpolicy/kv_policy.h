@@ -14,7 +14,7 @@
 
 namespace dyn::kvpolicy {
 
-enum class KvPolicy : uint8_t { kToolTtl, kEvictOnFinal, kParentRetain };
+enum class KvPolicy : uint8_t { kToolTtl, kEvictOnFinal, kParentRetain, kDemotePrefetch };
 inline constexpr Named<KvPolicy> kKvPolicies[] = {
     {KvPolicy::kToolTtl, "tool-ttl",
      "a turn that ends in a tool call keeps its blocks (kv.retain) for 4x the session's expected tool wait when that "
@@ -23,11 +23,14 @@ inline constexpr Named<KvPolicy> kKvPolicies[] = {
      "a session's last turn puts its own blocks first out (kv.evict; Dynamo's continuum policy)"},
     {KvPolicy::kParentRetain, "parent-retain",
      "a subagent's spawn keeps its parent's blocks (kv.retain) for a TTL (Dynamo's continuum policy)"},
+    {KvPolicy::kDemotePrefetch, "demote-prefetch",
+     "with KV tiers: a turn that ends in a tool call moves its blocks to G2 (kv.demote), and they come back to G1 "
+     "(kv.prefetch) before the session's predicted return (KVFlow, Tokencake; --sim only)"},
 };
 
 /// Which policies run and their settings (docs/cli.md, SPEC 6.4). Times in seconds.
 struct KvPolicyConfig {
-  bool tool_ttl = false, evict_on_final = false, parent_retain = false;
+  bool tool_ttl = false, evict_on_final = false, parent_retain = false, demote_prefetch = false;
   /// Expected tool wait before a session has had one (no tool names in a workload row).
   double tool_default_wait_s = 30;
   /// tool-ttl pins only when the expected wait is at most this: past it the pinned share of G1
@@ -39,16 +42,28 @@ struct KvPolicyConfig {
   double tool_ttl_factor = 4;
   /// parent-retain's lease on the parent's blocks.
   double parent_ttl_s = 120;
-  bool any() const { return tool_ttl || evict_on_final || parent_retain; }
+  /// demote-prefetch demotes only when the expected wait is at least this many one-way copies
+  /// of the blocks between G1 and G2: the demote and the prefetch take one each, and a return
+  /// during either finds the blocks ready on neither tier (SPEC 8.7: G1 frees the slot at once).
+  double demote_min_copies = 4;
+  bool any() const { return tool_ttl || evict_on_final || parent_retain || demote_prefetch; }
   void enable(KvPolicy p) {
-    (p == KvPolicy::kToolTtl ? tool_ttl : p == KvPolicy::kEvictOnFinal ? evict_on_final : parent_retain) = true;
+    switch (p) {
+      case KvPolicy::kToolTtl: tool_ttl = true; break;
+      case KvPolicy::kEvictOnFinal: evict_on_final = true; break;
+      case KvPolicy::kParentRetain: parent_retain = true; break;
+      case KvPolicy::kDemotePrefetch: demote_prefetch = true; break;
+    }
   }
 };
 
 /// What the policies sent (the --sim summary's kv_policy): hints per policy, and tool-ending
-/// turns not pinned because their expected wait was over tool_max_wait_s.
+/// turns not pinned because their expected wait was over tool_max_wait_s; demote-prefetch's
+/// demotes (tool-ending turns), the tool-ending turns it kept on G1 (expected wait under
+/// demote_min_copies copies) and its prefetches (sent before a predicted return).
 struct KvPolicyCounts {
   uint64_t tool_retains = 0, tool_too_long = 0, final_evicts = 0, parent_retains = 0;
+  uint64_t tool_demotes = 0, tool_not_demoted = 0, prefetches = 0;
 };
 
 /// The policies' state over one run: per session, the moving average of its tool waits. Each
@@ -61,12 +76,14 @@ class KvPolicies {
   explicit KvPolicies(KvPolicyConfig c) : cfg_(c) {}
 
   /// The hint tied to a request of `session` (applied by the engine at its completion), or
-  /// nullopt: tool-ttl's kv.retain of the request's blocks when `ends_in_tool`, evict-on-final's
+  /// nullopt: tool-ttl's kv.retain of the request's blocks when `ends_in_tool`, demote-prefetch's
+  /// kv.demote of them past the session's first `shared_blocks` then too when the expected wait
+  /// is at least demote_min_copies x `copy_s` (the blocks' one-way G1 <-> G2 copy), evict-on-final's
   /// kv.evict of the request's blocks past the session's first `shared_blocks` when `last_turn`
   /// (a prefix other sessions share, a system prompt, is not the session's to drop). Used where
   /// the router knows before the request runs whether it ends in a tool call (--sim).
   std::optional<Json> request_hint(const std::string& session, bool last_turn, bool ends_in_tool,
-                                   uint64_t shared_blocks);
+                                   uint64_t shared_blocks, double copy_s = 0);
   /// tool-ttl's hint when a turn of `session` has just ended in a call of tool `tool` ("" =
   /// not named) and the router learned it only from the response (serve): kv.retain of the
   /// session's latest blocks (payload session_id) for the same lease request_hint gives, the
@@ -78,6 +95,9 @@ class KvPolicies {
   /// on the newest) it feeds, the session's and the tool's, are tool-ttl's expected wait.
   /// Tools past kMaxToolNames are not averaged apart.
   void observe_tool_wait(const std::string& session, double wait_s, const std::string& tool = "");
+  /// demote-prefetch's kv.prefetch of `session`'s latest blocks (payload session_id; not tied to
+  /// a request), sent before the session returns from a tool call; nullopt without the policy.
+  std::optional<Json> prefetch_hint(const std::string& session);
   /// parent-retain's hint when a subagent of `parent` spawns (not tied to a request), or nullopt.
   std::optional<Json> spawn_hint(const std::string& parent);
   /// The session ended (its last turn was seen): its moving average is forgotten.

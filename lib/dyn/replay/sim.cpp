@@ -41,7 +41,18 @@ engine::KvHint policy_hint(const Json& wire) {
 // the step that starts at that instant), step ends, kicks, admission ticks (SPEC 9), the end of
 // --benchmark-grace-period (a request that ends at that instant still counts, as in AIPerf), the
 // router queue's time limits (SPEC 3.4: a request placed at that instant is not timed out).
-enum EventKind : int { kArrival = 0, kAdmit = 1, kStepEnd = 2, kKick = 3, kTick = 4, kGraceEnd = 5, kQueueTimeout = 6 };
+// demote-prefetch's prefetches (SPEC 6.4) go last: a request that arrives at that instant is
+// already back.
+enum EventKind : int {
+  kArrival = 0,
+  kAdmit = 1,
+  kStepEnd = 2,
+  kKick = 3,
+  kTick = 4,
+  kGraceEnd = 5,
+  kQueueTimeout = 6,
+  kPrefetch = 7
+};
 
 struct Req {
   const records::WorkloadRow* row = nullptr;
@@ -49,6 +60,7 @@ struct Req {
   uint32_t turn = 0;
   bool last_turn = false;     // the session's last row (what x-dynamo-session-final marks live)
   bool ends_in_tool = false;  // the session's next row follows a tool call (has tool_wait_ms)
+  bool demoted = false;       // demote-prefetch sent its kv.demote (a prefetch follows its end)
   int64_t session_prev = -1;  // previous turn of the same session
   int64_t parent_dep = -1;    // parent's turn a child's first turn waits for (outside the fixed schedule)
   bool kept = true;           // replayed (not cut by offsets or the request count)
@@ -125,7 +137,8 @@ struct StreamPlan {
 };
 
 // SPEC 6.1: how long after its session's previous turn ends a later turn starts (before
-// --speedup): its delay, else the gap between the two turns' timestamps, else 0.
+// --speedup): its delay, else the gap between the two turns' timestamps, else 0. Its
+// tool_wait_ms comes on top (Simulation::end and the stream plan add it, as live).
 double session_gap_ms(const records::WorkloadRow& x, const std::optional<double>& prev_timestamp_ms) {
   if (x.delay_ms) return *x.delay_ms;
   if (x.timestamp_ms && prev_timestamp_ms) return std::max(0.0, *x.timestamp_ms - *prev_timestamp_ms);
@@ -177,11 +190,14 @@ class Simulation {
   void push(double t, int kind, uint32_t arg);
   void kick(uint32_t w, double t);
   bool dispatch(uint32_t i, double t, bool from_queue = false);
-  void policy_hints(const Req& r, uint64_t predicted_cached, engine::RequestSpec& spec, double t);
+  void policy_hints(Req& r, uint64_t predicted_cached, engine::RequestSpec& spec, double t);
+  double copy_ms(const Req& r) const;
   void enqueue(uint32_t i, double t, bool pinned);
   void reject(uint32_t i, double t, int code, const char* type, std::string message);
   void pump(double t);
   void on_queue_timeout(const Event& ev);
+  void schedule_prefetch(const Req& r, double t);
+  void on_prefetch(const Event& ev);
   void complete(uint32_t i, double t);
   void write_row(const Req& r);
   void count_theoretical(uint32_t i);
@@ -276,8 +292,17 @@ class Simulation {
   std::optional<kvpolicy::KvPolicies> policies_;
   struct PolicySession {
     uint64_t worker = 0, shared_blocks = 0;
+    uint32_t turns = 0;  // dispatched so far
   };
   std::unordered_map<std::string, PolicySession> policy_sessions_;
+  // demote-prefetch: the prefetches planned (a kPrefetch event's arg is the index), each for a
+  // session whose `turns`-th turn ended in a tool call.
+  struct PlannedPrefetch {
+    std::string session;
+    uint64_t worker = 0;
+    uint32_t turns = 0;
+  };
+  std::vector<PlannedPrefetch> prefetches_;
 };
 
 route::RouterConfig checked(const SimOptions& opt) {
@@ -305,6 +330,8 @@ Simulation::Simulation(const records::Workload* wl, records::WorkloadReader* in,
       plan_(plan),
       sel_{opt.schedule, opt.schedule.mode == replay::LoadMode::kFixedSchedule} {
   ecfg_.kv_events = opt.router.kv_events;
+  if (opt.kv_policy.demote_prefetch && !ecfg_.tiers.enabled())
+    throw Fatal(kExitUsage, "--kv-policy demote-prefetch needs KV tiers to demote to (--num-g2-blocks)");
   if (opt.kv_policy.any()) {
     ecfg_.kv_hints.enabled = true;
     policies_.emplace(opt.kv_policy);
@@ -685,6 +712,7 @@ void Simulation::complete(uint32_t i, double t) {
     sum_.output_tokens += r.generated;
     if (r.quality) sum_.staleness.add(r.quality->predicted_cached_tokens, r.cached);
   }
+  if (r.demoted && !r.error) schedule_prefetch(r, t);
   if (opt_.write_rows) write_row(r);
   if (opt_.on_request) {
     SimRequest done{r.start, r.first, t, r.generated, r.error};
@@ -845,7 +873,7 @@ bool Simulation::dispatch(uint32_t i, double t, bool from_queue) {
 
 // The KV policies' hints for request r, placed on r.worker at t with `predicted_cached` tokens
 // the router expects cached (SPEC 6.4): its own hint in `spec`, a spawn's to the parent's worker.
-void Simulation::policy_hints(const Req& r, uint64_t predicted_cached, engine::RequestSpec& spec, double t) {
+void Simulation::policy_hints(Req& r, uint64_t predicted_cached, engine::RequestSpec& spec, double t) {
   const records::WorkloadRow& row = *r.row;
   if (row.session_id.empty()) return;
   if (row.tool_wait_ms) policies_->observe_tool_wait(row.session_id, *row.tool_wait_ms / speed_ / 1000.0);
@@ -858,9 +886,42 @@ void Simulation::policy_hints(const Req& r, uint64_t predicted_cached, engine::R
         workers_[parent->second.worker].engine->apply_hint(policy_hint(*h), t);
   }
   ps.worker = r.worker;
-  if (auto h = policies_->request_hint(row.session_id, r.last_turn, r.ends_in_tool, ps.shared_blocks))
+  ++ps.turns;
+  const uint64_t demotes = policies_->counts().tool_demotes;
+  if (auto h = policies_->request_hint(row.session_id, r.last_turn, r.ends_in_tool, ps.shared_blocks,
+                                       opt_.kv_policy.demote_prefetch ? copy_ms(r) / 1000.0 : 0))
     spec.hint = std::make_shared<const engine::KvHint>(policy_hint(*h));
+  r.demoted = policies_->counts().tool_demotes > demotes;
   if (r.last_turn) policy_sessions_.erase(row.session_id);
+}
+
+// demote-prefetch: the time r's prompt blocks take alone on the G2 -> G1 link (ms; SPEC 8.7).
+double Simulation::copy_ms(const Req& r) const {
+  const double gbps = ecfg_.tiers.g2_to_g1_gbps;
+  const double bytes = std::ceil(static_cast<double>(r.row->input_length) / ecfg_.block_size) * ecfg_.block_size *
+                       static_cast<double>(ecfg_.kv_bytes_per_token);
+  return gbps > 0 ? bytes / (gbps * 1e6) / ecfg_.speedup_ratio : 0;
+}
+
+// demote-prefetch (SPEC 6.4): r ended in a tool call at t and its blocks went to G2; they come
+// back to G1 before the session's predicted return, its expected tool wait from t, less twice
+// their copy time (the copy lands before the return).
+void Simulation::schedule_prefetch(const Req& r, double t) {
+  const std::string& s = r.row->session_id;
+  auto ps = policy_sessions_.find(s);
+  if (ps == policy_sessions_.end()) return;
+  const double wait_ms = policies_->expected_tool_wait_s(s) * 1000.0;
+  prefetches_.push_back({s, ps->second.worker, ps->second.turns});
+  push(t + std::max(0.0, wait_ms - 2 * copy_ms(r)), kPrefetch, static_cast<uint32_t>(prefetches_.size() - 1));
+}
+
+// A planned prefetch is sent unless the session came back first (or ended).
+void Simulation::on_prefetch(const Event& ev) {
+  const PlannedPrefetch& p = prefetches_[ev.arg];
+  auto ps = policy_sessions_.find(p.session);
+  if (ps == policy_sessions_.end() || ps->second.turns != p.turns) return;
+  // An idle engine lands the copy at its next step, before it admits the returning request.
+  if (auto h = policies_->prefetch_hint(p.session)) workers_[p.worker].engine->apply_hint(policy_hint(*h), ev.t_ms);
 }
 
 // Request i waits in the router queue from t (its lane in r.lane): 429 when the queue is full,
@@ -1109,6 +1170,7 @@ SimSummary Simulation::run() {
       case kGraceEnd: on_grace_end(ev); break;
       case kQueueTimeout: on_queue_timeout(ev); break;
       case kKick: on_kick(ev); break;
+      case kPrefetch: on_prefetch(ev); break;
       default: on_step_end(ev); break;
     }
   }

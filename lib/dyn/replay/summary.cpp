@@ -137,11 +137,17 @@ Json sim_summary_json(const SimSummary& s, uint32_t workers) {
                   {"bytes", s.kv_state_blocks * s.kv_state_bytes_per_block}}}};
   if (s.streamed) j["held_peak"] = s.held_peak;
   const kvpolicy::KvPolicyCounts& k = s.kv_policy;
-  if (k.tool_retains || k.tool_too_long || k.final_evicts || k.parent_retains)
+  const bool dp = k.tool_demotes || k.tool_not_demoted || k.prefetches;
+  if (k.tool_retains || k.tool_too_long || k.final_evicts || k.parent_retains || dp)
     j["kv_policy"] = {{"tool_retains", k.tool_retains},
                       {"tool_too_long", k.tool_too_long},
                       {"final_evicts", k.final_evicts},
                       {"parent_retains", k.parent_retains}};
+  if (dp) {  // demote-prefetch's, only where it ran
+    j["kv_policy"]["tool_demotes"] = k.tool_demotes;
+    j["kv_policy"]["tool_not_demoted"] = k.tool_not_demoted;
+    j["kv_policy"]["prefetches"] = k.prefetches;
+  }
   if (!s.references.empty()) {
     j["reference_blocks"] = s.reference_blocks;
     j["reference_run_hit_pct"] = 100.0 * s.reference_run_hit;

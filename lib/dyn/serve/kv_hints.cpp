@@ -18,7 +18,8 @@ struct PolicyKind {
   const char* action_type;
   const char* via;
 };
-constexpr PolicyKind kKinds[] = {{"kv.retain", "endpoint"}, {"kv.evict", "request"}, {"kv.retain", "endpoint"}};
+constexpr PolicyKind kKinds[] = {
+    {"kv.retain", "endpoint"}, {"kv.evict", "request"}, {"kv.retain", "endpoint"}, {"kv.demote", "request"}};
 static_assert(std::size(kKinds) == std::size(kvpolicy::kKvPolicies));
 
 size_t index_of(kvpolicy::KvPolicy p) { return static_cast<size_t>(p); }
