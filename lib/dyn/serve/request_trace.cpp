@@ -142,8 +142,10 @@ std::string RequestTrace::request_end_row(const Exchange& ex, const http::ProxyO
     r.quality = records::RequestEnd::Quality{ex.quality->predicted_cached_tokens, ex.quality->avoidable_prefill_tokens,
                                              route::non_max_cause_name(ex.quality->cause)};
   r.kv_hints = ex.kv_hints;
+  // Room for the hash list (up to 20 digits and a comma each): a 150k-token prompt's 2,344
+  // hashes are some 47 KB, which a 1 KiB start reached through six reallocations and copies.
   std::string line;
-  line.reserve(1024);
+  line.reserve(1024 + 21 * ex.sequence_hashes.size());
   records::append_request_end(line, r);
   return line;
 }
