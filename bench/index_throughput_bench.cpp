@@ -12,6 +12,7 @@
 //
 // usage: index_throughput_bench TRACE.jsonl[.gz] [--workers N] [--copies C] [--passes P]
 //                               [--threads T] [--rows R] [--start-rate OPS] [--check 0|1] [--cold 0|1]
+//                               [--approximate 0|1]
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -53,7 +54,8 @@ struct Timeline {
   std::vector<uint64_t> hashes;
   uint32_t workers = 0;
   double span_ms = 0;
-  uint64_t lookups = 0, lookup_blocks = 0, stored = 0, removed = 0, cleared = 0, inserts = 0, rejected = 0;
+  uint64_t lookups = 0, lookup_blocks = 0, stored = 0, stored_blocks = 0, removed = 0, removed_blocks = 0, cleared = 0,
+           inserts = 0, rejected = 0;
 };
 
 struct Row {
@@ -68,8 +70,9 @@ struct Args {
   int passes = 3;
   size_t rows = 0;  // 0 = all
   double start_rate = 1e6;
-  bool check = true;  // the reference pass (off only to profile the replays alone)
-  bool warm = true;   // tables at working size before each timed replay (--cold 1: from a new index)
+  bool check = true;        // the reference pass (off only to profile the replays alone)
+  bool warm = true;         // tables at working size before each timed replay (--cold 1: from a new index)
+  bool approximate = true;  // also sweep the approximate index (off only to profile the event-fed one alone)
 };
 
 double cpu_seconds(clockid_t id) {
@@ -168,7 +171,9 @@ Timeline build_timeline(const std::vector<Row>& rows, const Args& a, bool events
     tl.lookups += o.kind == Kind::kLookup;
     tl.lookup_blocks += o.kind == Kind::kLookup ? o.len : 0;
     tl.stored += o.kind == Kind::kStored;
+    tl.stored_blocks += o.kind == Kind::kStored ? o.len : 0;
     tl.removed += o.kind == Kind::kRemoved;
+    tl.removed_blocks += o.kind == Kind::kRemoved ? o.len : 0;
     tl.cleared += o.kind == Kind::kCleared;
     tl.inserts += o.kind == Kind::kInsert;
   }
@@ -398,7 +403,7 @@ bool parse(int argc, char** argv, Args& a) {
   for (int i = 2; i + 1 < argc; i += 2) {
     const std::string f = argv[i];
     const double v = std::atof(argv[i + 1]);
-    if (v < 0 || (v == 0 && f != "--check" && f != "--cold")) return false;
+    if (v < 0 || (v == 0 && f != "--check" && f != "--cold" && f != "--approximate")) return false;
     if (f == "--workers") a.workers = static_cast<uint32_t>(v);
     else if (f == "--copies") a.copies = static_cast<uint32_t>(v);
     else if (f == "--passes") a.passes = static_cast<int>(v);
@@ -407,6 +412,7 @@ bool parse(int argc, char** argv, Args& a) {
     else if (f == "--start-rate") a.start_rate = v;
     else if (f == "--check" && (v == 0 || v == 1)) a.check = v == 1;
     else if (f == "--cold" && (v == 0 || v == 1)) a.warm = v == 0;
+    else if (f == "--approximate" && (v == 0 || v == 1)) a.approximate = v == 1;
     else return false;
   }
   return argc % 2 == 0 && a.workers > 0 && a.copies > 0 && a.threads > 0;
@@ -419,7 +425,7 @@ int main(int argc, char** argv) {
   if (!parse(argc, argv, a)) {
     std::fprintf(stderr,
                  "usage: index_throughput_bench TRACE.jsonl[.gz] [--workers N] [--copies C] [--passes P] "
-                 "[--threads T] [--rows R] [--start-rate OPS] [--check 0|1] [--cold 0|1]\n");
+                 "[--threads T] [--rows R] [--start-rate OPS] [--check 0|1] [--cold 0|1] [--approximate 0|1]\n");
     return 2;
   }
   records::WorkloadOptions wo;
@@ -437,16 +443,19 @@ int main(int argc, char** argv) {
   }
   int rc = 0;
   for (bool events : {true, false}) {
+    if (!events && !a.approximate) break;
     const Timeline tl = build_timeline(rows, a, events);
     uint64_t bad = 0;
     const uint64_t want = a.check ? check(tl, events, &bad) : 0;
     std::printf(
         "%s timeline: %zu rows over %u workers x %u copies, span %.1f s; %zu ops: %llu lookups (mean %.1f "
-        "blocks), %llu stored, %llu removed, %llu cleared, %llu inserts; engine rejected %llu\n",
+        "blocks), %llu stored (%llu blocks), %llu removed (%llu blocks), %llu cleared, %llu inserts; engine "
+        "rejected %llu\n",
         events ? "event-fed" : "approximate", rows.size(), a.workers, a.copies, tl.span_ms / 1000.0, tl.ops.size(),
         static_cast<unsigned long long>(tl.lookups),
         tl.lookups ? static_cast<double>(tl.lookup_blocks) / static_cast<double>(tl.lookups) : 0.0,
-        static_cast<unsigned long long>(tl.stored), static_cast<unsigned long long>(tl.removed),
+        static_cast<unsigned long long>(tl.stored), static_cast<unsigned long long>(tl.stored_blocks),
+        static_cast<unsigned long long>(tl.removed), static_cast<unsigned long long>(tl.removed_blocks),
         static_cast<unsigned long long>(tl.cleared), static_cast<unsigned long long>(tl.inserts),
         static_cast<unsigned long long>(tl.rejected / a.copies));
     if (a.check)

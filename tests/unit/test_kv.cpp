@@ -62,6 +62,33 @@ TEST_CASE("mask map: update_all clears a bit everywhere and erases the cells it 
   CHECK(m.size() == 0);
 }
 
+TEST_CASE("mask map: batches inserted after reserve() match std::unordered_map, growth included") {
+  // The event-fed index's store path: reserve room for an event's blocks, then insert each with
+  // no growth check; the batches cross several doublings, with erasures between them.
+  FlatMaskMap m;
+  std::unordered_map<uint64_t, uint64_t> ref;
+  std::mt19937_64 g(11);
+  for (int batch = 0; batch < 2000; ++batch) {
+    const size_t n = 1 + g() % 40;
+    m.reserve(m.size() + n);
+    for (size_t j = 0; j < n; ++j) {
+      const uint64_t k = g() % 20000, bit = uint64_t{1} << (g() % 64);
+      bool inserted = false;
+      uint64_t* v = m.find_or_insert_reserved(k, bit, &inserted);
+      CHECK(inserted == (ref.count(k) == 0));
+      if (!inserted) *v |= bit;
+      ref[k] |= bit;
+    }
+    for (size_t j = 0; j < n / 3; ++j) {
+      const uint64_t k = g() % 20000;
+      if (uint64_t* v = m.find_ptr(k)) m.erase_at(v);
+      ref.erase(k);
+    }
+  }
+  CHECK(m.size() == ref.size());
+  for (uint64_t k = 0; k < 20000; ++k) CHECK(m.find(k) == (ref.count(k) ? ref[k] : 0));
+}
+
 TEST_CASE("flat set matches std::unordered_set, key 0 and growth included") {
   FlatSet s;
   std::unordered_set<uint64_t> ref;
@@ -224,7 +251,7 @@ TEST_CASE("event-fed index (bit holder sets below worker 64, entries above) matc
   std::vector<uint32_t> out(n), start(n), cont(n);
   for (int step = 0; step < 20000; ++step) {
     const uint32_t w = g() % 8 == 0 ? 64 + g() % 6 : g() % n;
-    const std::vector<uint64_t> s = chain(1 + g() % 12);
+    const std::vector<uint64_t> s = chain(1 + g() % 48);  // past the 32 cells prefetched up front
     const uint64_t op = g() % 100;
     if (op < 45) {
       ix.apply_stored(w, s, std::nullopt, step);

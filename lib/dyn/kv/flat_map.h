@@ -133,6 +133,18 @@ class BasicFlatMap {
   /// or `value` just inserted, with *inserted telling which.
   V* find_or_insert_ptr(uint64_t key, V value, bool* inserted) {
     if ((size_ + 1) * 2 > cells_.size()) rehash(cells_.size() * 2);
+    return find_or_insert_reserved(key, value, inserted);
+  }
+
+  /// Makes room for n keys in all: until the map holds n, find_or_insert_reserved() needs no
+  /// growth check (one check per batch of keys, not one per key).
+  void reserve(size_t n) {
+    size_t c = cells_.size();
+    while (n * 2 > c) c *= 2;
+    if (c != cells_.size()) rehash(c);
+  }
+  /// find_or_insert_ptr() for a key reserve() made room for (size() < the n reserved).
+  V* find_or_insert_reserved(uint64_t key, V value, bool* inserted) {
     size_t i = slot(key);
     for (; cells_[i].value != kEmpty; i = (i + 1) & mask_)
       if (cells_[i].key == key) {

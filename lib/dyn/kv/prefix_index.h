@@ -111,8 +111,9 @@ class PrefixIndex {
   static constexpr uint32_t kMaskWorkers = 64;
   bool masked(uint32_t w) const { return !lru_ && w < kMaskWorkers; }
   void store_blocks(uint32_t w, std::span<const uint64_t> seq, double now_ms);
-  void store_bit(uint32_t w, uint64_t hash);
-  void remove_bit(uint32_t w, uint64_t hash);
+  // An event's blocks for a worker < 64: its bit set / cleared in each block's cell.
+  void store_bits(uint32_t w, std::span<const uint64_t> seq);
+  void remove_bits(uint32_t w, std::span<const uint64_t> seq);
   // Keeps in_both_ as `hash` enters (+1) or leaves (-1) masks_ (in_masks) or map_.
   void count_both(uint64_t hash, bool in_masks, int delta);
   void touch(uint32_t w, uint64_t hash, double now_ms);  // insert-or-refresh
