@@ -747,6 +747,43 @@ TEST_CASE("assess_decision: the cause of a non-max-overlap pick, from its own ev
   CHECK(std::string(non_max_cause_name(NonMaxCause::kNone)).empty());
 }
 
+TEST_CASE("DecisionAssessor: the scores streamed in any order give assess_decision's result (issue 54)") {
+  // Overlaps rise and fall in both orders, so the cheapest worker holding the most overlap is
+  // found as the most overlap grows; w4 is ineligible with the most overlap; w1 and w5 tie.
+  std::vector<WorkerScore> sc{{0, 2, 0, 0, 9, true},  {1, 5, 0, 0, 7, true},  {2, 0, 0, 0, 3, true},
+                              {3, 5, 0, 0, 6, true},  {4, 8, 0, 0, 1, false}, {5, 1, 0, 0, 7, true},
+                              {6, 3, 0, 0, 7.5, true}};
+  for (int ineligible_pick = 0; ineligible_pick < 2; ++ineligible_pick) {
+    for (uint64_t chosen = 0; chosen < sc.size(); ++chosen) {
+      for (Steer steer : {Steer::kPolicy, Steer::kAffinity}) {
+        const DecisionQuality want = assess_decision(sc, chosen, steer, 16, 200);
+        for (bool reversed : {false, true}) {
+          DecisionAssessor a(sc[chosen], steer, 16, 200);
+          for (size_t k = 0; k < sc.size(); ++k) {
+            const size_t i = reversed ? sc.size() - 1 - k : k;
+            if (i != chosen) a.add(sc[i]);
+          }
+          const DecisionQuality got = a.finish();
+          CAPTURE(chosen);
+          CAPTURE(reversed);
+          CHECK(got.predicted_cached_tokens == want.predicted_cached_tokens);
+          CHECK(got.best_cached_tokens == want.best_cached_tokens);
+          CHECK(got.avoidable_prefill_tokens == want.avoidable_prefill_tokens);
+          CHECK(got.margin == want.margin);
+          CHECK(got.ties == want.ties);
+          CHECK(got.cause == want.cause);
+        }
+      }
+    }
+    sc[3].eligible = false;  // the second round: a chosen worker that is itself ineligible
+  }
+  // Spot checks of the expected values themselves (w3 now ineligible): w1 (overlap 5, cost 7) is
+  // the cheapest eligible worker of the most overlap, and w5 alone costs what it costs.
+  CHECK(assess_decision(sc, 1, Steer::kPolicy, 16, 200).ties == 1);
+  CHECK(assess_decision(sc, 2, Steer::kPolicy, 16, 200).cause == NonMaxCause::kLoad);
+  CHECK(assess_decision(sc, 0, Steer::kPolicy, 16, 200).cause == NonMaxCause::kPolicy);
+}
+
 TEST_CASE("staleness totals count each sign apart") {
   StalenessTotals t;
   t.add(64, 16);

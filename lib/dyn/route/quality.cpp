@@ -6,44 +6,49 @@
 
 namespace dyn::route {
 
-DecisionQuality assess_decision(std::span<const WorkerScore> scores, uint64_t chosen, Steer steer, uint32_t block_size,
-                                uint64_t tokens) {
+DecisionAssessor::DecisionAssessor(const WorkerScore& chosen, Steer steer, uint32_t block_size, uint64_t tokens)
+    : win_(chosen),
+      steer_(steer),
+      block_size_(block_size),
+      tokens_(tokens),
+      // Costs are sums of a few products of small numbers: equal ones may differ in the last bits.
+      eps_(1e-9 * std::max(1.0, std::fabs(chosen.cost))),
+      best_(chosen.overlap_blocks),
+      best_cost_(chosen.eligible ? chosen.cost : INFINITY) {}
+
+DecisionQuality DecisionAssessor::finish() const {
   DecisionQuality q;
-  const WorkerScore* win = nullptr;
-  for (const WorkerScore& s : scores)
-    if (s.worker == chosen) win = &s;
-  if (!win) return q;  // not among the scores: nothing to compare with
-  auto cached = [&](uint32_t blocks) { return std::min<uint64_t>(uint64_t{blocks} * block_size, tokens); };
-  // Costs are sums of a few products of small numbers: equal ones may differ in the last bits.
-  const double eps = 1e-9 * std::max(1.0, std::fabs(win->cost));
-  uint32_t best = win->overlap_blocks;
-  std::optional<double> runner_up;
-  for (const WorkerScore& s : scores) {
-    if (!s.eligible || &s == win) continue;
-    best = std::max(best, s.overlap_blocks);
-    runner_up = runner_up ? std::min(*runner_up, s.cost) : s.cost;
-    if (std::fabs(s.cost - win->cost) <= eps) ++q.ties;
-  }
-  q.predicted_cached_tokens = cached(win->overlap_blocks);
-  q.best_cached_tokens = cached(best);
+  auto cached = [&](uint32_t blocks) { return std::min<uint64_t>(uint64_t{blocks} * block_size_, tokens_); };
+  q.ties = ties_;
+  q.predicted_cached_tokens = cached(win_.overlap_blocks);
+  q.best_cached_tokens = cached(best_);
   q.avoidable_prefill_tokens = q.best_cached_tokens - q.predicted_cached_tokens;
-  if (runner_up) q.margin = *runner_up - win->cost;
+  if (runner_up_) q.margin = *runner_up_ - win_.cost;
   // A pick is non-max only when it costs prefill: overlap beyond the prompt's tokens saves nothing.
   if (q.avoidable_prefill_tokens == 0) return q;
-  switch (steer) {
+  switch (steer_) {
     case Steer::kAffinity: q.cause = NonMaxCause::kAffinity; return q;
     case Steer::kAdmission: q.cause = NonMaxCause::kAdmission; return q;
     case Steer::kPinned: q.cause = NonMaxCause::kPinned; return q;
     case Steer::kPolicy: break;
   }
   // The policy's own pick: compared with the cheapest eligible worker holding the most overlap.
-  double best_cost = INFINITY;
-  for (const WorkerScore& s : scores)
-    if (s.eligible && s.overlap_blocks == best) best_cost = std::min(best_cost, s.cost);
-  if (std::fabs(win->cost - best_cost) <= eps) q.cause = NonMaxCause::kTie;
-  else if (win->cost < best_cost) q.cause = NonMaxCause::kLoad;
+  if (std::fabs(win_.cost - best_cost_) <= eps_) q.cause = NonMaxCause::kTie;
+  else if (win_.cost < best_cost_) q.cause = NonMaxCause::kLoad;
   else q.cause = NonMaxCause::kPolicy;
   return q;
+}
+
+DecisionQuality assess_decision(std::span<const WorkerScore> scores, uint64_t chosen, Steer steer, uint32_t block_size,
+                                uint64_t tokens) {
+  const WorkerScore* win = nullptr;
+  for (const WorkerScore& s : scores)
+    if (s.worker == chosen) win = &s;
+  if (!win) return {};  // not among the scores: nothing to compare with
+  DecisionAssessor a(*win, steer, block_size, tokens);
+  for (const WorkerScore& s : scores)
+    if (&s != win) a.add(s);
+  return a.finish();
 }
 
 Json quality_json(const QualityTotals& q) {

@@ -178,8 +178,11 @@ struct Router::Impl {
   bool shared_on = false;
   uint32_t shared_credit_blocks(uint32_t s) const { return shared_on ? shared_beyond[ov[s]] : 0; }
   std::vector<uint32_t> cand;
+  // cand was built by the placement under way and nothing it read has changed since: with no
+  // busy threshold, eligibility is usability, which charging the chosen worker leaves alone, so
+  // the scores reuse it instead of a second pass over every worker (issue 54).
+  bool cand_fresh = false;
   std::vector<double> cost;
-  std::vector<WorkerScore> scores;  // scratch: every worker's score for assess_decision
 };
 
 namespace {
@@ -196,6 +199,12 @@ bool worker_busy(const RouterConfig& cfg, const Router::Impl::Worker& w) {
     return true;
   if (cfg.active_requests_threshold && w.active_requests >= *cfg.active_requests_threshold) return true;
   return false;
+}
+
+// Whether any busy threshold is set: else no worker is ever busy (worker_busy is false).
+bool busy_thresholds_set(const RouterConfig& cfg) {
+  return cfg.active_decode_blocks_threshold || cfg.active_prefill_tokens_threshold ||
+         cfg.active_prefill_tokens_threshold_frac || cfg.active_requests_threshold;
 }
 
 }  // namespace
@@ -486,11 +495,13 @@ struct Pick {
   // request does not refuse busy workers (SPEC 3.2, 3.4).
   void eligible_set() const {
     I.cand.clear();
+    const bool thresholds = busy_thresholds_set(cfg);
     for (uint32_t s = 0; s < n(); ++s)
-      if (usable(s) && !busy(s)) I.cand.push_back(s);
+      if (usable(s) && !(thresholds && busy(s))) I.cand.push_back(s);
     if (I.cand.empty() && !req.refuse_busy)
       for (uint32_t s = 0; s < n(); ++s)
         if (usable(s)) I.cand.push_back(s);
+    I.cand_fresh = true;
   }
   // Why select() found no slot: every usable worker busy (a refuse_busy request), or none usable.
   Error no_slot() const {
@@ -719,6 +730,7 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
           break;
         }
         now = clock.now_ms();
+        I.cand_fresh = false;  // the workers may have changed while the lock was released
         continue;
       }
       // Single-threaded caller: follow the tentative worker now.
@@ -843,6 +855,52 @@ void lower_tier_overlaps(Router::Impl& I, const RouterConfig& cfg, const RouteRe
 }
 }  // namespace
 
+namespace {
+// Slot s's score at the moment of decision: before this placement's own charge of `own_prefill`
+// uncached tokens and the request's blocks on the chosen slot (SPEC 3.2; --explain, issue 55).
+[[gnu::always_inline]] inline WorkerScore score_of(const Pick& pk, uint32_t s, bool chosen, uint64_t own_prefill,
+                                                   bool eligible) {
+  const Router::Impl& I = pk.I;
+  WorkerScore sc;
+  sc.worker = I.workers[s].spec.id;
+  sc.overlap_blocks = I.ov[s];
+  sc.host_blocks = I.lower_on ? I.ov_host[s] : 0;
+  sc.disk_blocks = I.lower_on ? I.ov_disk[s] : 0;
+  sc.shared_blocks = I.shared_credit_blocks(s);
+  sc.prefill_blocks = pk.prefill_blocks(s, chosen ? own_prefill : 0);
+  const uint64_t active = I.workers[s].active_blocks - (chosen ? pk.new_blocks : 0);
+  sc.decode_blocks = static_cast<double>(active + pk.new_blocks);
+  sc.cost = pk.cfg.overlap_score_weight * sc.prefill_blocks + sc.decode_blocks;
+  sc.eligible = eligible || chosen;
+  return sc;
+}
+
+// The placement on slot `chosen` measured against every present worker (assess_decision over
+// their scores, streamed: a thousand workers' scores are never stored), the scores appended to
+// `explain` in worker order when given. I.cand holds the eligible slots, ascending.
+DecisionQuality measure_placement(const Pick& pk, uint32_t chosen, uint64_t own_prefill, Steer steer,
+                                  std::vector<WorkerScore>* explain) {
+  const Router::Impl& I = pk.I;
+  std::optional<DecisionAssessor> acc;  // none when the chosen worker is not present: nothing to compare with
+  if (I.workers[chosen].present)
+    acc.emplace(score_of(pk, chosen, true, own_prefill, true), steer, pk.cfg.block_size, pk.req.tokens);
+  // One walk of I.cand beside the loop tells eligibility without a search per worker.
+  size_t next_cand = 0;
+  for (uint32_t s = 0; s < pk.n(); ++s) {
+    while (next_cand < I.cand.size() && I.cand[next_cand] < s) ++next_cand;
+    if (!I.workers[s].present) continue;
+    if (s == chosen) {
+      if (explain) explain->push_back(acc->chosen());
+      continue;
+    }
+    const WorkerScore sc = score_of(pk, s, false, 0, next_cand < I.cand.size() && I.cand[next_cand] == s);
+    if (acc) acc->add(sc);
+    if (explain) explain->push_back(sc);
+  }
+  return acc ? acc->finish() : DecisionQuality{};
+}
+}  // namespace
+
 Expected<Placement> Router::place(const RouteRequest& req) {
   auto& I = *impl_;
   std::unique_lock lk(I.mu);
@@ -850,6 +908,7 @@ Expected<Placement> Router::place(const RouteRequest& req) {
 
   const uint32_t n = static_cast<uint32_t>(I.workers.size());
   const uint64_t new_blocks = (req.tokens + cfg_.block_size - 1) / cfg_.block_size;
+  I.cand_fresh = false;
   std::optional<uint32_t> avoid;
   if (req.retry) {
     auto it = I.by_id.find(req.retry->avoid_worker);
@@ -938,36 +997,13 @@ Expected<Placement> Router::place(const RouteRequest& req) {
   p.cached_tokens_ = cached;
   p.request_blocks_ = static_cast<uint32_t>(req.sequence_hashes.size());
   p.key_ = std::move(b.key);
-  // Every placement is measured (issue 55's counters), so the scores are built each time into
-  // scratch; --explain copies them out.
-  pk.eligible_set();
-  I.scores.clear();
-  // I.cand holds slots in ascending order: one walk beside the loop tells eligibility without a
-  // search per worker (this runs on every placement, over every worker).
-  size_t next_cand = 0;
-  for (uint32_t s = 0; s < n; ++s) {
-    while (next_cand < I.cand.size() && I.cand[next_cand] < s) ++next_cand;
-    if (!I.workers[s].present) continue;
-    WorkerScore sc;
-    sc.worker = I.workers[s].spec.id;
-    sc.overlap_blocks = I.ov[s];
-    sc.host_blocks = I.lower_on ? I.ov_host[s] : 0;
-    sc.disk_blocks = I.lower_on ? I.ov_disk[s] : 0;
-    sc.shared_blocks = I.shared_credit_blocks(s);
-    // Scores describe the moment of decision, before this request's own charge.
-    sc.prefill_blocks = pk.prefill_blocks(s, s == chosen ? a.prefill_tokens : 0);
-    uint64_t active = I.workers[s].active_blocks - (s == chosen ? new_blocks : 0);
-    sc.decode_blocks = static_cast<double>(active + new_blocks);
-    sc.cost = cfg_.overlap_score_weight * sc.prefill_blocks + sc.decode_blocks;
-    sc.eligible = (next_cand < I.cand.size() && I.cand[next_cand] == s) || s == chosen;
-    I.scores.push_back(sc);
-  }
+  // Every placement is measured (issue 55's counters) against every present worker's score.
+  if (!I.cand_fresh || busy_thresholds_set(cfg_)) pk.eligible_set();
   Steer steer = Steer::kPolicy;
   if (req.worker) steer = req.worker_from_admission ? Steer::kAdmission : Steer::kPinned;
   else if (b.outcome == BindingOutcome::kHit) steer = Steer::kAffinity;
-  p.quality_ = assess_decision(I.scores, w.spec.id, steer, cfg_.block_size, req.tokens);
+  p.quality_ = measure_placement(pk, chosen, a.prefill_tokens, steer, req.explain ? &p.explain_ : nullptr);
   I.stats.quality.add(p.quality_);
-  if (req.explain) p.explain_ = I.scores;
   return p;
 }
 

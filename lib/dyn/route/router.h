@@ -2,7 +2,9 @@
 // table, shared by offline routing (dyn-route decide, the simulator) and the live frontend.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <cmath>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -185,6 +187,40 @@ struct WorkerScore {
 /// else kTie (its cost equals a max-overlap worker's), kLoad (lower), kPolicy (higher). Pure.
 DecisionQuality assess_decision(std::span<const WorkerScore> scores, uint64_t chosen, Steer steer, uint32_t block_size,
                                 uint64_t tokens);
+
+/// assess_decision with the scores given one at a time and kept nowhere: the chosen worker's at
+/// construction, then add() for every other present worker's, in any order; finish() is the
+/// result assess_decision gives on the same scores (the router measures every placement over a
+/// thousand workers without storing a thousand scores, issue 54).
+class DecisionAssessor {
+ public:
+  DecisionAssessor(const WorkerScore& chosen, Steer steer, uint32_t block_size, uint64_t tokens);
+  void add(const WorkerScore& s) {  // inline: called once per worker per placement
+    if (!s.eligible) return;
+    // best_cost_ follows best_: the cheapest eligible worker holding the most overlap so far.
+    if (s.overlap_blocks > best_) {
+      best_ = s.overlap_blocks;
+      best_cost_ = s.cost;
+    } else if (s.overlap_blocks == best_) {
+      best_cost_ = std::min(best_cost_, s.cost);
+    }
+    runner_up_ = runner_up_ ? std::min(*runner_up_, s.cost) : s.cost;
+    if (std::fabs(s.cost - win_.cost) <= eps_) ++ties_;
+  }
+  DecisionQuality finish() const;
+  const WorkerScore& chosen() const { return win_; }
+
+ private:
+  WorkerScore win_;
+  Steer steer_;
+  uint32_t block_size_;
+  uint64_t tokens_;
+  double eps_;
+  uint32_t best_;     // most overlap among the eligible workers and the chosen one
+  double best_cost_;  // lowest cost among the eligible workers with best_ overlap
+  std::optional<double> runner_up_;
+  uint32_t ties_ = 0;
+};
 
 class Router;
 
