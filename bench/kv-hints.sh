@@ -60,7 +60,7 @@
 # 61.94 %, 1089.3 s vs 1057.1 s); 120 of 225 demotes got their prefetch, the rest came back first
 # (tool waits: median 4.75 s, p90 38 s) and onboard from G2 themselves, and a return during the
 # demote's own copy finds the blocks ready on neither tier. It wins a little at 4x, loads 2 and 4
-# (518.7 s vs 524.6 s, hit 84.5 % vs 83.3 %; -0.5 %), and loses at 4x load 8 (+1.7 %) and at 8x
+# (518.4 s vs 524.6 s, hit 84.35 % vs 83.25 %; -0.5 %), and loses at 4x load 8 (+1.7 %) and at 8x
 # at every load (+0.3 to +3 %). The agent workload has no tool waits: identical to its baseline.
 # Where each of the other policies loses (WEKA, load 1):
 # - tool-ttl at every size (hit 83.44 / 46.46 / 24.51 % vs 85.83 / 50.61 / 25.87 %): a lease

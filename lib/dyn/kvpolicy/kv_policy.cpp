@@ -59,15 +59,16 @@ std::optional<Json> KvPolicies::request_hint(const std::string& session, bool la
   if (cfg_.tool_ttl && ends_in_tool)
     if (auto ttl = tool_ttl_s(session))
       add_action(h, "kv.retain", {{"ttl_seconds", *ttl}, {"include_current_request", true}});
-  if (cfg_.demote_prefetch && ends_in_tool && !last_turn &&
-      expected_tool_wait_s(session) < cfg_.demote_min_copies * copy_s) {
-    ++counts_.tool_not_demoted;
-  } else if (cfg_.demote_prefetch && ends_in_tool && !last_turn) {
-    add_action(h, "kv.demote",
-               {{"include_current_request", true},
-                {"current_request_block_start", shared_blocks},
-                {"current_request_block_count", UINT32_MAX}});
-    ++counts_.tool_demotes;
+  if (cfg_.demote_prefetch && ends_in_tool && !last_turn) {
+    if (expected_tool_wait_s(session) < cfg_.demote_min_copies * copy_s) {
+      ++counts_.tool_not_demoted;
+    } else {
+      add_action(h, "kv.demote",
+                 {{"include_current_request", true},
+                  {"current_request_block_start", shared_blocks},
+                  {"current_request_block_count", UINT32_MAX}});
+      ++counts_.tool_demotes;
+    }
   }
   if (cfg_.evict_on_final && last_turn) {
     add_action(h, "kv.evict",
