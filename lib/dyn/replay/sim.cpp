@@ -138,7 +138,7 @@ struct StreamPlan {
 
 // SPEC 6.1: how long after its session's previous turn ends a later turn starts (before
 // --speedup): its delay, else the gap between the two turns' timestamps, else 0. Its
-// tool_wait_ms comes on top (Simulation::end and the stream plan add it, as live).
+// tool_wait_ms comes on top (Simulation::complete and the stream plan add it, as live).
 double session_gap_ms(const records::WorkloadRow& x, const std::optional<double>& prev_timestamp_ms) {
   if (x.delay_ms) return *x.delay_ms;
   if (x.timestamp_ms && prev_timestamp_ms) return std::max(0.0, *x.timestamp_ms - *prev_timestamp_ms);
@@ -1236,7 +1236,7 @@ StreamPlan plan_stream(records::WorkloadReader& in, const SimOptions& opt) {
         prev_kept = cur->kept;
         p.last_turn[cur->pos] = false;
         p.next[cur->pos] = i;
-        gap = session_gap_ms(row, cur->timestamp_ms) + row.tool_wait_ms.value_or(0.0);  // as Simulation::end
+        gap = session_gap_ms(row, cur->timestamp_ms) + row.tool_wait_ms.value_or(0.0);  // as Simulation::complete
       }
       p.last_turn[i] = true;
     }
