@@ -31,8 +31,8 @@
 # millisecond a busy 2-core machine adds to a request is 32 ms on the workload's clock.
 # Result (2026-12-06, quiet machine, WEKA 4x, speedup 32): MISS. tool-ttl agrees: live 47.59 /
 # 47.42 / 47.06 % hit against sim 46.46 % (prefilled -1.8 %). No hints does not: live 60.21 / 66.35
-# / 51.13 % (and 51.38, 67.36 % in two more runs) against sim 50.61 %: bimodal, half the runs
-# within 1.5 % of the sim, the rest near the 66.06 % --sim gives with the approximate index's TTL
+# / 51.13 % (and 51.38, 67.36 % in two more runs) against sim 50.61 %: two of the five runs
+# within 1.5 % of the sim, the others at 60-67 %, near the 66.06 % --sim gives with the index TTL
 # unscaled. Which worker a session whose binding expired (a tool wait past the affinity TTL) goes
 # to depends on timing the sim does not share; tool-ttl's leases make the live runs stable.
 # Session completion agrees within 1 %. Loaded machines (load 6-20) move every figure by points.
