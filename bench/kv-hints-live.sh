@@ -10,7 +10,7 @@
 # x-dynamo-session-final); tool-ttl's and parent-retain's kv.retain go to the worker's POST
 # /v1/kv_hints, naming the session's lineage from the router's session-prefix index.
 # Sim: dyn-replay --sim with the same engine, router and policy flags.
-# Workloads and sizes as bench/kv-hints.sh (computed here the same way, not shared): the WEKA slice
+# Workloads and sizes as bench/kv-hints.sh (workload_size, the same N rule): the WEKA slice
 # (data/weka-kv-cache-tester, dyn-trace convert --from weka) and the bundled agent workload, each as
 # N copies (the fewest whose GPU KV at 8x still holds the largest request on each of 2 workers),
 # G1 = working set / SIZE / 2 per worker.
@@ -50,7 +50,7 @@ workers=2
 out="${KEEP:-$(mktemp -d /tmp/dyn-bench-kvhints-live.XXXXXX)}"
 mkdir -p "$out"
 source "$root/bench/servers.sh"
-source "$root/bench/workload_copies.sh"  # copies FILE N
+source "$root/bench/workload_copies.sh"  # copies FILE N, workload_size FILE TB
 trap 'stop_all; [[ -n "${KEEP:-}" ]] || rm -rf "$out"' EXIT
 exec 3>&1
 scaled() { jq -n --argjson v "$1" --argjson s "$speed" '$v / $s'; }  # a time setting on the run's clock
@@ -163,8 +163,7 @@ echo "both: --speedup-ratio $speed --speedup $speed; time settings / $speed (aff
 k=0  # run number: sim-K.jsonl and live-K.REPEAT.jsonl stay in $out with KEEP=DIR
 for wname in "${wls[@]}"; do
   one=${wfile[$wname]:?unknown workload $wname (weka, agent)} tb=${wtb[$wname]}
-  ws1=$(jq -s --argjson k $((tb / 64)) '[.[].hash_ids[]] | unique | length * $k' "$one")
-  big=$(jq -s '[.[] | (.input_length + (.output_length // 0) + 63) / 64 | floor] | max' "$one")
+  read -r ws1 big < <(workload_size "$one" "$tb")
   n=1
   while ((n * ws1 / 8 / workers < big)); do n=$((n + 1)); done
   file="$out/$wname.jsonl"

@@ -88,7 +88,7 @@ exec 3>&1
 workers=2
 loads=(2 4 8)
 
-source "$root/bench/workload_copies.sh"  # copies FILE N
+source "$root/bench/workload_copies.sh"  # copies FILE N, workload_size FILE TB
 
 "$bin/dyn-trace" convert --from weka "$root"/data/weka-kv-cache-tester/trace_*.json.gz -o "$out/weka1.jsonl" 2>/dev/null
 workloads=("weka $out/weka1.jsonl 64" "agent $root/data/quickstart/conversation-slice.jsonl 512")
@@ -191,8 +191,7 @@ hdr() {
 : >"$out/all.jsonl"
 for w in "${workloads[@]}"; do
   read -r wname one tb <<<"$w"
-  ws1=$(jq -s --argjson k $((tb / 64)) '[.[].hash_ids[]] | unique | length * $k' "$one")
-  big=$(jq -s '[.[] | (.input_length + (.output_length // 0) + 63) / 64 | floor] | max' "$one")
+  read -r ws1 big < <(workload_size "$one" "$tb")
   n=1
   while ((n * ws1 / 8 / workers < big)); do n=$((n + 1)); done
   file="$out/$wname.jsonl"

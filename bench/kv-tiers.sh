@@ -59,7 +59,7 @@ fi
 exec 3>&1  # the verdict line goes to the terminal even from inside a run whose rows are redirected
 kv_bytes=131072  # 128 KiB a token: 8 MiB a 64-token block, as tests/e2e/sim-kv-tiers.sh
 
-source "$root/bench/workload_copies.sh"  # copies FILE N
+source "$root/bench/workload_copies.sh"  # copies FILE N, workload_size FILE TB
 
 # Workloads: NAME FILE TRACE_BLOCK (tokens per hash id in FILE).
 "$bin/dyn-trace" convert --from weka "$root"/data/weka-kv-cache-tester/trace_*.json.gz -o "$out/weka1.jsonl" 2>/dev/null
@@ -99,10 +99,7 @@ run() {
 : >"$out/all.jsonl"
 for w in "${workloads[@]}"; do
   read -r wname one tb <<<"$w"
-  # Distinct prompt blocks of one copy at the engine's 64-token blocks, and the largest request's
-  # blocks (prompt + output), which a worker's G1 must hold.
-  ws1=$(jq -s --argjson k $((tb / 64)) '[.[].hash_ids[]] | unique | length * $k' "$one")
-  big=$(jq -s '[.[] | (.input_length + (.output_length // 0) + 63) / 64 | floor] | max' "$one")
+  read -r ws1 big < <(workload_size "$one" "$tb")
   n=1
   while (((n * ws1 / 4) / big < 4)); do n=$((n + 1)); done
   file="$out/$wname.jsonl"

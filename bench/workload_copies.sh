@@ -1,4 +1,4 @@
-# Sourced by bench/kv-tiers.sh, bench/kv-hints.sh and bench/sim-scale.sh (needs jq).
+# Sourced by bench/kv-tiers.sh, bench/kv-hints.sh, bench/kv-hints-live.sh and bench/sim-scale.sh (needs jq).
 # copies FILE N: the workload N times over, copy c with its own sessions, request ids and hash ids
 # (every id + c x (largest + 1)): N times the independent sessions, arriving on the same schedule.
 # Rows without a session (the Mooncake trace's) stay without one. A fractional N (12.5) makes the
@@ -14,4 +14,11 @@ copies() {
     | if .parent_session_id then .parent_session_id += "~\($c)" else . end
     | if .request_id then .request_id += "~\($c)" else . end
     | if .wait_for then .wait_for |= map(. + "~\($c)") else . end' "$1"
+}
+# workload_size FILE TB: "W B" for a workload whose hash ids cover TB tokens each: W its distinct
+# prompt blocks at the engines' 64-token blocks (the working set), B its largest request's blocks
+# (prompt + output), which one worker's G1 must hold.
+workload_size() {
+  jq -s -r --argjson k $(($2 / 64)) '"\([.[].hash_ids[]] | unique | length * $k) \(
+    [.[] | (.input_length + (.output_length // 0) + 63) / 64 | floor] | max)"' "$1"
 }
