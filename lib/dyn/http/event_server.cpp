@@ -360,12 +360,12 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
   /// Watches the connection for the client's hang-up while its request is answered, as nginx
   /// does (ngx_http_upstream_check_broken_connection): a readable socket is peeked; EOF or an
   /// error is a hang-up (the connection is closed, which tells the stream and the handler), bytes
-  /// are a pipelined request and end the watch, unread. No peek before the wait: queuing it
-  /// re-arms the socket with epoll (EPOLL_CTL_MOD), which reports an EOF that came while no read
-  /// was queued as well (the peek was an EAGAIN a request, issue 54). Per request: one queued
-  /// wait, nothing per relayed chunk.
+  /// are a pipelined request and end the watch, unread. The peek first: an EOF that came while
+  /// no read was queued gives the edge-triggered reactor no new event. Per request: one recv and
+  /// one queued wait, nothing per relayed chunk.
   void watch_client() {
     const uint64_t id = watch_id = ++watch_seq;
+    if (peer_closed()) return close_now();
     stream.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this(), id](beast::error_code ec) {
       if (ec || self->closed || self->watch_id != id) return;
       if (self->peer_closed()) self->close_now();
