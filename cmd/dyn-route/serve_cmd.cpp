@@ -257,6 +257,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       opt.decision_log_rate = decision_log_rate(o->decision_log);
     }
     opt.router = o->router.config(o->seed);
+    opt.learn_worker_kv_blocks = sub->get_option("--router-worker-kv-blocks")->count() == 0;  // SPEC 3.3
     opt.queue = o->queue.config();
     opt.worker_priority = o->worker_priority;
     opt.kv_events = kv_event_sources(o->workers, o->worker_kv_events, opt.router.kv_events);
