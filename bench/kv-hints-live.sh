@@ -37,8 +37,22 @@
 # 47.42 / 47.06 % hit against sim 46.46 % (prefilled -1.8 %). No hints does not: live 60.21 / 66.35
 # / 51.13 % (and 51.38, 67.36 % in two more runs) against sim 50.61 %: two of the five runs
 # within 1.5 % of the sim, the others at 60-67 %, near the 66.06 % --sim gives with the index TTL
-# unscaled. Which worker a session whose binding expired (a tool wait past the affinity TTL) goes
-# to depends on timing the sim does not share; tool-ttl's leases make the live runs stable.
+# unscaled. The cause (2026-12-06, three more no-hints runs with the router's trace and decision
+# log, compared request by request with the sim's rows): the WEKA 4x file starts 15 sessions at the
+# same instant (t = 0: 5 WEKA sessions x 3 copies, each copy's blocks its own). Live, their first
+# requests reach the router in the order the client's threads send them; --sim places them in file
+# order. kv routing places each on the worker with the lower cost (no overlap yet: the load of the
+# ones placed before it), and hard affinity keeps the session there, so that order alone decides
+# which sessions share a worker's G1 for the whole run. Run b's order differed from the file's only
+# among copies of one trace (same sizes): the same split, 51.31 % against 50.61 %, 12 of 285
+# requests on another worker than in sim. Run c's order swapped two traces: 6 of the 33 first
+# turns elsewhere, their sessions' 37 requests with them, 62.98 %. Run a's interleaved more: 13
+# first turns, 131 requests elsewhere, 41.09 % (its tokens 9.12M : 5.79M between the workers
+# against the sim's 7.63M : 7.29M). Expired bindings are not it (9 later turns placed anew in
+# the sim), nor the index TTL (run b agrees with it scaled). Not a router bug: simultaneous
+# requests have no order live. A defined order needs the workload's simultaneous starts spread
+# (tens of ms apart at SPEEDUP 32), which changes the workload and the sim's figures: left to the
+# integrator. tool-ttl's leases make the live runs stable.
 # Session completion agrees within 1 %. Loaded machines (load 6-20) move every figure by points.
 # demote-prefetch (2026-12-06, REPEAT=1, WEKA 4x, speedup 32, a loaded machine: load 9, not a
 # verdict): sim 84.28 % hit (225 demotes, 12 waits kept on G1, 120 prefetches) against 85.79 % for
