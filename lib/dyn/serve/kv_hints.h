@@ -121,7 +121,7 @@ class KvPolicyRunner {
   void see_turn(Exchange& ex, size_t worker, uint64_t predicted_cached);
   Session& session_locked(const std::string& id, bool* fresh);
   void forget_locked(const std::string& id);
-  /// `hint` with each kv.retain for `session` naming its lineage on `worker` (block_hashes).
+  /// `hint` with each kv.retain and kv.prefetch for `session` naming its lineage on `worker` (block_hashes).
   Json with_lineage(Json hint, const std::string& session, size_t worker) const;
   /// A tool wait of `id` began (its latest turn on `worker` ended in a tool call, or the harness
   /// said one started; `ex`: the response's exchange, else null): tool-ttl's and demote-prefetch's hints.
