@@ -244,6 +244,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                            dyn::cli::choices_help(dyn::serve::kWorkerPriorities, "; ", ": "))
       ->group("Router queue");
   dyn::cmd::add_kv_policy_flags(*sub, o->front.opt.kv_policy, o->kv_policies, "KV hints");
+  dyn::cmd::add_kv_policy_copy_flags(*sub, o->front.opt.kv_policy, "KV hints");
   dispatch.add(sub, [o, sub, decision_log] {
     o->front.apply(false);
     dyn::serve::FrontendOptions opt = o->front.opt;
