@@ -317,13 +317,9 @@ uint32_t PrefixIndex::overlaps_bits(std::span<const uint64_t> seq, std::span<uin
     active[g] = n == kGroupWorkers ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
     live[n_live++] = static_cast<uint32_t>(g);
   }
-  // Every hash is known before the first probe: with one group, the first kAhead cells load
-  // together, then each step asks for the one kAhead on (a lookup's blocks were one miss after
-  // the other). With several, block 0's cell of each, and the next ones for the groups still
-  // matching after it.
-  if (n_live == 1) prefetch_cells(groups_[live[0]], seq);
-  else
-    for (size_t k = 0; k < n_live && !seq.empty(); ++k) groups_[live[k]].prefetch(seq[0]);
+  if (n_live == 1) return overlaps_group(live[0], active[live[0]], seq, out);
+  // Block 0's cell of every group, then the next kAhead of the groups still matching after it.
+  for (size_t k = 0; k < n_live && !seq.empty(); ++k) groups_[live[k]].prefetch(seq[0]);
   const bool several = n_live > 1;
   size_t i = 0;
   for (; i < seq.size() && n_live > 0; ++i) {
@@ -349,6 +345,25 @@ uint32_t PrefixIndex::overlaps_bits(std::span<const uint64_t> seq, std::span<uin
   // i is one past the last block some worker matched (or 0): the largest overlap.
   return n_live > 0 ? static_cast<uint32_t>(i) : static_cast<uint32_t>(i == 0 ? 0 : i - 1);
 }
+uint32_t PrefixIndex::overlaps_group(size_t g, uint64_t active, std::span<const uint64_t> seq,
+                                     std::span<uint32_t> out) const {
+  const FlatMaskMap& m = groups_[g];
+  uint32_t* o = out.data() + g * kGroupWorkers;
+  // Every hash is known before the first probe: the first kAhead cells load together, then each
+  // step asks for the one kAhead on (a lookup's blocks were one miss after the other).
+  prefetch_cells(m, seq);
+  size_t i = 0;
+  for (; i < seq.size() && active; ++i) {
+    if (i + kAhead < seq.size()) m.prefetch(seq[i + kAhead]);
+    const uint64_t held = m.find(seq[i]);
+    for (uint64_t gone = active & ~held; gone; gone &= gone - 1) o[std::countr_zero(gone)] = static_cast<uint32_t>(i);
+    active &= held;
+  }
+  if (!active) return static_cast<uint32_t>(i == 0 ? 0 : i - 1);  // block i - 1 matched by none
+  for (; active; active &= active - 1) o[std::countr_zero(active)] = static_cast<uint32_t>(i);
+  return static_cast<uint32_t>(i);
+}
+
 uint32_t PrefixIndex::overlaps_entries(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
   if (map_.size() == 0) return 0;
   prefetch_cells(map_, seq);

@@ -132,6 +132,8 @@ class PrefixIndex {
   // An event-fed batch, in order (events checked by apply_events).
   void apply_bits(std::span<const IndexEvent> events);
   uint32_t overlaps_bits(std::span<const uint64_t> seq, std::span<uint32_t> out) const;
+  // overlaps_bits() when only group g has blocks (`active`: its workers in `out`), the common case.
+  uint32_t overlaps_group(size_t g, uint64_t active, std::span<const uint64_t> seq, std::span<uint32_t> out) const;
   uint32_t overlaps_entries(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const;
   void touch(uint32_t w, uint64_t hash, double now_ms);  // insert-or-refresh
   void record(uint32_t e);                               // appends e's touch to its worker's order
