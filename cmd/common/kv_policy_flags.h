@@ -43,9 +43,31 @@ inline void add_kv_policy_flags(CLI::App& app, kvpolicy::KvPolicyConfig& k, std:
       ->group(group);
 }
 
+/// dyn-route serve's demote-prefetch copy settings (SPEC 6.4: the copy time C), named as the
+/// engine flags they mirror (dyn-mocker's and dyn-replay --sim's): the workers' values.
+inline void add_kv_policy_copy_flags(CLI::App& app, kvpolicy::KvPolicyConfig& k, const std::string& group) {
+  app.add_option("--bandwidth-g2-to-g1-gbps", k.g2_to_g1_gbps,
+                 "demote-prefetch: the workers' G2 -> G1 link in GB/s (their --bandwidth-g2-to-g1-gbps; 0 = "
+                 "unbounded): a turn's blocks take C to copy back, its wait must be 4C to demote them, and the "
+                 "prefetch goes 2C before the predicted return")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber)
+      ->group(group);
+  app.add_option("--kv-bytes-per-token", k.kv_bytes_per_token,
+                 "demote-prefetch: the workers' KV bytes per token (their --kv-bytes-per-token), for C")
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+  app.add_option("--speedup-ratio", k.speedup_ratio,
+                 "demote-prefetch: the workers' --speedup-ratio (C is divided by it)")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber)
+      ->group(group);
+}
+
 /// Enables the policies `names` in `k`. A policy's setting without the policy would do nothing:
 /// a usage error (Fatal, kExitUsage) naming the flag and the policy it needs; so are tool-ttl
-/// with demote-prefetch, and demote-prefetch in `serve` (SPEC 6.4: --sim only).
+/// with demote-prefetch, and demote-prefetch in `serve` without --kv-bytes-per-token (SPEC 6.4:
+/// its copy time needs the workers' block bytes; --sim has its engine's).
 inline void finish_kv_policy_flags(const CLI::App& app, kvpolicy::KvPolicyConfig& k,
                                    const std::vector<std::string>& names, bool serve = false) {
   for (const auto& name : names) k.enable(*parse_in(kvpolicy::kKvPolicies, name));
@@ -60,8 +82,14 @@ inline void finish_kv_policy_flags(const CLI::App& app, kvpolicy::KvPolicyConfig
         Needs{"--kv-policy-parent-ttl-s", k.parent_retain, "parent-retain"}})
     if (!n.on && app.get_option(n.flag)->count() > 0)
       throw Fatal(kExitUsage, fmt::format("{} needs --kv-policy {}", n.flag, n.policy));
-  if (serve && k.demote_prefetch)  // the live router does not predict a session's return yet
-    throw Fatal(kExitUsage, "--kv-policy demote-prefetch is dyn-replay --sim only (serve does not send it)");
+  if (serve)
+    for (const char* flag : {"--bandwidth-g2-to-g1-gbps", "--kv-bytes-per-token", "--speedup-ratio"})
+      if (!k.demote_prefetch && app.get_option(flag)->count() > 0)
+        throw Fatal(kExitUsage, fmt::format("{} needs --kv-policy demote-prefetch", flag));
+  if (serve && k.demote_prefetch && k.kv_bytes_per_token == 0)
+    throw Fatal(kExitUsage,
+                "--kv-policy demote-prefetch needs --kv-bytes-per-token (the workers': the time their blocks "
+                "take between G2 and G1)");
   // Both act on the same tool wait: one keeps the blocks on G1, the other moves them off it.
   if (k.tool_ttl && k.demote_prefetch)
     throw Fatal(kExitUsage,

@@ -244,6 +244,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
                            dyn::cli::choices_help(dyn::serve::kWorkerPriorities, "; ", ": "))
       ->group("Router queue");
   dyn::cmd::add_kv_policy_flags(*sub, o->front.opt.kv_policy, o->kv_policies, "KV hints");
+  dyn::cmd::add_kv_policy_copy_flags(*sub, o->front.opt.kv_policy, "KV hints");
   dispatch.add(sub, [o, sub, decision_log] {
     o->front.apply(false);
     dyn::serve::FrontendOptions opt = o->front.opt;
@@ -257,6 +258,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       opt.decision_log_rate = decision_log_rate(o->decision_log);
     }
     opt.router = o->router.config(o->seed);
+    opt.learn_worker_kv_blocks = sub->get_option("--router-worker-kv-blocks")->count() == 0;  // SPEC 3.3
     opt.queue = o->queue.config();
     opt.worker_priority = o->worker_priority;
     opt.kv_events = kv_event_sources(o->workers, o->worker_kv_events, opt.router.kv_events);

@@ -10,9 +10,7 @@
 set -u
 source "$DYN_ROOT/tests/e2e/helpers/servers.sh"
 source "$DYN_ROOT/tests/e2e/helpers/kv_hints_serve.sh"
-echo '{"match": "list the files", "tool_call": {"name": "Bash", "arguments": {"command": "ls"}}}' >replies.jsonl
-F1=$(blocks f 4) F2=$(blocks g 6)
-ask="list the files $(blocks q 4)"
+tool_call_turns
 turn() {  # turn URL: session a's turn (the same prompt each time); prints cached tokens and finish reason
   curl -s "$1/v1/chat/completions" -H 'content-type: application/json' -H 'x-dynamo-session-id: a' \
     -d "{\"model\":\"mock-model\",\"max_tokens\":64,\"messages\":[{\"role\":\"user\",\"content\":\"$ask\"}]}" |

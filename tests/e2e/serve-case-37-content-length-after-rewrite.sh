@@ -43,5 +43,5 @@ for front in r cap; do
           length_matches: (.content_length == .body_bytes),
           hop: ([.headers[] | select(.[0] | ascii_downcase | IN("x-client-hop", "proxy-authorization", "keep-alive"))] | length),
           include_usage: (.body.stream_options.include_usage // .body_include_usage)}' w.requests.jsonl |
-    grep -v '"target":"/health"' | sed "s/^/$front worker got /"
+    grep -vE '"target":"/(health|metrics)"' | sed "s/^/$front worker got /"
 done

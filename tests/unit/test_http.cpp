@@ -21,6 +21,7 @@
 #include "dyn/http/client.h"
 #include "dyn/http/event_server.h"
 #include "dyn/http/pool.h"
+#include "dyn/http/prometheus.h"
 #include "dyn/http/proxy.h"
 #include "dyn/http/server.h"
 #include "dyn/http/sse.h"
@@ -921,4 +922,27 @@ TEST_CASE("SignalWatcher: a signal reaches on_signal once; stop() ends a waiting
   ::kill(::getpid(), SIGINT);
   for (int i = 0; i < 500 && got.load() != -SIGINT; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
   CHECK(got.load() == -SIGINT);
+}
+
+TEST_CASE("prom_label_u64: vLLM's cache_config_info labels, the sample line only, bad values refused") {
+  // As vLLM 0.10 writes it (labels sorted, unset fields "None").
+  const std::string vllm =
+      "# HELP vllm:cache_config_info Information of the LLMEngine CacheConfig\n"
+      "# TYPE vllm:cache_config_info gauge\n"
+      "vllm:cache_config_info{block_size=\"16\",cache_dtype=\"auto\",cpu_offload_gb=\"0.0\","
+      "enable_prefix_caching=\"True\",gpu_memory_utilization=\"0.9\",num_cpu_blocks=\"None\","
+      "num_gpu_blocks=\"2340\",num_gpu_blocks_override=\"None\",sliding_window=\"None\"} 1.0\n"
+      "vllm:num_requests_running{model_name=\"m\"} 0.0\n";
+  CHECK(prom_label_u64(vllm, "vllm:cache_config_info", "num_gpu_blocks") == 2340u);
+  CHECK(prom_label_u64(vllm, "vllm:cache_config_info", "block_size") == 16u);
+  CHECK_FALSE(prom_label_u64(vllm, "vllm:cache_config_info", "num_cpu_blocks"));  // "None"
+  CHECK_FALSE(prom_label_u64(vllm, "vllm:cache_config_info", "gpu_memory_utilization"));
+  CHECK_FALSE(prom_label_u64(vllm, "vllm:cache_config_info", "no_such_label"));
+  CHECK_FALSE(prom_label_u64(vllm, "vllm:cache_config", "block_size"));  // a prefix is not the metric
+  CHECK_FALSE(prom_label_u64("", "vllm:cache_config_info", "num_gpu_blocks"));
+  // An escaped quote in an earlier value does not end it; a name only inside a value is no label.
+  CHECK(prom_label_u64("m{a=\"x\\\"num_gpu_blocks=\\\"9\",num_gpu_blocks=\"7\"} 1\n", "m", "num_gpu_blocks") == 7u);
+  CHECK_FALSE(prom_label_u64("m{n=\"12345678901234567890\"} 1\n", "m", "n"));  // 20 digits
+  CHECK_FALSE(prom_label_u64("m{n=\"-3\"} 1\n", "m", "n"));
+  CHECK_FALSE(prom_label_u64("m{n=\"3} 1\n", "m", "n"));  // unterminated
 }

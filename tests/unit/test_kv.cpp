@@ -157,6 +157,25 @@ TEST_CASE("budget: prune least recently used to 80 %, leaves before prefixes") {
   CHECK(out[0] == 2);
 }
 
+TEST_CASE("budget: a worker's own budget (its engine's KV size) replaces the index's, 0 restores it") {
+  PrefixIndex ix(IndexConfig{0, 10, 0.8});
+  ix.set_worker_count(2);
+  ix.set_worker_budget(1, 100);
+  std::vector<uint64_t> seq;
+  for (uint64_t h = 1; h <= 50; ++h) seq.push_back(h);
+  ix.insert(0, seq, 0);
+  ix.insert(1, seq, 0);
+  CHECK(ix.blocks(0) == 8);   // the index's budget 10, pruned to 80 %
+  CHECK(ix.blocks(1) == 50);  // its own 100: nothing pruned
+  ix.set_worker_budget(1, 20);
+  std::vector<uint64_t> more = {1000};
+  ix.insert(1, more, 1);
+  CHECK(ix.blocks(1) == 16);  // 51 > 20: pruned to 80 % of 20 at the next insert
+  ix.set_worker_budget(1, 0);
+  ix.insert(1, more, 2);
+  CHECK(ix.blocks(1) == 8);  // the index's 10 again: pruned to 8
+}
+
 TEST_CASE("events: stored, removed, cleared") {
   PrefixIndex ix(IndexConfig{0, 0, 0.8});
   ix.set_worker_count(2);

@@ -126,3 +126,33 @@ TEST_CASE("demote-prefetch: a tool-ending turn demotes its own blocks, the retur
   KvPolicies off(all());
   CHECK_FALSE(off.prefetch_hint("s"));
 }
+
+TEST_CASE("demote-prefetch in serve: the demote at a tool call's end, its copy time and the prefetch's time") {
+  KvPolicyConfig c;
+  c.demote_prefetch = true;
+  c.kv_bytes_per_token = 131072;  // 8 MiB blocks of 64 tokens
+  c.g2_to_g1_gbps = 10;
+  c.speedup_ratio = 2;
+  KvPolicies p(c);
+  // 200 tokens fill 4 blocks of 64: 4 x 64 x 131072 bytes over 10 GB/s, twice as fast.
+  CHECK(p.copy_ms(200, 64) == doctest::Approx(4 * 64 * 131072 / 10e6 / 2));
+  CHECK(p.copy_ms(0, 64) == 0);
+  // The prefetch goes two copies before the predicted return, at once when the wait is shorter.
+  CHECK(KvPolicies::prefetch_delay_ms(30000, 500) == doctest::Approx(29000));
+  CHECK(KvPolicies::prefetch_delay_ms(800, 500) == 0);
+  auto h = p.demote_hint("s", "Bash", /*copy_s=*/7);  // 30 s default >= 4 x 7 s
+  REQUIRE(h);
+  CHECK((*h)["actions"][0]["action_type"] == "kv.demote");
+  CHECK((*h)["actions"][0]["payload"].is_object());
+  CHECK_FALSE(p.demote_hint("s", "Bash", /*copy_s=*/8));  // 30 s < 4 x 8 s: kept on G1
+  p.observe_tool_wait("s", 100, "Bash");                  // the tool's own average now rules
+  CHECK(p.demote_hint("s", "Bash", 8));
+  CHECK_FALSE(p.demote_hint("", "Bash", 0));
+  CHECK(p.counts().tool_demotes == 2);
+  CHECK(p.counts().tool_not_demoted == 1);
+  c.g2_to_g1_gbps = 0;  // an unbounded link copies in no time
+  CHECK(KvPolicies(c).copy_ms(200, 64) == 0);
+  KvPolicies off(KvPolicyConfig{});
+  CHECK_FALSE(off.demote_hint("s", "", 0));
+  CHECK(off.counts().tool_not_demoted == 0);
+}

@@ -38,4 +38,41 @@ void prom_sample(std::string& out, const std::string& name, const std::string& l
   }
 }
 
+std::optional<uint64_t> prom_label_u64(std::string_view text, std::string_view metric, std::string_view label) {
+  // The sample line: `metric{` at a line start (HELP and TYPE lines start with '#').
+  size_t at = 0;
+  for (;;) {
+    at = text.find(metric, at);
+    if (at == std::string_view::npos) return std::nullopt;
+    const size_t after = at + metric.size();
+    if ((at == 0 || text[at - 1] == '\n') && after < text.size() && text[after] == '{') {
+      at = after + 1;
+      break;
+    }
+    at = after;
+  }
+  // name="value" pairs up to the closing brace; a value may hold \" and \\ escapes.
+  while (at < text.size() && text[at] != '}' && text[at] != '\n') {
+    while (at < text.size() && (text[at] == ',' || text[at] == ' ')) ++at;
+    const size_t eq = text.find('=', at);
+    if (eq == std::string_view::npos || eq + 1 >= text.size() || text[eq + 1] != '"') return std::nullopt;
+    const std::string_view name = text.substr(at, eq - at);
+    size_t end = eq + 2;
+    while (end < text.size() && text[end] != '"' && text[end] != '\n') end += text[end] == '\\' ? 2 : 1;
+    if (end >= text.size() || text[end] != '"') return std::nullopt;
+    if (name == label) {
+      const std::string_view v = text.substr(eq + 2, end - eq - 2);
+      if (v.empty() || v.size() > 19) return std::nullopt;
+      uint64_t n = 0;
+      for (char c : v) {
+        if (c < '0' || c > '9') return std::nullopt;
+        n = n * 10 + static_cast<uint64_t>(c - '0');
+      }
+      return n;
+    }
+    at = end + 1;
+  }
+  return std::nullopt;
+}
+
 }  // namespace dyn::http

@@ -5,7 +5,9 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace dyn::http {
 
@@ -30,5 +32,13 @@ class LatencyHistogram {
 void prom_family(std::string& out, const std::string& name, const char* type, const char* help);
 /// Appends `name{labels} value` (`labels` without braces, e.g. `worker_id="0"`; "" = none).
 void prom_sample(std::string& out, const std::string& name, const std::string& labels, double value);
+
+/// The value of label `label` on the first sample of `metric` in Prometheus text `text` (format
+/// 0.0.4), when it is a decimal integer: for an info gauge, whose facts are its labels, e.g.
+/// vLLM's `vllm:cache_config_info{block_size="16",...,num_gpu_blocks="2340",...} 1.0`
+/// (vllm/v1/metrics/loggers.py). nullopt when the metric, the label or a number is missing
+/// (vLLM writes an unset field as "None") or it has over 19 digits. Escaped quotes in other
+/// labels' values are skipped over.
+std::optional<uint64_t> prom_label_u64(std::string_view text, std::string_view metric, std::string_view label);
 
 }  // namespace dyn::http

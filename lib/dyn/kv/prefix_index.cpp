@@ -118,10 +118,10 @@ void PrefixIndex::expire_worker(uint32_t w, double now_ms) {
 }
 
 void PrefixIndex::prune(uint32_t w) {
-  if (cfg_.budget_blocks == 0) return;
   Worker& wk = workers_[w];
-  if (wk.count <= cfg_.budget_blocks) return;
-  auto target = static_cast<uint64_t>(static_cast<double>(cfg_.budget_blocks) * cfg_.prune_target_ratio);
+  const uint64_t budget = wk.budget ? wk.budget : cfg_.budget_blocks;
+  if (budget == 0 || wk.count <= budget) return;
+  auto target = static_cast<uint64_t>(static_cast<double>(budget) * cfg_.prune_target_ratio);
   for (uint32_t e; wk.count > target && (e = oldest(w)) != kNil;) {
     remove_entry(e);
     ++wk.front;

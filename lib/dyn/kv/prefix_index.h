@@ -55,6 +55,10 @@ class PrefixIndex {
   void set_worker_count(uint32_t n);
   uint32_t worker_count() const { return static_cast<uint32_t>(workers_.size()); }
   const IndexConfig& config() const { return cfg_; }
+  /// Worker w's own block budget (the engine's KV size, learned at run time), in place of
+  /// IndexConfig::budget_blocks; 0 = that one again. Pruning to it happens at w's next insert.
+  /// Only an index that keeps LRU order (a TTL or a budget in its config) prunes at all.
+  void set_worker_budget(uint32_t w, uint64_t blocks) { workers_.at(w).budget = blocks; }
 
   /// Approximate mode: records `seq` (a request's full-block sequence hashes, block 0 first) as
   /// cached on worker w at time now_ms, refreshing blocks it already holds; then drops w's blocks
@@ -124,6 +128,7 @@ class PrefixIndex {
     std::vector<Touch> order;  // oldest first, from `front`
     size_t front = 0;
     uint64_t count = 0;
+    uint64_t budget = 0;  // set_worker_budget (0 = cfg_.budget_blocks)
   };
 
   // Event-fed, worker w is bit w % 64 of the cells of group w / 64's map.

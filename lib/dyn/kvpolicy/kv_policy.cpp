@@ -2,6 +2,7 @@
 #include "dyn/kvpolicy/kv_policy.h"
 
 #include <algorithm>
+#include <cmath>
 
 #include <fmt/format.h>
 
@@ -59,17 +60,11 @@ std::optional<Json> KvPolicies::request_hint(const std::string& session, bool la
   if (cfg_.tool_ttl && ends_in_tool)
     if (auto ttl = tool_ttl_s(session))
       add_action(h, "kv.retain", {{"ttl_seconds", *ttl}, {"include_current_request", true}});
-  if (cfg_.demote_prefetch && ends_in_tool && !last_turn) {
-    if (expected_tool_wait_s(session) < cfg_.demote_min_copies * copy_s) {
-      ++counts_.tool_not_demoted;
-    } else {
-      add_action(h, "kv.demote",
-                 {{"include_current_request", true},
-                  {"current_request_block_start", shared_blocks},
-                  {"current_request_block_count", UINT32_MAX}});
-      ++counts_.tool_demotes;
-    }
-  }
+  if (cfg_.demote_prefetch && ends_in_tool && !last_turn && demotes(session, "", copy_s))
+    add_action(h, "kv.demote",
+               {{"include_current_request", true},
+                {"current_request_block_start", shared_blocks},
+                {"current_request_block_count", UINT32_MAX}});
   if (cfg_.evict_on_final && last_turn) {
     add_action(h, "kv.evict",
                {{"include_current_request", true},
@@ -89,6 +84,26 @@ std::optional<Json> KvPolicies::tool_wait_hint(const std::string& session, const
   Json h = envelope();
   add_action(h, "kv.retain", {{"ttl_seconds", *ttl}, {"session_id", session}});
   return h;
+}
+
+bool KvPolicies::demotes(const std::string& session, const std::string& tool, double copy_s) {
+  const bool yes = expected_tool_wait_s(session, tool) >= cfg_.demote_min_copies * copy_s;
+  ++(yes ? counts_.tool_demotes : counts_.tool_not_demoted);
+  return yes;
+}
+
+std::optional<Json> KvPolicies::demote_hint(const std::string& session, const std::string& tool, double copy_s) {
+  if (!cfg_.demote_prefetch || session.empty() || !demotes(session, tool, copy_s)) return std::nullopt;
+  Json h = envelope();
+  add_action(h, "kv.demote", Json::object());
+  return h;
+}
+
+double KvPolicies::copy_ms(uint64_t prompt_tokens, uint32_t block_size) const {
+  if (!(cfg_.g2_to_g1_gbps > 0) || block_size == 0) return 0;
+  const double bytes = std::ceil(static_cast<double>(prompt_tokens) / block_size) * block_size *
+                       static_cast<double>(cfg_.kv_bytes_per_token);
+  return bytes / (cfg_.g2_to_g1_gbps * 1e6) / cfg_.speedup_ratio;
 }
 
 std::optional<Json> KvPolicies::prefetch_hint(const std::string& session) {

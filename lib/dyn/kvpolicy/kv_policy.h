@@ -3,6 +3,7 @@
 // session. One rule for the simulated and the live router; each decides where a hint goes.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -25,7 +26,7 @@ inline constexpr Named<KvPolicy> kKvPolicies[] = {
      "a subagent's spawn keeps its parent's blocks (kv.retain) for a TTL (Dynamo's continuum policy)"},
     {KvPolicy::kDemotePrefetch, "demote-prefetch",
      "with KV tiers: a turn that ends in a tool call moves its blocks to G2 (kv.demote), and they come back to G1 "
-     "(kv.prefetch) before the session's predicted return (KVFlow, Tokencake; --sim only)"},
+     "(kv.prefetch) before the session's predicted return (KVFlow, Tokencake)"},
 };
 
 /// Which policies run and their settings (docs/cli.md, SPEC 6.4). Times in seconds.
@@ -46,6 +47,13 @@ struct KvPolicyConfig {
   /// of the blocks between G1 and G2: the demote and the prefetch take one each, and a return
   /// during either finds the blocks ready on neither tier (SPEC 8.7: G1 frees the slot at once).
   double demote_min_copies = 4;
+  /// demote-prefetch's copy time C (SPEC 8.7): a turn's prompt blocks x kv_bytes_per_token bytes
+  /// a token over the G2 -> G1 link (GB/s, 1e9 bytes/s; 0 = unbounded), divided by the engine's
+  /// speedup_ratio. --sim takes the engine's settings, dyn-route serve its flags of the same
+  /// names (the workers').
+  double g2_to_g1_gbps = 14;
+  uint64_t kv_bytes_per_token = 0;
+  double speedup_ratio = 1;
   bool any() const { return tool_ttl || evict_on_final || parent_retain || demote_prefetch; }
   void enable(KvPolicy p) {
     switch (p) {
@@ -98,6 +106,18 @@ class KvPolicies {
   /// demote-prefetch's kv.prefetch of `session`'s latest blocks (payload session_id; not tied to
   /// a request), sent before the session returns from a tool call; nullopt without the policy.
   std::optional<Json> prefetch_hint(const std::string& session);
+  /// demote-prefetch's hint when a turn of `session` has just ended in a call of tool `tool` and
+  /// the router learned it only then (serve): kv.demote (an empty payload: the caller names the
+  /// blocks) when the expected wait (expected_tool_wait_s) is at least demote_min_copies x
+  /// `copy_s`, counted in tool_demotes; else nullopt, counted in tool_not_demoted. nullopt
+  /// without the policy.
+  std::optional<Json> demote_hint(const std::string& session, const std::string& tool, double copy_s);
+  /// demote-prefetch's one-way copy time C of a turn of `prompt_tokens` tokens in blocks of
+  /// `block_size`, in ms (KvPolicyConfig's copy settings; 0 when the link is unbounded).
+  double copy_ms(uint64_t prompt_tokens, uint32_t block_size) const;
+  /// When demote-prefetch's kv.prefetch goes, in ms after the turn's end: the expected wait
+  /// `wait_ms` less two copies `copy_ms` (the copy lands before the predicted return), at least 0.
+  static double prefetch_delay_ms(double wait_ms, double copy_ms) { return std::max(0.0, wait_ms - 2 * copy_ms); }
   /// parent-retain's hint when a subagent of `parent` spawns (not tied to a request), or nullopt.
   std::optional<Json> spawn_hint(const std::string& parent);
   /// The session ended (its last turn was seen): its moving average is forgotten.
@@ -114,6 +134,8 @@ class KvPolicies {
  private:
   /// tool-ttl's lease TTL for `session`, counted; nullopt (counted as too long) past the limit.
   std::optional<double> tool_ttl_s(const std::string& session, const std::string& tool = "");
+  /// demote-prefetch's rule (E >= demote_min_copies x C), counted either way.
+  bool demotes(const std::string& session, const std::string& tool, double copy_s);
   Json envelope();
   void add_action(Json& envelope, const char* type, Json payload);
 

@@ -417,6 +417,14 @@ class Mocker {
     metric("preemptions_total", "counter", "Sequences preempted for recompute", static_cast<double>(s.preemptions));
     metric("kv_evictions_total", "counter", "Cached KV blocks evicted", static_cast<double>(s.evictions));
     metric("engine_steps_total", "counter", "Engine steps run", static_cast<double>(s.steps));
+    // vLLM's info gauge of its cache configuration (vllm/v1/metrics/loggers.py): its facts are
+    // labels, the value is 1. A router reads num_gpu_blocks for its KV budget (SPEC 3.3).
+    http::prom_family(out, "vllm:cache_config_info", "gauge", "Information of the LLMEngine CacheConfig");
+    http::prom_sample(
+        out, "vllm:cache_config_info",
+        fmt::format(R"(block_size="{}",enable_prefix_caching="{}",num_gpu_blocks="{}")", opt_.engine.block_size,
+                    opt_.engine.enable_prefix_caching ? "True" : "False", opt_.engine.num_blocks),
+        1);
     if (s.tiered) tier_metrics(out, s);
     kv_hint_metrics(out, lbl, s, hints_malformed_.load());
     metric("faults_failed_total", "counter", "Requests answered with an injected error (--fail-first)",

@@ -334,7 +334,11 @@ Simulation::Simulation(const records::Workload* wl, records::WorkloadReader* in,
     throw Fatal(kExitUsage, "--kv-policy demote-prefetch needs KV tiers to demote to (--num-g2-blocks)");
   if (opt.kv_policy.any()) {
     ecfg_.kv_hints.enabled = true;
-    policies_.emplace(opt.kv_policy);
+    kvpolicy::KvPolicyConfig k = opt.kv_policy;  // demote-prefetch's copy time: the engine's link
+    k.g2_to_g1_gbps = ecfg_.tiers.g2_to_g1_gbps;
+    k.kv_bytes_per_token = ecfg_.kv_bytes_per_token;
+    k.speedup_ratio = ecfg_.speedup_ratio;
+    policies_.emplace(k);
   }
   // G4 is one pool for the whole simulated cluster (SPEC 8.7: shared by a process's engines).
   if (ecfg_.tiers.enabled() && ecfg_.tiers.g4_blocks)
@@ -896,12 +900,7 @@ void Simulation::policy_hints(Req& r, uint64_t predicted_cached, engine::Request
 }
 
 // demote-prefetch: the time r's prompt blocks take alone on the G2 -> G1 link (ms; SPEC 8.7).
-double Simulation::copy_ms(const Req& r) const {
-  const double gbps = ecfg_.tiers.g2_to_g1_gbps;
-  const double bytes = std::ceil(static_cast<double>(r.row->input_length) / ecfg_.block_size) * ecfg_.block_size *
-                       static_cast<double>(ecfg_.kv_bytes_per_token);
-  return gbps > 0 ? bytes / (gbps * 1e6) / ecfg_.speedup_ratio : 0;
-}
+double Simulation::copy_ms(const Req& r) const { return policies_->copy_ms(r.row->input_length, ecfg_.block_size); }
 
 // demote-prefetch (SPEC 6.4): r ended in a tool call at t and its blocks went to G2; they come
 // back to G1 before the session's predicted return, its expected tool wait from t, less twice
@@ -912,7 +911,8 @@ void Simulation::schedule_prefetch(const Req& r, double t) {
   if (ps == policy_sessions_.end()) return;
   const double wait_ms = policies_->expected_tool_wait_s(s) * 1000.0;
   prefetches_.push_back({s, ps->second.worker, ps->second.turns});
-  push(t + std::max(0.0, wait_ms - 2 * copy_ms(r)), kPrefetch, static_cast<uint32_t>(prefetches_.size() - 1));
+  push(t + kvpolicy::KvPolicies::prefetch_delay_ms(wait_ms, copy_ms(r)), kPrefetch,
+       static_cast<uint32_t>(prefetches_.size() - 1));
 }
 
 // A planned prefetch is sent unless the session came back first (or ended).

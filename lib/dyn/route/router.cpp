@@ -328,6 +328,16 @@ void Router::set_healthy(uint64_t id, bool healthy) {
   if (it != impl_->by_id.end()) impl_->workers[it->second].healthy = healthy;
 }
 
+void Router::set_worker_kv_blocks(uint64_t id, uint64_t blocks) {
+  std::lock_guard lk(impl_->mu);
+  auto it = impl_->by_id.find(id);
+  if (it == impl_->by_id.end()) return;
+  impl_->workers[it->second].kv_blocks = blocks ? blocks : cfg_.worker_kv_blocks;
+  // The index's budget is the workers' KV size unless --router-max-tree-size set one; event-fed,
+  // it keeps no budget at all (SPEC 3.3).
+  if (!cfg_.kv_events && cfg_.max_tree_size == 0) impl_->index.set_worker_budget(it->second, blocks);
+}
+
 std::optional<Error> BusyThresholds::validate() const {
   RouterConfig c;
   c.active_decode_blocks_threshold = active_decode_blocks;

@@ -387,6 +387,11 @@ class Router {
   /// Health changes (serve's health checks): an unhealthy worker is not a candidate and a hard
   /// binding to it is invalid when next met.
   void set_healthy(uint64_t id, bool healthy);
+  /// Worker `id`'s KV capacity in router blocks, as its engine reported it (serve's health poll:
+  /// vLLM's cache_config_info num_gpu_blocks): the base of its decode-blocks threshold and, for
+  /// the approximate index without --router-max-tree-size, its budget (SPEC 3.3), in place of
+  /// RouterConfig::worker_kv_blocks. 0 = that default again. Unknown ids are ignored.
+  void set_worker_kv_blocks(uint64_t id, uint64_t blocks);
 
   /// Places a request (SPEC 2.2, 2.3, 3.2). Steps: explicit worker wins; then the binding of the
   /// key (hard: the bound worker if valid, else rebind; soft: the bound worker while eligible);

@@ -198,4 +198,12 @@ bool Fleet::check_block_size(size_t i, uint32_t bs, const char* source) {
   return false;
 }
 
+void Fleet::set_kv_blocks(size_t i, uint64_t blocks, const char* source) {
+  Worker& w = at(i);
+  if (w.kv_blocks.exchange(blocks) != blocks)
+    diag::note(fmt::format("worker {} ({}) has {} KV blocks of {} tokens ({})", i, w.url, blocks, block_size_, source));
+  // Told again when unchanged: a worker removed and added back starts from the default.
+  if (on_kv_blocks_) on_kv_blocks_(i, blocks);
+}
+
 }  // namespace dyn::serve

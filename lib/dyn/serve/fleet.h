@@ -105,6 +105,9 @@ class Fleet {
     /// Refused for a block size mismatch: kept out of routing, its events ignored.
     std::atomic<bool> refused{false};
     std::atomic<bool> mismatch_warned{false};
+    /// KV capacity the engine reported (vLLM's cache_config_info num_gpu_blocks), in router
+    /// blocks; 0 = not known (set_kv_blocks).
+    std::atomic<uint64_t> kv_blocks{0};
     bool present() const { return state.load() != WorkerState::kRemoved; }
   };
 
@@ -155,10 +158,18 @@ class Fleet {
   /// Open circuits whose timeout passed become half-open (called by the health poller's thread).
   void tick();
   const CircuitOptions& circuit() const { return circuit_; }
+  /// The router's KV block size in tokens (0 in capture mode).
+  uint32_t block_size() const { return block_size_; }
   /// Records worker i's block size from `source` (the /health metadata or a KV event). A
   /// mismatch refuses the worker (marked down, said once on stderr) unless mismatches are
   /// allowed (then a warning, once). False when the worker is (now) refused.
   bool check_block_size(size_t i, uint32_t bs, const char* source);
+  /// Called when a worker's reported KV capacity changes (set_kv_blocks). Set once, before any
+  /// thread uses the fleet.
+  void on_kv_blocks(std::function<void(size_t worker, uint64_t blocks)> fn) { on_kv_blocks_ = std::move(fn); }
+  /// Records worker i's KV capacity in router blocks as its engine reported it (`source` names
+  /// where) and tells the on_kv_blocks listener; a change is noted on stderr.
+  void set_kv_blocks(size_t i, uint64_t blocks, const char* source);
   /// Closes every worker's idle upstream connections (http::UpstreamPool::close_idle): what lets
   /// the event loop stop at once when the server does.
   void close_idle() {
@@ -181,6 +192,7 @@ class Fleet {
   CircuitOptions circuit_;
   const Clock& clock_;
   std::function<void(size_t, bool)> on_change_;
+  std::function<void(size_t, uint64_t)> on_kv_blocks_;
 };
 
 }  // namespace dyn::serve

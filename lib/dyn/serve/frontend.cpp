@@ -86,6 +86,9 @@ Frontend::Impl::Impl(FrontendOptions o, const Clock& c)
     placer = std::make_unique<Placer>(opt, *fleet, clock,
                                       [this](std::function<void()> f) { loop.handlers().post(std::move(f)); });
     fleet->on_health_change([p = placer.get()](size_t i, bool ok) { p->on_health_change(i, ok); });
+    // The engines' own KV sizes, unless --router-worker-kv-blocks gave one (flag > learned > default).
+    if (opt.learn_worker_kv_blocks)
+      fleet->on_kv_blocks([p = placer.get()](size_t i, uint64_t n) { p->router().set_worker_kv_blocks(i, n); });
     if (opt.router.kv_events) {
       kv = std::make_unique<KvFeeds>(*fleet, placer->router(), opt.router.block_size);
       if (opt.kv_events.size() != fleet->size())
@@ -99,7 +102,8 @@ Frontend::Impl::Impl(FrontendOptions o, const Clock& c)
     }
     members = std::make_unique<Membership>(opt, *fleet, *placer, kv.get());
     health = std::make_unique<HealthPoller>(
-        *fleet, HealthPollOptions{opt.health_interval_ms, opt.health_timeout_ms, opt.health_failure_threshold});
+        *fleet, HealthPollOptions{opt.health_interval_ms, opt.health_timeout_ms, opt.health_failure_threshold,
+                                  opt.learn_worker_kv_blocks});
   }
   if (opt.trace_block_size == 0) throw Fatal(kExitUsage, "block size must be > 0");
   trace = std::make_unique<RequestTrace>(clock, opt.trace_block_size, !opt.capture,

@@ -11,6 +11,7 @@
 #include <httplib.h>
 
 #include "dyn/base/json.h"
+#include "dyn/http/prometheus.h"
 
 namespace dyn::serve {
 
@@ -38,6 +39,7 @@ struct Polled {
   std::unique_ptr<httplib::Client> client;
   unsigned failed_polls = 0;   ///< consecutive
   uint64_t answered_seen = 0;  ///< the worker's answered count at the previous poll
+  bool kv_asked = false;       ///< GET /metrics answered since the worker last came up
 };
 
 /// The client of one worker's polls.
@@ -55,8 +57,29 @@ std::unique_ptr<httplib::Client> poll_client(const http::UpstreamPool& pool, dou
   return c;
 }
 
+/// Asks worker i's GET /metrics for its KV capacity: vLLM's info gauge
+/// `vllm:cache_config_info{...,block_size="B",...,num_gpu_blocks="N",...} 1.0` (dyn-mocker writes
+/// it too), N blocks of B tokens, recorded in router blocks (N x B / the router's block size). True
+/// once the worker answered (with the gauge or without it: an engine without one is not asked
+/// again until it comes back up), false when the request failed.
+bool learn_kv_blocks(Fleet& fleet, size_t i, httplib::Client& client) {
+  Fleet::Worker& w = fleet.at(i);
+  auto r = client.Get(w.pool.url().path_prefix + "/metrics");
+  if (!r) return false;
+  if (r->status != 200) return true;
+  constexpr std::string_view kInfo = "vllm:cache_config_info";
+  const auto blocks = http::prom_label_u64(r->body, kInfo, "num_gpu_blocks");
+  if (!blocks || *blocks == 0 || *blocks > (uint64_t{1} << 40)) return true;
+  const auto tokens = http::prom_label_u64(r->body, kInfo, "block_size");
+  uint64_t n = *blocks;
+  if (tokens && *tokens > 0 && *tokens <= UINT32_MAX && fleet.block_size() > 0)
+    n = std::max<uint64_t>(1, *blocks * *tokens / fleet.block_size());
+  fleet.set_kv_blocks(i, n, "GET /metrics vllm:cache_config_info num_gpu_blocks");
+  return true;
+}
+
 /// One poll of worker `i`: its verdict goes to the fleet.
-void poll_once(Fleet& fleet, size_t i, Polled& p, unsigned failure_threshold) {
+void poll_once(Fleet& fleet, size_t i, Polled& p, unsigned failure_threshold, bool learn_kv) {
   Fleet::Worker& w = fleet.at(i);
   auto r = p.client->Get(w.pool.url().path_prefix + "/health");
   bool ok = r && r->status == 200;
@@ -85,6 +108,9 @@ void poll_once(Fleet& fleet, size_t i, Polled& p, unsigned failure_threshold) {
         fleet.check_block_size(i, it->get<uint32_t>(), "GET /health kv_block_size");
     }
     if (w.refused) return fleet.set_health(i, false, "refused: block size mismatch");
+    if (learn_kv && !p.kv_asked) p.kv_asked = learn_kv_blocks(fleet, i, *p.client);
+  } else {
+    p.kv_asked = false;  // a worker that comes back may be another engine: ask again
   }
   p.failed_polls = ok ? 0 : p.failed_polls + 1;
   if (ok || p.failed_polls >= std::max(1u, failure_threshold)) {
@@ -113,7 +139,7 @@ void HealthPoller::run() {
           continue;
         }
         if (!polled[i].client) polled[i].client = poll_client(fleet_.at(i).pool, opt_.timeout_ms);
-        poll_once(fleet_, i, polled[i], opt_.failure_threshold);
+        poll_once(fleet_, i, polled[i], opt_.failure_threshold, opt_.learn_kv_blocks);
       }
       if (next_round < std::chrono::steady_clock::now()) next_round = std::chrono::steady_clock::now();
     }

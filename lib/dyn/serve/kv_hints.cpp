@@ -3,6 +3,7 @@
 #include "dyn/serve/kv_hints.h"
 
 #include <chrono>
+#include <span>
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -13,16 +14,32 @@ namespace dyn::serve {
 
 namespace {
 
-/// What each policy sends, and how (one kind per policy: the rows and /metrics name it).
-struct PolicyKind {
+/// What each policy sends, and how (the rows and /metrics name each kind).
+struct HintKind {
+  kvpolicy::KvPolicy policy;
   const char* action_type;
   const char* via;
 };
-constexpr PolicyKind kKinds[] = {
-    {"kv.retain", "endpoint"}, {"kv.evict", "request"}, {"kv.retain", "endpoint"}, {"kv.demote", "request"}};
-static_assert(std::size(kKinds) == std::size(kvpolicy::kKvPolicies));
+enum KvHintKindId : size_t { kToolRetain, kFinalEvict, kParentRetain, kToolDemote, kPrefetch };
+constexpr HintKind kKinds[] = {{kvpolicy::KvPolicy::kToolTtl, "kv.retain", "endpoint"},
+                               {kvpolicy::KvPolicy::kEvictOnFinal, "kv.evict", "request"},
+                               {kvpolicy::KvPolicy::kParentRetain, "kv.retain", "endpoint"},
+                               {kvpolicy::KvPolicy::kDemotePrefetch, "kv.demote", "endpoint"},
+                               {kvpolicy::KvPolicy::kDemotePrefetch, "kv.prefetch", "endpoint"}};
+static_assert(std::size(kKinds) == KvPolicyRunner::kHintKinds);
 
-size_t index_of(kvpolicy::KvPolicy p) { return static_cast<size_t>(p); }
+records::RequestEnd::KvHint row_entry(size_t kind, size_t worker) {
+  const HintKind& k = kKinds[kind];
+  return {kvpolicy::kKvPolicies[static_cast<size_t>(k.policy)].name, k.action_type, k.via,
+          static_cast<int64_t>(worker)};
+}
+
+/// `hashes` as a hint's block_hashes: decimal strings, as Dynamo's experiment policy writes them.
+Json hash_strings(std::span<const uint64_t> hashes) {
+  Json out = Json::array();
+  for (uint64_t x : hashes) out.push_back(std::to_string(x));
+  return out;
+}
 
 /// `p` with `hint` (a KvHint's wire form) in its body's nvext.kv_hint (see request_for).
 void attach_hint(const std::string& hint, http::ProxyRequest& p) {
@@ -100,22 +117,27 @@ void KvPolicyRunner::see_turn(Exchange& ex, size_t worker, uint64_t predicted_ca
     const std::string& parent = ex.ctx->parent_session_id;
     if (auto p = sessions_.find(parent); !parent.empty() && p != sessions_.end())
       if (auto h = policies_.spawn_hint(parent))
-        send_locked(&ex, p->second.worker, kvpolicy::KvPolicy::kParentRetain,
-                    with_lineage(*h, parent, p->second.worker));
-  } else if (s.tool_since_ms) {
-    policies_.observe_tool_wait(id, (clock_.now_ms() - *s.tool_since_ms) / 1000.0, s.tool);
-    s.tool_since_ms.reset();
-    s.tool.clear();
+        send_locked(&ex, p->second.worker, kParentRetain, with_lineage(*h, parent, p->second.worker));
+  } else {
+    if (s.tool_since_ms) {
+      policies_.observe_tool_wait(id, (clock_.now_ms() - *s.tool_since_ms) / 1000.0, s.tool);
+      s.tool_since_ms.reset();
+      s.tool.clear();
+    }
+    if (s.prefetched) ex.kv_hints.push_back(row_entry(kPrefetch, *s.prefetched));
+    s.prefetched.reset();
+    std::lock_guard sl(send_mu_);
+    if (plan_.cancel(id)) prefetches_cancelled_.fetch_add(1, std::memory_order_relaxed);  // back first
   }
+  ++s.turns;
+  s.input_tokens = ex.input_length;
   s.worker = worker;
   const size_t full = std::min<size_t>(ex.sequence_hashes.size(), ex.input_length / block_size_);
   lineage_.record(id, worker, std::span<const uint64_t>(ex.sequence_hashes.data(), full));
   if (auto h = policies_.request_hint(id, last, /*ends_in_tool=*/false, s.shared_blocks)) {
     ex.kv_hint = h->dump();
-    const size_t i = index_of(kvpolicy::KvPolicy::kEvictOnFinal);
-    ex.kv_hints.push_back(
-        {kvpolicy::kKvPolicies[i].name, kKinds[i].action_type, kKinds[i].via, static_cast<int64_t>(worker)});
-    count(i, 0);
+    ex.kv_hints.push_back(row_entry(kFinalEvict, worker));
+    count(kFinalEvict, 0);
   }
   if (last) forget_locked(id);
 }
@@ -129,9 +151,42 @@ void KvPolicyRunner::on_end(Exchange& ex, const ResponseFacts* f, bool ok) {
   if (it == sessions_.end()) return;  // forgotten (kMaxSessions) since its turn began
   it->second.tool_since_ms = clock_.now_ms();
   it->second.tool = f->tool_calls.empty() ? std::string() : f->tool_calls.front().name;
-  if (auto h = policies_.tool_wait_hint(ex.ctx->session_id, it->second.tool))
-    send_locked(&ex, static_cast<size_t>(ex.worker), kvpolicy::KvPolicy::kToolTtl,
-                with_lineage(*h, ex.ctx->session_id, static_cast<size_t>(ex.worker)));
+  tool_wait_began_locked(&ex, ex.ctx->session_id, it->second, static_cast<size_t>(ex.worker));
+}
+
+void KvPolicyRunner::tool_wait_began_locked(Exchange* ex, const std::string& id, Session& s, size_t worker) {
+  if (auto h = policies_.tool_wait_hint(id, s.tool)) send_locked(ex, worker, kToolRetain, with_lineage(*h, id, worker));
+  // demote-prefetch: the blocks past the session's shared prefix (evict-on-final's, SPEC 6.4).
+  const std::vector<uint64_t>* l = lineage_.lineage(id, worker);
+  if (!policies_.config().demote_prefetch || !l || l->size() <= s.shared_blocks) return;
+  const double copy_ms = policies_.copy_ms(s.input_tokens, block_size_);
+  auto h = policies_.demote_hint(id, s.tool, copy_ms / 1000.0);
+  if (!h) return;
+  (*h)["actions"][0]["payload"]["block_hashes"] =
+      hash_strings(std::span<const uint64_t>(*l).subspan(static_cast<size_t>(s.shared_blocks)));
+  send_locked(ex, worker, kToolDemote, *h);
+  s.prefetched.reset();
+  const double wait_ms = policies_.expected_tool_wait_s(id, s.tool) * 1000.0;
+  {
+    std::lock_guard sl(send_mu_);
+    plan_.plan(id, worker, s.turns, clock_.now_ms() + kvpolicy::KvPolicies::prefetch_delay_ms(wait_ms, copy_ms));
+  }
+  send_cv_.notify_one();
+}
+
+void KvPolicyRunner::prefetch_due(const std::vector<kvpolicy::PrefetchPlan::Due>& due) {
+  std::lock_guard lk(mu_);
+  for (const auto& d : due) {
+    auto it = sessions_.find(d.session);
+    if (it == sessions_.end() || it->second.turns != d.turn) {  // came back while this was taken
+      prefetches_cancelled_.fetch_add(1, std::memory_order_relaxed);
+      continue;
+    }
+    if (auto h = policies_.prefetch_hint(d.session)) {
+      send_locked(nullptr, d.worker, kPrefetch, with_lineage(*h, d.session, d.worker));
+      it->second.prefetched = d.worker;
+    }
+  }
 }
 
 void KvPolicyRunner::on_tool_event(const std::string& session_id, const std::string& tool, bool start, bool last_done) {
@@ -149,8 +204,7 @@ void KvPolicyRunner::on_tool_event(const std::string& session_id, const std::str
     }
     s.tool_since_ms = clock_.now_ms();
     s.tool = name;
-    if (auto h = policies_.tool_wait_hint(session_id, name))
-      send_locked(nullptr, s.worker, kvpolicy::KvPolicy::kToolTtl, with_lineage(*h, session_id, s.worker));
+    tool_wait_began_locked(nullptr, session_id, s, s.worker);
   } else if (last_done && s.tool_since_ms) {
     policies_.observe_tool_wait(session_id, (clock_.now_ms() - *s.tool_since_ms) / 1000.0, s.tool);
     s.tool_since_ms.reset();
@@ -176,6 +230,10 @@ void KvPolicyRunner::forget_locked(const std::string& id) {
   if (it == sessions_.end()) return;
   policies_.end_session(id);
   lineage_.forget(id);
+  {
+    std::lock_guard sl(send_mu_);
+    if (plan_.cancel(id)) prefetches_cancelled_.fetch_add(1, std::memory_order_relaxed);
+  }
   lru_.erase(it->second.lru);
   sessions_.erase(it);
 }
@@ -183,10 +241,9 @@ void KvPolicyRunner::forget_locked(const std::string& id) {
 Json KvPolicyRunner::with_lineage(Json hint, const std::string& session, size_t worker) const {
   const std::vector<uint64_t>* l = lineage_.lineage(session, worker);
   if (!l) return hint;
-  Json hashes = Json::array();
-  for (uint64_t x : *l) hashes.push_back(std::to_string(x));  // decimal strings, as Dynamo's policy
+  const Json hashes = hash_strings(*l);
   for (Json& a : hint["actions"])
-    if (a["action_type"] == "kv.retain") a["payload"]["block_hashes"] = hashes;
+    if (a["action_type"] == "kv.retain" || a["action_type"] == "kv.prefetch") a["payload"]["block_hashes"] = hashes;
   return hint;
 }
 
@@ -195,28 +252,39 @@ Json KvPolicyRunner::session_prefix_json() const {
   return lineage_.snapshot_json();
 }
 
-void KvPolicyRunner::send_locked(Exchange* ex, size_t worker, kvpolicy::KvPolicy p, const Json& hint) {
-  const size_t i = index_of(p);
-  if (ex)
-    ex->kv_hints.push_back(
-        {kvpolicy::kKvPolicies[i].name, kKinds[i].action_type, kKinds[i].via, static_cast<int64_t>(worker)});
+void KvPolicyRunner::send_locked(Exchange* ex, size_t worker, size_t kind, const Json& hint) {
+  if (ex) ex->kv_hints.push_back(row_entry(kind, worker));
   {
     std::lock_guard lk(send_mu_);
-    pending_.push_back({worker, i, hint.dump()});
+    pending_.push_back({worker, kind, hint.dump()});
   }
   send_cv_.notify_one();
 }
 
 void KvPolicyRunner::sender() {
   std::unique_lock lk(send_mu_);
-  for (;;) {
-    send_cv_.wait(lk, [this] { return stopping_ || !pending_.empty(); });
-    if (stopping_) return;  // hints still queued are for workers this frontend no longer serves
-    Control c = std::move(pending_.front());
-    pending_.pop_front();
-    lk.unlock();
-    post(c);
-    lk.lock();
+  while (!stopping_) {  // hints still queued at the stop are for workers this frontend no longer serves
+    if (!pending_.empty()) {
+      Control c = std::move(pending_.front());
+      pending_.pop_front();
+      lk.unlock();
+      post(c);
+      lk.lock();
+      continue;
+    }
+    const std::optional<double> next = plan_.next_due_ms();
+    const double now = clock_.now_ms();
+    if (!next) {
+      send_cv_.wait(lk);
+    } else if (*next > now) {
+      send_cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>((*next - now) * 1000) + 1));
+    } else {
+      // prefetch_due takes mu_, which is held before send_mu_ elsewhere.
+      const auto due = plan_.take_due(now);
+      lk.unlock();
+      prefetch_due(due);
+      lk.lock();
+    }
   }
 }
 
@@ -231,7 +299,7 @@ void KvPolicyRunner::post(const Control& c) {
   const Json res = r && r->status == 200 ? Json::parse(r->body, nullptr, false) : Json();
   const size_t failed = std::size(kOutcomes) - 1;
   if (!res.is_object() || !res.contains("results") || !res["results"].is_array() || res["results"].empty()) {
-    count(c.policy, failed);
+    count(c.kind, failed);
     return;
   }
   for (const Json& row : res["results"]) {
@@ -239,7 +307,7 @@ void KvPolicyRunner::post(const Control& c) {
     if (row.is_object() && row.contains("outcome") && row["outcome"].is_string())
       for (size_t k = 1; k < failed; ++k)
         if (row["outcome"].get_ref<const std::string&>() == kOutcomes[k]) o = k;
-    count(c.policy, o);
+    count(c.kind, o);
   }
 }
 
@@ -248,23 +316,33 @@ void KvPolicyRunner::append_metrics(std::string& out) const {
   http::prom_family(out, hints, "counter",
                     "KV hints the router's --kv-policy sent, by policy, action, route (request body or the "
                     "worker's POST /v1/kv_hints) and outcome (forwarded in a body, or the worker's answer per action)");
-  for (size_t p = 0; p < std::size(kvpolicy::kKvPolicies); ++p)
+  for (size_t k = 0; k < kHintKinds; ++k)
     for (size_t o = 0; o < std::size(kOutcomes); ++o)
-      if (const uint64_t v = counts_[p][o].load(std::memory_order_relaxed))
-        http::prom_sample(
-            out, hints,
-            fmt::format(R"(policy="{}",action_type="{}",via="{}",outcome="{}")", kvpolicy::kKvPolicies[p].name,
-                        kKinds[p].action_type, kKinds[p].via, kOutcomes[o]),
-            static_cast<double>(v));
-  uint64_t too_long = 0;
+      if (const uint64_t v = counts_[k][o].load(std::memory_order_relaxed)) {
+        const records::RequestEnd::KvHint e = row_entry(k, 0);
+        http::prom_sample(out, hints,
+                          fmt::format(R"(policy="{}",action_type="{}",via="{}",outcome="{}")", e.policy, e.action_type,
+                                      e.via, kOutcomes[o]),
+                          static_cast<double>(v));
+      }
+  kvpolicy::KvPolicyCounts c;
   {
     std::lock_guard lk(mu_);
-    too_long = policies_.counts().tool_too_long;
+    c = policies_.counts();
   }
   http::prom_family(
       out, "dyn_kv_policy_tool_waits_not_pinned_total", "counter",
       "tool-ttl: turns that ended in a tool call not pinned (expected wait over --kv-policy-tool-max-wait-s)");
-  http::prom_sample(out, "dyn_kv_policy_tool_waits_not_pinned_total", "", static_cast<double>(too_long));
+  http::prom_sample(out, "dyn_kv_policy_tool_waits_not_pinned_total", "", static_cast<double>(c.tool_too_long));
+  if (!policies_.config().demote_prefetch) return;
+  http::prom_family(out, "dyn_kv_policy_tool_waits_not_demoted_total", "counter",
+                    "demote-prefetch: tool waits whose blocks stayed on G1 (expected wait under 4 one-way G2 -> "
+                    "G1 copies of them)");
+  http::prom_sample(out, "dyn_kv_policy_tool_waits_not_demoted_total", "", static_cast<double>(c.tool_not_demoted));
+  http::prom_family(out, "dyn_kv_policy_prefetches_cancelled_total", "counter",
+                    "demote-prefetch: planned prefetches not sent (the session came back first, or ended)");
+  http::prom_sample(out, "dyn_kv_policy_prefetches_cancelled_total", "",
+                    static_cast<double>(prefetches_cancelled_.load(std::memory_order_relaxed)));
 }
 
 }  // namespace dyn::serve

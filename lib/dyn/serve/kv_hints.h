@@ -19,6 +19,7 @@
 #include "dyn/base/json.h"
 #include "dyn/http/proxy.h"
 #include "dyn/kvpolicy/kv_policy.h"
+#include "dyn/kvpolicy/prefetch_plan.h"
 #include "dyn/kvpolicy/session_prefix.h"
 #include "dyn/serve/exchange.h"
 #include "dyn/serve/fleet.h"
@@ -34,6 +35,13 @@ namespace dyn::serve {
 ///   of tool-ttl's expected wait: the session's, and the tool's when the call named it);
 /// - a subagent's spawn: the first request of a session whose parent_session_id is a session
 ///   the router is serving.
+/// demote-prefetch (with KV tiers on the workers) acts where tool-ttl would: when a tool wait
+/// begins, kv.demote of the session's lineage on the worker past its shared prefix (the blocks
+/// of its latest turn's prompt), when the expected wait E is at least 4 one-way copies C of
+/// those blocks (KvPolicyConfig's copy settings), and a kv.prefetch of its lineage planned for
+/// E - 2C later (kvpolicy::PrefetchPlan, kept by the sender thread), cancelled when the
+/// session's next request arrives first or it ends; the returning request's row notes the
+/// prefetch sent before it.
 /// Hints tied to a request (evict-on-final's kv.evict of the last turn's own blocks) travel in
 /// the body sent to the worker as nvext.kv_hint (what dyn-mocker and Dynamo's experiment read;
 /// applied at the request's completion). Hints not tied to a request (tool-ttl's kv.retain of
@@ -56,6 +64,8 @@ class KvPolicyRunner {
   /// names), "failed" (the endpoint did not answer 200 with results).
   static constexpr const char* kOutcomes[] = {"forwarded", "accepted",       "clipped",
                                               "rejected",  "passed_through", "failed"};
+  /// The hints the policies send, one (policy, action_type, via) each: kKinds in kv_hints.cpp.
+  static constexpr size_t kHintKinds = 5;
 
   /// `block_size`: the router's (evict-on-final's block offsets); `timeout_ms`: the control
   /// endpoint's connect and read timeouts.
@@ -84,8 +94,9 @@ class KvPolicyRunner {
   /// moving averages, where without events the next turn's arrival does. Sessions the router has
   /// not served (or has forgotten) are ignored: no worker is known to hold their blocks.
   void on_tool_event(const std::string& session_id, const std::string& tool, bool start, bool last_done);
-  /// Prometheus lines: dyn_kv_policy_hints_total{policy, action_type, via, outcome} and
-  /// dyn_kv_policy_tool_waits_not_pinned_total.
+  /// Prometheus lines: dyn_kv_policy_hints_total{policy, action_type, via, outcome},
+  /// dyn_kv_policy_tool_waits_not_pinned_total, and with demote-prefetch
+  /// dyn_kv_policy_tool_waits_not_demoted_total and dyn_kv_policy_prefetches_cancelled_total.
   void append_metrics(std::string& out) const;
   /// GET /v1/session_prefix: the session-prefix index (SessionPrefixIndex::snapshot_json).
   Json session_prefix_json() const;
@@ -94,26 +105,34 @@ class KvPolicyRunner {
   struct Session {
     size_t worker = 0;
     uint64_t shared_blocks = 0;
+    uint64_t turns = 0;                   ///< turns seen (a planned prefetch names the turn it follows)
+    uint64_t input_tokens = 0;            ///< the latest turn's prompt (demote-prefetch's copy time)
     std::optional<double> tool_since_ms;  ///< a tool call ended its latest turn at this time
     std::string tool;                     ///< the name of that call's (first) tool, "" = none
+    std::optional<size_t> prefetched;     ///< a kv.prefetch went to this worker in the current wait
     std::list<std::string>::iterator lru;
   };
   struct Control {
     size_t worker = 0;
-    size_t policy = 0;
+    size_t kind = 0;
     std::string body;
   };
   /// The turn of `ex` (its first dispatch, to `worker`): the session's state, spawn and request hints.
   void see_turn(Exchange& ex, size_t worker, uint64_t predicted_cached);
   Session& session_locked(const std::string& id, bool* fresh);
   void forget_locked(const std::string& id);
-  /// `hint` with each kv.retain for `session` naming its lineage on `worker` (block_hashes).
+  /// `hint` with each kv.retain and kv.prefetch for `session` naming its lineage on `worker` (block_hashes).
   Json with_lineage(Json hint, const std::string& session, size_t worker) const;
-  /// Queues `hint` for `worker`'s control endpoint and notes it in `ex`'s row (none: null).
-  void send_locked(Exchange* ex, size_t worker, kvpolicy::KvPolicy p, const Json& hint);
+  /// A tool wait of `id` began (its latest turn on `worker` ended in a tool call, or the harness
+  /// said one started; `ex`: the response's exchange, else null): tool-ttl's and demote-prefetch's hints.
+  void tool_wait_began_locked(Exchange* ex, const std::string& id, Session& s, size_t worker);
+  /// Queues `hint` (of kKinds[`kind`]) for `worker`'s control endpoint and notes it in `ex`'s row (none: null).
+  void send_locked(Exchange* ex, size_t worker, size_t kind, const Json& hint);
+  /// Sends the planned prefetches `due` whose session has not come back since (sender thread).
+  void prefetch_due(const std::vector<kvpolicy::PrefetchPlan::Due>& due);
   void sender();
   void post(const Control& c);
-  void count(size_t policy, size_t outcome) { counts_[policy][outcome].fetch_add(1, std::memory_order_relaxed); }
+  void count(size_t kind, size_t outcome) { counts_[kind][outcome].fetch_add(1, std::memory_order_relaxed); }
 
   Fleet& fleet_;
   const Clock& clock_;
@@ -124,10 +143,12 @@ class KvPolicyRunner {
   std::unordered_map<std::string, Session> sessions_;
   std::list<std::string> lru_;  ///< session ids, the one seen longest ago first
   kvpolicy::SessionPrefixIndex lineage_{kMaxSessions};
-  std::array<std::array<std::atomic<uint64_t>, std::size(kOutcomes)>, std::size(kvpolicy::kKvPolicies)> counts_{};
-  std::mutex send_mu_;
+  std::array<std::array<std::atomic<uint64_t>, std::size(kOutcomes)>, kHintKinds> counts_{};
+  std::atomic<uint64_t> prefetches_cancelled_{0};
+  std::mutex send_mu_;  ///< after mu_ where both are held
   std::condition_variable send_cv_;
   std::deque<Control> pending_;
+  kvpolicy::PrefetchPlan plan_;  ///< demote-prefetch's prefetches not yet due (send_mu_)
   bool stopping_ = false;
   std::thread thread_;
 };

@@ -71,6 +71,7 @@ Json Membership::worker_json(size_t i) const {
   j["source"] = worker_source_name(w.source.load());
   j["in_flight"] = w.counters.in_flight.load();
   j["block_size"] = w.block_size.load() ? Json(w.block_size.load()) : Json(nullptr);
+  j["kv_blocks"] = w.kv_blocks.load() ? Json(w.kv_blocks.load()) : Json(nullptr);
   j["kv_events_endpoint"] = kv_ && kv_->has(i) ? Json(kv_->source(i).endpoint) : Json(nullptr);
   return j;
 }

@@ -98,6 +98,10 @@ struct FrontendOptions {
   std::string binding_store;
   /// Program-aware admission (SPEC 9, serve mode only); mode none = no controller.
   route::AdmissionConfig admission;
+  /// Read each worker's KV capacity from its engine (GET /metrics, vLLM's cache_config_info
+  /// num_gpu_blocks) for router.worker_kv_blocks' uses, the approximate index's budget among them
+  /// (SPEC 3.3); false when --router-worker-kv-blocks was given (flag > learned > default).
+  bool learn_worker_kv_blocks = true;
   /// Each worker's KV capacity in tokens for admission accounting (KV blocks x block size).
   uint64_t admission_capacity_tokens = 0;
   /// Largest request body accepted, in bytes; a larger one gets 413 with an OpenAI-style error

@@ -3,6 +3,8 @@
 #include <csignal>
 #include <optional>
 
+#include <sys/prctl.h>
+
 #include "dyn/base/diag.h"
 #include "dyn/serve/frontend.h"
 
@@ -30,6 +32,14 @@ std::string startup_line(const FrontendOptions& opt, int port) {
 
 int run(FrontendOptions opt) {
   const FrontendOptions shown = opt;
+  // No transparent huge pages for a live frontend, whatever jemalloc advises (the tools take them,
+  // cmd/common/malloc_conf.cpp): each request's body, rendered prompt and trace row are freed
+  // when it ends, jemalloc purges such pages as they decay, and the next request faulted a fresh
+  // 2 MiB page back in, which the kernel zeroes whole. Agent prompts through dyn-route serve took
+  // four such faults a request, 8 MiB cleared: clear_page was 60 % of the router's CPU samples
+  // (64 sessions, bench/serve-agent-prompts.sh sizes), and 4 KiB pages halved its CPU a request
+  // (issue 54). The flag covers the whole process; an older kernel without it changes nothing.
+  ::prctl(PR_SET_THP_DISABLE, 1, 0, 0, 0);
   // The watcher blocks the stop signals before the frontend exists: its constructor starts
   // threads (the Redis store's, the KV event subscribers'), and a thread started earlier would
   // not block SIGTERM, so the kernel could hand it the signal and the process would die of it

@@ -4,6 +4,14 @@
 # blocks CHAR N: a prompt of N 16-token blocks (SPEC 4.2: 4 bytes a token).
 blocks() { printf "$1%.0s" $(seq $((64 * $2))); }
 
+# tool_call_turns: for the tests of a tool wait: replies.jsonl (dyn-mocker answers "list the files"
+# with a Bash tool call), session a's prompt ask (that request and 4 blocks), and F1 and F2, the
+# prompts (4 and 6 blocks) of two sessions that fill a 10-block pool while a's tool runs.
+tool_call_turns() {
+  echo '{"match": "list the files", "tool_call": {"name": "Bash", "arguments": {"command": "ls"}}}' >replies.jsonl
+  ask="list the files $(blocks q 4)" F1=$(blocks f 4) F2=$(blocks g 6)
+}
+
 # send URL SESSION PROMPT [CURL-ARGS...]: one completion of session SESSION (and the body members
 # in $body_extra, ",..." when set); prints its cached tokens.
 send() {
