@@ -6,7 +6,8 @@
 # clock) to get its KV events, and the copies of that fleet (distinct workers and hashes) are
 # merged into one timeline of operations: a lookup (PrefixIndex::overlaps of a request's
 # blocks, at its arrival) or a KV event (a stored / removed batch from one worker, at the end of
-# the step that made it). bench/index_throughput_bench replays it against one kv::PrefixIndex at
+# the step that made it; a worker's events of one step are applied in one PrefixIndex::apply_events
+# call, as its KV event batch arrives, and still count one op each). bench/index_throughput_bench replays it against one kv::PrefixIndex at
 # rising compression until achieved ops/s stop tracking offered (below 90 %); each step is the
 # median of PASSES replays. Each timed replay starts from an empty index whose tables have their
 # working size (filled and cleared once before, as a running router's are; `--cold 1` starts from a

@@ -55,8 +55,18 @@ struct Timeline {
   uint32_t workers = 0;
   double span_ms = 0;
   uint64_t lookups = 0, lookup_blocks = 0, stored = 0, stored_blocks = 0, removed = 0, removed_blocks = 0, cleared = 0,
-           inserts = 0, rejected = 0;
+           inserts = 0, rejected = 0, batches = 0;
 };
+
+// Whether ops[j] joins the event batch of ops[i] (i < j; i may wrap below 0): both KV events of
+// one worker at one time, one engine step's.
+bool same_batch(const std::vector<Op>& ops, size_t i, size_t j) {
+  auto event = [](const Op& o) {
+    return o.kind == Kind::kStored || o.kind == Kind::kRemoved || o.kind == Kind::kCleared;
+  };
+  return i < ops.size() && event(ops[i]) && event(ops[j]) && ops[i].worker == ops[j].worker &&
+         ops[i].t_ms == ops[j].t_ms;
+}
 
 struct Row {
   double t;
@@ -163,11 +173,22 @@ Timeline build_timeline(const std::vector<Row>& rows, const Args& a, bool events
     for (size_t h = 0; h < base_hashes; ++h) tl.hashes.push_back(tl.hashes[h] ^ salt);
   }
   tl.ops.reserve(base.size() * a.copies);
-  for (const Op& o : base)
+  // The copies of an op run back to back, except that a worker's events of one step (same worker
+  // and time) stay together in each copy: the replays apply them as one batch, as a worker's KV
+  // event batch arrives. Each copy's own order is the base order either way.
+  for (size_t i = 0, j; i < base.size(); i = j) {
+    for (j = i + 1; base[i].kind != Kind::kLookup && j < base.size() && base[j].kind != Kind::kLookup &&
+                    base[j].worker == base[i].worker && base[j].t_ms == base[i].t_ms;
+         ++j) {
+    }
     for (uint32_t c = 0; c < a.copies; ++c)
-      tl.ops.push_back(
-          Op{o.t_ms, o.worker + c * a.workers, o.kind, static_cast<uint32_t>(o.off + c * base_hashes), o.len});
-  for (const Op& o : tl.ops) {
+      for (size_t k = i; k < j; ++k)
+        tl.ops.push_back(Op{base[k].t_ms, base[k].worker + c * a.workers, base[k].kind,
+                            static_cast<uint32_t>(base[k].off + c * base_hashes), base[k].len});
+  }
+  for (size_t i = 0; i < tl.ops.size(); ++i) {
+    const Op& o = tl.ops[i];
+    tl.batches += o.kind != Kind::kLookup && o.kind != Kind::kInsert && !same_batch(tl.ops, i - 1, i);
     tl.lookups += o.kind == Kind::kLookup;
     tl.lookup_blocks += o.kind == Kind::kLookup ? o.len : 0;
     tl.stored += o.kind == Kind::kStored;
@@ -250,10 +271,14 @@ class NaiveIndex {
   std::vector<W> w_;
 };
 
-// Adds a lookup's overlaps to a checksum that depends on which worker got which count.
+// Adds a lookup's overlaps to a checksum that depends on which worker got which count: a sum
+// weighted by an odd number per worker (a change of any one count changes it), chained across
+// lookups. The weighted terms are independent, not one chain of dependent multiplies through every
+// worker (64 of them in each timed lookup at 64 workers: the harness's CPU time, not the index's).
 uint64_t mix(uint64_t sum, std::span<const uint32_t> out) {
-  for (size_t w = 0; w < out.size(); ++w) sum = sum * 1000003 + out[w] * (w + 1);
-  return sum;
+  uint64_t s = 0;
+  for (size_t w = 0; w < out.size(); ++w) s += out[w] * (2 * w + 1);
+  return sum * 1000003 + s;
 }
 
 // Untimed: every lookup's overlaps against the naive index's. Returns the checksum, counts
@@ -296,8 +321,28 @@ Step replay(const Timeline& tl, bool events, double c, uint32_t threads, bool wa
     for (uint32_t w = 0; w < tl.workers; ++w) ix.clear_worker(w);
   }
   std::mutex mu;
-  std::vector<std::vector<const Op*>> mine(threads);
-  for (const Op& o : tl.ops) mine[o.worker % threads].push_back(&o);
+  // Each thread's ops; a worker's events of one step are one item, applied in one call.
+  struct Item {
+    const Op* op;
+    uint32_t ev_begin, ev_end;  // its events in evs[thread], for a batch
+  };
+  std::vector<std::vector<Item>> mine(threads);
+  std::vector<std::vector<kv::IndexEvent>> evs(threads);
+  for (size_t i = 0; i < tl.ops.size(); ++i) {
+    const Op& o = tl.ops[i];
+    const uint32_t k = o.worker % threads;
+    if (same_batch(tl.ops, i - 1, i)) {
+      mine[k].back().ev_end++;
+    } else {
+      const auto n = static_cast<uint32_t>(evs[k].size());
+      mine[k].push_back(Item{&o, n, n + (o.kind == Kind::kLookup || o.kind == Kind::kInsert ? 0u : 1u)});
+    }
+    if (o.kind != Kind::kLookup && o.kind != Kind::kInsert)
+      evs[k].push_back(kv::IndexEvent{o.kind == Kind::kStored    ? kv::BlockEvent::Kind::kStored
+                                      : o.kind == Kind::kRemoved ? kv::BlockEvent::Kind::kRemoved
+                                                                 : kv::BlockEvent::Kind::kCleared,
+                                      o.worker, std::span<const uint64_t>(tl.hashes.data() + o.off, o.len)});
+  }
   std::vector<std::vector<uint32_t>> lat(threads);  // ns
   std::vector<double> cpu(threads);
   uint64_t checksum = 0;
@@ -309,7 +354,8 @@ Step replay(const Timeline& tl, bool events, double c, uint32_t threads, bool wa
     lat[k].reserve(mine[k].size());
     const double c0 = cpu_seconds(CLOCK_THREAD_CPUTIME_ID);
     auto now = clk::now();
-    for (const Op* o : mine[k]) {
+    for (const Item& it : mine[k]) {
+      const Op* o = it.op;
       const auto due = start + std::chrono::nanoseconds(static_cast<int64_t>((o->t_ms - t0_ms) * 1e6 / c));
       while (now < due) now = clk::now();  // spin: one thread is one busy core
       if (o->kind == Kind::kLookup) {
@@ -321,6 +367,9 @@ Step replay(const Timeline& tl, bool events, double c, uint32_t threads, bool wa
         lat[k].push_back(static_cast<uint32_t>(std::min<int64_t>((after - now).count(), UINT32_MAX)));
         now = after;
         if (threads == 1) checksum = mix(checksum, out);
+      } else if (it.ev_end > it.ev_begin) {
+        std::lock_guard lk(mu);
+        ix.apply_events(std::span(evs[k]).subspan(it.ev_begin, it.ev_end - it.ev_begin), o->t_ms);
       } else {
         std::lock_guard lk(mu);
         apply(ix, tl, *o);
@@ -449,15 +498,15 @@ int main(int argc, char** argv) {
     const uint64_t want = a.check ? check(tl, events, &bad) : 0;
     std::printf(
         "%s timeline: %zu rows over %u workers x %u copies, span %.1f s; %zu ops: %llu lookups (mean %.1f "
-        "blocks), %llu stored (%llu blocks), %llu removed (%llu blocks), %llu cleared, %llu inserts; engine "
-        "rejected %llu\n",
+        "blocks), %llu stored (%llu blocks), %llu removed (%llu blocks), %llu cleared (events in %llu batches, "
+        "a worker's step each), %llu inserts; engine rejected %llu\n",
         events ? "event-fed" : "approximate", rows.size(), a.workers, a.copies, tl.span_ms / 1000.0, tl.ops.size(),
         static_cast<unsigned long long>(tl.lookups),
         tl.lookups ? static_cast<double>(tl.lookup_blocks) / static_cast<double>(tl.lookups) : 0.0,
         static_cast<unsigned long long>(tl.stored), static_cast<unsigned long long>(tl.stored_blocks),
         static_cast<unsigned long long>(tl.removed), static_cast<unsigned long long>(tl.removed_blocks),
-        static_cast<unsigned long long>(tl.cleared), static_cast<unsigned long long>(tl.inserts),
-        static_cast<unsigned long long>(tl.rejected / a.copies));
+        static_cast<unsigned long long>(tl.cleared), static_cast<unsigned long long>(tl.batches),
+        static_cast<unsigned long long>(tl.inserts), static_cast<unsigned long long>(tl.rejected / a.copies));
     if (a.check)
       std::printf("check %s: %llu lookups x %u workers against the naive reference index, %llu mismatches\n",
                   events ? "event-fed" : "approximate", static_cast<unsigned long long>(tl.lookups), tl.workers,

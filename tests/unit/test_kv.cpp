@@ -253,58 +253,83 @@ TEST_CASE("medium names map to tiers as Dynamo's StorageTier::from_kv_medium") {
 // A plain LRU list per worker, as SPEC 3.3 words it: the index must match it exactly (which blocks
 // a worker holds after every insert, expiry, prune and removal), also once its touch records have
 // been compacted (thousands of refreshes of a few blocks).
-TEST_CASE("event-fed index (bit holder sets below worker 64, entries above) matches per-worker sets") {
-  // No TTL and no budget: workers 0..63 are bits of one cell per block, 64 and up are entries;
-  // a block may be held on both sides, and distinct_blocks() counts it once.
-  const uint32_t n = 70;
-  PrefixIndex ix(IndexConfig{0, 0, 0.8});
-  ix.set_worker_count(n);
-  std::vector<std::unordered_set<uint64_t>> ref(n);
-  std::mt19937_64 g(21);
-  auto chain = [&](size_t len) {
-    std::vector<uint64_t> s;
-    const uint64_t root = g() % 40;  // few roots: shared prefixes across workers
-    for (size_t i = 0; i < len; ++i) s.push_back(root * 1000 + i * 7 + (i > 3 ? g() % 3 : 0));
-    return s;
-  };
-  std::vector<uint32_t> out(n), start(n), cont(n);
-  for (int step = 0; step < 20000; ++step) {
-    const uint32_t w = g() % 8 == 0 ? 64 + g() % 6 : g() % n;
-    const std::vector<uint64_t> s = chain(1 + g() % 48);  // past the 32 cells prefetched up front
-    const uint64_t op = g() % 100;
-    if (op < 45) {
-      ix.apply_stored(w, s, std::nullopt, step);
-      ref[w].insert(s.begin(), s.end());
-    } else if (op < 85) {
-      const auto tail = std::span(s).subspan(g() % s.size());
-      ix.apply_removed(w, tail);
-      for (uint64_t h : tail) ref[w].erase(h);
-    } else if (op < 86) {
-      ix.clear_worker(w);
-      ref[w].clear();
+TEST_CASE("event-fed index (a bit holder set per block and 64-worker group) matches per-worker sets") {
+  // No TTL and no budget: each group of 64 workers keeps bits in one cell per block; a block may be
+  // held in several groups, and distinct_blocks() counts it once per group. A second index gets the
+  // same events in batches (apply_events, with removals of workers out of range mixed in) and
+  // must give the same overlaps. 40 workers: one group; 150: three.
+  for (const uint32_t n : {40u, 150u}) {
+    PrefixIndex ix(IndexConfig{0, 0, 0.8}), batched(IndexConfig{0, 0, 0.8});
+    ix.set_worker_count(n);
+    batched.set_worker_count(n);
+    std::vector<IndexEvent> batch;
+    std::vector<std::vector<uint64_t>> batch_hashes;
+    std::vector<std::unordered_set<uint64_t>> ref(n);
+    std::mt19937_64 g(21);
+    auto chain = [&](size_t len) {
+      std::vector<uint64_t> s;
+      const uint64_t root = g() % 40;  // few roots: shared prefixes across workers
+      for (size_t i = 0; i < len; ++i) s.push_back(root * 1000 + i * 7 + (i > 3 ? g() % 3 : 0));
+      return s;
+    };
+    std::vector<uint32_t> out(n), start(n), cont(n), out_batched(n);
+    for (int step = 0; step < 20000; ++step) {
+      const uint32_t w = g() % 8 == 0 && n > 70 ? 64 + g() % 6 : g() % n;
+      const std::vector<uint64_t> s = chain(1 + g() % 48);  // past the 32 cells prefetched up front
+      const uint64_t op = g() % 100;
+      batch_hashes.push_back(s);
+      if (op < 45) {
+        ix.apply_stored(w, s, std::nullopt, step);
+        ref[w].insert(s.begin(), s.end());
+        batch.push_back(IndexEvent{BlockEvent::Kind::kStored, w, batch_hashes.back()});
+      } else if (op < 85) {
+        const auto tail = std::span(s).subspan(g() % s.size());
+        ix.apply_removed(w, tail);
+        for (uint64_t h : tail) ref[w].erase(h);
+        batch.push_back(
+            IndexEvent{BlockEvent::Kind::kRemoved, w, std::span(batch_hashes.back()).subspan(s.size() - tail.size())});
+        if (op % 7 == 0) batch.push_back(IndexEvent{BlockEvent::Kind::kRemoved, n + 3, batch_hashes.back()});
+      } else if (op < 86) {
+        ix.clear_worker(w);
+        ref[w].clear();
+        batch.push_back(IndexEvent{BlockEvent::Kind::kCleared, w, {}});
+      }
+      if (g() % 4 == 0) {  // batches of about four events
+        batched.apply_events(batch, step);
+        batch.clear();
+        batch_hashes.clear();
+        batched.overlaps(s, step, out_batched);
+        ix.overlaps(s, step, out);
+        CHECK(out_batched == out);
+        for (uint32_t x = 0; x < n; ++x) CHECK(batched.blocks(x) == ix.blocks(x));
+      }
+      const uint32_t best = ix.overlaps(s, step, out);
+      CHECK(best == *std::max_element(out.begin(), out.end()));
+      for (uint32_t x = 0; x < n; ++x) {
+        uint32_t k = 0;
+        while (k < s.size() && ref[x].count(s[k])) ++k;
+        CHECK(out[x] == k);
+        start[x] = k;
+        CHECK(ix.holds(x, s[0], step) == (ref[x].count(s[0]) > 0));
+        CHECK(ix.blocks(x) == ref[x].size());
+      }
+      // Continued from where it stopped, the same index matches nothing more; from block 0, all.
+      ix.continue_overlaps(s, step, start, cont);
+      for (uint32_t x = 0; x < n; ++x) CHECK(cont[x] == 0);
+      std::fill(start.begin(), start.end(), 0u);
+      ix.continue_overlaps(s, step, start, cont);
+      CHECK(cont == out);
     }
-    const uint32_t best = ix.overlaps(s, step, out);
-    CHECK(best == *std::max_element(out.begin(), out.end()));
-    for (uint32_t x = 0; x < n; ++x) {
-      uint32_t k = 0;
-      while (k < s.size() && ref[x].count(s[k])) ++k;
-      CHECK(out[x] == k);
-      start[x] = k;
-      CHECK(ix.holds(x, s[0], step) == (ref[x].count(s[0]) > 0));
-      CHECK(ix.blocks(x) == ref[x].size());
+    size_t per_group = 0;
+    for (uint32_t g0 = 0; g0 < n; g0 += 64) {
+      std::unordered_set<uint64_t> group;
+      for (uint32_t x = g0; x < std::min(n, g0 + 64); ++x) group.insert(ref[x].begin(), ref[x].end());
+      per_group += group.size();
     }
-    // Continued from where it stopped, the same index matches nothing more; from block 0, all.
-    ix.continue_overlaps(s, step, start, cont);
-    for (uint32_t x = 0; x < n; ++x) CHECK(cont[x] == 0);
-    std::fill(start.begin(), start.end(), 0u);
-    ix.continue_overlaps(s, step, start, cont);
-    CHECK(cont == out);
+    CHECK(ix.distinct_blocks() == per_group);
+    for (uint32_t x = 0; x < n; ++x) ix.clear_worker(x);
+    CHECK(ix.distinct_blocks() == 0);
   }
-  std::unordered_set<uint64_t> all;
-  for (const auto& r : ref) all.insert(r.begin(), r.end());
-  CHECK(ix.distinct_blocks() == all.size());
-  for (uint32_t x = 0; x < n; ++x) ix.clear_worker(x);
-  CHECK(ix.distinct_blocks() == 0);
 }
 
 TEST_CASE("index matches a list-based LRU model under random inserts, TTL, budget and removals") {

@@ -14,6 +14,13 @@ PrefixIndex::PrefixIndex(IndexConfig config) : cfg_(config), lru_(config.ttl_ms 
 void PrefixIndex::set_worker_count(uint32_t n) {
   for (uint32_t w = n; w < workers_.size(); ++w) clear_worker(w);
   workers_.resize(n);
+  if (!lru_) groups_.resize((n + kGroupWorkers - 1) / kGroupWorkers);
+}
+
+uint64_t PrefixIndex::distinct_blocks() const {
+  uint64_t n = map_.size();
+  for (const FlatMaskMap& g : groups_) n += g.size();
+  return n;
 }
 
 void PrefixIndex::record(uint32_t e) {
@@ -43,12 +50,6 @@ uint32_t PrefixIndex::oldest(uint32_t w) {
   return kNil;
 }
 
-void PrefixIndex::count_both(uint64_t hash, bool in_masks, int delta) {
-  const bool other = in_masks ? map_.size() > 0 && map_.find(hash) != FlatMap::kEmpty
-                              : masks_.size() > 0 && masks_.find(hash) != FlatMaskMap::kEmpty;
-  if (other) in_both_ += static_cast<uint64_t>(static_cast<int64_t>(delta));
-}
-
 void PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
   // The entry a new holder would take; one probe finds the block or files it under that entry.
   const uint32_t fresh = free_entries_.empty() ? static_cast<uint32_t>(entries_.size()) : free_entries_.back();
@@ -65,8 +66,6 @@ void PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
     }
     next_holder = *first;
     *first = fresh;
-  } else if (!lru_) {
-    count_both(hash, false, 1);
   }
   if (!free_entries_.empty()) {
     free_entries_.pop_back();
@@ -88,7 +87,6 @@ void PrefixIndex::remove_entry(uint32_t e) {
   if (*first == e) {
     if (x.node_next == kNil) {
       map_.erase_at(first);  // its last holder: the block leaves the map
-      if (!lru_) count_both(x.hash, false, -1);
     } else {
       *first = x.node_next;
     }
@@ -149,52 +147,64 @@ inline __attribute__((always_inline)) void prefetch_cells(const Map& m, std::spa
   for (size_t i = 0; i < seq.size() && i < kAhead; ++i) m.prefetch(seq[i]);
 }
 
-void PrefixIndex::store_bits(uint32_t w, std::span<const uint64_t> seq) {
-  // One growth check, one worker count update and one look at map_ per event, not per block:
-  // with the cells prefetched, that bookkeeping was much of what a block cost.
-  masks_.reserve(masks_.size() + seq.size());
-  prefetch_cells(masks_, seq);
-  const uint64_t bit = uint64_t{1} << w;
-  const bool chained = map_.size() > 0;
-  uint64_t added = 0;
-  for (size_t i = 0; i < seq.size(); ++i) {
-    if (i + kAhead < seq.size()) masks_.prefetch(seq[i + kAhead]);
-    bool inserted = false;
-    uint64_t* m = masks_.find_or_insert_reserved(seq[i], bit, &inserted);
-    if (inserted) {
-      ++added;
-      if (chained) count_both(seq[i], true, 1);
-    } else if (!(*m & bit)) {
-      *m |= bit;
-      ++added;
+void PrefixIndex::apply_bits(std::span<const IndexEvent> events) {
+  using Kind = BlockEvent::Kind;
+  // One growth check per group and batch, not per block: room for every block the batch stores.
+  pending_.assign(groups_.size(), 0);
+  for (const IndexEvent& e : events)
+    if (e.kind == Kind::kStored) pending_[e.worker / kGroupWorkers] += e.block_hashes.size();
+  for (size_t g = 0; g < groups_.size(); ++g)
+    if (pending_[g]) groups_[g].reserve(groups_[g].size() + pending_[g]);
+  // The prefetch cursor: event pe's block pb is the next cell to start loading. It runs kAhead
+  // blocks ahead of the one applied, across events, so an event's first cells are on their way
+  // while the one before it is applied (issue 54: events waited for their own first cell).
+  size_t pe = 0, pb = 0;
+  auto ahead = [&] {
+    for (; pe < events.size(); ++pe, pb = 0) {
+      const IndexEvent& e = events[pe];
+      if (e.kind != Kind::kCleared && e.worker < workers_.size() && pb < e.block_hashes.size()) {
+        groups_[e.worker / kGroupWorkers].prefetch(e.block_hashes[pb++]);
+        return;
+      }
     }
-  }
-  workers_[w].count += added;
-}
-
-void PrefixIndex::remove_bits(uint32_t w, std::span<const uint64_t> seq) {
-  prefetch_cells(masks_, seq);
-  const uint64_t bit = uint64_t{1} << w;
-  const bool chained = map_.size() > 0;
-  uint64_t removed = 0;
-  for (size_t i = 0; i < seq.size(); ++i) {
-    if (i + kAhead < seq.size()) masks_.prefetch(seq[i + kAhead]);
-    uint64_t* m = masks_.find_ptr(seq[i]);
-    if (!m || !(*m & bit)) continue;
-    ++removed;
-    if (*m != bit) {
-      *m &= ~bit;
+  };
+  for (size_t i = 0; i < kAhead; ++i) ahead();
+  for (const IndexEvent& e : events) {
+    if (e.worker >= workers_.size()) continue;
+    if (e.kind == Kind::kCleared) {
+      clear_worker(e.worker);
       continue;
     }
-    masks_.erase_at(m);  // its last holder: the block leaves the map
-    if (chained) count_both(seq[i], true, -1);
+    FlatMaskMap& m = groups_[e.worker / kGroupWorkers];
+    const uint64_t bit = uint64_t{1} << (e.worker % kGroupWorkers);
+    uint64_t changed = 0;  // blocks the worker gained or lost
+    if (e.kind == Kind::kStored) {
+      for (const uint64_t h : e.block_hashes) {
+        ahead();
+        bool inserted = false;
+        uint64_t* c = m.find_or_insert_reserved(h, bit, &inserted);
+        changed += inserted || !(*c & bit);
+        *c |= bit;
+      }
+      workers_[e.worker].count += changed;
+      continue;
+    }
+    for (const uint64_t h : e.block_hashes) {
+      ahead();
+      uint64_t* c = m.find_ptr(h);
+      if (!c || !(*c & bit)) continue;
+      ++changed;
+      if (*c == bit) m.erase_at(c);  // its last holder: the block leaves the map
+      else *c &= ~bit;
+    }
+    workers_[e.worker].count -= changed;
   }
-  workers_[w].count -= removed;
 }
 
 void PrefixIndex::store_blocks(uint32_t w, std::span<const uint64_t> seq, double now_ms) {
-  if (masked(w)) {
-    store_bits(w, seq);
+  if (!lru_) {
+    const IndexEvent e{BlockEvent::Kind::kStored, w, seq};
+    apply_bits({&e, 1});
     return;
   }
   // Deepest block first, so block 0 ends up most recent and leaves are evicted before prefixes.
@@ -222,8 +232,9 @@ void PrefixIndex::apply_stored(uint32_t w, std::span<const uint64_t> block_hashe
 
 void PrefixIndex::apply_removed(uint32_t w, std::span<const uint64_t> block_hashes) {
   if (w >= workers_.size()) return;
-  if (masked(w)) {
-    remove_bits(w, block_hashes);
+  if (!lru_) {
+    const IndexEvent e{BlockEvent::Kind::kRemoved, w, block_hashes};
+    apply_bits({&e, 1});
     return;
   }
   for (uint64_t h : block_hashes) {
@@ -237,22 +248,31 @@ void PrefixIndex::apply_removed(uint32_t w, std::span<const uint64_t> block_hash
   }
 }
 
+void PrefixIndex::apply_events(std::span<const IndexEvent> events, double now_ms) {
+  for (const IndexEvent& e : events)
+    if (e.kind == BlockEvent::Kind::kStored && e.worker >= workers_.size())
+      throw std::out_of_range("PrefixIndex::apply_events: worker out of range");
+  if (!lru_) {
+    apply_bits(events);
+    return;
+  }
+  for (const IndexEvent& e : events) {
+    switch (e.kind) {
+      case BlockEvent::Kind::kStored: apply_stored(e.worker, e.block_hashes, std::nullopt, now_ms); break;
+      case BlockEvent::Kind::kRemoved: apply_removed(e.worker, e.block_hashes); break;
+      case BlockEvent::Kind::kCleared: clear_worker(e.worker); break;
+    }
+  }
+}
+
 void PrefixIndex::clear_worker(uint32_t w) {
   if (w >= workers_.size()) return;
   // Without LRU records there is no list of w's blocks: a scan of the table (a worker's restart
   // or departure, rare next to stores and removals).
-  if (masked(w)) {
-    const uint64_t bit = uint64_t{1} << w;
-    masks_.update_all([&](uint64_t hash, uint64_t& m) {
-      if (m == bit) count_both(hash, true, -1);
-      m &= ~bit;
-    });
-    workers_[w].count = 0;
-    return;
-  }
   if (!lru_) {
-    for (uint32_t e = 0; e < entries_.size(); ++e)
-      if (entries_[e].worker == w) remove_entry(e);
+    const uint64_t bit = uint64_t{1} << (w % kGroupWorkers);
+    groups_[w / kGroupWorkers].update_all([&](uint64_t, uint64_t& m) { m &= ~bit; });
+    workers_[w].count = 0;
     return;
   }
   for (uint32_t e; (e = oldest(w)) != kNil;) {
@@ -269,31 +289,89 @@ void PrefixIndex::expire(double now_ms) {
 
 uint32_t PrefixIndex::overlaps(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
   std::fill(out.begin(), out.end(), 0u);
-  // Bit workers still matching: each block narrows the set to its holders, and a worker that
-  // drops out stops at that block.
-  const size_t n = std::min<size_t>(out.size(), kMaskWorkers);
-  uint64_t active = masks_.size() == 0 ? 0 : n == kMaskWorkers ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
-  const bool chained = map_.size() > 0;
-  // Every hash is known before the first probe: the first kAhead cells load together, then each
-  // step asks for the one kAhead on (a lookup's first blocks were one miss after the other).
-  if (active) prefetch_cells(masks_, seq);
-  if (chained) prefetch_cells(map_, seq);
-  uint32_t best = 0;
+  return lru_ ? overlaps_entries(seq, now_ms, out) : overlaps_bits(seq, out);
+}
+
+uint32_t PrefixIndex::overlaps_bits(std::span<const uint64_t> seq, std::span<uint32_t> out) const {
+  // Per group, the bits of its workers still matching: each block narrows a group's set to its
+  // holders, and a worker that drops out stops at that block. Only groups with a worker still
+  // matching are read (`live`, compacted as groups drop out): past block 0, usually one or two.
+  const size_t groups = std::min(groups_.size(), (out.size() + kGroupWorkers - 1) / kGroupWorkers);
+  constexpr size_t kSmall = 32;  // 2,048 workers without an allocation
+  uint64_t small_active[kSmall];
+  uint32_t small_live[kSmall];
+  std::vector<uint64_t> big_active;
+  std::vector<uint32_t> big_live;
+  uint64_t* active = small_active;
+  uint32_t* live = small_live;
+  if (groups > kSmall) {
+    big_active.resize(groups);
+    big_live.resize(groups);
+    active = big_active.data();
+    live = big_live.data();
+  }
+  size_t n_live = 0;
+  for (size_t g = 0; g < groups; ++g) {
+    if (groups_[g].size() == 0) continue;
+    const size_t n = std::min<size_t>(out.size() - g * kGroupWorkers, kGroupWorkers);
+    active[g] = n == kGroupWorkers ? ~uint64_t{0} : (uint64_t{1} << n) - 1;
+    live[n_live++] = static_cast<uint32_t>(g);
+  }
+  if (n_live == 1) return overlaps_group(live[0], active[live[0]], seq, out);
+  // Block 0's cell of every group, then the next kAhead of the groups still matching after it.
+  for (size_t k = 0; k < n_live && !seq.empty(); ++k) groups_[live[k]].prefetch(seq[0]);
+  const bool several = n_live > 1;
   size_t i = 0;
-  for (; i < seq.size(); ++i) {
-    if (i + kAhead < seq.size()) {
-      if (active) masks_.prefetch(seq[i + kAhead]);
-      if (chained) map_.prefetch(seq[i + kAhead]);
+  for (; i < seq.size() && n_live > 0; ++i) {
+    size_t kept = 0;
+    for (size_t k = 0; k < n_live; ++k) {
+      const uint32_t g = live[k];
+      const FlatMaskMap& m = groups_[g];
+      if (i + kAhead < seq.size()) m.prefetch(seq[i + kAhead]);
+      const uint64_t held = m.find(seq[i]);
+      for (uint64_t gone = active[g] & ~held; gone; gone &= gone - 1)
+        out[g * kGroupWorkers + std::countr_zero(gone)] = static_cast<uint32_t>(i);
+      active[g] &= held;
+      if (active[g]) live[kept++] = g;
     }
+    n_live = kept;
+    if (i == 0 && several)
+      for (size_t k = 0; k < n_live; ++k) prefetch_cells(groups_[live[k]], seq.subspan(1));
+  }
+  // Workers still matching at the end hold the whole sequence.
+  for (size_t k = 0; k < n_live; ++k)
+    for (uint64_t a = active[live[k]]; a; a &= a - 1)
+      out[live[k] * kGroupWorkers + std::countr_zero(a)] = static_cast<uint32_t>(i);
+  // i is one past the last block some worker matched (or 0): the largest overlap.
+  return n_live > 0 ? static_cast<uint32_t>(i) : static_cast<uint32_t>(i == 0 ? 0 : i - 1);
+}
+uint32_t PrefixIndex::overlaps_group(size_t g, uint64_t active, std::span<const uint64_t> seq,
+                                     std::span<uint32_t> out) const {
+  const FlatMaskMap& m = groups_[g];
+  uint32_t* o = out.data() + g * kGroupWorkers;
+  // Every hash is known before the first probe: the first kAhead cells load together, then each
+  // step asks for the one kAhead on (a lookup's blocks were one miss after the other).
+  prefetch_cells(m, seq);
+  size_t i = 0;
+  for (; i < seq.size() && active; ++i) {
+    if (i + kAhead < seq.size()) m.prefetch(seq[i + kAhead]);
+    const uint64_t held = m.find(seq[i]);
+    for (uint64_t gone = active & ~held; gone; gone &= gone - 1) o[std::countr_zero(gone)] = static_cast<uint32_t>(i);
+    active &= held;
+  }
+  if (!active) return static_cast<uint32_t>(i == 0 ? 0 : i - 1);  // block i - 1 matched by none
+  for (; active; active &= active - 1) o[std::countr_zero(active)] = static_cast<uint32_t>(i);
+  return static_cast<uint32_t>(i);
+}
+
+uint32_t PrefixIndex::overlaps_entries(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
+  if (map_.size() == 0) return 0;
+  prefetch_cells(map_, seq);
+  uint32_t best = 0;
+  for (size_t i = 0; i < seq.size(); ++i) {
+    if (i + kAhead < seq.size()) map_.prefetch(seq[i + kAhead]);
     bool advanced = false;
-    if (active) {
-      const uint64_t held = masks_.find(seq[i]);
-      for (uint64_t gone = active & ~held; gone; gone &= gone - 1)
-        out[std::countr_zero(gone)] = static_cast<uint32_t>(i);
-      active &= held;
-      advanced = active != 0;
-    }
-    const uint32_t first = chained ? map_.find(seq[i]) : FlatMap::kEmpty;
+    const uint32_t first = map_.find(seq[i]);
     for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next) {
       const Entry& x = entries_[e];
       if (out[x.worker] == i && live(x, now_ms)) {
@@ -304,7 +382,6 @@ uint32_t PrefixIndex::overlaps(std::span<const uint64_t> seq, double now_ms, std
     if (!advanced) break;
     best = static_cast<uint32_t>(i + 1);
   }
-  for (; active; active &= active - 1) out[std::countr_zero(active)] = static_cast<uint32_t>(i);
   return best;
 }
 
@@ -319,22 +396,28 @@ void PrefixIndex::continue_overlaps(std::span<const uint64_t> seq, double now_ms
   const uint32_t lo = *std::min_element(start.begin(), start.end());
   const uint32_t hi = *std::max_element(start.begin(), start.end());
   for (size_t i = lo; i < seq.size(); ++i) {
-    if (i + 4 < seq.size()) map_.prefetch(seq[i + 4]);
     bool advanced = false;
-    if (masks_.size() > 0)
-      for (uint64_t held = masks_.find(seq[i]); held; held &= held - 1) {
-        const auto w = static_cast<size_t>(std::countr_zero(held));
+    for (size_t g = 0; g < groups_.size(); ++g) {
+      const FlatMaskMap& m = groups_[g];
+      if (m.size() == 0) continue;
+      if (i + 4 < seq.size()) m.prefetch(seq[i + 4]);
+      for (uint64_t held = m.find(seq[i]); held; held &= held - 1) {
+        const size_t w = g * kGroupWorkers + static_cast<size_t>(std::countr_zero(held));
         if (w < out.size() && out[w] == i) {
           out[w] = static_cast<uint32_t>(i + 1);
           advanced = true;
         }
       }
-    const uint32_t first = map_.find(seq[i]);
-    for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next) {
-      const Entry& x = entries_[e];
-      if (out[x.worker] == i && live(x, now_ms)) {
-        out[x.worker] = static_cast<uint32_t>(i + 1);
-        advanced = true;
+    }
+    if (lru_) {
+      if (i + 4 < seq.size()) map_.prefetch(seq[i + 4]);
+      const uint32_t first = map_.find(seq[i]);
+      for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next) {
+        const Entry& x = entries_[e];
+        if (out[x.worker] == i && live(x, now_ms)) {
+          out[x.worker] = static_cast<uint32_t>(i + 1);
+          advanced = true;
+        }
       }
     }
     // Past every worker's start, a block nobody continued on ends every run.
@@ -344,7 +427,7 @@ void PrefixIndex::continue_overlaps(std::span<const uint64_t> seq, double now_ms
 }
 
 bool PrefixIndex::holds(uint32_t w, uint64_t hash, double now_ms) const {
-  if (masked(w)) return (masks_.find(hash) >> w) & 1;
+  if (!lru_) return w < workers_.size() && (groups_[w / kGroupWorkers].find(hash) >> (w % kGroupWorkers)) & 1;
   const uint32_t first = map_.find(hash);
   for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next)
     if (entries_[e].worker == w) return live(entries_[e], now_ms);

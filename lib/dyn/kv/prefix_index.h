@@ -7,6 +7,7 @@
 #include <span>
 #include <vector>
 
+#include "dyn/kv/block_event.h"
 #include "dyn/kv/flat_map.h"
 
 namespace dyn::kv {
@@ -21,6 +22,15 @@ struct IndexConfig {
   double prune_target_ratio = 0.8;
 };
 
+/// One event of a batch for PrefixIndex::apply_events(): worker `worker` stored or removed these
+/// blocks (sequence hashes, in order), or cleared all of its blocks. A view: the hashes stay the
+/// caller's.
+struct IndexEvent {
+  BlockEvent::Kind kind = BlockEvent::Kind::kStored;
+  uint32_t worker = 0;
+  std::span<const uint64_t> block_hashes;
+};
+
 /// Which of a request's leading blocks each worker holds. Blocks are identified by sequence hashes
 /// (SPEC 4.1: the i-th sequence hash identifies the whole prefix 0..i), so "worker w holds the first
 /// k blocks" = w holds seq[0..k-1]. Workers are dense indices 0..worker_count()-1.
@@ -30,10 +40,11 @@ struct IndexConfig {
 /// plus a scan of that block's holders, an insert one lookup per block. Eviction order within a
 /// worker is least-recently-used, and inserting a request's blocks deepest-first makes a prefix
 /// younger than its extensions, so leaves go first. Without either (event-fed: the worker says
-/// when a block goes) nothing is aged: workers 0..63 keep their blocks as bits of one 64-bit holder
-/// set per block, in a flat map keyed by sequence hash (Dynamo's Flash Indexer's shape), so a query
-/// or a stored / removed block is one map cell, and a lookup stops at the first block no worker
-/// still matching holds; workers from 64 on use the entries, as above but with no LRU records.
+/// when a block goes) nothing is aged: each group of 64 workers (0..63, 64..127, ...) keeps its
+/// blocks as bits of one 64-bit holder set per block, in a flat map of its own keyed by sequence
+/// hash (Dynamo's Flash Indexer's shape), so a stored or removed block is one map cell, and a
+/// lookup reads one cell per block of each group with a worker still matching and stops at the
+/// first block no worker still matching holds.
 ///
 /// Thread safety: none; the router serializes access under its own lock.
 class PrefixIndex {
@@ -61,6 +72,13 @@ class PrefixIndex {
                     double now_ms);
   /// A `removed` event: w evicted these blocks. Unknown hashes are ignored.
   void apply_removed(uint32_t w, std::span<const uint64_t> block_hashes);
+  /// A batch of events (e.g. one engine step's, as a worker's KV event batch delivers them),
+  /// applied in order: the same as apply_stored / apply_removed / clear_worker one by one, but
+  /// event-fed, the cells of the next blocks load while a block is applied across the events'
+  /// boundaries, so an event does not wait for its own first cell. Throws std::out_of_range when a
+  /// stored event names a worker >= worker_count() (nothing applied); removed and cleared events
+  /// of such workers are ignored, as apply_removed's.
+  void apply_events(std::span<const IndexEvent> events, double now_ms);
   /// A `cleared` event (or the worker left): w holds nothing.
   void clear_worker(uint32_t w);
   /// Drops every block idle longer than the TTL, on every worker (the router's periodic sweep).
@@ -80,9 +98,10 @@ class PrefixIndex {
   /// Whether worker w holds the block `hash` (unexpired).
   bool holds(uint32_t w, uint64_t hash, double now_ms) const;
 
-  /// Blocks held by worker w / distinct blocks held by anyone.
+  /// Blocks held by worker w / distinct blocks held by anyone (event-fed with more than 64 workers:
+  /// counted once per 64-worker group that holds the block; 0 exactly when nobody holds a block).
   uint64_t blocks(uint32_t w) const { return workers_.at(w).count; }
-  uint64_t distinct_blocks() const { return masks_.size() + map_.size() - in_both_; }
+  uint64_t distinct_blocks() const;
 
  private:
   static constexpr uint32_t kNil = 0xffffffffu;
@@ -112,15 +131,15 @@ class PrefixIndex {
     uint64_t budget = 0;  // set_worker_budget (0 = cfg_.budget_blocks)
   };
 
-  // Workers whose blocks are bits of masks_: no LRU order to keep, and a bit to keep them in.
-  static constexpr uint32_t kMaskWorkers = 64;
-  bool masked(uint32_t w) const { return !lru_ && w < kMaskWorkers; }
+  // Event-fed, worker w is bit w % 64 of the cells of group w / 64's map.
+  static constexpr uint32_t kGroupWorkers = 64;
   void store_blocks(uint32_t w, std::span<const uint64_t> seq, double now_ms);
-  // An event's blocks for a worker < 64: its bit set / cleared in each block's cell.
-  void store_bits(uint32_t w, std::span<const uint64_t> seq);
-  void remove_bits(uint32_t w, std::span<const uint64_t> seq);
-  // Keeps in_both_ as `hash` enters (+1) or leaves (-1) masks_ (in_masks) or map_.
-  void count_both(uint64_t hash, bool in_masks, int delta);
+  // An event-fed batch, in order (events checked by apply_events).
+  void apply_bits(std::span<const IndexEvent> events);
+  uint32_t overlaps_bits(std::span<const uint64_t> seq, std::span<uint32_t> out) const;
+  // overlaps_bits() when only group g has blocks (`active`: its workers in `out`), the common case.
+  uint32_t overlaps_group(size_t g, uint64_t active, std::span<const uint64_t> seq, std::span<uint32_t> out) const;
+  uint32_t overlaps_entries(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const;
   void touch(uint32_t w, uint64_t hash, double now_ms);  // insert-or-refresh
   void record(uint32_t e);                               // appends e's touch to its worker's order
   uint32_t oldest(uint32_t w);                           // least recently used entry, or kNil
@@ -133,10 +152,10 @@ class PrefixIndex {
   void prefetch_blocks(std::span<const uint64_t> seq, size_t cell_i, size_t holder_i);
 
   IndexConfig cfg_;
-  bool lru_;              // blocks age (TTL) or are pruned (budget): touch records are kept
-  FlatMaskMap masks_;     // without lru_: sequence hash -> holder bits of workers 0..63
-  uint64_t in_both_ = 0;  // hashes in masks_ and map_ (held by a worker < 64 and one >= 64)
-  FlatMap map_;           // sequence hash -> first holder (Entry index)
+  bool lru_;                         // blocks age (TTL) or are pruned (budget): touch records are kept
+  std::vector<FlatMaskMap> groups_;  // without lru_: per 64 workers, sequence hash -> holder bits
+  std::vector<size_t> pending_;      // apply_bits' scratch: blocks stored per group
+  FlatMap map_;                      // with lru_: sequence hash -> first holder (Entry index)
   std::vector<Entry> entries_;
   std::vector<uint32_t> free_entries_;
   std::vector<Worker> workers_;
