@@ -112,7 +112,8 @@ bool Engine::ensure_blocks(Seq& s, uint64_t new_computed) {
   uint64_t reactivated = 0;
   for (size_t i = s.held_hashed; i < target_hashed; ++i) {
     if (i + 8 < target_hashed) pool_.prefetch(s.spec.block_hashes[i + 8]);  // overlapped misses
-    const uint32_t slot = pool_.slot_of(s.spec.block_hashes[i]);            // one lookup per block
+    if (i + 4 < target_hashed) pool_.prefetch_entry(s.spec.block_hashes[i + 4]);
+    const uint32_t slot = pool_.slot_of(s.spec.block_hashes[i]);  // one lookup per block
     if (slot == KvPool::kAbsent) {
       missing_.push_back(i);
     } else {
