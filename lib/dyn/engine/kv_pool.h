@@ -82,6 +82,8 @@ class KvPool {
   /// pool): loops over a request's blocks call it a few blocks ahead so their cache misses
   /// overlap.
   void prefetch(uint64_t hash) const { __builtin_prefetch(&table_[bucket(hash)]); }
+  /// Starts loading a held block's slab entry (a loop releasing a request's blocks, ahead).
+  void prefetch_slot(uint32_t slot) const { __builtin_prefetch(&slab_[slot]); }
   /// The second stage, once prefetch(hash) has loaded the cell (a few blocks later): starts
   /// loading the slab entry the cell names, which the lookup compares (with a thousand pools
   /// the entry was a second miss per block, issue 54). Reads the cell, so a call on a cell not
