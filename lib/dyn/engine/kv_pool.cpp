@@ -15,11 +15,11 @@ KvPool::KvPool(uint64_t capacity, bool record_events, bool track_owners, bool by
       by_rank_(by_rank),
       slab_(capacity),
       parents_(capacity) {
-  // The slab and the table are reserved whole and become resident as blocks arrive (a pool of
-  // millions of blocks should not cost memory up front, nor should a thousand simulated workers'
-  // pools before their blocks arrive: issue 54). The table has its final size at once, at most
-  // half full when the pool is: it never rehashes (growing it by doubling was 13 % of a
-  // 1,000-worker simulation's page faults and each worker's table was filed again 11 times).
+  // The slab is reserved whole and becomes resident as blocks arrive (a pool of millions of
+  // blocks should not cost memory up front, nor should a thousand simulated workers' pools before
+  // their blocks arrive: issue 54). The table has its final size at once, at most half full when
+  // the pool is: it never rehashes (growing it by doubling was 13 % of a 1,000-worker
+  // simulation's page faults and each worker's table was filed again 11 times).
   size_t buckets = 16;
   while (buckets < 2 * capacity) buckets <<= 1;
   table_ = ReservedArray<Cell>(buckets);
