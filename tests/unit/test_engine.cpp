@@ -116,6 +116,67 @@ TEST_CASE("KV pool: refcounts, reuse after release, LRU eviction leaf before pre
   CHECK_FALSE(p.make_room(4));
 }
 
+TEST_CASE("KV pool: full and churning, every lookup and eviction agrees with a plain LRU model") {
+  // The table is sized once for the capacity and evictions load their victims' cells ahead
+  // (issue 54): thousands of requests' chains through a full pool must still find exactly the
+  // blocks a list-and-set model keeps, evict its victims in its order, and hand the evict hook
+  // each victim's parent.
+  constexpr uint64_t kCap = 300;
+  KvPool p(kCap);
+  std::vector<std::pair<uint64_t, std::optional<uint64_t>>> evicted;
+  p.set_evict_hook([&](uint64_t h, std::optional<uint64_t> parent) { evicted.emplace_back(h, parent); });
+  std::vector<uint64_t> lru;  // the model: inactive blocks, oldest first
+  std::vector<uint64_t> present;
+  uint64_t seed = 7;
+  auto draw = [&](uint64_t n) {
+    seed = seed * 6364136223846793005ULL + 1442695040888963407ULL;
+    return (seed >> 33) % n;
+  };
+  size_t model_evictions = 0;
+  for (int req = 0; req < 4000; ++req) {
+    const uint64_t chain = draw(400), len = 1 + draw(12);
+    std::vector<uint32_t> slots;
+    for (uint64_t j = 0; j < len; ++j) {
+      const uint64_t h = chain * 1000 + j;
+      if (p.contains(h)) {
+        REQUIRE(std::find(present.begin(), present.end(), h) != present.end());
+        lru.erase(std::find(lru.begin(), lru.end(), h));  // only this request holds blocks
+        const uint32_t s = p.slot_of(h);
+        p.acquire_slot(s);
+        slots.push_back(s);
+        continue;
+      }
+      REQUIRE(std::find(present.begin(), present.end(), h) == present.end());
+      if (p.free() == 0) {
+        const size_t before = evicted.size();
+        REQUIRE(p.make_room(1));
+        REQUIRE(evicted.size() == before + 1);
+        REQUIRE(evicted.back().first == lru.front());  // the model's oldest
+        const uint64_t v = lru.front();
+        CHECK(evicted.back().second == (v % 1000 ? std::optional<uint64_t>(v - 1) : std::nullopt));
+        lru.erase(lru.begin());
+        present.erase(std::find(present.begin(), present.end(), v));
+        ++model_evictions;
+      }
+      slots.push_back(p.insert(h, j ? std::optional<uint64_t>(h - 1) : std::nullopt));
+      present.push_back(h);
+    }
+    for (size_t j = slots.size(); j-- > 0;) {
+      p.release_slot(slots[j]);
+      lru.push_back(chain * 1000 + j);
+    }
+  }
+  CHECK(model_evictions > 10000);
+  CHECK(p.evictions() == model_evictions);
+  CHECK(p.used() == present.size());
+  CHECK(p.used() == kCap);
+  for (uint64_t chain = 0; chain < 400; ++chain)
+    for (uint64_t j = 0; j < 12; ++j) {
+      const uint64_t h = chain * 1000 + j;
+      CHECK(p.contains(h) == (std::find(present.begin(), present.end(), h) != present.end()));
+    }
+}
+
 TEST_CASE("KV pool: first-out blocks are evicted before the LRU; owners until shared") {
   KvPool p(4, false, /*track_owners=*/true);
   REQUIRE(p.make_room(4));

@@ -53,6 +53,13 @@ class ReservedArray {
     assert(size_ < capacity_);
     data_[size_++] = v;
   }
+  /// size() becomes n (<= capacity()) without touching memory: the new values are the mapping's
+  /// untouched zero bytes, resident only once written (a hash table sized once for its most
+  /// entries costs pages only where cells fill). Only for a T whose all-zero bytes are a value.
+  void grow_zeroed(size_t n) {
+    assert(n >= size_ && n <= capacity_);
+    size_ = n;
+  }
   T& operator[](size_t i) { return data_[i]; }
   const T& operator[](size_t i) const { return data_[i]; }
 

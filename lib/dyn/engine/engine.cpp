@@ -110,9 +110,12 @@ bool Engine::ensure_blocks(Seq& s, uint64_t new_computed) {
   missing_.clear();
   present_.clear();
   uint64_t reactivated = 0;
+  for (size_t i = s.held_hashed; i < std::min(target_hashed, s.held_hashed + 8); ++i)
+    pool_.prefetch(s.spec.block_hashes[i]);  // the first cells, which the loop loads no earlier
   for (size_t i = s.held_hashed; i < target_hashed; ++i) {
     if (i + 8 < target_hashed) pool_.prefetch(s.spec.block_hashes[i + 8]);  // overlapped misses
-    const uint32_t slot = pool_.slot_of(s.spec.block_hashes[i]);            // one lookup per block
+    if (i + 4 < target_hashed) pool_.prefetch_entry(s.spec.block_hashes[i + 4]);
+    const uint32_t slot = pool_.slot_of(s.spec.block_hashes[i]);  // one lookup per block
     if (slot == KvPool::kAbsent) {
       missing_.push_back(i);
     } else {
@@ -160,6 +163,7 @@ void Engine::release_blocks(Seq& s, bool done) {
   const uint64_t last_of =
       done && s.spec.session_final && cfg_.kv_eviction == KvEviction::kSession ? s.spec.session : 0;
   for (size_t i = s.held_hashed; i-- > 0;) {
+    if (i >= 8) pool_.prefetch_slot(s.slots[i - 8]);  // held long ago: likely out of cache
     const uint32_t slot = s.slots[i];
     pool_.release_slot(slot, cfg_.enable_prefix_caching, last_of != 0 && pool_.owner(slot) == last_of);
   }

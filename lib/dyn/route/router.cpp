@@ -183,6 +183,15 @@ struct Router::Impl {
   // the scores reuse it instead of a second pass over every worker (issue 54).
   bool cand_fresh = false;
   std::vector<double> cost;
+  // cost[i] is slot cand[i]'s cost (pick_kv), from the state a placement's measure sees for
+  // every worker but the chosen one: the measure takes these instead of scoring every worker
+  // again (issue 54). eligible_set() and each placement's start clear it.
+  bool cost_fresh = false;
+  // The slots of the present, healthy, not draining workers, ascending: with no busy threshold and
+  // nothing to avoid, the eligible set, copied instead of testing every worker per placement.
+  // Rebuilt when stale (a worker added, removed, drained or its health changed).
+  std::vector<uint32_t> usable_slots;
+  bool usable_stale = true;
 };
 
 namespace {
@@ -233,6 +242,7 @@ std::optional<Error> Router::add_worker(const WorkerSpec& spec) {
     w.healthy = true;
     w.draining = false;
     w.kv_blocks = spec.kv_blocks ? spec.kv_blocks : cfg_.worker_kv_blocks;
+    I.usable_stale = true;
     return std::nullopt;
   }
   Impl::Worker w;
@@ -240,6 +250,7 @@ std::optional<Error> Router::add_worker(const WorkerSpec& spec) {
   w.kv_blocks = spec.kv_blocks ? spec.kv_blocks : cfg_.worker_kv_blocks;
   I.by_id.emplace(spec.id, static_cast<uint32_t>(I.workers.size()));
   I.workers.push_back(w);
+  I.usable_stale = true;
   I.for_tiers([&](kv::PrefixIndex& x) { x.set_worker_count(static_cast<uint32_t>(I.workers.size())); });
   I.ov.resize(I.workers.size());
   I.ov_host.resize(I.workers.size());
@@ -256,6 +267,7 @@ size_t Router::remove_worker(uint64_t id) {
   if (it == I.by_id.end()) return 0;
   uint32_t s = it->second;
   I.workers[s].present = false;
+  I.usable_stale = true;
   I.for_tiers([&](kv::PrefixIndex& x) { x.clear_worker(s); });
   const double now = clock_.now_ms();
   size_t erased = 0;
@@ -276,7 +288,9 @@ size_t Router::remove_worker(uint64_t id) {
 void Router::set_draining(uint64_t id, bool draining) {
   std::lock_guard lk(impl_->mu);
   auto it = impl_->by_id.find(id);
-  if (it != impl_->by_id.end()) impl_->workers[it->second].draining = draining;
+  if (it == impl_->by_id.end()) return;
+  impl_->workers[it->second].draining = draining;
+  impl_->usable_stale = true;
 }
 
 void Router::note_moved(const std::string& key, RebindReason reason) {
@@ -325,7 +339,9 @@ std::optional<Error> Router::set_workers(const std::vector<WorkerSpec>& specs) {
 void Router::set_healthy(uint64_t id, bool healthy) {
   std::lock_guard lk(impl_->mu);
   auto it = impl_->by_id.find(id);
-  if (it != impl_->by_id.end()) impl_->workers[it->second].healthy = healthy;
+  if (it == impl_->by_id.end()) return;
+  impl_->workers[it->second].healthy = healthy;
+  impl_->usable_stale = true;
 }
 
 void Router::set_worker_kv_blocks(uint64_t id, uint64_t blocks) {
@@ -504,14 +520,25 @@ struct Pick {
   // Eligible candidates into I.cand: usable and not busy, unless all usable ones are busy and the
   // request does not refuse busy workers (SPEC 3.2, 3.4).
   void eligible_set() const {
-    I.cand.clear();
+    I.cand_fresh = true;
+    I.cost_fresh = false;
     const bool thresholds = busy_thresholds_set(cfg);
+    if (!thresholds && !avoid && req.avoid_workers.empty()) {
+      if (I.usable_stale) {
+        I.usable_slots.clear();
+        for (uint32_t s = 0; s < n(); ++s)
+          if (usable(s)) I.usable_slots.push_back(s);
+        I.usable_stale = false;
+      }
+      I.cand.assign(I.usable_slots.begin(), I.usable_slots.end());
+      return;
+    }
+    I.cand.clear();
     for (uint32_t s = 0; s < n(); ++s)
       if (usable(s) && !(thresholds && busy(s))) I.cand.push_back(s);
     if (I.cand.empty() && !req.refuse_busy)
       for (uint32_t s = 0; s < n(); ++s)
         if (usable(s)) I.cand.push_back(s);
-    I.cand_fresh = true;
   }
   // Why select() found no slot: every usable worker busy (a refuse_busy request), or none usable.
   Error no_slot() const {
@@ -607,6 +634,7 @@ uint32_t pick_kv(const Pick& p) {
     lo = std::min(lo, I.cost[i]);
     hi = std::max(hi, I.cost[i]);
   }
+  I.cost_fresh = true;
   if (temperature > 0 && k > 1) {
     if (hi == lo) return I.cand[I.rng.below(k)];
     double total = 0;
@@ -740,7 +768,7 @@ static Expected<Bound> bind_session(const Pick& p, std::unique_lock<std::mutex>&
           break;
         }
         now = clock.now_ms();
-        I.cand_fresh = false;  // the workers may have changed while the lock was released
+        I.cand_fresh = I.cost_fresh = false;  // the workers may have changed while the lock was released
         continue;
       }
       // Single-threaded caller: follow the tentative worker now.
@@ -894,6 +922,18 @@ DecisionQuality measure_placement(const Pick& pk, uint32_t chosen, uint64_t own_
   std::optional<DecisionAssessor> acc;  // none when the chosen worker is not present: nothing to compare with
   if (I.workers[chosen].present)
     acc.emplace(score_of(pk, chosen, true, own_prefill, true), steer, pk.cfg.block_size, pk.req.tokens);
+  if (acc && !explain && I.cost_fresh) {
+    // The policy's costs of the eligible workers are their scores' (the assessor reads no other
+    // field, and skips ineligible workers): one walk of I.cand instead of every worker scored.
+    for (size_t i = 0; i < I.cand.size(); ++i) {
+      if (I.cand[i] == chosen) continue;
+      WorkerScore sc;
+      sc.overlap_blocks = I.ov[I.cand[i]];
+      sc.cost = I.cost[i];
+      acc->add(sc);
+    }
+    return acc->finish();
+  }
   // One walk of I.cand beside the loop tells eligibility without a search per worker.
   size_t next_cand = 0;
   for (uint32_t s = 0; s < pk.n(); ++s) {
@@ -918,7 +958,7 @@ Expected<Placement> Router::place(const RouteRequest& req) {
 
   const uint32_t n = static_cast<uint32_t>(I.workers.size());
   const uint64_t new_blocks = (req.tokens + cfg_.block_size - 1) / cfg_.block_size;
-  I.cand_fresh = false;
+  I.cand_fresh = I.cost_fresh = false;
   std::optional<uint32_t> avoid;
   if (req.retry) {
     auto it = I.by_id.find(req.retry->avoid_worker);
