@@ -57,6 +57,24 @@ std::vector<dyn::serve::KvEventSource> kv_event_sources(const std::vector<std::s
   return out;
 }
 
+// The worker health poll's flags (SPEC 2.6): how often, how slow a poll fails, how many fail.
+template <class Opts>
+void add_health_flags(CLI::App& sub, Opts& o) {
+  sub.add_option("--health-interval-ms", o.health_interval_ms, "Poll each worker's GET /health this often")
+      ->capture_default_str()
+      ->check(dyn::cli::finite())
+      ->check(CLI::Range(10.0, 3.6e6));
+  sub.add_option("--health-timeout-ms", o.health_timeout_ms, "A /health poll slower than this counts as a failed poll")
+      ->capture_default_str()
+      ->check(dyn::cli::finite())
+      ->check(CLI::Range(1.0, 3.6e6));
+  sub.add_option("--health-failure-threshold", o.health_failure_threshold,
+                 "Consecutive failed /health polls before a worker is marked down (a failed request marks it "
+                 "down at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1000u));
+}
+
 /// Retries, circuit breakers (SGLang model gateway's names and defaults) and request migration
 /// (Dynamo's --migration-limit, env DYN_MIGRATION_LIMIT).
 template <class Opts>
@@ -199,20 +217,7 @@ void setup_serve(CLI::App& app, dyn::cli::Dispatch& dispatch) {
       ->envname("DYN_REQUEST_TRACE_TOOL_EVENTS_ZMQ_TOPIC")
       ->capture_default_str();
   sub->add_option("--seed", o->seed, "Seed of every random routing choice")->capture_default_str();
-  sub->add_option("--health-interval-ms", o->health_interval_ms, "Poll each worker's GET /health this often")
-      ->capture_default_str()
-      ->check(dyn::cli::finite())
-      ->check(CLI::Range(10.0, 3.6e6));
-  sub->add_option("--health-timeout-ms", o->health_timeout_ms,
-                  "A /health poll slower than this counts as a failed poll")
-      ->capture_default_str()
-      ->check(dyn::cli::finite())
-      ->check(CLI::Range(1.0, 3.6e6));
-  sub->add_option("--health-failure-threshold", o->health_failure_threshold,
-                  "Consecutive failed /health polls before a worker is marked down (a failed request marks it "
-                  "down at once)")
-      ->capture_default_str()
-      ->check(CLI::Range(1u, 1000u));
+  add_health_flags(*sub, *o);
   add_fault_flags(*sub, *o);
   sub->add_option("--router-binding-store", o->binding_store,
                   "Share session bindings with other serve replicas through Redis at redis://HOST:PORT[/DB]: "
