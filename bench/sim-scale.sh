@@ -18,15 +18,20 @@
 # hashes three times (the router's copy, the engine's, the routing scratch) at the trace's mean
 # prompt. Goals: 1,000 workers >= 30,000 requests per CPU-second and peak RSS <= 1.5 x (configured
 # KV state + requests in flight); 8 workers >= 20,000 requests per CPU-second.
+# KV_EVENTS=1 routes on the engines' KV events (--router-kv-events, Dynamo's default) instead of
+# the approximate index (dyn's default without events, the verdict's): an exact index of what each
+# engine holds, fed per engine step.
 # SCALE=F (0 < F <= 1) replays only the first F of the trace's rows at every size (a quicker check
 # of the script; the verdict is SCALE=1, the issue's size). RUNS=N runs per size (default 1).
-# Usage: [SCALE=1] [RUNS=1] bench/sim-scale.sh [BUILD_DIR]
+# Usage: [SCALE=1] [RUNS=1] [KV_EVENTS=0] bench/sim-scale.sh [BUILD_DIR]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 build="${1:-$root/build}"
 bin="$build/bin"
 scale="${SCALE:-1}"
 runs="${RUNS:-1}"
+events=()
+[[ ${KV_EVENTS:-0} == 0 ]] || events=(--router-kv-events)
 out="$(mktemp -d /tmp/dyn-bench-simscale.XXXXXX)"
 trap 'rm -rf "$out"' EXIT
 source "$root/bench/workload_copies.sh"  # copies FILE N
@@ -50,7 +55,7 @@ size() {
   : >"$out/sha"
   for _ in $(seq "$runs"); do
     /usr/bin/time -f '%U %S %M' -o "$out/time" "$bin/dyn-replay" --sim --workers "$w" --router-mode kv \
-      --router-session-affinity-ttl-secs 300 --summary "$out/summary.json" "$in" 2>"$out/err" \
+      --router-session-affinity-ttl-secs 300 ${events[@]+"${events[@]}"} --summary "$out/summary.json" "$in" 2>"$out/err" \
       | tee >(sha256sum >>"$out/sha") | wc -l >"$out/n" || { cat "$out/err" >&2; exit 1; }
     wait
     [[ $(cat "$out/n") == "$rows" ]] || { echo "$w workers: $(cat "$out/n") rows for $rows requests" >&2; exit 1; }
@@ -70,8 +75,8 @@ size() {
   rm -f "$in"
 }
 
-printf 'SCALE %s: %d of the trace'"'"'s %d rows per copy; %d run(s) per size; estimate %d B per request held\n' \
-  "$scale" "$keep" "$total" "$runs" "$per_req"
+printf 'SCALE %s: %d of the trace'"'"'s %d rows per copy; %d run(s) per size; estimate %d B per request held; %s\n' \
+  "$scale" "$keep" "$total" "$runs" "$per_req" "${events[*]:-approximate index}"
 printf '%8s %10s %12s %9s %12s %14s %13s\n' workers requests 'req/CPU-s' 'CPU s' 'peak RSS MB' 'KV state MB' 'in flight MB'
 for spec in 8:1 100:12.5 1000:125; do
   size "${spec%%:*}" "${spec#*:}" >>"$out/table"
