@@ -213,8 +213,6 @@ constexpr auto kBodyReadTimeout = std::chrono::seconds(60);
 // keep-alive connection keeps 8 KiB at most).
 constexpr size_t kBodyReadRoom = 64 << 10;
 constexpr size_t kIdleBufferRoom = 8 << 10;
-// A sized body's first stretch of memory, before any of it has come (read_sized_body).
-constexpr size_t kBodyWindow = 256 << 10;
 // Room past a body's end for a JSON parser that reads ahead: simdjson reads up to 64 bytes past
 // it (SIMDJSON_PADDING) and copies a body that lacks them before parsing it.
 constexpr size_t kBodyPadding = 64;
@@ -312,15 +310,11 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
   bool closed = false;
   size_t served = 0;
   std::function<void()> on_close;
-  asio::steady_timer body_deadline;     // a sized body's read (read_sized_body)
-  uint64_t body_id = 0, body_seq = 0;   // the read its deadline is for (0: none)
-  size_t body_len = 0, body_got = 0;    // its length and the bytes read so far
   std::shared_ptr<ClientWatch> client;  // the request being answered (null between requests)
   uint64_t watch_id = 0;                // its watch (0: none); a wait of an earlier one does nothing
   uint64_t watch_seq = 0;
 
-  ServerSession(std::shared_ptr<EventServer::Impl> s, tcp::socket sock)
-      : srv(std::move(s)), stream(std::move(sock)), body_deadline(stream.get_executor()) {
+  ServerSession(std::shared_ptr<EventServer::Impl> s, tcp::socket sock) : srv(std::move(s)), stream(std::move(sock)) {
     beast::error_code ec;
     auto ep = stream.socket().remote_endpoint(ec);
     if (!ec) remote = ep.address().to_string();
@@ -348,7 +342,6 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
   void close_now() {
     if (closed) return;
     closed = true;
-    end_body_read();  // its deadline would hold the session (and its loop) for a minute
     beast::error_code ignored;
     stream.socket().shutdown(tcp::socket::shutdown_both, ignored);
     stream.socket().close(ignored);
@@ -451,7 +444,6 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
 
   void read_body() {
     if (parser->is_done()) return dispatch();
-    if (const auto len = parser->content_length(); len && !parser->chunked()) return read_sized_body(*len);
     const uint64_t left = parser->content_length_remaining().value_or(kBodyReadRoom);
     buf.reserve(buf.size() + static_cast<size_t>(std::min<uint64_t>(left, kBodyReadRoom)));
     stream.expires_after(kBodyReadTimeout);
@@ -460,63 +452,6 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
       if (ec) return self->on_read_error(ec);
       self->dispatch();
     });
-  }
-
-  /// Reads a body of known length (Beast checked it against the body limit with the header)
-  /// straight into the request's string: each recv asks for all the body still needs, so one
-  /// call takes whatever the socket holds, and a short read waits for readiness. Beast's read
-  /// asked for 64 KiB at most, and each read cost a completion, a scheduler poll and a timer
-  /// re-arm: some 21 system calls for a 400 KB prompt (issue 54). The string is sized as bytes
-  /// come (at most twice what came, kBodyWindow at first), so a Content-Length that lies costs
-  /// no memory it does not fill. One deadline covers the whole body, as before.
-  void read_sized_body(uint64_t len) {
-    std::string& b = parser->get().body();
-    if (len > b.max_size() - kBodyPadding) return fail(413, "request body too large");
-    body_len = static_cast<size_t>(len);
-    b.reserve(body_len + kBodyPadding);  // room for simdjson's padding, see AppendBody
-    // The header's read may have brought the body's first bytes.
-    b.resize(std::min(body_len, buf.size()));
-    body_got = asio::buffer_copy(asio::buffer(b), buf.data());
-    buf.consume(body_got);
-    stream.expires_never();
-    body_deadline.expires_after(kBodyReadTimeout);
-    body_deadline.async_wait([self = shared_from_this(), id = ++body_seq](beast::error_code ec) {
-      if (!ec && self->body_id == id) self->close_now();  // the client stalled mid-body
-    });
-    body_id = body_seq;
-    pull_body();
-  }
-  void pull_body() {
-    std::string& b = parser->get().body();
-    const int fd = stream.socket().native_handle();
-    while (body_got < body_len) {
-      if (body_got == b.size()) b.resize(std::min(body_len, body_got + std::max(kBodyWindow, body_got)));
-      const size_t want = b.size() - body_got;
-      const ssize_t n = ::recv(fd, b.data() + body_got, want, MSG_DONTWAIT);
-      if (n > 0) {
-        body_got += static_cast<size_t>(n);
-        if (static_cast<size_t>(n) < want) break;  // the socket is drained: wait for more
-        continue;
-      }
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) break;
-      return close_now();  // the client left mid-body (EOF or reset): nothing to answer
-    }
-    if (body_got == body_len) {
-      end_body_read();
-      return dispatch();
-    }
-    // The wait re-arms the socket with epoll, which reports bytes that came since the recv.
-    stream.socket().async_wait(tcp::socket::wait_read, [self = shared_from_this()](beast::error_code ec) {
-      if (self->closed) return;
-      if (ec) return self->close_now();
-      self->pull_body();
-    });
-  }
-  void end_body_read() {
-    if (body_id == 0) return;
-    body_id = 0;
-    body_deadline.cancel();
   }
 
   void dispatch() {
