@@ -364,22 +364,26 @@ uint32_t PrefixIndex::overlaps_group(size_t g, uint64_t active, std::span<const 
   return static_cast<uint32_t>(i);
 }
 
+bool PrefixIndex::advance_entries(uint64_t h, size_t i, double now_ms, std::span<uint32_t> out) const {
+  bool advanced = false;
+  const uint32_t first = map_.find(h);
+  for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next) {
+    const Entry& x = entries_[e];
+    if (out[x.worker] == i && live(x, now_ms)) {
+      out[x.worker] = static_cast<uint32_t>(i + 1);
+      advanced = true;
+    }
+  }
+  return advanced;
+}
+
 uint32_t PrefixIndex::overlaps_entries(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
   if (map_.size() == 0) return 0;
   prefetch_cells(map_, seq);
   uint32_t best = 0;
   for (size_t i = 0; i < seq.size(); ++i) {
     if (i + kAhead < seq.size()) map_.prefetch(seq[i + kAhead]);
-    bool advanced = false;
-    const uint32_t first = map_.find(seq[i]);
-    for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next) {
-      const Entry& x = entries_[e];
-      if (out[x.worker] == i && live(x, now_ms)) {
-        out[x.worker] = static_cast<uint32_t>(i + 1);
-        advanced = true;
-      }
-    }
-    if (!advanced) break;
+    if (!advance_entries(seq[i], i, now_ms, out)) break;
     best = static_cast<uint32_t>(i + 1);
   }
   return best;
@@ -411,14 +415,7 @@ void PrefixIndex::continue_overlaps(std::span<const uint64_t> seq, double now_ms
     }
     if (lru_) {
       if (i + 4 < seq.size()) map_.prefetch(seq[i + 4]);
-      const uint32_t first = map_.find(seq[i]);
-      for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next) {
-        const Entry& x = entries_[e];
-        if (out[x.worker] == i && live(x, now_ms)) {
-          out[x.worker] = static_cast<uint32_t>(i + 1);
-          advanced = true;
-        }
-      }
+      advanced = advance_entries(seq[i], i, now_ms, out) || advanced;
     }
     // Past every worker's start, a block nobody continued on ends every run.
     if (!advanced && i >= hi) break;

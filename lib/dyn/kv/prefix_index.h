@@ -140,6 +140,9 @@ class PrefixIndex {
   // overlaps_bits() when only group g has blocks (`active`: its workers in `out`), the common case.
   uint32_t overlaps_group(size_t g, uint64_t active, std::span<const uint64_t> seq, std::span<uint32_t> out) const;
   uint32_t overlaps_entries(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const;
+  /// The entry path's step at block `i` (hash `h`) of a scan: each worker whose live entry holds h
+  /// and whose run reached i (out[w] == i) advances to i + 1. True if any did.
+  bool advance_entries(uint64_t h, size_t i, double now_ms, std::span<uint32_t> out) const;
   void touch(uint32_t w, uint64_t hash, double now_ms);  // insert-or-refresh
   void record(uint32_t e);                               // appends e's touch to its worker's order
   uint32_t oldest(uint32_t w);                           // least recently used entry, or kNil
