@@ -402,7 +402,7 @@ TEST_CASE("case 44: a step batch mixing GPU blocks and KV-offload placeholders k
   std::vector<std::string> problems;
   auto accept = [](uint32_t bs) { return bs == 16; };
   auto note = [&](const std::string& m) { problems.push_back(m); };
-  auto index = [&](const dyn::route::KvEvent& e) { router.apply_kv_event(1, e); };
+  auto index = [&](std::span<const dyn::route::KvEvent> es) { router.apply_kv_events(1, es); };
   for (const EventBatch& b : {step, evict}) feed.apply(*decode_batch(encode_batch(b)), index, accept, note);
   CHECK(problems.empty());  // an offloaded copy is traffic, not a problem
   // The host tier is indexed now: the placeholder is skipped as one (no tokens to hash), and the
@@ -434,9 +434,14 @@ TEST_CASE("the feed keeps each tier's blocks apart: GPU, CPU, DISK, EXTERNAL eve
   WorkerFeed feed(16, nullptr);
   std::vector<std::pair<dyn::kv::Tier, dyn::kv::BlockEvent::Kind>> got;
   std::vector<uint64_t> host_removed;
-  auto index = [&](const dyn::kv::BlockEvent& e) {
-    got.emplace_back(e.tier, e.kind);
-    if (e.tier == dyn::kv::Tier::kHost && e.kind == dyn::kv::BlockEvent::Kind::kRemoved) host_removed = e.block_hashes;
+  size_t calls = 0;
+  auto index = [&](std::span<const dyn::kv::BlockEvent> es) {
+    ++calls;
+    for (const dyn::kv::BlockEvent& e : es) {
+      got.emplace_back(e.tier, e.kind);
+      if (e.tier == dyn::kv::Tier::kHost && e.kind == dyn::kv::BlockEvent::Kind::kRemoved)
+        host_removed = e.block_hashes;
+    }
   };
   feed.apply(
       *decode_batch(encode_batch(b)), index, [](uint32_t) { return true; }, nullptr);
@@ -448,6 +453,7 @@ TEST_CASE("the feed keeps each tier's blocks apart: GPU, CPU, DISK, EXTERNAL eve
                              {T::kHost, K::kRemoved},
                              {T::kShared, K::kStored}});
   CHECK(host_removed == std::vector<uint64_t>{seq[0]});
+  CHECK(calls == 1);  // the batch's changes in one call: the router takes its lock once
   CHECK(feed.counts().skipped[static_cast<size_t>(Skip::kOtherMedium)] == 1);  // TAPE
   // A reset (missed events) clears every tier of the worker.
   got.clear();

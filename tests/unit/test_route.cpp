@@ -808,6 +808,54 @@ KvEvent tier_event(KvEvent::Kind k, std::vector<uint64_t> hashes, kv::Tier t) {
 }
 }  // namespace
 
+TEST_CASE("a worker's batch of KV events in one call leaves the index as the events one by one") {
+  FakeClock clk;
+  RouterConfig c;
+  c.mode = Mode::kKv;
+  c.block_size = 16;
+  c.kv_events = true;
+  ROUTER(one, c, clk, 2);
+  ROUTER(batch, c, clk, 2);
+  auto s = seq_of(9, 8);
+  using K = KvEvent::Kind;
+  // Runs on one tier, tier changes inside the batch, a removal and a clear between stores.
+  const std::vector<KvEvent> w0 = {tier_event(K::kStored, {s.begin(), s.begin() + 4}, kv::Tier::kDevice),
+                                   tier_event(K::kStored, {s.begin() + 4, s.begin() + 6}, kv::Tier::kDevice),
+                                   tier_event(K::kStored, {s.begin(), s.begin() + 7}, kv::Tier::kHost),
+                                   tier_event(K::kRemoved, {s[5]}, kv::Tier::kDevice),
+                                   tier_event(K::kCleared, {}, kv::Tier::kHost),
+                                   tier_event(K::kStored, {s.begin(), s.begin() + 3}, kv::Tier::kHost),
+                                   tier_event(K::kStored, {s[3]}, kv::Tier::kDisk)};
+  const std::vector<KvEvent> w1 = {tier_event(K::kStored, s, kv::Tier::kDisk),
+                                   tier_event(K::kRemoved, {s[2]}, kv::Tier::kDisk),
+                                   tier_event(K::kStored, {s.begin(), s.begin() + 2}, kv::Tier::kDevice)};
+  for (const KvEvent& e : w0) one.apply_kv_event(0, e);
+  for (const KvEvent& e : w1) one.apply_kv_event(1, e);
+  batch.apply_kv_events(0, w0);
+  batch.apply_kv_events(1, w1);
+  batch.apply_kv_events(7, w1);  // an unknown worker: ignored
+  auto explain = [&](Router& r) {
+    RouteRequest q = req("", s, 8 * 16);
+    q.explain = true;
+    auto p = place_ok(r, q);
+    p.fail(true);
+    return p.explain();
+  };
+  const auto a = explain(one), b = explain(batch);
+  REQUIRE(a.size() == 2);
+  REQUIRE(b.size() == 2);
+  CHECK(a[0].overlap_blocks == 5);  // 0-4 on the GPU (5 removed)
+  CHECK(a[0].host_blocks == 0);     // the host run (0-2) is under the GPU's
+  CHECK(a[1].overlap_blocks == 2);
+  CHECK(a[1].disk_blocks == 0);  // disk continues at block 2, which it lost
+  for (size_t w = 0; w < 2; ++w) {
+    CHECK(a[w].overlap_blocks == b[w].overlap_blocks);
+    CHECK(a[w].host_blocks == b[w].host_blocks);
+    CHECK(a[w].disk_blocks == b[w].disk_blocks);
+  }
+  CHECK(one.loads().at(0).cached_blocks == batch.loads().at(0).cached_blocks);
+}
+
 TEST_CASE("tiers: per-tier overlap from events, tier-exclusive; a block on two tiers; removal and clear per tier") {
   FakeClock clk;
   RouterConfig c;

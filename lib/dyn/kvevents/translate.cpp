@@ -218,24 +218,28 @@ void WorkerFeed::apply(const EventBatch& batch, const IndexSink& index,
 }
 
 void WorkerFeed::apply_updates(std::vector<IndexUpdate>& updates, const IndexSink& index) {
+  std::vector<kv::BlockEvent> events;
+  events.reserve(updates.size());
   for (IndexUpdate& u : updates) {
     const auto tier = kv::tier_of_medium(u.medium);
     if (!tier) continue;
-    kv::BlockEvent e;
+    kv::BlockEvent& e = events.emplace_back();
     e.tier = *tier;
     e.kind = u.kind == IndexUpdate::Kind::kStored    ? kv::BlockEvent::Kind::kStored
              : u.kind == IndexUpdate::Kind::kRemoved ? kv::BlockEvent::Kind::kRemoved
                                                      : kv::BlockEvent::Kind::kCleared;
     e.block_hashes = std::move(u.sequence_hashes);
-    index(e);
   }
+  if (!events.empty()) index(events);
 }
 
 void WorkerFeed::reset(const IndexSink& index) {
   tr_.clear();
   counts_.engine_blocks = 0;
+  std::vector<kv::BlockEvent> cleared;
   for (size_t t = 0; t < kv::kTiers; ++t)
-    index(kv::BlockEvent{kv::BlockEvent::Kind::kCleared, {}, std::nullopt, static_cast<kv::Tier>(t)});
+    cleared.push_back(kv::BlockEvent{kv::BlockEvent::Kind::kCleared, {}, std::nullopt, static_cast<kv::Tier>(t)});
+  index(cleared);
 }
 
 }  // namespace dyn::kvevents

@@ -10,6 +10,7 @@
 #include <optional>
 #include <set>
 #include <shared_mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <unordered_map>
@@ -168,9 +169,10 @@ struct FeedCounts {
   std::atomic<uint64_t> engine_blocks{0};                     ///< Translator::known_blocks()
 };
 
-/// Where a feed's changes go: one worker's index (route::Router::apply_kv_event of that worker;
-/// route::KvEvent is kv::BlockEvent), each change naming its tier.
-using IndexSink = std::function<void(const kv::BlockEvent&)>;
+/// Where a feed's changes go: one worker's index (route::Router::apply_kv_events of that worker;
+/// route::KvEvent is kv::BlockEvent), each change naming its tier; a batch's changes come in one
+/// call, in order (the router applies them under one lock, loading cells ahead across them).
+using IndexSink = std::function<void(std::span<const kv::BlockEvent>)>;
 
 /// One worker's KV events into the router's index: the one path of dyn-route serve (a live ZMQ
 /// stream), decide (recorded kv_event rows) and dyn-replay --sim (its engines' events), so the

@@ -647,7 +647,7 @@ void Decider::apply_kv_row(Row& r) {
   }
   const std::string where = r.where();
   feeds_[x.kv_worker]->apply(
-      *batch, [&](const KvEvent& e) { router_->apply_kv_event(x.kv_worker, e); },
+      *batch, [&](std::span<const KvEvent> es) { router_->apply_kv_events(x.kv_worker, es); },
       [&](uint32_t bs) {
         if (bs != cfg_.block_size)
           diag::warning(where,

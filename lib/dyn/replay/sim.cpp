@@ -1112,8 +1112,8 @@ void Simulation::on_step_end(const Event& ev) {
                                                                                               : K::kCleared,
                                                   std::string(engine::tier_medium(e.tier)), std::move(e.block_hashes)});
     }
-    kvevents::WorkerFeed::apply_updates(kv_updates_,
-                                        [&](const route::KvEvent& e) { router_.apply_kv_event(ev.arg, e); });
+    kvevents::WorkerFeed::apply_updates(
+        kv_updates_, [&](std::span<const route::KvEvent> es) { router_.apply_kv_events(ev.arg, es); });
   }
   for (const engine::TokenOutput& o : wk.pending.outputs) {
     Req& r = rq(o.id);

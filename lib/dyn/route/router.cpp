@@ -126,10 +126,11 @@ struct Router::Impl {
 
   std::mutex mu;
   std::condition_variable cv;
-  kv::PrefixIndex index;   // the device tier (G1)
-  kv::PrefixIndex host;    // G2: event-fed, or predicted when --router-host-ttl-secs is set
-  kv::PrefixIndex disk;    // G3: likewise with --router-disk-ttl-secs
-  kv::PrefixIndex shared;  // the shared pool (G4), one holder (slot 0): --shared-cache-type events
+  kv::PrefixIndex index;                  // the device tier (G1)
+  kv::PrefixIndex host;                   // G2: event-fed, or predicted when --router-host-ttl-secs is set
+  kv::PrefixIndex disk;                   // G3: likewise with --router-disk-ttl-secs
+  kv::PrefixIndex shared;                 // the shared pool (G4), one holder (slot 0): --shared-cache-type events
+  std::vector<kv::IndexEvent> event_run;  // apply_kv_events' scratch (under mu)
   kv::PrefixIndex& tier(kv::Tier t) { return t == kv::Tier::kHost ? host : t == kv::Tier::kDisk ? disk : index; }
   void for_tiers(auto&& f) {
     f(index);
@@ -418,25 +419,36 @@ uint64_t Router::predicted_cached_tokens(std::span<const uint64_t> sequence_hash
   return std::min(best * cfg_.block_size, tokens);
 }
 
-void Router::apply_kv_event(uint64_t worker_id, const KvEvent& e) {
-  std::lock_guard lk(impl_->mu);
-  auto it = impl_->by_id.find(worker_id);
-  if (it == impl_->by_id.end()) return;
-  if (e.tier == kv::Tier::kShared) {
-    // One pool for every worker: any worker's store or removal changes it; a worker's own clear
-    // (its engine restarted) does not empty what the others share. Without a configured pool
-    // the events have no reader.
-    if (cfg_.shared_cache_type == SharedCacheType::kNone) return;
-    if (e.kind == KvEvent::Kind::kStored) impl_->shared.apply_stored(0, e.block_hashes, e.parent_hash, clock_.now_ms());
-    else if (e.kind == KvEvent::Kind::kRemoved) impl_->shared.apply_removed(0, e.block_hashes);
-    return;
+void Router::apply_kv_events(uint64_t worker_id, std::span<const KvEvent> events) {
+  auto& I = *impl_;
+  std::lock_guard lk(I.mu);
+  auto it = I.by_id.find(worker_id);
+  if (it == I.by_id.end()) return;
+  const auto slot = static_cast<uint32_t>(it->second);
+  const double now = clock_.now_ms();
+  // The pending run of events on one tier, applied in one call when the tier changes or the batch ends.
+  std::vector<kv::IndexEvent>& run = I.event_run;
+  kv::Tier run_tier = kv::Tier::kDevice;
+  auto flush = [&] {
+    if (!run.empty()) I.tier(run_tier).apply_events(run, now);
+    run.clear();
+  };
+  for (const KvEvent& e : events) {
+    if (e.tier == kv::Tier::kShared) {
+      // One pool for every worker: any worker's store or removal changes it; a worker's own clear
+      // (its engine restarted) does not empty what the others share. Without a configured pool
+      // the events have no reader.
+      if (cfg_.shared_cache_type == SharedCacheType::kNone) continue;
+      flush();
+      if (e.kind == KvEvent::Kind::kStored) I.shared.apply_stored(0, e.block_hashes, e.parent_hash, now);
+      else if (e.kind == KvEvent::Kind::kRemoved) I.shared.apply_removed(0, e.block_hashes);
+      continue;
+    }
+    if (e.tier != run_tier) flush();
+    run_tier = e.tier;
+    run.push_back(kv::IndexEvent{e.kind, slot, e.block_hashes});
   }
-  kv::PrefixIndex& index = impl_->tier(e.tier);
-  switch (e.kind) {
-    case KvEvent::Kind::kStored: index.apply_stored(it->second, e.block_hashes, e.parent_hash, clock_.now_ms()); break;
-    case KvEvent::Kind::kRemoved: index.apply_removed(it->second, e.block_hashes); break;
-    case KvEvent::Kind::kCleared: index.clear_worker(it->second); break;
-  }
+  flush();
 }
 
 // Sweeps expired bindings and index blocks. Caller holds the lock.

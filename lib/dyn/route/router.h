@@ -414,7 +414,11 @@ class Router {
   uint64_t predicted_cached_tokens(std::span<const uint64_t> sequence_hashes, uint64_t tokens) const;
 
   /// Applies a worker's KV event to the index (event-fed mode). Unknown worker ids are ignored.
-  void apply_kv_event(uint64_t worker_id, const KvEvent& event);
+  void apply_kv_event(uint64_t worker_id, const KvEvent& event) { apply_kv_events(worker_id, {&event, 1}); }
+  /// Applies a batch of a worker's KV events (one engine step's, as its event batch arrives), in
+  /// order, under one lock: each run of events on one tier is one kv::PrefixIndex::apply_events
+  /// call, whose cells load ahead across the events (SPEC 3.3). Unknown worker ids are ignored.
+  void apply_kv_events(uint64_t worker_id, std::span<const KvEvent> events);
 
   /// Drops expired bindings and index blocks now (also done lazily every min(TTL, 30 s) of clock
   /// time during place()).

@@ -39,7 +39,7 @@ std::optional<Error> KvFeeds::add(size_t i, const KvEventSource& src) {
   }
   if (Feed* old = slots_[i].load()) {
     old->sub->stop();
-    old->feed.reset([](const route::KvEvent&) {});
+    old->feed.reset([](std::span<const route::KvEvent>) {});
   }
   slots_[i].store(fp);
   feeds_.push_back(std::move(f));
@@ -52,7 +52,7 @@ void KvFeeds::remove(size_t i) {
   if (!f) return;
   f->sub->stop();
   // The router dropped the worker's index entries; the translator's engine-block map goes here.
-  f->feed.reset([](const route::KvEvent&) {});
+  f->feed.reset([](std::span<const route::KvEvent>) {});
 }
 
 void KvFeeds::start() {
@@ -70,7 +70,7 @@ void KvFeeds::stop() {
 void KvFeeds::on_batch(Feed& f, const kvevents::EventBatch& b) {
   const size_t i = f.worker;
   f.feed.apply(
-      b, [&](const route::KvEvent& e) { router_.apply_kv_event(i, e); },
+      b, [&](std::span<const route::KvEvent> es) { router_.apply_kv_events(i, es); },
       [&](uint32_t bs) { return fleet_.check_block_size(i, bs, "a BlockStored event"); },
       [&](const std::string& why) {
         if (f.problems++ % 100 == 0) diag::warning(fmt::format("worker {} KV events", i), why + " (event skipped)");
@@ -79,7 +79,7 @@ void KvFeeds::on_batch(Feed& f, const kvevents::EventBatch& b) {
 
 void KvFeeds::on_reset(Feed& f) {
   const size_t i = f.worker;
-  f.feed.reset([&](const route::KvEvent& e) { router_.apply_kv_event(i, e); });
+  f.feed.reset([&](std::span<const route::KvEvent> es) { router_.apply_kv_events(i, es); });
   f.resets++;
 }
 
