@@ -72,25 +72,49 @@ std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t bl
 
 std::vector<uint64_t> text_block_hashes(std::string_view text, uint32_t block_size, bool include_partial,
                                         uint64_t seed) {
-  const size_t tokens = token_count(text.size());
-  const size_t block_bytes = size_t{block_size} * sizeof(uint32_t);
-  const size_t blocks = include_partial ? (tokens + block_size - 1) / block_size : tokens / block_size;
-  const SeededHasher hash(seed);
-  std::vector<uint64_t> out;
-  out.reserve(blocks);
-  for (size_t i = 0; i < blocks; ++i) {
-    const size_t start = i * block_bytes;
-    const size_t len = std::min(block_bytes, (tokens - i * block_size) * sizeof(uint32_t));
-    if (start + len <= text.size()) {
-      out.push_back(hash(text.data() + start, len));
-      continue;
-    }
-    // The block of the last, zero-padded token: its bytes as text_to_tokens lays them out.
-    std::vector<char> padded(len, 0);
-    std::memcpy(padded.data(), text.data() + start, text.size() - start);
-    out.push_back(hash(padded.data(), len));
+  TextBlockHasher h(block_size, seed);
+  h.append(text);
+  return h.finish(include_partial);
+}
+
+static_assert(TextBlockHasher::kSecretSize == XXH3_SECRET_DEFAULT_SIZE);
+
+TextBlockHasher::TextBlockHasher(uint32_t block_size, uint64_t seed)
+    : seed_(seed), stage_(size_t{block_size} * sizeof(uint32_t)) {
+  XXH3_generateSecret_fromSeed(secret_, seed);
+}
+
+void TextBlockHasher::hash_block(const void* data, size_t len) {
+  out_.push_back(XXH3_64bits_withSecretandSeed(data, len, secret_, sizeof secret_, seed_));
+}
+
+void TextBlockHasher::append(std::string_view s) {
+  bytes_ += s.size();
+  const size_t block = stage_.size();
+  if (fill_ > 0) {
+    const size_t take = std::min(s.size(), block - fill_);
+    std::memcpy(stage_.data() + fill_, s.data(), take);
+    fill_ += take;
+    s.remove_prefix(take);
+    if (fill_ < block) return;
+    hash_block(stage_.data(), block);
+    fill_ = 0;
   }
-  return out;
+  for (; s.size() >= block; s.remove_prefix(block)) hash_block(s.data(), block);
+  std::memcpy(stage_.data(), s.data(), s.size());
+  fill_ = s.size();
+}
+
+std::vector<uint64_t> TextBlockHasher::finish(bool include_partial) {
+  // The last token is zero-padded (SPEC 4.2): gathered bytes that make block_size tokens so are
+  // a complete block.
+  const size_t len = (fill_ + 3) / 4 * 4;
+  if (fill_ > 0 && (include_partial || len == stage_.size())) {
+    std::fill(stage_.begin() + static_cast<ptrdiff_t>(fill_), stage_.begin() + static_cast<ptrdiff_t>(len), 0);
+    hash_block(stage_.data(), len);
+  }
+  fill_ = 0;
+  return std::move(out_);
 }
 
 std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> blocks) {
