@@ -24,6 +24,7 @@
 #include "dyn/serve/fleet.h"
 #include "dyn/serve/frontend.h"
 #include "dyn/serve/intake.h"
+#include "dyn/tokens/hash.h"
 #include "dyn/serve/placer.h"
 #include "dyn/serve/response_tap.h"
 
@@ -882,6 +883,22 @@ TEST_CASE("intake: body errors are 400s that quote no body bytes; the origin for
   CHECK_FALSE(ex2.stream);
   CHECK(fast->rendered);
   CHECK_FALSE(fast->json);
+  // With PromptHashing the prompt is hashed as it is rendered (no text kept): hash_prompt's
+  // figures, under the model's seed.
+  const std::string chat = R"({"model":"c","messages":[{"role":"user","content":"hi, a prompt of a few blocks"}]})";
+  const PromptHashing hp{4, [](std::string_view m) { return dyn::tokens::adapter_seed(m); }};
+  Exchange ex3, ex4;
+  auto hashed = read_body(ex3, chat, false, &hp);
+  auto rendered = read_body(ex4, chat, false);
+  REQUIRE(hashed);
+  REQUIRE(rendered);
+  CHECK(hashed->hashed);
+  CHECK_FALSE(hashed->rendered);
+  hash_prompt(ex3, *hashed, nullptr, 4, dyn::tokens::adapter_seed("c"));
+  hash_prompt(ex4, *rendered, nullptr, 4, dyn::tokens::adapter_seed("c"));
+  CHECK(ex3.input_length == ex4.input_length);
+  CHECK(ex3.sequence_hashes.size() == 3);  // "user\nhi, ...\n": 35 bytes, 9 tokens
+  CHECK(ex3.sequence_hashes == ex4.sequence_hashes);
   CHECK(origin_form("http://h:1/v1/x?q=1") == "/v1/x?q=1");
   CHECK(origin_form("http://h:1?q=1") == "/?q=1");
   CHECK(origin_form("http://h:1") == "/");

@@ -74,6 +74,29 @@ TEST_CASE("text_block_hashes: the block hashes of text_to_tokens, hashed in plac
   }
 }
 
+TEST_CASE("TextBlockHasher: text_block_hashes of the pieces joined, however the text is cut") {
+  std::string text;
+  for (int i = 0; i < 40; ++i) text += "The quick brown fox jumps over the lazy dog. ";
+  for (size_t n : {size_t{0}, size_t{3}, size_t{256}, size_t{901}, text.size()}) {
+    const std::string_view t = std::string_view(text).substr(0, n);
+    // Pieces of every size from 1 byte to over a block, bytes appended one at a time as chars.
+    for (size_t cut : {1, 2, 5, 63, 64, 255, 256, 257, 700}) {
+      for (bool partial : {false, true}) {
+        CAPTURE(n);
+        CAPTURE(cut);
+        CAPTURE(partial);
+        TextBlockHasher h(64, 99);
+        for (size_t at = 0; at < t.size(); at += cut) {
+          if (cut == 1) h += t[at];
+          else h += t.substr(at, cut);
+        }
+        CHECK(h.bytes() == t.size());
+        CHECK(h.finish(partial) == text_block_hashes(t, 64, partial, 99));
+      }
+    }
+  }
+}
+
 TEST_CASE("block hashes: the per-call seeded XXH3 values, under any seed, on both sides of 240 bytes") {
   // block_hashes derives the seed's secret once (XXH3_64bits_withSecretandSeed); hash_tokens
   // is XXH3_64bits_withSeed. Blocks of 59, 60, 61 and 64 tokens straddle XXH3's 240-byte switch
@@ -134,6 +157,16 @@ std::string render_dom(const std::string& text) {
   return render_request_dom(e).value_or("<ambiguous>");
 }
 
+// The block hashes render_request_dom makes of `text` as it renders it (TextBlockHasher), at
+// `block_size` tokens, the partial block included; empty when it declines.
+std::vector<uint64_t> hashed_dom(const std::string& text, uint32_t block_size) {
+  simdjson::dom::parser p;
+  simdjson::dom::element e;
+  TextBlockHasher h(block_size);
+  if (p.parse(text).get(e) != simdjson::SUCCESS || !render_request_dom(e, h)) return {};
+  return h.finish(true);
+}
+
 }  // namespace
 
 TEST_CASE("render: a type of another kind is ignored, not an error") {
@@ -191,6 +224,7 @@ TEST_CASE("render_request_dom: the same text as render_request on every object i
     std::string d = render_dom(text);
     if (d == "<refused>") ++refused;
     else CHECK(d == render_request(j));
+    if (d != "<refused>" && d != "<ambiguous>") CHECK(hashed_dom(text, 4) == text_block_hashes(d, 4, true));
     ++compared;
   };
   std::function<void(const dyn::Json&)> walk = [&](const dyn::Json& j) {

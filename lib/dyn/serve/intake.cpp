@@ -156,7 +156,7 @@ Expected<Body> read_tree(Exchange& ex, const std::string& text) {
 
 }  // namespace
 
-Expected<Body> read_body(Exchange& ex, const std::string& text, bool need_tree) {
+Expected<Body> read_body(Exchange& ex, const std::string& text, bool need_tree, const PromptHashing* hashing) {
   if (text.empty()) return Error{"empty request body (a JSON object is required)", 400};
   // One parser per loop thread: it keeps its buffers from one body to the next. It refuses
   // nesting deeper than kMaxJsonDepth as json_too_deep does (read_tree then says so).
@@ -171,6 +171,13 @@ Expected<Body> read_body(Exchange& ex, const std::string& text, bool need_tree) 
   if (need_tree || parser.parse(text).get(doc) != simdjson::SUCCESS || doc.get(top) != simdjson::SUCCESS ||
       !read_top_level(top, ex, b))
     return read_tree(ex, text);
+  if (hashing) {
+    tokens::TextBlockHasher h(hashing->block_size, hashing->seed ? hashing->seed(ex.model) : tokens::kHashSeed);
+    h.reserve(text.size());  // the body's size bounds a long conversation's text closely
+    if (!tokens::render_request_dom(doc, h)) return read_tree(ex, text);
+    b.hashed = Body::Hashed{h.bytes(), h.finish(/*include_partial=*/true)};
+    return b;
+  }
   b.rendered = tokens::render_request_dom(doc, text.size());
   if (!b.rendered) return read_tree(ex, text);
   return b;
@@ -231,6 +238,10 @@ void hash_prompt(Exchange& ex, const Body& b, EngineTokenizer* tokenizer, uint32
   if (ids) {
     ex.input_length = ids->size();
     blocks = tokens::block_hashes(*ids, block_size, /*include_partial=*/true, seed);
+  } else if (b.hashed) {
+    ex.input_length = tokens::token_count(b.hashed->bytes);
+    ex.sequence_hashes = tokens::sequence_hashes(b.hashed->blocks);
+    return;
   } else {
     // SPEC 4.2 tokens are the rendered text's bytes: hashed where they lie, never copied.
     std::string rendered_here;

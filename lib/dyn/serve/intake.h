@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,10 +48,17 @@ struct Dispatch {
 struct Body {
   /// The top-level stream_options, for the include_usage rewrite (build_upstream).
   enum class Usage { kAbsent, kIncluded, kOther } usage = Usage::kAbsent;
-  std::optional<std::string> rendered;  ///< render_request's text, when simdjson read the body
-  std::shared_ptr<Json> json;           ///< the Json tree, when a step needed one
-  route::PriorityHints hints;           ///< nvext.agent_hints.priority / strict_priority (SPEC 3.4)
-  bool engine_priority = false;         ///< the client set the engine's top-level `priority` itself
+  std::optional<std::string> rendered;  ///< render_request's text, when simdjson read the body (no hashing)
+  /// The rendered text's length and its SPEC 4.1 block hashes (the partial block included), when
+  /// read_body hashed it as it rendered it (PromptHashing): the text itself is never held.
+  struct Hashed {
+    uint64_t bytes = 0;
+    std::vector<uint64_t> blocks;
+  };
+  std::optional<Hashed> hashed;
+  std::shared_ptr<Json> json;    ///< the Json tree, when a step needed one
+  route::PriorityHints hints;    ///< nvext.agent_hints.priority / strict_priority (SPEC 3.4)
+  bool engine_priority = false;  ///< the client set the engine's top-level `priority` itself
 };
 
 /// Identity (SPEC 1): the session headers normalized (`opts`: SPEC 1.1's aliases) into the
@@ -61,12 +69,21 @@ struct Body {
 /// must stay printable JSON).
 std::optional<Error> read_identity(Exchange& ex, const http::ServerRequest& req, const session::NormalizeOptions& opts,
                                    Dispatch& d);
-/// The JSON body (`need_tree`: a Json tree is wanted, for the tokenizer). An error (400) when
+/// How read_body hashes a prompt while it renders it: hash_prompt's block size and the seed of a
+/// model's blocks (kvevents::Adapters::seed_for; null = tokens::kHashSeed).
+struct PromptHashing {
+  uint32_t block_size = 0;
+  std::function<uint64_t(std::string_view model)> seed;
+};
+
+/// The JSON body (`need_tree`: a Json tree is wanted, for the tokenizer). With `hashing`, a body
+/// simdjson reads is rendered straight into its block hashes (Body::hashed), where the simdjson
+/// reading lies, instead of into a text (Body::rendered). An error (400) when
 /// empty, nested deeper than kMaxJsonDepth, malformed (the byte offset only: the parser's
 /// message quotes body bytes), not an object, or when nvext.agent_hints.priority is not a
 /// 32-bit integer or strict_priority not a 32-bit unsigned one (Dynamo rejects them too). Notes the request's model and
 /// whether it streams in the exchange.
-Expected<Body> read_body(Exchange& ex, const std::string& body, bool need_tree);
+Expected<Body> read_body(Exchange& ex, const std::string& body, bool need_tree, const PromptHashing* hashing = nullptr);
 /// The request to the worker, into `d`: the origin-form target (RFC 9112 3.2.2), the client's
 /// headers and its body (shared with `req`, never copied); a chat/completions stream that does not ask for usage gets
 /// stream_options.include_usage added to `body` (for the trace's token counts) and the usage
@@ -82,7 +99,8 @@ void forward_priority(const Body& body, int32_t priority, WorkerPriority polarit
 /// when it has none for this body: SPEC 4.2 tokens of the rendered request) and SPEC 4.1
 /// sequence hashes at `block_size` from `seed` (kvevents::Adapters::seed_for the model: a LoRA
 /// adapter's blocks hash apart), the trailing partial block included (routing uses the complete
-/// blocks only). With a tokenizer, `body` holds a Json tree (read_body's need_tree).
+/// blocks only); read_body's hashes (Body::hashed) when it made them. With a tokenizer, `body`
+/// holds a Json tree (read_body's need_tree).
 void hash_prompt(Exchange& ex, const Body& body, EngineTokenizer* tokenizer, uint32_t block_size, uint64_t seed);
 
 }  // namespace dyn::serve

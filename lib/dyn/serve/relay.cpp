@@ -47,7 +47,11 @@ void Relay::handle_api(Api api, ReqPtr req, ResPtr res, Done done) {
   }
   if (!take_slot(ex, *res)) return done();
   watch_client(ex, *req);
-  auto body = read_body(*ex, req->body, !opt_.tokenizer_url.empty());
+  // Without a tokenizer the prompt is hashed as it is rendered, where simdjson read it.
+  PromptHashing hashing{opt_.trace_block_size, nullptr};
+  if (adapters_) hashing.seed = [a = adapters_](std::string_view model) { return a->seed_for(model); };
+  const bool tokenize = !opt_.tokenizer_url.empty();
+  auto body = read_body(*ex, req->body, tokenize, tokenize ? nullptr : &hashing);
   if (!body) {
     reject(ex, *res, body.error().exit_code, "invalid_request_error", body.error().message);
     return done();

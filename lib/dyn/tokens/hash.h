@@ -2,6 +2,7 @@
 #pragma once
 
 #include <algorithm>
+#include <string>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -43,6 +44,50 @@ std::vector<uint64_t> block_hashes(std::span<const uint32_t> tokens, uint32_t bl
 /// more just to be hashed.
 std::vector<uint64_t> text_block_hashes(std::string_view text, uint32_t block_size, bool include_partial = false,
                                         uint64_t seed = kHashSeed);
+/// text_block_hashes of a text that arrives in pieces (a rendered prompt as the renderer appends
+/// it, render_request_dom): each block is hashed where it lies in the piece that holds it whole;
+/// only a block that straddles two pieces is gathered (block_size * 4 bytes at most). Same
+/// values as text_block_hashes over the pieces joined, without the joined text (issue 54: the
+/// rendered copy of a 150k-token prompt was a pass over 600 KB and an allocation as large).
+class TextBlockHasher {
+ public:
+  /// XXH3's secret size (XXH3_SECRET_DEFAULT_SIZE): XXH3_64bits_withSeed derives a secret this
+  /// large from the seed on every input over 240 bytes; the hasher derives it once.
+  static constexpr size_t kSecretSize = 192;
+  /// block_size must be > 0. `seed`: adapter_seed() of the request's adapter.
+  TextBlockHasher(uint32_t block_size, uint64_t seed = kHashSeed);
+  void append(std::string_view piece);
+  TextBlockHasher& operator+=(std::string_view piece) {
+    append(piece);
+    return *this;
+  }
+  TextBlockHasher& operator+=(char c) {
+    if (fill_ + 1 < stage_.size()) {  // the common case: the byte joins a gathered block
+      stage_[fill_++] = c;
+      ++bytes_;
+      return *this;
+    }
+    append(std::string_view(&c, 1));
+    return *this;
+  }
+  /// Room for the hashes of a text of about `text_bytes` bytes.
+  void reserve(uint64_t text_bytes) { out_.reserve(text_bytes / stage_.size() + 1); }
+  /// Bytes appended so far (the text's length).
+  uint64_t bytes() const { return bytes_; }
+  /// The hashes of the blocks so far, then of the trailing block: a complete one (block_size
+  /// tokens, the last zero-padded), or with `include_partial` a partial one, zero-padded to whole
+  /// tokens as text_block_hashes does. Call once.
+  std::vector<uint64_t> finish(bool include_partial);
+
+ private:
+  void hash_block(const void* data, size_t len);
+  uint64_t seed_;
+  uint64_t bytes_ = 0;
+  size_t fill_ = 0;          // bytes gathered in stage_
+  std::vector<char> stage_;  // one block's bytes
+  std::vector<uint64_t> out_;
+  alignas(64) unsigned char secret_[kSecretSize];  // derived from seed_ once
+};
 /// Sequence hashes: seq[0] = block[0], seq[i] = chain_hash(seq[i-1], block[i]).
 std::vector<uint64_t> sequence_hashes(std::span<const uint64_t> block_hashes);
 

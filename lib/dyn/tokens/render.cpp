@@ -7,6 +7,7 @@
 
 #include <optional>
 #include <string_view>
+#include <type_traits>
 #include <vector>
 
 #include <simdjson.h>
@@ -36,7 +37,10 @@ class JsonReader {
   void each(F&& f) const {
     for (const auto& x : *j_) f(JsonReader(x));
   }
-  void dump(std::string& out) const { out += j_->dump(); }
+  template <class Out>
+  void dump(Out& out) const {
+    out += j_->dump();
+  }
 
  private:
   const Json* j_;
@@ -120,7 +124,16 @@ class DomReader {
   void each(F&& f) const {
     for (auto x : simdjson::dom::array(e_)) f(DomReader(x));
   }
-  void dump(std::string& out) const { dump_element(e_, out); }
+  template <class Out>
+  void dump(Out& out) const {
+    if constexpr (std::is_same_v<Out, std::string>) {
+      dump_element(e_, out);
+    } else {  // a sink that takes text (TextBlockHasher): the print is made, then appended
+      std::string text;
+      dump_element(e_, text);
+      out += text;
+    }
+  }
 
  private:
   simdjson::dom::element e_;
@@ -133,12 +146,13 @@ std::string_view str_or_empty(const R& v, std::string_view key) {
   return m && m->is_string() ? m->str() : std::string_view{};
 }
 
-template <class R>
-void append_text(const R& v, std::string& out);
+// `Out` receives the text: a std::string, or a sink with the same += (tokens::TextBlockHasher).
+template <class R, class Out>
+void append_text(const R& v, Out& out);
 
 // Text of one content part / block (OpenAI parts, Anthropic blocks, Responses content items).
-template <class R>
-void append_part(const R& p, std::string& out) {
+template <class R, class Out>
+void append_part(const R& p, Out& out) {
   if (p.is_string()) {
     out += p.str();
     return;
@@ -159,21 +173,21 @@ void append_part(const R& p, std::string& out) {
   }
 }
 
-template <class R>
-void append_text(const R& v, std::string& out) {
+template <class R, class Out>
+void append_text(const R& v, Out& out) {
   if (v.is_string()) out += v.str();
   else if (v.is_array()) v.each([&](const R& p) { append_part(p, out); });
   else if (v.is_object()) append_part(v, out);
 }
 
-template <class R>
-void append_args(const R& a, std::string& out) {
+template <class R, class Out>
+void append_args(const R& a, Out& out) {
   if (a.is_string()) out += a.str();
   else a.dump(out);
 }
 
-template <class R>
-void render_item(const R& item, std::string& out) {
+template <class R, class Out>
+void render_item(const R& item, Out& out) {
   if (item.is_string()) {
     out += "user\n";
     out += item.str();
@@ -205,11 +219,9 @@ void render_item(const R& item, std::string& out) {
   out += '\n';
 }
 
-template <class R>
-std::string render(const R& body, size_t reserve = 0) {
-  std::string out;
-  if (!body.is_object()) return out;
-  out.reserve(reserve);
+template <class R, class Out>
+void render(const R& body, Out& out) {
+  if (!body.is_object()) return;
   auto messages = body.get("messages");
   auto input = body.get("input");
   if (auto p = body.get("prompt"); p && !messages && !input) {
@@ -218,7 +230,7 @@ std::string render(const R& body, size_t reserve = 0) {
       p->each([&](const R& x) {
         if (x.is_string()) out += x.str();
       });
-    return out;
+    return;
   }
   if (auto tools = body.get("tools"); tools && tools->is_array())
     tools->each([&](const R& t) {
@@ -238,19 +250,34 @@ std::string render(const R& body, size_t reserve = 0) {
     if (input->is_string()) render_item(*input, out);
     else if (input->is_array()) input->each([&](const R& m) { render_item(m, out); });
   }
-  return out;
 }
 
 }  // namespace
 
-std::string render_request(const Json& body) { return render(JsonReader(body)); }
+std::string render_request(const Json& body) {
+  std::string out;
+  render(JsonReader(body), out);
+  return out;
+}
 
 std::optional<std::string> render_request_dom(simdjson::dom::element body, size_t reserve) {
+  std::string out;
+  if (body.type() == simdjson::dom::element_type::OBJECT) out.reserve(reserve);
   try {
-    return render(DomReader(body), reserve);
+    render(DomReader(body), out);
   } catch (const Ambiguous&) {
     return std::nullopt;
   }
+  return out;
+}
+
+bool render_request_dom(simdjson::dom::element body, TextBlockHasher& out) {
+  try {
+    render(DomReader(body), out);
+  } catch (const Ambiguous&) {
+    return false;
+  }
+  return true;
 }
 
 }  // namespace dyn::tokens

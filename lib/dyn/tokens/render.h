@@ -5,6 +5,7 @@
 #include <string>
 
 #include "dyn/base/json.h"
+#include "dyn/tokens/hash.h"
 
 namespace simdjson::dom {
 class element;
@@ -32,5 +33,10 @@ std::string render_request(const Json& body);
 /// size bounds the text of a long conversation closely: growing a 600 KB text by doubling copied
 /// it about once more, issue 54).
 std::optional<std::string> render_request_dom(simdjson::dom::element body, size_t reserve = 0);
+/// render_request_dom's text, appended to `out` piece by piece as it is rendered, never held
+/// whole: dyn-route serve hashes a prompt's blocks straight from the parsed body's strings
+/// (issue 54: the rendered copy of a 600 KB prompt was one more pass over it, and an allocation
+/// as large). False where render_request_dom gives nullopt (`out` then holds part of the text).
+bool render_request_dom(simdjson::dom::element body, TextBlockHasher& out);
 
 }  // namespace dyn::tokens
