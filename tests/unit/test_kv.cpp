@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <list>
+#include <map>
 #include <random>
+#include <set>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -37,6 +39,46 @@ TEST_CASE("flat map matches std::unordered_map under random insert/find_or_inser
   }
   CHECK(m.size() == ref.size());
   for (uint64_t k = 0; k < 5000; ++k) CHECK(m.find(k) == (ref.count(k) ? ref[k] : FlatMap::kEmpty));
+}
+
+TEST_CASE("holder map matches a map of (key, worker) pairs under random find_or_insert/erase") {
+  HolderMap m;
+  std::map<std::pair<uint64_t, uint32_t>, uint32_t> ref;  // (key, worker) -> entry
+  std::mt19937_64 g(11);
+  for (uint32_t i = 0; i < 200000; ++i) {
+    const uint64_t k = g() % 3000;                   // few keys: long runs of one key's holders
+    const auto w = static_cast<uint32_t>(g() % 12);  // several holders a key
+    if (g() % 3 == 0) {
+      m.erase(k, w);
+      ref.erase({k, w});
+      continue;
+    }
+    bool inserted = false;
+    const HolderMap::Cell* c = m.find_or_insert(k, w, i, &inserted);
+    auto it = ref.find({k, w});
+    CHECK(inserted == (it == ref.end()));
+    CHECK(c->entry == (it == ref.end() ? i : it->second));
+    if (inserted) ref[{k, w}] = i;
+  }
+  CHECK(m.size() == ref.size());
+  std::set<uint64_t> keys;
+  for (const auto& [kw, e] : ref) keys.insert(kw.first);
+  CHECK(m.distinct() == keys.size());
+  for (uint64_t k = 0; k < 3000; ++k) {
+    std::map<uint32_t, uint32_t> got;  // worker -> entry, as for_each gives them
+    m.for_each(k, [&](const HolderMap::Cell& c) { CHECK(got.emplace(c.worker, c.entry).second); });
+    for (uint32_t w = 0; w < 12; ++w) {
+      auto it = ref.find({k, w});
+      const HolderMap::Cell* c = m.find(k, w);
+      REQUIRE((c != nullptr) == (it != ref.end()));
+      if (c) {
+        CHECK(c->entry == it->second);
+        CHECK(got[w] == it->second);
+      }
+    }
+    CHECK(got.size() ==
+          static_cast<size_t>(std::count_if(ref.begin(), ref.end(), [&](auto& x) { return x.first.first == k; })));
+  }
 }
 
 TEST_CASE("mask map: update_all clears a bit everywhere and erases the cells it empties") {

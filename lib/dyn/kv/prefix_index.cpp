@@ -18,7 +18,7 @@ void PrefixIndex::set_worker_count(uint32_t n) {
 }
 
 uint64_t PrefixIndex::distinct_blocks() const {
-  uint64_t n = map_.size();
+  uint64_t n = map_.distinct();
   for (const FlatMaskMap& g : groups_) n += g.size();
   return n;
 }
@@ -54,28 +54,20 @@ void PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
   // The entry a new holder would take; one probe finds the block or files it under that entry.
   const uint32_t fresh = free_entries_.empty() ? static_cast<uint32_t>(entries_.size()) : free_entries_.back();
   bool inserted = false;
-  uint32_t* first = map_.find_or_insert_ptr(hash, fresh, &inserted);
-  uint32_t next_holder = kNil;
+  const HolderMap::Cell* c = map_.find_or_insert(hash, w, fresh, &inserted);
   if (!inserted) {
-    for (uint32_t e = *first; e != kNil; e = entries_[e].node_next) {
-      if (entries_[e].worker == w) {
-        entries_[e].last_used_ms = now_ms;
-        if (lru_) record(e);
-        return;
-      }
-    }
-    next_holder = *first;
-    *first = fresh;
+    entries_[c->entry].last_used_ms = now_ms;
+    if (lru_) record(c->entry);
+    return;
   }
   if (!free_entries_.empty()) {
     free_entries_.pop_back();
     Entry& x = entries_[fresh];
     x.hash = hash;
     x.worker = w;
-    x.node_next = next_holder;
     x.last_used_ms = now_ms;  // gen carries on: records of the entry's last use stay stale
   } else {
-    entries_.push_back(Entry{hash, w, next_holder, 0, now_ms});
+    entries_.push_back(Entry{hash, w, 0, now_ms});
   }
   if (lru_) record(fresh);
   ++workers_[w].count;
@@ -83,20 +75,7 @@ void PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
 
 void PrefixIndex::remove_entry(uint32_t e) {
   Entry& x = entries_[e];
-  uint32_t* first = map_.find_ptr(x.hash);
-  if (*first == e) {
-    if (x.node_next == kNil) {
-      map_.erase_at(first);  // its last holder: the block leaves the map
-    } else {
-      *first = x.node_next;
-    }
-  } else {
-    for (uint32_t p = *first; p != kNil; p = entries_[p].node_next)
-      if (entries_[p].node_next == e) {
-        entries_[p].node_next = x.node_next;
-        break;
-      }
-  }
+  map_.erase(x.hash, x.worker);
   --workers_[x.worker].count;
   x.worker = kNil;
   ++x.gen;  // its touch records are stale now
@@ -130,11 +109,11 @@ void PrefixIndex::prune(uint32_t w) {
 
 // Inline in each loop: as an out-of-line call, GCC deems a function that only prefetches free
 // of side effects (a void "pure" function) and deletes the call.
-inline __attribute__((always_inline)) void PrefixIndex::prefetch_blocks(std::span<const uint64_t> seq, size_t cell_i,
-                                                                        size_t holder_i) {
+inline __attribute__((always_inline)) void PrefixIndex::prefetch_blocks(uint32_t w, std::span<const uint64_t> seq,
+                                                                        size_t cell_i, size_t holder_i) {
   if (cell_i < seq.size()) map_.prefetch(seq[cell_i]);
   if (holder_i < seq.size())
-    if (const uint32_t e = map_.find(seq[holder_i]); e != FlatMap::kEmpty) __builtin_prefetch(&entries_[e]);
+    if (const HolderMap::Cell* c = map_.find(seq[holder_i], w)) __builtin_prefetch(&entries_[c->entry]);
 }
 
 // Most events and lookups are a few dozen blocks at most: their first kAhead cells start loading
@@ -221,7 +200,7 @@ void PrefixIndex::store_blocks(uint32_t w, std::span<const uint64_t> seq, double
   // Blocks i - 8 (map cell) and i - 4 (first holder, its cell loaded by now) are prefetched; the
   // indices wrap below 0 to huge values, which prefetch_blocks() skips.
   for (size_t i = seq.size(); i-- > 0;) {
-    prefetch_blocks(seq, i - 8, i - 4);
+    prefetch_blocks(w, seq, i - 8, i - 4);
     touch(w, seq[i], now_ms);
   }
 }
@@ -247,15 +226,8 @@ void PrefixIndex::apply_removed(uint32_t w, std::span<const uint64_t> block_hash
     apply_bits({&e, 1});
     return;
   }
-  for (uint64_t h : block_hashes) {
-    const uint32_t first = map_.find(h);
-    if (first == FlatMap::kEmpty) continue;
-    for (uint32_t e = first; e != kNil; e = entries_[e].node_next)
-      if (entries_[e].worker == w) {
-        remove_entry(e);
-        break;
-      }
-  }
+  for (uint64_t h : block_hashes)
+    if (const HolderMap::Cell* c = map_.find(h, w)) remove_entry(c->entry);
 }
 
 void PrefixIndex::apply_events(std::span<const IndexEvent> events, double now_ms) {
@@ -376,23 +348,33 @@ uint32_t PrefixIndex::overlaps_group(size_t g, uint64_t active, std::span<const 
 
 bool PrefixIndex::advance_entries(uint64_t h, size_t i, double now_ms, std::span<uint32_t> out) const {
   bool advanced = false;
-  const uint32_t first = map_.find(h);
-  for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next) {
-    const Entry& x = entries_[e];
-    if (out[x.worker] == i && live(x, now_ms)) {
-      out[x.worker] = static_cast<uint32_t>(i + 1);
+  map_.for_each(h, [&](const HolderMap::Cell& c) {
+    if (out[c.worker] == i && live(entries_[c.entry], now_ms)) {
+      out[c.worker] = static_cast<uint32_t>(i + 1);
       advanced = true;
     }
-  }
+  });
   return advanced;
 }
 
 uint32_t PrefixIndex::overlaps_entries(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
   if (map_.size() == 0) return 0;
   prefetch_cells(map_, seq);
+  // A holder's TTL check reads its entry, one cache miss each (about 10 holders a block at 1,000
+  // simulated workers, issue 54): the entries of block i + kEntriesAhead's holders still matching
+  // start loading at block i (their cells loaded by then), the first blocks' at once.
+  constexpr size_t kEntriesAhead = 4;
+  const bool aged = cfg_.ttl_ms > 0;
+  auto prefetch_entries = [&](size_t b, uint32_t at) {
+    map_.for_each(seq[b], [&](const HolderMap::Cell& c) {
+      if (out[c.worker] == at) __builtin_prefetch(&entries_[c.entry]);
+    });
+  };
+  for (size_t b = 0; aged && b < kEntriesAhead && b < seq.size(); ++b) prefetch_entries(b, 0);
   uint32_t best = 0;
   for (size_t i = 0; i < seq.size(); ++i) {
     if (i + kAhead < seq.size()) map_.prefetch(seq[i + kAhead]);
+    if (aged && i + kEntriesAhead < seq.size()) prefetch_entries(i + kEntriesAhead, static_cast<uint32_t>(i));
     if (!advance_entries(seq[i], i, now_ms, out)) break;
     best = static_cast<uint32_t>(i + 1);
   }
@@ -435,10 +417,8 @@ void PrefixIndex::continue_overlaps(std::span<const uint64_t> seq, double now_ms
 
 bool PrefixIndex::holds(uint32_t w, uint64_t hash, double now_ms) const {
   if (!lru_) return w < workers_.size() && (groups_[w / kGroupWorkers].find(hash) >> (w % kGroupWorkers)) & 1;
-  const uint32_t first = map_.find(hash);
-  for (uint32_t e = first == FlatMap::kEmpty ? kNil : first; e != kNil; e = entries_[e].node_next)
-    if (entries_[e].worker == w) return live(entries_[e], now_ms);
-  return false;
+  const HolderMap::Cell* c = map_.find(hash, w);
+  return c && live(entries_[c->entry], now_ms);
 }
 
 const char* tier_name(Tier t) {

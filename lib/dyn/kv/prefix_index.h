@@ -105,14 +105,13 @@ class PrefixIndex {
 
  private:
   static constexpr uint32_t kNil = 0xffffffffu;
-  // One holder of one block. The map sends a sequence hash straight to its first holder (no
-  // node between them: one cache miss less per block touched, issue 17's profile), and each
-  // holder keeps the hash, so removing it finds its map cell again.
+  // One holder of one block: its map cell (hash, worker) names it, and it keeps the hash, so
+  // removing it finds that cell again. A block's holders are the map's cells of its hash (no
+  // list through the entries: issue 54).
   struct Entry {
     uint64_t hash;
-    uint32_t worker;     // kNil while free
-    uint32_t node_next;  // next holder of the same block
-    uint32_t gen;        // bumped by every touch and removal: which Touch record is current
+    uint32_t worker;  // kNil while free
+    uint32_t gen;     // bumped by every touch and removal: which Touch record is current
     double last_used_ms;
   };
   // A worker's LRU order is the sequence of its touches: each touch appends {entry, gen}, and a
@@ -151,21 +150,21 @@ class PrefixIndex {
   void prune(uint32_t w);
   bool live(const Entry& e, double now_ms) const { return cfg_.ttl_ms <= 0 || e.last_used_ms + cfg_.ttl_ms > now_ms; }
   // Hints for the loops over a request's blocks: start loading the map cells of blocks a few
-  // ahead and the first holders of blocks nearer, so their cache misses overlap.
-  void prefetch_blocks(std::span<const uint64_t> seq, size_t cell_i, size_t holder_i);
+  // ahead and worker w's entries of blocks nearer, so their cache misses overlap.
+  void prefetch_blocks(uint32_t w, std::span<const uint64_t> seq, size_t cell_i, size_t holder_i);
 
   IndexConfig cfg_;
   bool lru_;                         // blocks age (TTL) or are pruned (budget): touch records are kept
   std::vector<FlatMaskMap> groups_;  // without lru_: per 64 workers, sequence hash -> holder bits
   std::vector<size_t> pending_;      // apply_bits' scratch: blocks stored per group
-  FlatMap map_;                      // with lru_: sequence hash -> first holder (Entry index)
+  HolderMap map_;                    // with lru_: sequence hash -> its holders (worker, Entry index)
   std::vector<Entry> entries_;
   std::vector<uint32_t> free_entries_;
   std::vector<Worker> workers_;
 
  public:
   /// Bytes kept per block a worker holds: its holder entry, one LRU record and two of the map's
-  /// 16-byte cells (the map is at most half full). The simulator's configured KV state counts these.
+  /// 16-byte cells (a cell per holder; the map is at most half full). The simulator's configured KV state counts these.
   static constexpr size_t kBytesPerBlock = sizeof(Entry) + sizeof(Touch) + 2 * 16;
 };
 
