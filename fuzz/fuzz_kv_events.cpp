@@ -257,9 +257,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                  um[i].sequence_hashes == uc[i].sequence_hashes);
     FUZZ_CHECK(tm.known_blocks() == tc.known_blocks());
     mixed.apply(
-        *d, [&](const dyn::route::KvEvent& ev) { mixed_router.apply_kv_event(0, ev); }, accept, ignore);
+        *d, [&](std::span<const dyn::route::KvEvent> evs) { mixed_router.apply_kv_events(0, evs); }, accept, ignore);
     clean.apply(
-        usable_only, [&](const dyn::route::KvEvent& ev) { clean_router.apply_kv_event(0, ev); }, accept, ignore);
+        usable_only, [&](std::span<const dyn::route::KvEvent> evs) { clean_router.apply_kv_events(0, evs); }, accept,
+        ignore);
   }
   uint64_t skipped = 0;
   for (const auto& n : mixed.counts().skipped) skipped += n;
