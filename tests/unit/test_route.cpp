@@ -806,14 +806,19 @@ KvEvent tier_event(KvEvent::Kind k, std::vector<uint64_t> hashes, kv::Tier t) {
   e.tier = t;
   return e;
 }
-}  // namespace
-
-TEST_CASE("a worker's batch of KV events in one call leaves the index as the events one by one") {
-  FakeClock clk;
+// kv routing on KV events at 16-token blocks: the tier tests' router.
+RouterConfig events_config() {
   RouterConfig c;
   c.mode = Mode::kKv;
   c.block_size = 16;
   c.kv_events = true;
+  return c;
+}
+}  // namespace
+
+TEST_CASE("a worker's batch of KV events in one call leaves the index as the events one by one") {
+  FakeClock clk;
+  const RouterConfig c = events_config();
   ROUTER(one, c, clk, 2);
   ROUTER(batch, c, clk, 2);
   auto s = seq_of(9, 8);
@@ -858,10 +863,7 @@ TEST_CASE("a worker's batch of KV events in one call leaves the index as the eve
 
 TEST_CASE("tiers: per-tier overlap from events, tier-exclusive; a block on two tiers; removal and clear per tier") {
   FakeClock clk;
-  RouterConfig c;
-  c.mode = Mode::kKv;
-  c.block_size = 16;
-  c.kv_events = true;
+  const RouterConfig c = events_config();
   ROUTER(r, c, clk, 2);
   auto s = seq_of(7, 8);
   using K = KvEvent::Kind;
