@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <list>
 #include <map>
+#include <numeric>
 #include <random>
 #include <set>
 #include <unordered_map>
@@ -374,9 +375,11 @@ TEST_CASE("event-fed index (a bit holder set per block and 64-worker group) matc
   }
 }
 
-TEST_CASE("index matches a list-based LRU model under random inserts, TTL, budget and removals") {
+// Random inserts of prefixes of a few chains (seq[i] identifies chain c's first i + 1 blocks, as a
+// sequence hash does) on 3 workers, with removal events when `removals`; after every step w's
+// block count, and every 50 steps each chain's overlaps, equal a list-based LRU model's.
+static void check_against_lru_model(bool removals, uint64_t max_len, uint64_t budget) {
   const double ttl = 500;
-  const uint64_t budget = 40;
   PrefixIndex ix(IndexConfig{ttl, budget, 0.8});
   ix.set_worker_count(3);
   struct Model {
@@ -395,10 +398,10 @@ TEST_CASE("index matches a list-based LRU model under random inserts, TTL, budge
     const auto w = static_cast<uint32_t>(g() % 3);
     Model& m = model[w];
     // Prefixes of a few chains: seq[i] identifies chain c's first i + 1 blocks.
-    const uint64_t chain = g() % 6, len = 1 + g() % 12;
+    const uint64_t chain = g() % 6, len = 1 + g() % max_len;
     std::vector<uint64_t> seq;
     for (uint64_t i = 0; i < len; ++i) seq.push_back(chain * 1000 + i + 1);
-    if (g() % 10 == 0) {
+    if (removals && g() % 10 == 0) {
       ix.apply_removed(w, std::span<const uint64_t>(seq).subspan(len / 2));
       for (size_t i = len / 2; i < len; ++i)
         if (auto it = m.at.find(seq[i]); it != m.at.end()) {
@@ -420,7 +423,7 @@ TEST_CASE("index matches a list-based LRU model under random inserts, TTL, budge
     if (step % 50 == 0) {
       for (uint64_t c = 0; c < 6; ++c) {
         std::vector<uint64_t> q;
-        for (uint64_t i = 0; i < 12; ++i) q.push_back(c * 1000 + i + 1);
+        for (uint64_t i = 0; i < max_len; ++i) q.push_back(c * 1000 + i + 1);
         std::vector<uint32_t> out(3);
         ix.overlaps(q, now, out);
         for (uint32_t v = 0; v < 3; ++v) {
@@ -435,4 +438,30 @@ TEST_CASE("index matches a list-based LRU model under random inserts, TTL, budge
       }
     }
   }
+}
+
+TEST_CASE("index matches a list-based LRU model under random inserts, TTL, budget and removals") {
+  check_against_lru_model(true, 12, 40);  // removals: lookups scan block by block
+}
+
+TEST_CASE("jump search: an insert earlier than the last one makes lookups scan every block again") {
+  // Block 2's refresh at 500 (before the last insert, 1,600) leaves it expired at 1,700 between a
+  // live block 1 and live blocks 3..200: only a block-by-block scan stops at block 2.
+  PrefixIndex ix(IndexConfig{1000, 0, 0.8});
+  ix.set_worker_count(1);
+  std::vector<uint64_t> a(200);
+  std::iota(a.begin(), a.end(), uint64_t{1});
+  ix.insert(0, a, 1000);
+  ix.insert(0, std::vector<uint64_t>{1}, 1600);
+  ix.insert(0, std::vector<uint64_t>{1, 2}, 500);
+  ix.insert(0, std::vector<uint64_t>{1}, 1600);
+  std::vector<uint32_t> out(1);
+  CHECK(ix.overlaps(a, 1700, out) == 1);
+  CHECK(out[0] == 1);
+}
+
+TEST_CASE("jump search: prefix-closed lookups (inserts, TTL, budget only) match the LRU model") {
+  // Chains of up to 200 blocks: lookups jump 32 blocks at a time and binary-search a worker's
+  // last block between checkpoints; the budget prunes mid-chain.
+  check_against_lru_model(false, 200, 400);
 }

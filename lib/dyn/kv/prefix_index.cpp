@@ -50,29 +50,6 @@ uint32_t PrefixIndex::oldest(uint32_t w) {
   return kNil;
 }
 
-void PrefixIndex::touch(uint32_t w, uint64_t hash, double now_ms) {
-  // The entry a new holder would take; one probe finds the block or files it under that entry.
-  const uint32_t fresh = free_entries_.empty() ? static_cast<uint32_t>(entries_.size()) : free_entries_.back();
-  bool inserted = false;
-  const HolderMap::Cell* c = map_.find_or_insert(hash, w, fresh, &inserted);
-  if (!inserted) {
-    entries_[c->entry].last_used_ms = now_ms;
-    if (lru_) record(c->entry);
-    return;
-  }
-  if (!free_entries_.empty()) {
-    free_entries_.pop_back();
-    Entry& x = entries_[fresh];
-    x.hash = hash;
-    x.worker = w;
-    x.last_used_ms = now_ms;  // gen carries on: records of the entry's last use stay stale
-  } else {
-    entries_.push_back(Entry{hash, w, 0, now_ms});
-  }
-  if (lru_) record(fresh);
-  ++workers_[w].count;
-}
-
 void PrefixIndex::remove_entry(uint32_t e) {
   Entry& x = entries_[e];
   map_.erase(x.hash, x.worker);
@@ -105,15 +82,6 @@ void PrefixIndex::prune(uint32_t w) {
     remove_entry(e);
     ++wk.front;
   }
-}
-
-// Inline in each loop: as an out-of-line call, GCC deems a function that only prefetches free
-// of side effects (a void "pure" function) and deletes the call.
-inline __attribute__((always_inline)) void PrefixIndex::prefetch_blocks(uint32_t w, std::span<const uint64_t> seq,
-                                                                        size_t cell_i, size_t holder_i) {
-  if (cell_i < seq.size()) map_.prefetch(seq[cell_i]);
-  if (holder_i < seq.size())
-    if (const HolderMap::Cell* c = map_.find(seq[holder_i], w)) __builtin_prefetch(&entries_[c->entry]);
 }
 
 // Most events and lookups are a few dozen blocks at most: their first kAhead cells start loading
@@ -197,16 +165,46 @@ void PrefixIndex::store_blocks(uint32_t w, std::span<const uint64_t> seq, double
     return;
   }
   // Deepest block first, so block 0 ends up most recent and leaves are evicted before prefixes.
-  // Blocks i - 8 (map cell) and i - 4 (first holder, its cell loaded by now) are prefetched; the
-  // indices wrap below 0 to huge values, which prefetch_blocks() skips.
-  for (size_t i = seq.size(); i-- > 0;) {
-    prefetch_blocks(w, seq, i - 8, i - 4);
-    touch(w, seq[i], now_ms);
+  // Two passes, each one cache miss a block at a known address, so each prefetches kStoreAhead
+  // blocks on (issue 54: one pass found the cell, then waited on its entry): the first finds or
+  // files each block's map cell and notes its entry; the second refreshes the entries (a new one
+  // is filled in there) and appends the touch records, in the same order.
+  constexpr size_t kStoreAhead = 16;
+  constexpr uint32_t kNew = 0x80000000u;  // touched_ flag: the entry is w's new holder
+  const size_t n = seq.size();
+  touched_.resize(n);
+  for (size_t i = n; i-- > 0;) {
+    if (i >= kStoreAhead) map_.prefetch(seq[i - kStoreAhead]);
+    const uint32_t fresh = free_entries_.empty() ? static_cast<uint32_t>(entries_.size()) : free_entries_.back();
+    bool inserted = false;
+    const HolderMap::Cell* c = map_.find_or_insert(seq[i], w, fresh, &inserted);
+    if (!inserted) {
+      touched_[i] = c->entry;
+      continue;
+    }
+    if (fresh & kNew) throw std::length_error("PrefixIndex: over 2^31 holder entries");
+    if (free_entries_.empty()) entries_.push_back(Entry{seq[i], kNil, 0, now_ms});
+    else free_entries_.pop_back();
+    touched_[i] = fresh | kNew;
+  }
+  for (size_t i = n; i-- > 0;) {
+    if (i >= kStoreAhead) __builtin_prefetch(&entries_[touched_[i - kStoreAhead] & ~kNew]);
+    const uint32_t e = touched_[i] & ~kNew;
+    Entry& x = entries_[e];
+    if (touched_[i] & kNew) {
+      x.hash = seq[i];
+      x.worker = w;  // gen carries on: records of the entry's last use stay stale
+      ++workers_[w].count;
+    }
+    x.last_used_ms = now_ms;
+    record(e);
   }
 }
 
 void PrefixIndex::insert(uint32_t w, std::span<const uint64_t> seq, double now_ms) {
   if (w >= workers_.size()) throw std::out_of_range("PrefixIndex::insert: worker out of range");
+  if (now_ms < last_insert_ms_) prefix_closed_ = false;
+  last_insert_ms_ = std::max(last_insert_ms_, now_ms);
   store_blocks(w, seq, now_ms);
   expire_worker(w, now_ms);
   prune(w);
@@ -215,6 +213,7 @@ void PrefixIndex::insert(uint32_t w, std::span<const uint64_t> seq, double now_m
 void PrefixIndex::apply_stored(uint32_t w, std::span<const uint64_t> block_hashes, std::optional<uint64_t>,
                                double now_ms) {
   if (w >= workers_.size()) throw std::out_of_range("PrefixIndex::apply_stored: worker out of range");
+  prefix_closed_ = false;  // an engine's event need not store a whole prefix
   store_blocks(w, block_hashes, now_ms);
   prune(w);
 }
@@ -226,6 +225,7 @@ void PrefixIndex::apply_removed(uint32_t w, std::span<const uint64_t> block_hash
     apply_bits({&e, 1});
     return;
   }
+  prefix_closed_ = false;  // a removal may take a prefix's block and leave its extension
   for (uint64_t h : block_hashes)
     if (const HolderMap::Cell* c = map_.find(h, w)) remove_entry(c->entry);
 }
@@ -271,7 +271,11 @@ void PrefixIndex::expire(double now_ms) {
 
 uint32_t PrefixIndex::overlaps(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
   std::fill(out.begin(), out.end(), 0u);
-  return lru_ ? overlaps_entries(seq, now_ms, out) : overlaps_bits(seq, out);
+  if (!lru_) return overlaps_bits(seq, out);
+  // Jumping pays on long prompts; on short ones (a Mooncake request's ~23 blocks) the binary
+  // searches of the workers that stop early cost more than the scan that drops them as it goes.
+  return prefix_closed_ && seq.size() >= kJumpFrom ? overlaps_jump(seq, now_ms, out)
+                                                   : overlaps_entries(seq, now_ms, out);
 }
 
 uint32_t PrefixIndex::overlaps_bits(std::span<const uint64_t> seq, std::span<uint32_t> out) const {
@@ -377,6 +381,53 @@ uint32_t PrefixIndex::overlaps_entries(std::span<const uint64_t> seq, double now
     if (aged && i + kEntriesAhead < seq.size()) prefetch_entries(i + kEntriesAhead, static_cast<uint32_t>(i));
     if (!advance_entries(seq[i], i, now_ms, out)) break;
     best = static_cast<uint32_t>(i + 1);
+  }
+  return best;
+}
+
+uint32_t PrefixIndex::overlaps_jump(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
+  // Prefix-closed, "w holds block k" answers for blocks 0..k too, so a lookup need not read every
+  // block: it checks every kJump-th block (a checkpoint) for the workers still matching, and only
+  // a worker that fails a checkpoint is binary-searched between the checkpoints for its last
+  // block. An agent's 2,000-block prompt continuing on its worker is ~2,000 / kJump cells, not
+  // 2,000 (issue 54: the lookup was a third of the approximate index's cost in the router).
+  const size_t n = seq.size();
+  if (n == 0 || map_.size() == 0) return 0;
+  std::vector<uint32_t>& matching = matching_;
+  matching.clear();
+  map_.for_each(seq[0], [&](const HolderMap::Cell& c) {
+    if (live(entries_[c.entry], now_ms)) {
+      out[c.worker] = 1;
+      matching.push_back(c.worker);
+    }
+  });
+  uint32_t best = matching.empty() ? 0 : 1;
+  // Every worker in `matching` holds the first `done` blocks (out[w] == done).
+  for (size_t done = 1; !matching.empty() && done < n;) {
+    const size_t p = std::min(done + kJump, n) - 1;  // the checkpoint
+    for (size_t ahead = p + kJump; ahead < n && ahead <= p + 2 * kJump; ahead += kJump) map_.prefetch(seq[ahead]);
+    const auto next = static_cast<uint32_t>(p + 1);
+    map_.for_each(seq[p], [&](const HolderMap::Cell& c) {
+      if (out[c.worker] == done && live(entries_[c.entry], now_ms)) out[c.worker] = next;
+    });
+    size_t kept = 0;
+    for (const uint32_t w : matching) {
+      if (out[w] == next) {
+        matching[kept++] = w;
+        continue;
+      }
+      // w holds the first `good` blocks and not the first `bad`.
+      size_t good = done, bad = p + 1;
+      while (bad - good > 1) {
+        const size_t m = good + (bad - good) / 2;
+        (holds_live(w, seq[m - 1], now_ms) ? good : bad) = m;
+      }
+      out[w] = static_cast<uint32_t>(good);
+      best = std::max(best, out[w]);
+    }
+    matching.resize(kept);
+    if (kept) best = next;
+    done = p + 1;
   }
   return best;
 }

@@ -139,19 +139,24 @@ class PrefixIndex {
   // overlaps_bits() when only group g has blocks (`active`: its workers in `out`), the common case.
   uint32_t overlaps_group(size_t g, uint64_t active, std::span<const uint64_t> seq, std::span<uint32_t> out) const;
   uint32_t overlaps_entries(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const;
+  /// overlaps_entries() by jump search (Dynamo's Flash Indexer's): valid while prefix_closed_;
+  /// checks every kJump-th block, for sequences of kJumpFrom blocks or more.
+  static constexpr size_t kJump = 32;
+  static constexpr size_t kJumpFrom = 4 * kJump;
+  uint32_t overlaps_jump(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const;
+  bool holds_live(uint32_t w, uint64_t hash, double now_ms) const {
+    const HolderMap::Cell* c = map_.find(hash, w);
+    return c && live(entries_[c->entry], now_ms);
+  }
   /// The entry path's step at block `i` (hash `h`) of a scan: each worker whose live entry holds h
   /// and whose run reached i (out[w] == i) advances to i + 1. True if any did.
   bool advance_entries(uint64_t h, size_t i, double now_ms, std::span<uint32_t> out) const;
-  void touch(uint32_t w, uint64_t hash, double now_ms);  // insert-or-refresh
-  void record(uint32_t e);                               // appends e's touch to its worker's order
-  uint32_t oldest(uint32_t w);                           // least recently used entry, or kNil
+  void record(uint32_t e);      // appends e's touch to its worker's order
+  uint32_t oldest(uint32_t w);  // least recently used entry, or kNil
   void remove_entry(uint32_t e);
   void expire_worker(uint32_t w, double now_ms);
   void prune(uint32_t w);
   bool live(const Entry& e, double now_ms) const { return cfg_.ttl_ms <= 0 || e.last_used_ms + cfg_.ttl_ms > now_ms; }
-  // Hints for the loops over a request's blocks: start loading the map cells of blocks a few
-  // ahead and worker w's entries of blocks nearer, so their cache misses overlap.
-  void prefetch_blocks(uint32_t w, std::span<const uint64_t> seq, size_t cell_i, size_t holder_i);
 
   IndexConfig cfg_;
   bool lru_;                         // blocks age (TTL) or are pruned (budget): touch records are kept
@@ -161,6 +166,16 @@ class PrefixIndex {
   std::vector<Entry> entries_;
   std::vector<uint32_t> free_entries_;
   std::vector<Worker> workers_;
+  // Approximate mode, while only insert() (at non-decreasing times), expiry, pruning and clearing
+  // have changed the index: a worker holding block k live holds blocks 0..k-1 live too. insert()
+  // stores deepest-first at one time, so a block's prefix is always touched after it and at least
+  // as recently, and expiry and pruning take the least recently touched first (leaves before
+  // prefixes). Lookups may then jump (overlaps_jump). A removal event, or an insert earlier than
+  // the one before it, ends it for good: lookups scan every block from then on.
+  bool prefix_closed_ = true;
+  double last_insert_ms_ = -1e300;
+  mutable std::vector<uint32_t> matching_;  // overlaps_jump's scratch: workers still matching
+  std::vector<uint32_t> touched_;           // store_blocks' scratch: each block's entry
 
  public:
   /// Bytes kept per block a worker holds: its holder entry, one LRU record and two of the map's
