@@ -5,6 +5,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <cstring>
 #include <array>
 #include <cerrno>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <boost/asio/dispatch.hpp>
 #include <boost/asio/ip/tcp.hpp>
 #include <boost/asio/post.hpp>
+#include <boost/asio/read.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/buffer_traits.hpp>
@@ -444,11 +446,34 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
 
   void read_body() {
     if (parser->is_done()) return dispatch();
+    if (const auto length = parser->content_length(); length && !parser->chunked()) return read_known_body(*length);
     const uint64_t left = parser->content_length_remaining().value_or(kBodyReadRoom);
     buf.reserve(buf.size() + static_cast<size_t>(std::min<uint64_t>(left, kBodyReadRoom)));
     stream.expires_after(kBodyReadTimeout);
     auto self = shared_from_this();
     bhttp::async_read(stream, buf, *parser, [self](beast::error_code ec, size_t) {
+      if (ec) return self->on_read_error(ec);
+      self->dispatch();
+    });
+  }
+
+  /// A body of a known length (within the body limit: Beast checked it with the header) is read
+  /// straight into its string, what `buf` already holds first, not through `buf` and the parser's
+  /// copy (issue 54: that copy was ~3 % of the router's CPU on agent prompts). The parser is left
+  /// at the body's start; dispatch() takes the body from it and resets it.
+  void read_known_body(uint64_t length) {
+    if (length > std::string().max_size() - kBodyPadding) return fail(413, "request body too large");
+    const auto n = static_cast<size_t>(length);
+    std::string& body = parser->get().body();
+    body.reserve(n + kBodyPadding);
+    const size_t have = std::min(buf.size(), n);
+    body.resize(n);
+    std::memcpy(body.data(), buf.data().data(), have);
+    buf.consume(have);
+    if (have == n) return dispatch();
+    stream.expires_after(kBodyReadTimeout);
+    auto self = shared_from_this();
+    asio::async_read(stream, asio::buffer(body.data() + have, n - have), [self](beast::error_code ec, size_t) {
       if (ec) return self->on_read_error(ec);
       self->dispatch();
     });
