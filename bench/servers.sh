@@ -28,6 +28,22 @@ tree_sum() {
 }
 # cpu PID: utime + stime of PID and its children, in clock ticks.
 cpu() { tree_sum "$1" stat '{print $14 + $15}'; }
+# cpu_snap PID: one "TID NS" line per thread of PID and of its children (nginx's workers): the
+# nanoseconds it has run, user and kernel (/proc/P/task/T/schedstat), not utime + stime's 10 ms
+# clock ticks, which at one request a second left a run of nginx one tick or none.
+cpu_snap() {
+  local p f x
+  for p in "$1" $(cat /proc/"$1"/task/*/children 2>/dev/null); do
+    for f in /proc/"$p"/task/*/schedstat; do
+      read -r x _ <"$f" 2>/dev/null || continue
+      f=${f%/schedstat}
+      echo "${f##*/} $x"
+    done
+  done
+}
+# cpu_between BEFORE AFTER: CPU seconds the threads in two cpu_snap files ran between them (a
+# thread started since counts whole; one that ended since, idle handler threads, counts nothing).
+cpu_between() { awk 'NR == FNR { b[$1] = $2; next } { t += $2 - ($1 in b ? b[$1] : 0) } END { printf "%.6f\n", t / 1e9 }' "$1" "$2"; }
 # rss PID: resident KiB of PID and its children.
 rss() { tree_sum "$1" status '$1 == "VmRSS:" {v = $2} END {print v + 0}'; }
 # start_nginx WORK UPSTREAM_PORT: the nginx baseline of the serve benchmarks in front of
