@@ -105,16 +105,21 @@ TEST_CASE("fleet: an open circuit takes the worker out of routing until it half-
   Fleet fleet({"http://127.0.0.1:1", "http://127.0.0.1:2"}, loop, {}, 16, false, o, clock);
   std::vector<std::pair<size_t, bool>> changes;
   fleet.on_health_change([&](size_t i, bool ok) { changes.emplace_back(i, ok); });
+  int opened = 0;  // the health poller's wake-up
+  fleet.on_circuit_open([&] { ++opened; });
+  CHECK_FALSE(fleet.tick());  // nothing open: the poller may sleep a whole round
   fleet.record_outcome(0, false);
+  CHECK(opened == 0);
   fleet.record_outcome(0, false);
+  CHECK(opened == 1);
   CHECK_FALSE(fleet.at(0).routable);
   CHECK(fleet.at(0).healthy);  // health and circuit are apart; routability is both
   CHECK(fleet.first_healthy() == 1u);
   clock.advance(999);
-  fleet.tick();
+  CHECK(fleet.tick());  // still open: tick again soon
   CHECK_FALSE(fleet.at(0).routable);
   clock.advance(1);
-  fleet.tick();
+  CHECK_FALSE(fleet.tick());
   CHECK(fleet.at(0).routable);
   CHECK(fleet.at(0).breaker.state() == CircuitBreaker::State::kHalfOpen);
   CHECK(changes == std::vector<std::pair<size_t, bool>>{{0, false}, {0, true}});

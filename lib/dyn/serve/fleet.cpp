@@ -157,21 +157,27 @@ void Fleet::record_outcome(size_t i, bool success) {
   if (!w.breaker.record(success, clock_.now_ms(), circuit_)) return;
   update_routable(i);
   const auto s = w.breaker.state();
+  if (s == CircuitBreaker::State::kOpen && on_open_) on_open_();
   diag::note(s == CircuitBreaker::State::kOpen
                  ? fmt::format("worker {} ({}): circuit open after {} failures in a row; not routed to for {:g} s", i,
                                w.url, w.breaker.consecutive_failures(), circuit_.timeout_s)
                  : fmt::format("worker {} ({}): circuit {}", i, w.url, circuit_name(s)));
 }
 
-void Fleet::tick() {
-  if (!circuit_.enabled) return;
+bool Fleet::tick() {
+  if (!circuit_.enabled) return false;
   const double now = clock_.now_ms();
+  bool open = false;
   for (size_t i = 0, n = size(); i < n; ++i) {
     Worker& w = at(i);
-    if (!w.present() || !w.breaker.tick(now, circuit_)) continue;
-    update_routable(i);
-    diag::note(fmt::format("worker {} ({}): circuit half_open; routed to again on probation", i, w.url));
+    if (!w.present()) continue;
+    if (w.breaker.tick(now, circuit_)) {
+      update_routable(i);
+      diag::note(fmt::format("worker {} ({}): circuit half_open; routed to again on probation", i, w.url));
+    }
+    open = open || w.breaker.state() == CircuitBreaker::State::kOpen;
   }
+  return open;
 }
 
 bool Fleet::check_block_size(size_t i, uint32_t bs, const char* source) {

@@ -156,7 +156,12 @@ class Fleet {
   /// that opens or closes is noted on stderr and changes routability.
   void record_outcome(size_t i, bool success);
   /// Open circuits whose timeout passed become half-open (called by the health poller's thread).
-  void tick();
+  /// True while a present worker's circuit is still open (the caller ticks again soon).
+  bool tick();
+  /// Called when a worker's circuit opens (on the thread that recorded the failure), so the
+  /// health poller, asleep until its next round, ticks again within 100 ms. Set once, before any
+  /// thread uses the fleet.
+  void on_circuit_open(std::function<void()> fn) { on_open_ = std::move(fn); }
   const CircuitOptions& circuit() const { return circuit_; }
   /// The router's KV block size in tokens (0 in capture mode).
   uint32_t block_size() const { return block_size_; }
@@ -193,6 +198,7 @@ class Fleet {
   const Clock& clock_;
   std::function<void(size_t, bool)> on_change_;
   std::function<void(size_t, uint64_t)> on_kv_blocks_;
+  std::function<void()> on_open_;
 };
 
 }  // namespace dyn::serve

@@ -21,10 +21,10 @@ void HealthPoller::start() {
 
 void HealthPoller::stop() {
   {
-    std::lock_guard<std::mutex> lk(mu_);
-    stopping_ = true;
+    std::lock_guard<std::mutex> lk(wake_->mu);
+    wake_->stopping = true;
   }
-  cv_.notify_all();
+  wake_->cv.notify_all();
 }
 
 void HealthPoller::join() {
@@ -121,14 +121,25 @@ void poll_once(Fleet& fleet, size_t i, Polled& p, unsigned failure_threshold, bo
 
 }  // namespace
 
+HealthPoller::HealthPoller(Fleet& fleet, HealthPollOptions options) : fleet_(fleet), opt_(options) {
+  fleet_.on_circuit_open([w = wake_] {
+    {
+      std::lock_guard lk(w->mu);
+      w->circuit_opened = true;
+    }
+    w->cv.notify_one();
+  });
+}
+
 void HealthPoller::run() {
   std::vector<Polled> polled;
-  // The loop wakes at least every 100 ms so an open circuit turns half-open on time (Fleet::tick)
-  // whatever the polling period; each worker is polled once per period.
-  const double tick_ms = std::min(opt_.interval_ms, 100.0);
+  // Each worker is polled once per period. While a circuit is open the loop wakes every 100 ms
+  // (or each period, if shorter) so it turns half-open on time (Fleet::tick); otherwise it sleeps
+  // until the next round.
+  const auto tick = std::chrono::microseconds(static_cast<int64_t>(std::min(opt_.interval_ms, 100.0) * 1000));
   auto next_round = std::chrono::steady_clock::now();
   for (;;) {
-    fleet_.tick();
+    const bool open = fleet_.tick();
     if (std::chrono::steady_clock::now() >= next_round) {
       next_round += std::chrono::microseconds(static_cast<int64_t>(opt_.interval_ms * 1000));
       // Workers that joined since the last round are polled from this one on; removed ones not.
@@ -143,9 +154,11 @@ void HealthPoller::run() {
       }
       if (next_round < std::chrono::steady_clock::now()) next_round = std::chrono::steady_clock::now();
     }
-    std::unique_lock<std::mutex> lk(mu_);
-    if (cv_.wait_for(lk, std::chrono::microseconds(static_cast<int64_t>(tick_ms * 1000)), [&] { return stopping_; }))
-      return;
+    Wake& w = *wake_;
+    std::unique_lock<std::mutex> lk(w.mu);
+    const auto until = open ? std::min(next_round, std::chrono::steady_clock::now() + tick) : next_round;
+    if (w.cv.wait_until(lk, until, [&] { return w.stopping || w.circuit_opened; }) && w.stopping) return;
+    w.circuit_opened = false;
   }
 }
 

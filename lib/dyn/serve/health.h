@@ -3,6 +3,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -25,11 +26,15 @@ struct HealthPollOptions {
 /// since the previous poll (busy, not dead); a 200 brings it back, and its `kv_block_size`
 /// metadata (dyn-mocker's) goes through the fleet's block size rule, and its GET /metrics says
 /// its KV capacity (vLLM's cache_config_info num_gpu_blocks) once it is up. Workers that join later are
-/// polled from the next round, removed ones no more. Between rounds (at least every 100 ms) the
-/// thread turns open circuits whose timeout passed half-open (Fleet::tick), beside the polls.
+/// polled from the next round, removed ones no more. While a circuit is open the thread also
+/// wakes every 100 ms to turn it half-open once its timeout passed (Fleet::tick); otherwise it
+/// sleeps until its next round (a circuit that opens wakes it), since each wake-up costs CPU
+/// (issue 54: ten a second were two thirds of an idle router's CPU).
 class HealthPoller {
  public:
-  HealthPoller(Fleet& fleet, HealthPollOptions options) : fleet_(fleet), opt_(options) {}
+  /// Registers with `fleet` for circuit openings (Fleet::on_circuit_open): construct it before
+  /// any thread uses the fleet.
+  HealthPoller(Fleet& fleet, HealthPollOptions options);
   ~HealthPoller() { join(); }
   HealthPoller(const HealthPoller&) = delete;
   HealthPoller& operator=(const HealthPoller&) = delete;
@@ -47,9 +52,15 @@ class HealthPoller {
   Fleet& fleet_;
   const HealthPollOptions opt_;
   std::thread thread_;
-  std::mutex mu_;
-  std::condition_variable cv_;
-  bool stopping_ = false;
+  /// What wakes the thread: stop(), or a circuit that opened since it last looked. Shared with
+  /// the fleet's circuit listener, which may outlive this poller.
+  struct Wake {
+    std::mutex mu;
+    std::condition_variable cv;
+    bool stopping = false;
+    bool circuit_opened = false;
+  };
+  std::shared_ptr<Wake> wake_ = std::make_shared<Wake>();
 };
 
 }  // namespace dyn::serve
