@@ -5,10 +5,10 @@
 #include <sys/socket.h>
 
 #include <algorithm>
-#include <cstring>
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <future>
 #include <limits>
 #include <optional>

@@ -176,13 +176,13 @@ void PrefixIndex::store_blocks(uint32_t w, std::span<const uint64_t> seq, double
   for (size_t i = n; i-- > 0;) {
     if (i >= kStoreAhead) map_.prefetch(seq[i - kStoreAhead]);
     const uint32_t fresh = free_entries_.empty() ? static_cast<uint32_t>(entries_.size()) : free_entries_.back();
+    if (fresh & kNew) throw std::length_error("PrefixIndex: over 2^31 holder entries");
     bool inserted = false;
     const HolderMap::Cell* c = map_.find_or_insert(seq[i], w, fresh, &inserted);
     if (!inserted) {
       touched_[i] = c->entry;
       continue;
     }
-    if (fresh & kNew) throw std::length_error("PrefixIndex: over 2^31 holder entries");
     if (free_entries_.empty()) entries_.push_back(Entry{seq[i], kNil, 0, now_ms});
     else free_entries_.pop_back();
     touched_[i] = fresh | kNew;
