@@ -211,8 +211,9 @@ constexpr auto kBodyReadTimeout = std::chrono::seconds(60);
 // Beast reads max(512, the buffer's free room) bytes at a time, up to 64 KiB. A body read through
 // the room the header left took one recv, timer update and handler per 512 bytes to 1 KiB: 640
 // reads for a 160k-token prompt, most of dyn-route's CPU on agent prompts (issue 54's profile).
-// The buffer gets room for 64 KiB reads before a body, and gives it back after (an idle
-// keep-alive connection keeps 8 KiB at most).
+// The buffer gets room for 64 KiB reads before a chunked body (one of known length is read
+// straight into its string), and gives it back after (an idle keep-alive connection keeps 8 KiB
+// at most).
 constexpr size_t kBodyReadRoom = 64 << 10;
 constexpr size_t kIdleBufferRoom = 8 << 10;
 // Room past a body's end for a JSON parser that reads ahead: simdjson reads up to 64 bytes past
@@ -222,26 +223,18 @@ constexpr auto kWriteTimeout = std::chrono::seconds(60);
 
 const char* const kMalformed = "malformed request (a header line over 8 KiB, or a bad request line or header)";
 
-/// A request body read into a std::string by appending what each read brought. Beast's
-/// string_body grows the string with resize() and then copies into it: every body byte was
-/// zeroed before it was copied, a memset as large as the prompt (issue 54: 11.5 % of the
-/// router's instructions on a 150k-token prompt). A known length is reserved once, with room
-/// past the end for simdjson (kBodyPadding), so the body is parsed where it lies.
+/// A chunked request body, read into a std::string by appending what each read brought (a body
+/// of known length bypasses the parser: ServerSession::read_known_body). Beast's string_body
+/// grows the string with resize() and then copies into it: every body byte was zeroed before it
+/// was copied, a memset as large as the prompt (issue 54: 11.5 % of the router's instructions on a
+/// 150k-token prompt).
 struct AppendBody {
   using value_type = std::string;
   class reader {
    public:
     template <bool isRequest, class Fields>
     reader(bhttp::header<isRequest, Fields>&, value_type& body) : body_(body) {}
-    void init(const boost::optional<std::uint64_t>& length, beast::error_code& ec) {
-      ec = {};
-      if (!length) return;
-      if (*length > body_.max_size() - kBodyPadding) {
-        ec = bhttp::error::buffer_overflow;
-        return;
-      }
-      body_.reserve(static_cast<size_t>(*length) + kBodyPadding);
-    }
+    void init(const boost::optional<std::uint64_t>&, beast::error_code& ec) { ec = {}; }
     template <class ConstBufferSequence>
     size_t put(const ConstBufferSequence& buffers, beast::error_code& ec) {
       const size_t n = beast::buffer_bytes(buffers);
@@ -447,8 +440,7 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
   void read_body() {
     if (parser->is_done()) return dispatch();
     if (const auto length = parser->content_length(); length && !parser->chunked()) return read_known_body(*length);
-    const uint64_t left = parser->content_length_remaining().value_or(kBodyReadRoom);
-    buf.reserve(buf.size() + static_cast<size_t>(std::min<uint64_t>(left, kBodyReadRoom)));
+    buf.reserve(buf.size() + kBodyReadRoom);  // a chunked body: its length is not known
     stream.expires_after(kBodyReadTimeout);
     auto self = shared_from_this();
     bhttp::async_read(stream, buf, *parser, [self](beast::error_code ec, size_t) {

@@ -420,7 +420,7 @@ uint32_t PrefixIndex::overlaps_jump(std::span<const uint64_t> seq, double now_ms
       size_t good = done, bad = p + 1;
       while (bad - good > 1) {
         const size_t m = good + (bad - good) / 2;
-        (holds_live(w, seq[m - 1], now_ms) ? good : bad) = m;
+        (holds(w, seq[m - 1], now_ms) ? good : bad) = m;
       }
       out[w] = static_cast<uint32_t>(good);
       best = std::max(best, out[w]);

@@ -144,10 +144,6 @@ class PrefixIndex {
   static constexpr size_t kJump = 32;
   static constexpr size_t kJumpFrom = 4 * kJump;
   uint32_t overlaps_jump(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const;
-  bool holds_live(uint32_t w, uint64_t hash, double now_ms) const {
-    const HolderMap::Cell* c = map_.find(hash, w);
-    return c && live(entries_[c->entry], now_ms);
-  }
   /// The entry path's step at block `i` (hash `h`) of a scan: each worker whose live entry holds h
   /// and whose run reached i (out[w] == i) advances to i + 1. True if any did.
   bool advance_entries(uint64_t h, size_t i, double now_ms, std::span<uint32_t> out) const;
@@ -179,7 +175,8 @@ class PrefixIndex {
 
  public:
   /// Bytes kept per block a worker holds: its holder entry, one LRU record and two of the map's
-  /// 16-byte cells (a cell per holder; the map is at most half full). The simulator's configured KV state counts these.
+  /// 16-byte cells (a cell per holder; the map is at most half full). The simulator's configured
+  /// KV state counts these.
   static constexpr size_t kBytesPerBlock = sizeof(Entry) + sizeof(Touch) + 2 * 16;
 };
 
