@@ -13,7 +13,9 @@ says otherwise; anything unmatched gets 404 with a JSON body. A route with "watc
 watches its connection while it waits (the stall, each sleep): when the client closes it, the
 answer stops there and the log gets {"client_closed": target, "after_ms": ms since the request was
 read, "at": "headers" or the segment index} (what an engine that aborts a request on disconnect
-sees).
+sees). A top-level "requests_per_connection": N answers N requests on a connection and then, at
+the next request's head, closes it without a word, logged {"dropped": target} (a server whose
+keep-alive cap or idle timeout races the client's next request on a kept connection).
 
 The bytes are written by hand, not by an HTTP library, so the response framing is exactly what the
 script says (the tests check what a proxy makes of it). Every request is logged as one JSON line
@@ -44,6 +46,7 @@ def read_line(f):
 class Handler(socketserver.StreamRequestHandler):
     def handle(self):
         self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.answered = 0
         while True:
             try:
                 if not self.one():
@@ -63,6 +66,11 @@ class Handler(socketserver.StreamRequestHandler):
             self.log({"bad_request_line": line[:200]})
             return False
         method, target, _ = parts
+        cap = self.server.script.get("requests_per_connection")
+        if cap is not None and self.answered >= cap:
+            self.log({"dropped": target})
+            return False
+        self.answered += 1
         headers = []
         while True:
             h = read_line(f)

@@ -40,21 +40,41 @@ struct Polled {
   unsigned failed_polls = 0;   ///< consecutive
   uint64_t answered_seen = 0;  ///< the worker's answered count at the previous poll
   bool kv_asked = false;       ///< GET /metrics answered since the worker last came up
+  bool connected = false;      ///< the client's keep-alive connection answered the last request
 };
 
-/// The client of one worker's polls.
+/// The client of one worker's polls. Its connection is kept alive between polls: a fresh one per
+/// poll cost a connect, a close and a TIME_WAIT socket every interval per worker, about 70 % of
+/// an idle router's CPU (issue 54: ~115 us a poll on this VM, half the router's CPU per request
+/// at one agent session). get() absorbs the price of reuse.
 std::unique_ptr<httplib::Client> poll_client(const http::UpstreamPool& pool, double timeout_ms) {
   auto c = std::make_unique<httplib::Client>(pool.url().scheme_host_port);
   auto us = std::chrono::microseconds(static_cast<int64_t>(timeout_ms * 1000));
   c->set_connection_timeout(us);
   c->set_read_timeout(us);
-  // A fresh connection per poll: a reused keep-alive connection may have been closed by the
-  // worker (idle timeout, request cap, restart), and the poll then fails with a write error that
-  // says nothing about the worker's health. Seen under load in the soak ("GET /health failed:
-  // Write") as a healthy worker marked down and its hard-affinity sessions moved. Proxied
-  // requests do not need this: ProxyCall retries a reused connection once on a fresh one.
-  c->set_keep_alive(false);
+  c->set_keep_alive(true);
   return c;
+}
+
+/// GET `path` on worker p's poll client. A kept connection may have been closed by the worker
+/// since its last answer (idle timeout, request cap, restart): the request then fails at once
+/// with a write or read error that says nothing about the worker's health. Seen under load in the
+/// soak ("GET /health failed: Write") as a healthy worker marked down and its hard-affinity
+/// sessions moved, so such a failure is retried once on a fresh connection, as ProxyCall retries
+/// a reused upstream connection. A read that ran into the timeout is the worker's own answer
+/// and is not retried (it would double the wait).
+httplib::Result get(Polled& p, const std::string& path, double timeout_ms) {
+  const bool reused = p.connected;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto r = p.client->Get(path);
+  const auto e = r.error();
+  if (!r && reused && (e == httplib::Error::Write || e == httplib::Error::Read) &&
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < timeout_ms / 2) {
+    p.client->stop();  // the stale socket goes: the retry connects afresh
+    r = p.client->Get(path);
+  }
+  p.connected = static_cast<bool>(r);
+  return r;
 }
 
 /// Asks worker i's GET /metrics for its KV capacity: vLLM's info gauge
@@ -62,9 +82,9 @@ std::unique_ptr<httplib::Client> poll_client(const http::UpstreamPool& pool, dou
 /// it too), N blocks of B tokens, recorded in router blocks (N x B / the router's block size). True
 /// once the worker answered (with the gauge or without it: an engine without one is not asked
 /// again until it comes back up), false when the request failed.
-bool learn_kv_blocks(Fleet& fleet, size_t i, httplib::Client& client) {
+bool learn_kv_blocks(Fleet& fleet, size_t i, Polled& p, double timeout_ms) {
   Fleet::Worker& w = fleet.at(i);
-  auto r = client.Get(w.pool.url().path_prefix + "/metrics");
+  auto r = get(p, w.pool.url().path_prefix + "/metrics", timeout_ms);
   if (!r) return false;
   if (r->status != 200) return true;
   constexpr std::string_view kInfo = "vllm:cache_config_info";
@@ -79,9 +99,9 @@ bool learn_kv_blocks(Fleet& fleet, size_t i, httplib::Client& client) {
 }
 
 /// One poll of worker `i`: its verdict goes to the fleet.
-void poll_once(Fleet& fleet, size_t i, Polled& p, unsigned failure_threshold, bool learn_kv) {
+void poll_once(Fleet& fleet, size_t i, Polled& p, const HealthPollOptions& opt) {
   Fleet::Worker& w = fleet.at(i);
-  auto r = p.client->Get(w.pool.url().path_prefix + "/health");
+  auto r = get(p, w.pool.url().path_prefix + "/health", opt.timeout_ms);
   bool ok = r && r->status == 200;
   // A poll that got no answer from a worker that completed requests since the last poll is not
   // a failure: the worker is alive, its HTTP server busy (a thread-per-connection engine with
@@ -108,12 +128,12 @@ void poll_once(Fleet& fleet, size_t i, Polled& p, unsigned failure_threshold, bo
         fleet.check_block_size(i, it->get<uint32_t>(), "GET /health kv_block_size");
     }
     if (w.refused) return fleet.set_health(i, false, "refused: block size mismatch");
-    if (learn_kv && !p.kv_asked) p.kv_asked = learn_kv_blocks(fleet, i, *p.client);
+    if (opt.learn_kv_blocks && !p.kv_asked) p.kv_asked = learn_kv_blocks(fleet, i, p, opt.timeout_ms);
   } else {
     p.kv_asked = false;  // a worker that comes back may be another engine: ask again
   }
   p.failed_polls = ok ? 0 : p.failed_polls + 1;
-  if (ok || p.failed_polls >= std::max(1u, failure_threshold)) {
+  if (ok || p.failed_polls >= std::max(1u, opt.failure_threshold)) {
     if (!ok && p.failed_polls > 1) why += fmt::format(" ({} polls in a row)", p.failed_polls);
     fleet.set_health(i, ok, why);
   }
@@ -150,7 +170,7 @@ void HealthPoller::run() {
           continue;
         }
         if (!polled[i].client) polled[i].client = poll_client(fleet_.at(i).pool, opt_.timeout_ms);
-        poll_once(fleet_, i, polled[i], opt_.failure_threshold, opt_.learn_kv_blocks);
+        poll_once(fleet_, i, polled[i], opt_);
       }
       if (next_round < std::chrono::steady_clock::now()) next_round = std::chrono::steady_clock::now();
     }
