@@ -459,8 +459,12 @@ struct ServerSession : std::enable_shared_from_this<ServerSession> {
     std::string& body = parser->get().body();
     body.reserve(n + kBodyPadding);
     const size_t have = std::min(buf.size(), n);
-    body.resize(n);
-    std::memcpy(body.data(), buf.data().data(), have);
+    // The string takes its length without zeroing the bytes the socket is about to write (resize()
+    // zeroed them all first: a memset as large as the prompt); they are read only once it has.
+    body.resize_and_overwrite(n, [&](char* p, size_t) {
+      std::memcpy(p, buf.data().data(), have);
+      return n;
+    });
     buf.consume(have);
     if (have == n) return dispatch();
     stream.expires_after(kBodyReadTimeout);
