@@ -21,7 +21,13 @@
 # replay reproduces that pass's checksum of overlaps.
 # The approximate index (no events: insert() with 120 s TTL and a 16,384-block LRU budget, what
 # dyn-route runs without --worker-kv-events) is measured the same way (no goal).
-# Anchor: route_core_bench on the same trace (the whole routing core, some 2M index ops/s).
+# Anchors: route_core_bench on the same trace (the whole routing core, some 2M index ops/s); and
+# this machine's memory (index_throughput_bench's "anchor memory" line): random updates of 16-byte
+# cells in a table of the event-fed index's size, prefetched as the index prefetches, in runs of
+# a lookup's or an event batch's blocks, and the ops/s that alone would allow at the timeline's
+# blocks per op when ops overlap; and the memory's latency (a pointer chase through that table),
+# which an op applied one at a time (its cells loading only once it starts, as the router applies
+# them) waits at least once: 1e9 / latency ops/s is the most one core can do that way.
 # Default fleet: 8 workers x 8 copies (64 workers, 375k ops a replay); `--copies 1` is 8 workers.
 # Goal: event-fed, one thread: at least 7,000,000 ops/s per core.
 # Ends with one verdict line: PASS, or MISS naming the goal (exit 1).

@@ -8,7 +8,8 @@
 // dyn-route runs without --worker-kv-events) it is one lookup or one insert() of a request's
 // blocks with the router's TTL and budget. Every lookup is checked against a naive reference
 // index (per-worker hash sets) in a separate pass; the timed single-thread passes must reproduce
-// the same checksum of overlaps.
+// the same checksum of overlaps. The memory anchor times random 16-byte cell updates in a table of
+// the event-fed index's size, in runs of an op's blocks: the bound this machine's memory sets.
 //
 // usage: index_throughput_bench TRACE.jsonl[.gz] [--workers N] [--copies C] [--passes P]
 //                               [--threads T] [--rows R] [--start-rate OPS] [--check 0|1] [--cold 0|1]
@@ -186,6 +187,19 @@ Timeline build_timeline(const std::vector<Row>& rows, const Args& a, bool events
         tl.ops.push_back(Op{base[k].t_ms, base[k].worker + c * a.workers, base[k].kind,
                             static_cast<uint32_t>(base[k].off + c * base_hashes), base[k].len});
   }
+  // The hashes in replay order: each op's blocks follow the previous op's, so the replay reads
+  // them as one stream. A router's event or request hashes are in cache when it applies them (it
+  // just decoded or computed them); scattered over the array (by generation: worker by worker,
+  // copy by copy), every op began with a cache miss of the harness's own, a fifth of apply_bits'
+  // samples.
+  std::vector<uint64_t> ordered;
+  ordered.reserve(tl.hashes.size());
+  for (Op& o : tl.ops) {
+    const auto off = static_cast<uint32_t>(ordered.size());
+    ordered.insert(ordered.end(), tl.hashes.begin() + o.off, tl.hashes.begin() + o.off + o.len);
+    o.off = off;
+  }
+  tl.hashes = std::move(ordered);
   for (size_t i = 0; i < tl.ops.size(); ++i) {
     const Op& o = tl.ops[i];
     tl.batches += o.kind != Kind::kLookup && o.kind != Kind::kInsert && !same_batch(tl.ops, i - 1, i);
@@ -469,6 +483,83 @@ bool parse(int argc, char** argv, Args& a) {
 
 }  // namespace
 
+// The memory anchor: what this machine's memory allows an index of this size. Random 16-byte
+// cell updates (the event-fed index's cell: a sequence hash and its holder bits) in a table of
+// `cells` cells, prefetched 32 ahead as PrefixIndex does, in runs of `run` cells with nothing in
+// flight between runs (an op: its blocks' cells are known when it starts, the next op's are not).
+// Returns ns per cell, the median of 3 passes of 4 million updates.
+double memory_anchor_ns(size_t cells, size_t run) {
+  struct Cell {
+    uint64_t key, bits;
+  };
+  kv::HugeArray<Cell> t(cells);  // on huge pages, as the index's table
+  for (size_t i = 0; i < cells; ++i) t[i] = Cell{i * 0x9E3779B97F4A7C15ull, 0};
+  std::mt19937_64 rng(7);
+  std::vector<uint32_t> idx(4'000'000);
+  for (auto& x : idx) x = static_cast<uint32_t>(rng() % cells);
+  constexpr size_t kAhead = 32;
+  std::vector<double> ns;
+  uint64_t sink = 0;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t b = 0; b < idx.size(); b += run) {
+      const size_t e = std::min(idx.size(), b + run);
+      for (size_t i = b; i < e && i < b + kAhead; ++i) __builtin_prefetch(&t[idx[i]], 1);
+      for (size_t i = b; i < e; ++i) {
+        if (i + kAhead < e) __builtin_prefetch(&t[idx[i + kAhead]], 1);
+        Cell& c = t[idx[i]];
+        c.bits |= uint64_t{1} << (i & 63);
+        sink += c.key;
+      }
+    }
+    ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() /
+                 static_cast<double>(idx.size()));
+  }
+  if (sink == 42) std::printf(" ");  // keeps the loads
+  std::sort(ns.begin(), ns.end());
+  return ns[1];
+}
+
+// The memory's latency: ns per hop of a pointer chase through a table of `cells` 16-byte cells
+// in one random cycle (each load waits for the one before), the median of 3 passes of 2 million
+// hops. An op whose cells start loading only when it starts waits at least this long.
+double memory_latency_ns(size_t cells) {
+  kv::HugeArray<uint64_t> next(cells *
+                               2);  // cell i's first word holds the next cell's index (as the index, on huge pages)
+  std::vector<uint32_t> order(cells);
+  for (size_t i = 0; i < cells; ++i) order[i] = static_cast<uint32_t>(i);
+  std::mt19937_64 rng(11);
+  for (size_t i = cells - 1; i > 0; --i) std::swap(order[i], order[rng() % i]);  // Sattolo: one cycle
+  for (size_t i = 0; i < cells; ++i) next[2 * order[i]] = order[(i + 1) % cells];
+  std::vector<double> ns;
+  uint64_t at = 0;
+  constexpr size_t kHops = 2'000'000;
+  for (int pass = 0; pass < 3; ++pass) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for (size_t h = 0; h < kHops; ++h) at = next[2 * at];
+    ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kHops);
+  }
+  if (at == cells) std::printf(" ");  // keeps the chase
+  std::sort(ns.begin(), ns.end());
+  return ns[1];
+}
+
+// The event-fed index's table size after the timeline: cells for its peak distinct blocks at the
+// map's 50 % maximum load, a power of two (FlatMaskMap's growth rule); the peak is sampled every
+// 1,024 ops of one unthrottled pass.
+size_t table_cells(const Timeline& tl) {
+  kv::PrefixIndex ix(index_config(true));
+  ix.set_worker_count(tl.workers);
+  uint64_t peak = 0;
+  for (size_t i = 0; i < tl.ops.size(); ++i) {
+    apply(ix, tl, tl.ops[i]);
+    if (i % 1024 == 0) peak = std::max(peak, ix.distinct_blocks());
+  }
+  size_t cells = 16;
+  while (cells < 2 * peak) cells *= 2;
+  return cells;
+}
+
 int main(int argc, char** argv) {
   Args a;
   if (!parse(argc, argv, a)) {
@@ -512,6 +603,25 @@ int main(int argc, char** argv) {
                   events ? "event-fed" : "approximate", static_cast<unsigned long long>(tl.lookups), tl.workers,
                   static_cast<unsigned long long>(bad));
     if (bad) rc = 1;
+    if (events) {
+      // Per op, its blocks: a lookup's, or a batch's (a worker's step, applied in one call).
+      const double blocks = static_cast<double>(tl.lookup_blocks + tl.stored_blocks + tl.removed_blocks) /
+                            static_cast<double>(tl.lookups + tl.batches);
+      const double per_op = static_cast<double>(tl.lookup_blocks + tl.stored_blocks + tl.removed_blocks) /
+                            static_cast<double>(tl.ops.size());
+      const size_t cells = table_cells(tl);
+      const double ns = memory_anchor_ns(cells, static_cast<size_t>(blocks + 0.5));
+      const double lat = memory_latency_ns(cells);
+      std::printf(
+          "anchor memory: random 16-byte cell updates in a %.0f MB table (the index's, %zu cells), prefetched 32 "
+          "ahead in runs of %.0f (the blocks of a lookup or an event batch): %.1f ns each; at %.1f blocks per op "
+          "the memory alone allows %.0f ops/s per core when ops overlap\n",
+          static_cast<double>(cells) * 16 / 1048576.0, cells, blocks, ns, per_op, 1e9 / (ns * per_op));
+      std::printf(
+          "anchor memory: latency %.0f ns (pointer chase through that table): one op at a time, its cells loading "
+          "only once it starts, waits at least that long: at most %.0f ops/s per core\n",
+          lat, 1e9 / lat);
+    }
     const double one = sweep(tl, events, a, 1, want);
     if (a.threads > 1) sweep(tl, events, a, a.threads, want);
     std::printf("RESULT %s ops_per_core=%.0f\n", events ? "event_fed" : "approximate", one);
