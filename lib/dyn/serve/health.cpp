@@ -40,7 +40,6 @@ struct Polled {
   unsigned failed_polls = 0;   ///< consecutive
   uint64_t answered_seen = 0;  ///< the worker's answered count at the previous poll
   bool kv_asked = false;       ///< GET /metrics answered since the worker last came up
-  bool connected = false;      ///< the client's keep-alive connection answered the last request
 };
 
 /// The client of one worker's polls. Its connection is kept alive between polls: a fresh one per
@@ -56,24 +55,23 @@ std::unique_ptr<httplib::Client> poll_client(const http::UpstreamPool& pool, dou
   return c;
 }
 
-/// GET `path` on worker p's poll client. A kept connection may have been closed by the worker
+/// GET `path` on a worker's poll client. A kept connection may have been closed by the worker
 /// since its last answer (idle timeout, request cap, restart): the request then fails at once
 /// with a write or read error that says nothing about the worker's health. Seen under load in the
 /// soak ("GET /health failed: Write") as a healthy worker marked down and its hard-affinity
 /// sessions moved, so such a failure is retried once on a fresh connection, as ProxyCall retries
 /// a reused upstream connection. A read that ran into the timeout is the worker's own answer
 /// and is not retried (it would double the wait).
-httplib::Result get(Polled& p, const std::string& path, double timeout_ms) {
-  const bool reused = p.connected;
+httplib::Result get(httplib::Client& client, const std::string& path, double timeout_ms) {
+  const bool reused = client.is_socket_open() != 0;  // a connection kept from an earlier answer
   const auto t0 = std::chrono::steady_clock::now();
-  auto r = p.client->Get(path);
+  auto r = client.Get(path);
   const auto e = r.error();
   if (!r && reused && (e == httplib::Error::Write || e == httplib::Error::Read) &&
       std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < timeout_ms / 2) {
-    p.client->stop();  // the stale socket goes: the retry connects afresh
-    r = p.client->Get(path);
+    client.stop();  // the stale socket goes: the retry connects afresh
+    r = client.Get(path);
   }
-  p.connected = static_cast<bool>(r);
   return r;
 }
 
@@ -82,9 +80,9 @@ httplib::Result get(Polled& p, const std::string& path, double timeout_ms) {
 /// it too), N blocks of B tokens, recorded in router blocks (N x B / the router's block size). True
 /// once the worker answered (with the gauge or without it: an engine without one is not asked
 /// again until it comes back up), false when the request failed.
-bool learn_kv_blocks(Fleet& fleet, size_t i, Polled& p, double timeout_ms) {
+bool learn_kv_blocks(Fleet& fleet, size_t i, httplib::Client& client, double timeout_ms) {
   Fleet::Worker& w = fleet.at(i);
-  auto r = get(p, w.pool.url().path_prefix + "/metrics", timeout_ms);
+  auto r = get(client, w.pool.url().path_prefix + "/metrics", timeout_ms);
   if (!r) return false;
   if (r->status != 200) return true;
   constexpr std::string_view kInfo = "vllm:cache_config_info";
@@ -101,7 +99,7 @@ bool learn_kv_blocks(Fleet& fleet, size_t i, Polled& p, double timeout_ms) {
 /// One poll of worker `i`: its verdict goes to the fleet.
 void poll_once(Fleet& fleet, size_t i, Polled& p, const HealthPollOptions& opt) {
   Fleet::Worker& w = fleet.at(i);
-  auto r = get(p, w.pool.url().path_prefix + "/health", opt.timeout_ms);
+  auto r = get(*p.client, w.pool.url().path_prefix + "/health", opt.timeout_ms);
   bool ok = r && r->status == 200;
   // A poll that got no answer from a worker that completed requests since the last poll is not
   // a failure: the worker is alive, its HTTP server busy (a thread-per-connection engine with
@@ -128,7 +126,7 @@ void poll_once(Fleet& fleet, size_t i, Polled& p, const HealthPollOptions& opt) 
         fleet.check_block_size(i, it->get<uint32_t>(), "GET /health kv_block_size");
     }
     if (w.refused) return fleet.set_health(i, false, "refused: block size mismatch");
-    if (opt.learn_kv_blocks && !p.kv_asked) p.kv_asked = learn_kv_blocks(fleet, i, p, opt.timeout_ms);
+    if (opt.learn_kv_blocks && !p.kv_asked) p.kv_asked = learn_kv_blocks(fleet, i, *p.client, opt.timeout_ms);
   } else {
     p.kv_asked = false;  // a worker that comes back may be another engine: ask again
   }
