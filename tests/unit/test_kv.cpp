@@ -465,3 +465,18 @@ TEST_CASE("jump search: prefix-closed lookups (inserts, TTL, budget only) match 
   // last block between checkpoints; the budget prunes mid-chain.
   check_against_lru_model(false, 200, 400);
 }
+
+TEST_CASE("jump search: many workers ending between two checkpoints are found by one scan") {
+  // 64 workers hold 40..50 blocks of one 200-block chain, worker 64 holds 70 and worker 65 holds
+  // 120: all but those two fail the checkpoint at block 64 together (one scan of blocks 33..),
+  // each of those two fails a later checkpoint alone (a binary search).
+  PrefixIndex ix(IndexConfig{0, 100'000, 0.8});
+  ix.set_worker_count(66);
+  std::vector<uint64_t> chain(200);
+  std::iota(chain.begin(), chain.end(), uint64_t{1});
+  auto held = [](uint32_t w) -> uint32_t { return w < 64 ? 40 + w % 11 : w == 64 ? 70 : 120; };
+  for (uint32_t w = 0; w < 66; ++w) ix.insert(w, std::span(chain).first(held(w)), w);
+  std::vector<uint32_t> out(66);
+  CHECK(ix.overlaps(chain, 100, out) == 120);
+  for (uint32_t w = 0; w < 66; ++w) CHECK(out[w] == held(w));
+}

@@ -143,6 +143,9 @@ class PrefixIndex {
   /// checks every kJump-th block, for sequences of kJumpFrom blocks or more.
   static constexpr size_t kJump = 32;
   static constexpr size_t kJumpFrom = 4 * kJump;
+  /// overlaps_jump() scans the blocks after a checkpoint for the workers that failed it when this
+  /// many or more did, and binary-searches each one when fewer did.
+  static constexpr size_t kScanFailing = 16;
   uint32_t overlaps_jump(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const;
   /// The entry path's step at block `i` (hash `h`) of a scan: each worker whose live entry holds h
   /// and whose run reached i (out[w] == i) advances to i + 1. True if any did.
