@@ -516,16 +516,15 @@ double memory_anchor_ns(size_t cells, size_t run) {
                  static_cast<double>(idx.size()));
   }
   if (sink == 42) std::printf(" ");  // keeps the loads
-  std::sort(ns.begin(), ns.end());
-  return ns[1];
+  return median(ns);
 }
 
 // The memory's latency: ns per hop of a pointer chase through a table of `cells` 16-byte cells
 // in one random cycle (each load waits for the one before), the median of 3 passes of 2 million
 // hops. An op whose cells start loading only when it starts waits at least this long.
 double memory_latency_ns(size_t cells) {
-  kv::HugeArray<uint64_t> next(cells *
-                               2);  // cell i's first word holds the next cell's index (as the index, on huge pages)
+  // Cell i's first word holds the next cell's index (16-byte cells on huge pages, as the index's).
+  kv::HugeArray<uint64_t> next(cells * 2);
   std::vector<uint32_t> order(cells);
   for (size_t i = 0; i < cells; ++i) order[i] = static_cast<uint32_t>(i);
   std::mt19937_64 rng(11);
@@ -540,8 +539,7 @@ double memory_latency_ns(size_t cells) {
     ns.push_back(std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kHops);
   }
   if (at == cells) std::printf(" ");  // keeps the chase
-  std::sort(ns.begin(), ns.end());
-  return ns[1];
+  return median(ns);
 }
 
 // The event-fed index's table size after the timeline: cells for its peak distinct blocks at the
@@ -605,10 +603,9 @@ int main(int argc, char** argv) {
     if (bad) rc = 1;
     if (events) {
       // Per op, its blocks: a lookup's, or a batch's (a worker's step, applied in one call).
-      const double blocks = static_cast<double>(tl.lookup_blocks + tl.stored_blocks + tl.removed_blocks) /
-                            static_cast<double>(tl.lookups + tl.batches);
-      const double per_op = static_cast<double>(tl.lookup_blocks + tl.stored_blocks + tl.removed_blocks) /
-                            static_cast<double>(tl.ops.size());
+      const auto all_blocks = static_cast<double>(tl.lookup_blocks + tl.stored_blocks + tl.removed_blocks);
+      const double blocks = all_blocks / static_cast<double>(tl.lookups + tl.batches);
+      const double per_op = all_blocks / static_cast<double>(tl.ops.size());
       const size_t cells = table_cells(tl);
       const double ns = memory_anchor_ns(cells, static_cast<size_t>(blocks + 0.5));
       const double lat = memory_latency_ns(cells);
