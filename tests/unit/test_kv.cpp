@@ -466,6 +466,32 @@ TEST_CASE("jump search: prefix-closed lookups (inserts, TTL, budget only) match 
   check_against_lru_model(false, 200, 400);
 }
 
+TEST_CASE("TTL: a held run whose deepest blocks outlived the TTL counts only its live part") {
+  // Lookups count held blocks and check the TTL once a worker, at its run's end (issue 54): a
+  // worker whose last block expired (not yet dropped: expiry runs at its inserts) is cut back to
+  // its refreshed prefix, one whose every block expired to nothing. 200 blocks take the jump
+  // search, 40 the block-by-block scan.
+  for (const uint32_t n : {200u, 40u}) {
+    CAPTURE(n);
+    PrefixIndex ix(IndexConfig{1000, 0, 0.8});
+    ix.set_worker_count(3);
+    std::vector<uint64_t> chain(n);
+    std::iota(chain.begin(), chain.end(), uint64_t{1});
+    ix.insert(0, chain, 0);
+    ix.insert(2, std::span(chain).first(n * 3 / 4), 0);
+    ix.insert(0, std::span(chain).first(n / 2 + 1), 500);  // refreshed: blocks 0..n/2 live at 1,200
+    ix.insert(1, chain, 500);
+    std::vector<uint32_t> out(3);
+    CHECK(ix.overlaps(chain, 1200, out) == n);
+    CHECK(out == std::vector<uint32_t>{n / 2 + 1, n, 0});
+    ix.insert(1, std::vector<uint64_t>{999}, 1600);  // worker 1's chain expires as well
+    CHECK(ix.overlaps(chain, 1600, out) == 0);
+    CHECK(out == std::vector<uint32_t>{0, 0, 0});
+    CHECK(ix.overlaps(std::span(chain).first(n / 2 + 1), 1400, out) == n / 2 + 1);
+    CHECK(out == std::vector<uint32_t>{n / 2 + 1, 0, 0});
+  }
+}
+
 TEST_CASE("jump search: many workers ending between two checkpoints are found by one scan") {
   // 64 workers hold 40..50 blocks of one 200-block chain, worker 64 holds 70 and worker 65 holds
   // 120: all but those two fail the checkpoint at block 64 together (one scan of blocks 33..),

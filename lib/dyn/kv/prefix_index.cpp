@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <bit>
+#include <functional>
 #include <stdexcept>
 
 namespace dyn::kv {
@@ -350,10 +351,10 @@ uint32_t PrefixIndex::overlaps_group(size_t g, uint64_t active, std::span<const 
   return static_cast<uint32_t>(i);
 }
 
-bool PrefixIndex::advance_entries(uint64_t h, size_t i, double now_ms, std::span<uint32_t> out) const {
+bool PrefixIndex::advance_entries(uint64_t h, size_t i, double now_ms, std::span<uint32_t> out, bool check_live) const {
   bool advanced = false;
   map_.for_each(h, [&](const HolderMap::Cell& c) {
-    if (out[c.worker] == i && live(entries_[c.entry], now_ms)) {
+    if (out[c.worker] == i && (!check_live || live(entries_[c.entry], now_ms))) {
       out[c.worker] = static_cast<uint32_t>(i + 1);
       advanced = true;
     }
@@ -361,9 +362,51 @@ bool PrefixIndex::advance_entries(uint64_t h, size_t i, double now_ms, std::span
   return advanced;
 }
 
+uint32_t PrefixIndex::settle_live(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
+  // Every worker counted holds block 0; its run's ends, deepest first, each block read once for
+  // all the workers whose run ends there.
+  std::vector<uint32_t>& ends = matching_;
+  ends.clear();
+  map_.for_each(seq[0], [&](const HolderMap::Cell& c) {
+    if (out[c.worker] > 0) ends.push_back(out[c.worker]);
+  });
+  std::sort(ends.begin(), ends.end(), std::greater<>());
+  ends.erase(std::unique(ends.begin(), ends.end()), ends.end());
+  for (const uint32_t r : ends) map_.prefetch(seq[r - 1]);
+  uint32_t best = 0;
+  for (const uint32_t r : ends) {
+    map_.for_each(seq[r - 1], [&](const HolderMap::Cell& c) {
+      if (out[c.worker] != r) return;
+      if (!live(entries_[c.entry], now_ms)) {
+        // Its last block outlived the TTL: its live run is shorter (a binary search, as rare as
+        // a worker whose idle time crossed the TTL since its last expiry). A worker it lowers to
+        // a shallower end met later is checked again there, live by then.
+        size_t good = 0, bad = r;  // holds the first `good` blocks live, not the first `bad`
+        while (bad - good > 1) {
+          const size_t m = good + (bad - good) / 2;
+          (holds(c.worker, seq[m - 1], now_ms) ? good : bad) = m;
+        }
+        out[c.worker] = static_cast<uint32_t>(good);
+      }
+      best = std::max(best, out[c.worker]);
+    });
+  }
+  return best;
+}
+
 uint32_t PrefixIndex::overlaps_entries(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
   if (map_.size() == 0) return 0;
   prefetch_cells(map_, seq);
+  if (prefix_closed_ && cfg_.ttl_ms > 0) {
+    // Count held blocks, live or not, and check each worker's last one once (settle_live).
+    size_t i = 0;
+    while (i < seq.size()) {
+      if (i + kAhead < seq.size()) map_.prefetch(seq[i + kAhead]);
+      if (!advance_entries(seq[i], i, now_ms, out, false)) break;
+      ++i;
+    }
+    return i == 0 ? 0 : settle_live(seq, now_ms, out);
+  }
   // A holder's TTL check reads its entry, one cache miss each (about 10 holders a block at 1,000
   // simulated workers, issue 54): the entries of block i + kEntriesAhead's holders still matching
   // start loading at block i (their cells loaded by then), the first blocks' at once.
@@ -379,7 +422,7 @@ uint32_t PrefixIndex::overlaps_entries(std::span<const uint64_t> seq, double now
   for (size_t i = 0; i < seq.size(); ++i) {
     if (i + kAhead < seq.size()) map_.prefetch(seq[i + kAhead]);
     if (aged && i + kEntriesAhead < seq.size()) prefetch_entries(i + kEntriesAhead, static_cast<uint32_t>(i));
-    if (!advance_entries(seq[i], i, now_ms, out)) break;
+    if (!advance_entries(seq[i], i, now_ms, out, true)) break;
     best = static_cast<uint32_t>(i + 1);
   }
   return best;
@@ -391,15 +434,18 @@ uint32_t PrefixIndex::overlaps_jump(std::span<const uint64_t> seq, double now_ms
   // the workers that fail a checkpoint are searched between the checkpoints for their last
   // block. An agent's 2,000-block prompt continuing on its worker is ~2,000 / kJump cells, not
   // 2,000 (issue 54: the lookup was a third of the approximate index's cost in the router).
+  // Holding is prefix-closed as holding live is (expiry and pruning take leaves first), so the
+  // search counts held blocks and settle_live() checks the TTL once a worker, at its run's end:
+  // a TTL check reads the holder's entry, a cache miss, and checking every worker still matching
+  // at every checkpoint and scanned block was three quarters of the lookups' time at 1,000
+  // simulated workers (issue 54).
   const size_t n = seq.size();
   if (n == 0 || map_.size() == 0) return 0;
   std::vector<uint32_t>& matching = matching_;
   matching.clear();
   map_.for_each(seq[0], [&](const HolderMap::Cell& c) {
-    if (live(entries_[c.entry], now_ms)) {
-      out[c.worker] = 1;
-      matching.push_back(c.worker);
-    }
+    out[c.worker] = 1;
+    matching.push_back(c.worker);
   });
   uint32_t best = matching.empty() ? 0 : 1;
   // Every worker in `matching` holds the first `done` blocks (out[w] == done).
@@ -408,7 +454,7 @@ uint32_t PrefixIndex::overlaps_jump(std::span<const uint64_t> seq, double now_ms
     for (size_t ahead = p + kJump; ahead < n && ahead <= p + 2 * kJump; ahead += kJump) map_.prefetch(seq[ahead]);
     const auto next = static_cast<uint32_t>(p + 1);
     map_.for_each(seq[p], [&](const HolderMap::Cell& c) {
-      if (out[c.worker] == done && live(entries_[c.entry], now_ms)) out[c.worker] = next;
+      if (out[c.worker] == done) out[c.worker] = next;
     });
     // The workers that failed the checkpoint (out[w] still `done`) ended between `done` and it.
     // Each is binary-searched, or, when many failed, all advance together in one scan of the
@@ -421,7 +467,7 @@ uint32_t PrefixIndex::overlaps_jump(std::span<const uint64_t> seq, double now_ms
     size_t failed = 0;
     for (const uint32_t w : matching) failed += out[w] != next;
     const bool scan = failed >= kScanFailing;
-    for (size_t b = done; scan && b < p && advance_entries(seq[b], b, now_ms, out); ++b) {
+    for (size_t b = done; scan && b < p && advance_entries(seq[b], b, now_ms, out, false); ++b) {
     }
     size_t kept = 0;
     for (const uint32_t w : matching) {
@@ -434,7 +480,7 @@ uint32_t PrefixIndex::overlaps_jump(std::span<const uint64_t> seq, double now_ms
         size_t good = done, bad = p + 1;
         while (bad - good > 1) {
           const size_t m = good + (bad - good) / 2;
-          (holds(w, seq[m - 1], now_ms) ? good : bad) = m;
+          (map_.find(seq[m - 1], w) ? good : bad) = m;
         }
         out[w] = static_cast<uint32_t>(good);
       }
@@ -444,7 +490,7 @@ uint32_t PrefixIndex::overlaps_jump(std::span<const uint64_t> seq, double now_ms
     if (kept) best = next;
     done = p + 1;
   }
-  return best;
+  return cfg_.ttl_ms > 0 && best > 0 ? settle_live(seq, now_ms, out) : best;
 }
 
 void PrefixIndex::continue_overlaps(std::span<const uint64_t> seq, double now_ms, std::span<const uint32_t> start,
@@ -473,7 +519,7 @@ void PrefixIndex::continue_overlaps(std::span<const uint64_t> seq, double now_ms
     }
     if (lru_) {
       if (i + 4 < seq.size()) map_.prefetch(seq[i + 4]);
-      advanced = advance_entries(seq[i], i, now_ms, out) || advanced;
+      advanced = advance_entries(seq[i], i, now_ms, out, true) || advanced;
     }
     // Past every worker's start, a block nobody continued on ends every run.
     if (!advanced && i >= hi) break;

@@ -147,9 +147,13 @@ class PrefixIndex {
   /// many or more did, and binary-searches each one when fewer did.
   static constexpr size_t kScanFailing = 16;
   uint32_t overlaps_jump(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const;
-  /// The entry path's step at block `i` (hash `h`) of a scan: each worker whose live entry holds h
-  /// and whose run reached i (out[w] == i) advances to i + 1. True if any did.
-  bool advance_entries(uint64_t h, size_t i, double now_ms, std::span<uint32_t> out) const;
+  /// The entry path's step at block `i` (hash `h`) of a scan: each worker holding h (live, with
+  /// check_live) whose run reached i (out[w] == i) advances to i + 1. True if any did.
+  bool advance_entries(uint64_t h, size_t i, double now_ms, std::span<uint32_t> out, bool check_live) const;
+  /// A prefix-closed lookup's last step: out[w] counted the blocks of `seq` each worker holds,
+  /// live or not; each worker's last counted block is checked live, and a worker whose is not is
+  /// binary-searched for its live run. Returns the largest overlap.
+  uint32_t settle_live(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const;
   void record(uint32_t e);      // appends e's touch to its worker's order
   uint32_t oldest(uint32_t w);  // least recently used entry, or kNil
   void remove_entry(uint32_t e);
