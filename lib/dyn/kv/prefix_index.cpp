@@ -362,6 +362,16 @@ bool PrefixIndex::advance_entries(uint64_t h, size_t i, double now_ms, std::span
   return advanced;
 }
 
+uint32_t PrefixIndex::last_held(uint32_t w, std::span<const uint64_t> seq, size_t good, size_t bad, double now_ms,
+                                bool check_live) const {
+  while (bad - good > 1) {
+    const size_t m = good + (bad - good) / 2;
+    const bool held = check_live ? holds(w, seq[m - 1], now_ms) : map_.find(seq[m - 1], w) != nullptr;
+    (held ? good : bad) = m;
+  }
+  return static_cast<uint32_t>(good);
+}
+
 uint32_t PrefixIndex::settle_live(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
   // Every worker counted holds block 0; its run's ends, deepest first, each block read once for
   // all the workers whose run ends there.
@@ -381,12 +391,7 @@ uint32_t PrefixIndex::settle_live(std::span<const uint64_t> seq, double now_ms, 
         // Its last block outlived the TTL: its live run is shorter (a binary search, as rare as
         // a worker whose idle time crossed the TTL since its last expiry). A worker it lowers to
         // a shallower end met later is checked again there, live by then.
-        size_t good = 0, bad = r;  // holds the first `good` blocks live, not the first `bad`
-        while (bad - good > 1) {
-          const size_t m = good + (bad - good) / 2;
-          (holds(c.worker, seq[m - 1], now_ms) ? good : bad) = m;
-        }
-        out[c.worker] = static_cast<uint32_t>(good);
+        out[c.worker] = last_held(c.worker, seq, 0, r, now_ms, true);
       }
       best = std::max(best, out[c.worker]);
     });
@@ -397,21 +402,14 @@ uint32_t PrefixIndex::settle_live(std::span<const uint64_t> seq, double now_ms, 
 uint32_t PrefixIndex::overlaps_entries(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
   if (map_.size() == 0) return 0;
   prefetch_cells(map_, seq);
-  if (prefix_closed_ && cfg_.ttl_ms > 0) {
-    // Count held blocks, live or not, and check each worker's last one once (settle_live).
-    size_t i = 0;
-    while (i < seq.size()) {
-      if (i + kAhead < seq.size()) map_.prefetch(seq[i + kAhead]);
-      if (!advance_entries(seq[i], i, now_ms, out, false)) break;
-      ++i;
-    }
-    return i == 0 ? 0 : settle_live(seq, now_ms, out);
-  }
-  // A holder's TTL check reads its entry, one cache miss each (about 10 holders a block at 1,000
+  // Prefix-closed, the scan counts held blocks, live or not, and settle_live() checks each
+  // worker's last one once (as overlaps_jump). Otherwise each holder's TTL is checked as the scan
+  // reaches it, which reads its entry, one cache miss each (about 10 holders a block at 1,000
   // simulated workers, issue 54): the entries of block i + kEntriesAhead's holders still matching
   // start loading at block i (their cells loaded by then), the first blocks' at once.
+  const bool settle = prefix_closed_ && cfg_.ttl_ms > 0;
+  const bool aged = cfg_.ttl_ms > 0 && !settle;
   constexpr size_t kEntriesAhead = 4;
-  const bool aged = cfg_.ttl_ms > 0;
   auto prefetch_entries = [&](size_t b, uint32_t at) {
     map_.for_each(seq[b], [&](const HolderMap::Cell& c) {
       if (out[c.worker] == at) __builtin_prefetch(&entries_[c.entry]);
@@ -422,10 +420,10 @@ uint32_t PrefixIndex::overlaps_entries(std::span<const uint64_t> seq, double now
   for (size_t i = 0; i < seq.size(); ++i) {
     if (i + kAhead < seq.size()) map_.prefetch(seq[i + kAhead]);
     if (aged && i + kEntriesAhead < seq.size()) prefetch_entries(i + kEntriesAhead, static_cast<uint32_t>(i));
-    if (!advance_entries(seq[i], i, now_ms, out, true)) break;
+    if (!advance_entries(seq[i], i, now_ms, out, !settle)) break;
     best = static_cast<uint32_t>(i + 1);
   }
-  return best;
+  return settle && best > 0 ? settle_live(seq, now_ms, out) : best;
 }
 
 uint32_t PrefixIndex::overlaps_jump(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const {
@@ -475,15 +473,7 @@ uint32_t PrefixIndex::overlaps_jump(std::span<const uint64_t> seq, double now_ms
         matching[kept++] = w;
         continue;
       }
-      if (!scan) {
-        // w holds the first `good` blocks and not the first `bad`.
-        size_t good = done, bad = p + 1;
-        while (bad - good > 1) {
-          const size_t m = good + (bad - good) / 2;
-          (map_.find(seq[m - 1], w) ? good : bad) = m;
-        }
-        out[w] = static_cast<uint32_t>(good);
-      }
+      if (!scan) out[w] = last_held(w, seq, done, p + 1, now_ms, false);
       best = std::max(best, out[w]);
     }
     matching.resize(kept);

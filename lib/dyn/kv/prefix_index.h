@@ -154,6 +154,10 @@ class PrefixIndex {
   /// live or not; each worker's last counted block is checked live, and a worker whose is not is
   /// binary-searched for its live run. Returns the largest overlap.
   uint32_t settle_live(std::span<const uint64_t> seq, double now_ms, std::span<uint32_t> out) const;
+  /// Binary search for how many blocks of `seq` worker w holds (live, with check_live), knowing it
+  /// holds the first `good` and not the first `bad`: a prefix-closed lookup's last block of w.
+  uint32_t last_held(uint32_t w, std::span<const uint64_t> seq, size_t good, size_t bad, double now_ms,
+                     bool check_live) const;
   void record(uint32_t e);      // appends e's touch to its worker's order
   uint32_t oldest(uint32_t w);  // least recently used entry, or kNil
   void remove_entry(uint32_t e);
@@ -177,7 +181,7 @@ class PrefixIndex {
   // the one before it, ends it for good: lookups scan every block from then on.
   bool prefix_closed_ = true;
   double last_insert_ms_ = -1e300;
-  mutable std::vector<uint32_t> matching_;  // overlaps_jump's scratch: workers still matching
+  mutable std::vector<uint32_t> matching_;  // overlaps_jump's workers still matching, then settle_live's run ends
   std::vector<uint32_t> touched_;           // store_blocks' scratch: each block's entry
 
  public:
