@@ -3,9 +3,11 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <simdjson.h>
@@ -194,6 +196,34 @@ TEST_CASE("segment writer: one gzip member per flush, readable after each flush,
     w.write_line("{}");
   }
   CHECK(read_all({d + "/plain.jsonl"}).size() == 1);
+}
+
+TEST_CASE(
+    "segment writer: a row an interval after the row before it is written at once; closer rows wait for the flusher") {
+  std::string d = tmpdir();
+  SegmentWriterOptions o;
+  o.prefix = d + "/timed";
+  o.flush_interval_ms = 2000;  // long, so a loaded machine's late wake-ups stay well inside it
+  SegmentWriter w(o);
+  const std::string seg = d + "/timed.000000.jsonl.gz";
+  auto rows_within = [&](size_t n, double seconds) {  // polls until the segment has n rows
+    for (int i = 0; i < seconds * 100; ++i) {
+      if (read_all({seg}).size() >= n) return true;
+      usleep(10'000);
+    }
+    return false;
+  };
+  w.write_line("{\"n\":1}");  // the first row: written at once
+  CHECK(read_all({seg}).size() == 1);
+  usleep(500'000);
+  w.write_line("{\"n\":2}");  // within an interval of row 1: it waits for the flusher
+  const auto row2 = std::chrono::steady_clock::now();
+  CHECK(read_all({seg}).size() == 1);
+  CHECK(rows_within(2, 8));  // flushed an interval after row 1, about 1.5 s after row 2
+  // An interval after row 2 but well within one of that flush: written at once all the same.
+  std::this_thread::sleep_until(row2 + std::chrono::milliseconds(2100));
+  w.write_line("{\"n\":3}");
+  CHECK(read_all({seg}).size() == 3);
 }
 
 TEST_CASE("a line over max_line_bytes is skipped in constant memory, counted, and later lines flow") {

@@ -74,11 +74,18 @@ SegmentWriter::SegmentWriter(SegmentWriterOptions options) : opts_(std::move(opt
   std::lock_guard<std::mutex> lock(mu_);
   open_segment_locked();
   if (opts_.flush_interval_ms > 0) {
+    // The flusher sleeps while nothing waits in the buffer (write_line wakes it when a row
+    // stays there) and otherwise until the last flush is an interval old. It used to wake
+    // every interval, idle or not: at one agent request a second on this VM about 0.46 ms of CPU
+    // a request, a fourteenth of the router's (issue 54).
     flusher_ = std::thread([this] {
       std::unique_lock<std::mutex> lk(mu_);
       while (!stop_) {
-        cv_.wait_for(lk, std::chrono::milliseconds(opts_.flush_interval_ms));
-        if (stop_) break;
+        if (buf_.empty()) {
+          cv_.wait(lk, [&] { return stop_ || !buf_.empty(); });
+          continue;
+        }
+        if (cv_.wait_until(lk, flushed_at_ + interval(), [&] { return stop_ || buf_.empty(); })) continue;
         try {
           flush_locked(lk);
         } catch (const std::exception& e) {
@@ -120,12 +127,21 @@ void SegmentWriter::open_segment_locked() {
 void SegmentWriter::write_line(const std::string& line) {
   std::unique_lock<std::mutex> lock(mu_);
   if (closed_) return;
+  const bool was_empty = buf_.empty();
   buf_.append(line);
   buf_.push_back('\n');
   ++buf_lines_;
   bool roll = (opts_.roll_bytes && seg_bytes_ + buf_.size() >= opts_.roll_bytes) ||
               (opts_.roll_lines && seg_lines_ + buf_lines_ >= opts_.roll_lines);
-  if (buf_.size() >= opts_.buffer_bytes || roll) flush_locked(lock);
+  // A row that comes an interval or more after the row before it is written now, by the thread
+  // that wrote it (awake anyway): at low rates every row reaches the file at once and the
+  // flusher never wakes. Rows closer together wait for the flusher (which compresses them off
+  // the writers' threads), an interval after the last flush at most, or for a full buffer.
+  const auto now = std::chrono::steady_clock::now();
+  const bool due = opts_.flush_interval_ms > 0 && now - last_row_at_ >= interval();
+  last_row_at_ = now;
+  if (buf_.size() >= opts_.buffer_bytes || roll || due) return flush_locked(lock);
+  if (was_empty && opts_.flush_interval_ms > 0) cv_.notify_one();
 }
 
 void SegmentWriter::flush() {
@@ -139,6 +155,7 @@ void SegmentWriter::flush_locked(std::unique_lock<std::mutex>& lk) {
   // event loop, serving every connection) must never wait for a compression (issue 16: a 1 s
   // batch at gzip level 6 stalled every stream for tens of ms). Batches reach the file in the
   // order they were taken.
+  flushed_at_ = std::chrono::steady_clock::now();
   std::string batch = std::move(buf_);
   const size_t batch_size = batch.size();
   const uint64_t lines = buf_lines_;

@@ -2,6 +2,7 @@
 // per flush, rolled by uncompressed bytes or lines; or a single plain JSONL file.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
@@ -27,8 +28,10 @@ struct SegmentWriterOptions {
 /// Appends lines to trace files. Each flush writes the buffered lines as one complete gzip
 /// member appended to the current segment, so a crash loses at most the unflushed interval and
 /// every earlier member stays readable. New segments continue after existing ones (the first
-/// index is one past the highest existing <prefix>.NNNNNN.jsonl.gz). A background thread flushes
-/// every flush_interval_ms. Thread-safe: write_line may be called from any thread.
+/// index is one past the highest existing <prefix>.NNNNNN.jsonl.gz). With a flush_interval_ms, a
+/// row written an interval or more after the row before it is flushed at once, and rows written
+/// closer together wait, an interval after the last flush at most, for a background thread that
+/// sleeps while none wait (SPEC 5.2). Thread-safe: write_line may be called from any thread.
 /// A failed write never leaves a partial gzip member behind: the file is cut back to its last
 /// complete member, so every segment stays readable (`gzip -t`) after a disk-full episode.
 /// Errors: failure to open or write a segment throws Fatal(kExitIo) from the calling thread
@@ -42,7 +45,8 @@ class SegmentWriter {
   SegmentWriter(const SegmentWriter&) = delete;
   SegmentWriter& operator=(const SegmentWriter&) = delete;
 
-  /// Buffers one line (no newline inside `line`); flushes when the buffer passes buffer_bytes.
+  /// Buffers one line (no newline inside `line`); flushes when the buffer passes buffer_bytes, or
+  /// when the line before it came flush_interval_ms ago or more.
   void write_line(const std::string& line);
   void flush();
   /// Flushes and stops the background thread. Idempotent.
@@ -57,6 +61,7 @@ class SegmentWriter {
   void flush_locked(std::unique_lock<std::mutex>& lk);
   void open_segment_locked();
   std::string segment_path(uint64_t index) const;
+  std::chrono::milliseconds interval() const { return std::chrono::milliseconds(opts_.flush_interval_ms); }
 
   SegmentWriterOptions opts_;
   mutable std::mutex mu_;
@@ -65,6 +70,8 @@ class SegmentWriter {
   uint64_t taken_ = 0, written_ = 0;  ///< batches taken from buf_ / written (or dropped)
   std::string buf_;
   uint64_t buf_lines_ = 0;
+  std::chrono::steady_clock::time_point flushed_at_{};   ///< last batch taken
+  std::chrono::steady_clock::time_point last_row_at_{};  ///< last write_line (the epoch: none yet)
   uint64_t seg_index_ = 0;
   uint64_t seg_bytes_ = 0, seg_lines_ = 0;
   int fd_ = -1;
