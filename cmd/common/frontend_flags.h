@@ -87,7 +87,8 @@ struct FrontendFlags {
         ->check(CLI::IsMember({"gzip", "jsonl", "jsonl.gz", "gz"}))
         ->type_name("gzip|jsonl");
     sub.add_option("--request-trace-file-flush-interval-ms", file.flush_interval_ms,
-                   "Flush (one gzip member) this often")
+                   "Rows wait at most this long to be flushed (one gzip member a flush); a row this "
+                   "long after the one before it is flushed at once; 0 = only when the buffer fills or the tool stops")
         ->envname("DYN_REQUEST_TRACE_FILE_FLUSH_INTERVAL_MS")
         ->check(kNotNegative)
         ->capture_default_str();
