@@ -60,7 +60,9 @@ std::vector<dyn::serve::KvEventSource> kv_event_sources(const std::vector<std::s
 // The worker health poll's flags (SPEC 2.6): how often, how slow a poll fails, how many fail.
 template <class Opts>
 void add_health_flags(CLI::App& sub, Opts& o) {
-  sub.add_option("--health-interval-ms", o.health_interval_ms, "Poll each worker's GET /health this often")
+  sub.add_option("--health-interval-ms", o.health_interval_ms,
+                 "Poll each worker's GET /health this often (a healthy worker that completed proxied "
+                 "requests since the last round is not polled: its answers say it is alive)")
       ->capture_default_str()
       ->check(dyn::cli::finite())
       ->check(CLI::Range(10.0, 3.6e6));
