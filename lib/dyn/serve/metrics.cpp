@@ -82,7 +82,9 @@ void worker_families(std::string& o, const Fleet& fleet) {
     prom_sample(o, "dyn_worker_in_flight", worker_labels(fleet, i),
                 static_cast<double>(fleet.at(i).counters.in_flight.load()));
   });
-  prom_family(o, "dyn_worker_healthy", "gauge", "1 when the worker's /health answered 200 at the last poll");
+  prom_family(o, "dyn_worker_healthy", "gauge",
+              "1 while the worker is up (SPEC 2.6: its last GET /health answered 200, or it completed "
+              "proxied requests since; a failed dispatch marks it down)");
   each_worker(fleet, [&](size_t i) {
     prom_sample(o, "dyn_worker_healthy", worker_labels(fleet, i), fleet.at(i).healthy.load() ? 1 : 0);
   });
