@@ -100,16 +100,20 @@ bool learn_kv_blocks(Fleet& fleet, size_t i, httplib::Client& client, double tim
 /// answers since the last round already say it is alive.
 void poll_once(Fleet& fleet, size_t i, Polled& p, const HealthPollOptions& opt) {
   Fleet::Worker& w = fleet.at(i);
+  // A worker down when a round starts may come back as another engine, also when a failed
+  // proxied request, not a failed poll, took it down: its KV capacity is read again once it is up.
+  const bool healthy = w.healthy.load();
+  if (!healthy) p.kv_asked = false;
   // A healthy worker that completed proxied requests since the last round is not polled: those
   // answers are better evidence than a GET /health, and each poll wakes the poller and the worker
   // (issue 54: at one agent session, a request a second, the poll's 2.5-2.8 wake-ups were 0.6-1.2
   // ms of the router's CPU a request, a fifth of it). Dynamo's canary health checks likewise
-  // probe only endpoints idle for DYN_CANARY_WAIT_TIME. A worker that is down (a failed proxied
-  // request marks it down at once), refused, or whose KV capacity is still to learn is polled.
-  if (const uint64_t answered = w.counters.answered.load();
-      answered != p.answered_seen && w.healthy.load() && (p.kv_asked || !opt.learn_kv_blocks)) {
+  // probe only endpoints idle for DYN_CANARY_WAIT_TIME. Its KV capacity, while unknown, is asked
+  // alone. A worker that is down (a failed proxied request marks it down at once) is polled.
+  if (const uint64_t answered = w.counters.answered.load(); answered != p.answered_seen && healthy) {
     p.answered_seen = answered;
     p.failed_polls = 0;
+    if (opt.learn_kv_blocks && !p.kv_asked) p.kv_asked = learn_kv_blocks(fleet, i, *p.client, opt.timeout_ms);
     return;
   }
   auto r = get(*p.client, w.pool.url().path_prefix + "/health", opt.timeout_ms);

@@ -23,7 +23,8 @@ struct HealthPollOptions {
 
 /// Polls each worker's GET /health and marks it up or down in the fleet (serve mode). A healthy
 /// worker that completed proxied requests since the previous round is not polled that round (its
-/// answers prove it alive, as Dynamo's canary checks probe only idle endpoints). A worker
+/// answers prove it alive, as Dynamo's canary checks probe only idle endpoints; while its KV
+/// capacity is unknown such a round asks GET /metrics alone). A worker
 /// goes down after `failure_threshold` failed polls in a row, unless it completed proxied requests
 /// since the previous poll (busy, not dead); a 200 brings it back, and its `kv_block_size`
 /// metadata (dyn-mocker's) goes through the fleet's block size rule, and its GET /metrics says
