@@ -21,20 +21,19 @@ struct HealthPollOptions {
   bool learn_kv_blocks = true;
 };
 
-/// Polls each worker's GET /health and marks it up or down in the fleet (serve mode). A healthy
-/// worker that completed proxied requests since the previous round is not polled that round (its
-/// answers prove it alive, as Dynamo's canary checks probe only idle endpoints; while its KV
-/// capacity is unknown such a round asks GET /metrics alone). A worker
-/// goes down after `failure_threshold` failed polls in a row (no answer, or not 200); a poll that
-/// got no answer does not count when the worker completed proxied requests since the previous
-/// poll (busy, not dead); a 200 brings it back, and its `kv_block_size`
-/// metadata (dyn-mocker's) goes through the fleet's block size rule, and its GET /metrics says
-/// its KV capacity (vLLM's cache_config_info num_gpu_blocks) once it is up, and again each time it
-/// comes back up (whatever took it down). Workers that join later are
-/// polled from the next round, removed ones no more. While a circuit is open the thread also
-/// wakes every 100 ms to turn it half-open once its timeout passed (Fleet::tick); otherwise it
-/// sleeps until its next round (a circuit that opens wakes it), since each wake-up costs CPU
-/// (issue 54: ten a second were two thirds of an idle router's CPU).
+/// Polls each worker's GET /health and marks it up or down in the fleet (serve mode, SPEC 2.6).
+/// A healthy worker that completed proxied requests since the previous round is not polled that
+/// round (its answers prove it alive, as Dynamo's canary checks probe only idle endpoints; while
+/// its KV capacity is unknown such a round asks GET /metrics alone). A worker goes down after
+/// `failure_threshold` failed polls in a row (no answer, or not 200); a poll that got no answer
+/// does not count when the worker completed proxied requests since the previous poll (busy, not
+/// dead). A 200 brings it back; its `kv_block_size` metadata (dyn-mocker's) goes through the
+/// fleet's block size rule, and its GET /metrics says its KV capacity (vLLM's cache_config_info
+/// num_gpu_blocks) once it is up, and again each time it comes back up (whatever took it down).
+/// Workers that join later are polled from the next round, removed ones no more. While a circuit
+/// is open the thread also wakes every 100 ms to turn it half-open once its timeout passed
+/// (Fleet::tick); otherwise it sleeps until its next round (a circuit that opens wakes it), since
+/// each wake-up costs CPU (issue 54: ten a second were two thirds of an idle router's CPU).
 class HealthPoller {
  public:
   /// Registers with `fleet` for circuit openings (Fleet::on_circuit_open): construct it before
