@@ -1,8 +1,11 @@
-// Worker health polls: a thread that asks every worker's GET /health and updates the fleet.
+// Worker health polls: a thread that runs the rounds, and threads that ask the workers' GET /health and
+// update the fleet.
 #include "dyn/serve/health.h"
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -40,6 +43,8 @@ struct Polled {
   unsigned failed_polls = 0;   ///< consecutive
   uint64_t answered_seen = 0;  ///< the worker's answered count at the previous poll
   bool kv_asked = false;       ///< GET /metrics answered since the worker last came up
+  bool in_flight = false;      ///< a poll thread has its request (PollThreads)
+  bool metrics_only = false;   ///< that request is GET /metrics alone (its answers say it is alive)
 };
 
 /// The client of one worker's polls. Its connection is kept alive between polls: a fresh one per
@@ -96,9 +101,9 @@ bool learn_kv_blocks(Fleet& fleet, size_t i, httplib::Client& client, double tim
   return true;
 }
 
-/// One round for worker `i`: a poll, whose verdict goes to the fleet, unless the worker's own
-/// answers since the last round already say it is alive.
-void poll_once(Fleet& fleet, size_t i, Polled& p, const HealthPollOptions& opt) {
+/// The start of worker `i`'s round, on the round's thread: true when the worker's own answers
+/// since the last round already say it is alive, so it is not polled.
+bool answered_since(Fleet& fleet, size_t i, Polled& p) {
   Fleet::Worker& w = fleet.at(i);
   // A worker down when a round starts may come back as another engine, also when a failed
   // proxied request, not a failed poll, took it down: its KV capacity is read again once it is up.
@@ -110,12 +115,16 @@ void poll_once(Fleet& fleet, size_t i, Polled& p, const HealthPollOptions& opt) 
   // ms of the router's CPU a request, a fifth of it). Dynamo's canary health checks likewise
   // probe only endpoints idle for DYN_CANARY_WAIT_TIME. Its KV capacity, while unknown, is asked
   // alone. A worker that is down (a failed proxied request marks it down at once) is polled.
-  if (const uint64_t answered = w.counters.answered.load(); answered != p.answered_seen && healthy) {
-    p.answered_seen = answered;
-    p.failed_polls = 0;
-    if (opt.learn_kv_blocks && !p.kv_asked) p.kv_asked = learn_kv_blocks(fleet, i, *p.client, opt.timeout_ms);
-    return;
-  }
+  const uint64_t answered = w.counters.answered.load();
+  if (answered == p.answered_seen || !healthy) return false;
+  p.answered_seen = answered;
+  p.failed_polls = 0;
+  return true;
+}
+
+/// Worker `i`'s GET /health, whose verdict goes to the fleet (a poll thread's part of a round).
+void poll_once(Fleet& fleet, size_t i, Polled& p, const HealthPollOptions& opt) {
+  Fleet::Worker& w = fleet.at(i);
   auto r = get(*p.client, w.pool.url().path_prefix + "/health", opt.timeout_ms);
   bool ok = r && r->status == 200;
   // A poll that got no answer from a worker that completed requests since the last poll is not
@@ -154,6 +163,78 @@ void poll_once(Fleet& fleet, size_t i, Polled& p, const HealthPollOptions& opt) 
   }
 }
 
+/// The threads a round's requests run on, each worker's on whichever is free, so a worker that
+/// takes the connection and never answers holds up its own poll only: one after another, it cost
+/// every other worker's poll the whole --health-timeout-ms each round (issue 54's fresh-eyes run:
+/// with one worker stopped, a killed one was marked down after 3,014 ms instead of about 30 ms
+/// at a 10 ms interval). A thread starts when a request finds none free, up to kMaxThreads; one
+/// suffices while every worker answers in time. A worker whose request is still waiting for its
+/// answer is left out of later rounds until it has one (or its timeout), as Dynamo's health
+/// checks run one task per endpoint.
+class PollThreads {
+ public:
+  static constexpr size_t kMaxThreads = 16;
+  PollThreads(Fleet& fleet, const HealthPollOptions& opt) : fleet_(fleet), opt_(opt) {}
+  /// Waits for the requests in flight (each ends by its timeout), then ends the threads.
+  ~PollThreads() {
+    {
+      std::lock_guard lk(mu_);
+      stopping_ = true;
+    }
+    cv_.notify_all();
+    for (auto& t : threads_) t.join();
+  }
+  PollThreads(const PollThreads&) = delete;
+  PollThreads& operator=(const PollThreads&) = delete;
+
+  /// Worker i's state for the round's thread, or nullptr while a request of an earlier round is
+  /// still in flight (a poll thread has it).
+  Polled* idle(size_t i) {
+    std::lock_guard lk(mu_);
+    if (polled_.size() <= i) polled_.resize(i + 1);  // a deque: the others' states stay where they are
+    return polled_[i].in_flight ? nullptr : &polled_[i];
+  }
+  /// Hands worker i (idle(i) was not null) to a poll thread: GET /metrics alone when
+  /// `metrics_only`, else its GET /health.
+  void submit(size_t i, bool metrics_only) {
+    std::lock_guard lk(mu_);
+    polled_[i].in_flight = true;
+    polled_[i].metrics_only = metrics_only;
+    queue_.push_back(i);
+    if (queue_.size() > waiting_ && threads_.size() < kMaxThreads) threads_.emplace_back([this] { work(); });
+    else cv_.notify_one();
+  }
+
+ private:
+  void work() {
+    std::unique_lock lk(mu_);
+    for (;;) {
+      ++waiting_;
+      cv_.wait(lk, [&] { return stopping_ || !queue_.empty(); });
+      --waiting_;
+      if (stopping_) return;
+      const size_t i = queue_.front();
+      queue_.pop_front();
+      Polled& p = polled_[i];
+      lk.unlock();
+      if (p.metrics_only) p.kv_asked = learn_kv_blocks(fleet_, i, *p.client, opt_.timeout_ms);
+      else poll_once(fleet_, i, p, opt_);
+      lk.lock();
+      p.in_flight = false;
+    }
+  }
+
+  Fleet& fleet_;
+  const HealthPollOptions& opt_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Polled> polled_;  ///< by worker index; a state is the round's while idle, its thread's while in flight
+  std::deque<size_t> queue_;   ///< workers to poll, in order
+  std::vector<std::thread> threads_;
+  size_t waiting_ = 0;  ///< threads waiting for a request
+  bool stopping_ = false;
+};
+
 }  // namespace
 
 HealthPoller::HealthPoller(Fleet& fleet, HealthPollOptions options) : fleet_(fleet), opt_(options) {
@@ -167,7 +248,7 @@ HealthPoller::HealthPoller(Fleet& fleet, HealthPollOptions options) : fleet_(fle
 }
 
 void HealthPoller::run() {
-  std::vector<Polled> polled;
+  PollThreads polls(fleet_, opt_);
   // Each worker is polled once per period. While a circuit is open the loop wakes every 100 ms
   // (or each period, if shorter) so it turns half-open on time (Fleet::tick); otherwise it sleeps
   // until the next round.
@@ -179,13 +260,15 @@ void HealthPoller::run() {
       next_round += std::chrono::microseconds(static_cast<int64_t>(opt_.interval_ms * 1000));
       // Workers that joined since the last round are polled from this one on; removed ones not.
       for (size_t i = 0, n = fleet_.size(); i < n; ++i) {
-        if (polled.size() <= i) polled.resize(i + 1);
+        Polled* p = polls.idle(i);
+        if (!p) continue;  // an earlier round's request still waits for its answer
         if (!fleet_.at(i).present()) {
-          polled[i] = Polled{};
+          *p = Polled{};
           continue;
         }
-        if (!polled[i].client) polled[i].client = poll_client(fleet_.at(i).pool, opt_.timeout_ms);
-        poll_once(fleet_, i, polled[i], opt_);
+        if (!p->client) p->client = poll_client(fleet_.at(i).pool, opt_.timeout_ms);
+        if (!answered_since(fleet_, i, *p)) polls.submit(i, false);
+        else if (opt_.learn_kv_blocks && !p->kv_asked) polls.submit(i, true);
       }
       if (next_round < std::chrono::steady_clock::now()) next_round = std::chrono::steady_clock::now();
     }

@@ -30,8 +30,10 @@ struct HealthPollOptions {
 /// dead). A 200 brings it back; its `kv_block_size` metadata (dyn-mocker's) goes through the
 /// fleet's block size rule, and its GET /metrics says its KV capacity (vLLM's cache_config_info
 /// num_gpu_blocks) once it is up, and again each time it comes back up (whatever took it down).
-/// Workers that join later are polled from the next round, removed ones no more. While a circuit
-/// is open the thread also wakes every 100 ms to turn it half-open once its timeout passed
+/// Workers that join later are polled from the next round, removed ones no more. The requests run
+/// on up to 16 threads beside the round's own, so a worker that never answers holds up its own
+/// polls only (left out of later rounds while one waits for its timeout). While a circuit
+/// is open the rounds' thread also wakes every 100 ms to turn it half-open once its timeout passed
 /// (Fleet::tick); otherwise it sleeps until its next round (a circuit that opens wakes it), since
 /// each wake-up costs CPU (issue 54: ten a second were two thirds of an idle router's CPU).
 class HealthPoller {
@@ -43,11 +45,11 @@ class HealthPoller {
   HealthPoller(const HealthPoller&) = delete;
   HealthPoller& operator=(const HealthPoller&) = delete;
 
-  /// Starts the polling thread.
+  /// Starts the rounds' thread (poll threads start as requests need them).
   void start();
-  /// Asks the thread to end after its current poll. Thread-safe; does not wait.
+  /// Asks the threads to end after their current polls. Thread-safe; does not wait.
   void stop();
-  /// stop(), then waits for the thread to end.
+  /// stop(), then waits for the threads to end (a poll in flight ends by its timeout).
   void join();
 
  private:
