@@ -122,6 +122,7 @@ Expected<Fleet::Added> Fleet::add(std::string_view url, WorkerSource source) {
       w.breaker.reset();
       w.healthy = true;
       w.source = source;
+      w.revivals++;
     }
     w.state = WorkerState::kServing;
     update_routable(i);

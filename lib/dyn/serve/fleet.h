@@ -108,6 +108,9 @@ class Fleet {
     /// KV capacity the engine reported (vLLM's cache_config_info num_gpu_blocks), in router
     /// blocks; 0 = not known (set_kv_blocks).
     std::atomic<uint64_t> kv_blocks{0};
+    /// Times the worker was taken back after a removal (add()): a health poll that began before
+    /// one belongs to the worker as it was, and its answer is dropped.
+    std::atomic<uint64_t> revivals{0};
     bool present() const { return state.load() != WorkerState::kRemoved; }
   };
 

@@ -3,6 +3,7 @@
 #include "dyn/serve/health.h"
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <deque>
@@ -43,6 +44,7 @@ struct Polled {
   unsigned failed_polls = 0;   ///< consecutive
   uint64_t answered_seen = 0;  ///< the worker's answered count at the previous poll
   bool kv_asked = false;       ///< GET /metrics answered since the worker last came up
+  uint64_t revivals = 0;       ///< the worker's Fleet::Worker::revivals when this state began
   bool in_flight = false;      ///< a poll thread has its request (PollThreads)
   bool metrics_only = false;   ///< that request is GET /metrics alone (its answers say it is alive)
 };
@@ -67,38 +69,19 @@ std::unique_ptr<httplib::Client> poll_client(const http::UpstreamPool& pool, dou
 /// sessions moved, so such a failure is retried once on a fresh connection, as ProxyCall retries
 /// a reused upstream connection. A read that ran into the timeout is the worker's own answer
 /// and is not retried (it would double the wait).
-httplib::Result get(httplib::Client& client, const std::string& path, double timeout_ms) {
+httplib::Result get(httplib::Client& client, const std::string& path, double timeout_ms,
+                    const std::atomic<bool>* stopping = nullptr) {
   const bool reused = client.is_socket_open() != 0;  // a connection kept from an earlier answer
   const auto t0 = std::chrono::steady_clock::now();
   auto r = client.Get(path);
   const auto e = r.error();
   if (!r && reused && (e == httplib::Error::Write || e == httplib::Error::Read) &&
-      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < timeout_ms / 2) {
-    client.stop();  // the stale socket goes: the retry connects afresh
+      std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() < timeout_ms / 2 &&
+      !(stopping && stopping->load())) {  // a request cut short by the router's shutdown is not retried
+    client.stop();                        // the stale socket goes: the retry connects afresh
     r = client.Get(path);
   }
   return r;
-}
-
-/// Asks worker i's GET /metrics for its KV capacity: vLLM's info gauge
-/// `vllm:cache_config_info{...,block_size="B",...,num_gpu_blocks="N",...} 1.0` (dyn-mocker writes
-/// it too), N blocks of B tokens, recorded in router blocks (N x B / the router's block size). True
-/// once the worker answered (with the gauge or without it: an engine without one is not asked
-/// again until it comes back up), false when the request failed.
-bool learn_kv_blocks(Fleet& fleet, size_t i, httplib::Client& client, double timeout_ms) {
-  Fleet::Worker& w = fleet.at(i);
-  auto r = get(client, w.pool.url().path_prefix + "/metrics", timeout_ms);
-  if (!r) return false;
-  if (r->status != 200) return true;
-  constexpr std::string_view kInfo = "vllm:cache_config_info";
-  const auto blocks = http::prom_label_u64(r->body, kInfo, "num_gpu_blocks");
-  if (!blocks || *blocks == 0 || *blocks > (uint64_t{1} << 40)) return true;
-  const auto tokens = http::prom_label_u64(r->body, kInfo, "block_size");
-  uint64_t n = *blocks;
-  if (tokens && *tokens > 0 && *tokens <= UINT32_MAX && fleet.block_size() > 0)
-    n = std::max<uint64_t>(1, *blocks * *tokens / fleet.block_size());
-  fleet.set_kv_blocks(i, n, "GET /metrics vllm:cache_config_info num_gpu_blocks");
-  return true;
 }
 
 /// The start of worker `i`'s round, on the round's thread: true when the worker's own answers
@@ -122,64 +105,113 @@ bool answered_since(Fleet& fleet, size_t i, Polled& p) {
   return true;
 }
 
-/// Worker `i`'s GET /health, whose verdict goes to the fleet (a poll thread's part of a round).
-void poll_once(Fleet& fleet, size_t i, Polled& p, const HealthPollOptions& opt) {
-  Fleet::Worker& w = fleet.at(i);
-  auto r = get(*p.client, w.pool.url().path_prefix + "/health", opt.timeout_ms);
-  bool ok = r && r->status == 200;
-  // A poll that got no answer from a worker that completed requests since the last poll is not
-  // a failure: the worker is alive, its HTTP server busy (a thread-per-connection engine with
-  // every thread streaming queues the poll's connection). Counting it turned overload into an
-  // outage: at 2,000 streams on one dyn-mocker, the router marked its only worker down and
-  // answered 503 "no healthy worker" (issue 16). A worker that stops answering proxied requests
-  // too fails on the next poll, and a failed proxied request marks it down at once.
-  const uint64_t answered = w.counters.answered.load();
-  const bool busy = !r && answered != p.answered_seen;
-  p.answered_seen = answered;
-  if (busy) {
-    p.failed_polls = 0;
-    return;
-  }
-  std::string why = ok  ? "GET /health answered 200"
-                    : r ? fmt::format("GET /health answered {}", r->status)
-                        : "GET /health failed: " + httplib::to_string(r.error());
-  if (ok) {
-    // Worker metadata: dyn-mocker reports its block size here (vLLM's /health is empty).
-    Json j = Json::parse(r->body, nullptr, false);
-    if (j.is_object()) {
-      auto it = j.find("kv_block_size");
-      if (it != j.end() && it->is_number_unsigned() && it->get<uint64_t>() > 0 && it->get<uint64_t>() <= UINT32_MAX)
-        fleet.check_block_size(i, it->get<uint32_t>(), "GET /health kv_block_size");
-    }
-    if (w.refused) return fleet.set_health(i, false, "refused: block size mismatch");
-    if (opt.learn_kv_blocks && !p.kv_asked) p.kv_asked = learn_kv_blocks(fleet, i, *p.client, opt.timeout_ms);
-  } else {
-    p.kv_asked = false;  // a worker that comes back may be another engine: ask again
-  }
-  p.failed_polls = ok ? 0 : p.failed_polls + 1;
-  if (ok || p.failed_polls >= std::max(1u, opt.failure_threshold)) {
-    if (!ok && p.failed_polls > 1) why += fmt::format(" ({} polls in a row)", p.failed_polls);
-    fleet.set_health(i, ok, why);
-  }
-}
+/// One request of a round for worker `i`, on a poll thread. What it learns goes to the fleet only
+/// while the worker is still the one it asked: present, not taken back since the request began
+/// (a worker added back starts over, Fleet::add: an older answer, a failure count or a KV
+/// capacity, is not about it), and the router not shutting down.
+class PollJob {
+ public:
+  PollJob(Fleet& fleet, size_t i, Polled& p, const HealthPollOptions& opt, const std::atomic<bool>& stopping)
+      : fleet_(fleet), w_(fleet.at(i)), i_(i), p_(p), opt_(opt), stopping_(stopping) {}
 
-/// The threads a round's requests run on, each worker's on whichever is free, so a worker that
-/// takes the connection and never answers holds up its own poll only: one after another, it cost
-/// every other worker's poll the whole --health-timeout-ms each round (issue 54's fresh-eyes run:
-/// with one worker stopped, a killed one was marked down after 3,014 ms instead of about 30 ms
-/// at a 10 ms interval). A thread starts when a request finds none free, up to kMaxThreads; one
-/// suffices while every worker answers in time. A worker whose request is still waiting for its
-/// answer is left out of later rounds until it has one (or its timeout), as Dynamo's health
-/// checks run one task per endpoint.
+  /// GET /health; its verdict goes to the fleet.
+  void health() {
+    auto r = get(w_.pool.url().path_prefix + "/health");
+    if (!current()) return;
+    bool ok = r && r->status == 200;
+    // A poll that got no answer from a worker that completed requests since the last poll is
+    // not a failure: the worker is alive, its HTTP server busy (a thread-per-connection engine
+    // with every thread streaming queues the poll's connection). Counting it turned overload into
+    // an outage: at 2,000 streams on one dyn-mocker, the router marked its only worker down and
+    // answered 503 "no healthy worker" (issue 16). A worker that stops answering proxied
+    // requests too fails on the next poll, and a failed proxied request marks it down at once.
+    const uint64_t answered = w_.counters.answered.load();
+    const bool busy = !r && answered != p_.answered_seen;
+    p_.answered_seen = answered;
+    if (busy) {
+      p_.failed_polls = 0;
+      return;
+    }
+    std::string why = ok  ? "GET /health answered 200"
+                      : r ? fmt::format("GET /health answered {}", r->status)
+                          : "GET /health failed: " + httplib::to_string(r.error());
+    if (ok) {
+      // Worker metadata: dyn-mocker reports its block size here (vLLM's /health is empty).
+      Json j = Json::parse(r->body, nullptr, false);
+      if (j.is_object()) {
+        auto it = j.find("kv_block_size");
+        if (it != j.end() && it->is_number_unsigned() && it->get<uint64_t>() > 0 && it->get<uint64_t>() <= UINT32_MAX)
+          fleet_.check_block_size(i_, it->get<uint32_t>(), "GET /health kv_block_size");
+      }
+      if (w_.refused) return fleet_.set_health(i_, false, "refused: block size mismatch");
+      if (opt_.learn_kv_blocks && !p_.kv_asked) {
+        p_.kv_asked = kv_blocks();
+        if (!current()) return;  // removed or taken back while its GET /metrics waited
+      }
+    } else {
+      p_.kv_asked = false;  // a worker that comes back may be another engine: ask again
+    }
+    p_.failed_polls = ok ? 0 : p_.failed_polls + 1;
+    if (ok || p_.failed_polls >= std::max(1u, opt_.failure_threshold)) {
+      if (!ok && p_.failed_polls > 1) why += fmt::format(" ({} polls in a row)", p_.failed_polls);
+      fleet_.set_health(i_, ok, why);
+    }
+  }
+
+  /// Asks GET /metrics for the worker's KV capacity: vLLM's info gauge
+  /// `vllm:cache_config_info{...,block_size="B",...,num_gpu_blocks="N",...} 1.0` (dyn-mocker
+  /// writes it too), N blocks of B tokens, recorded in router blocks (N x B / the router's block
+  /// size). True once the worker answered (with the gauge or without it: an engine without one
+  /// is not asked again until it comes back up), false when the request failed.
+  bool kv_blocks() {
+    auto r = get(w_.pool.url().path_prefix + "/metrics");
+    if (!r || !current()) return false;
+    if (r->status != 200) return true;
+    constexpr std::string_view kInfo = "vllm:cache_config_info";
+    const auto blocks = http::prom_label_u64(r->body, kInfo, "num_gpu_blocks");
+    if (!blocks || *blocks == 0 || *blocks > (uint64_t{1} << 40)) return true;
+    const auto tokens = http::prom_label_u64(r->body, kInfo, "block_size");
+    uint64_t n = *blocks;
+    if (tokens && *tokens > 0 && *tokens <= UINT32_MAX && fleet_.block_size() > 0)
+      n = std::max<uint64_t>(1, *blocks * *tokens / fleet_.block_size());
+    fleet_.set_kv_blocks(i_, n, "GET /metrics vllm:cache_config_info num_gpu_blocks");
+    return true;
+  }
+
+ private:
+  bool current() const { return !stopping_.load() && w_.present() && w_.revivals.load() == p_.revivals; }
+  httplib::Result get(const std::string& path) const {
+    return serve::get(*p_.client, path, opt_.timeout_ms, &stopping_);
+  }
+
+  Fleet& fleet_;
+  Fleet::Worker& w_;
+  const size_t i_;
+  Polled& p_;
+  const HealthPollOptions& opt_;
+  const std::atomic<bool>& stopping_;
+};
+
+/// The threads a round's requests run on, so a worker that takes the connection and never
+/// answers holds up its own polls only: one after another, it cost every other worker's poll the
+/// whole --health-timeout-ms each round (issue 54's fresh-eyes run: with one worker stopped, a
+/// killed one was marked down after 3,014 ms instead of about 30 ms at a 10 ms interval). A
+/// thread starts when a request finds none free, so there are as many as requests were ever in
+/// flight at once (one while every worker answers in time, at most one per worker: a worker
+/// whose request still waits for its answer is left out of later rounds until it has one), as
+/// Dynamo's health checks run a task per endpoint. A fixed number let that many hung workers
+/// hold up everyone else's polls again (the next fresh-eyes run, at 16).
 class PollThreads {
  public:
-  static constexpr size_t kMaxThreads = 16;
   PollThreads(Fleet& fleet, const HealthPollOptions& opt) : fleet_(fleet), opt_(opt) {}
-  /// Waits for the requests in flight (each ends by its timeout), then ends the threads.
+  /// Cuts the requests in flight short (httplib's Client::stop() shuts their sockets; a hung
+  /// worker would otherwise hold the router's exit for its timeout), then ends the threads.
   ~PollThreads() {
     {
       std::lock_guard lk(mu_);
       stopping_ = true;
+      for (Polled& p : polled_)
+        if (p.in_flight) p.client->stop();
     }
     cv_.notify_all();
     for (auto& t : threads_) t.join();
@@ -201,7 +233,7 @@ class PollThreads {
     polled_[i].in_flight = true;
     polled_[i].metrics_only = metrics_only;
     queue_.push_back(i);
-    if (queue_.size() > waiting_ && threads_.size() < kMaxThreads) threads_.emplace_back([this] { work(); });
+    if (queue_.size() > waiting_) threads_.emplace_back([this] { work(); });
     else cv_.notify_one();
   }
 
@@ -217,8 +249,9 @@ class PollThreads {
       queue_.pop_front();
       Polled& p = polled_[i];
       lk.unlock();
-      if (p.metrics_only) p.kv_asked = learn_kv_blocks(fleet_, i, *p.client, opt_.timeout_ms);
-      else poll_once(fleet_, i, p, opt_);
+      PollJob job(fleet_, i, p, opt_, stopping_);
+      if (p.metrics_only) p.kv_asked = job.kv_blocks();
+      else job.health();
       lk.lock();
       p.in_flight = false;
     }
@@ -232,7 +265,7 @@ class PollThreads {
   std::deque<size_t> queue_;   ///< workers to poll, in order
   std::vector<std::thread> threads_;
   size_t waiting_ = 0;  ///< threads waiting for a request
-  bool stopping_ = false;
+  std::atomic<bool> stopping_ = false;
 };
 
 }  // namespace
@@ -262,11 +295,16 @@ void HealthPoller::run() {
       for (size_t i = 0, n = fleet_.size(); i < n; ++i) {
         Polled* p = polls.idle(i);
         if (!p) continue;  // an earlier round's request still waits for its answer
-        if (!fleet_.at(i).present()) {
+        const Fleet::Worker& w = fleet_.at(i);
+        if (!w.present()) {
           *p = Polled{};
           continue;
         }
-        if (!p->client) p->client = poll_client(fleet_.at(i).pool, opt_.timeout_ms);
+        if (const uint64_t revivals = w.revivals.load(); p->revivals != revivals) {
+          *p = Polled{};  // taken back after a removal: it starts over (Fleet::add)
+          p->revivals = revivals;
+        }
+        if (!p->client) p->client = poll_client(w.pool, opt_.timeout_ms);
         if (!answered_since(fleet_, i, *p)) polls.submit(i, false);
         else if (opt_.learn_kv_blocks && !p->kv_asked) polls.submit(i, true);
       }

@@ -30,9 +30,10 @@ struct HealthPollOptions {
 /// dead). A 200 brings it back; its `kv_block_size` metadata (dyn-mocker's) goes through the
 /// fleet's block size rule, and its GET /metrics says its KV capacity (vLLM's cache_config_info
 /// num_gpu_blocks) once it is up, and again each time it comes back up (whatever took it down).
-/// Workers that join later are polled from the next round, removed ones no more. The requests run
-/// on up to 16 threads beside the round's own, so a worker that never answers holds up its own
-/// polls only (left out of later rounds while one waits for its timeout). While a circuit
+/// Workers that join later are polled from the next round, removed ones no more, and one added
+/// back starts over (a poll in flight across its removal is dropped). The requests run on threads
+/// beside the rounds' own, one for each request in flight, so a worker that never answers holds up
+/// its own polls only (left out of later rounds while one waits for its timeout). While a circuit
 /// is open the rounds' thread also wakes every 100 ms to turn it half-open once its timeout passed
 /// (Fleet::tick); otherwise it sleeps until its next round (a circuit that opens wakes it), since
 /// each wake-up costs CPU (issue 54: ten a second were two thirds of an idle router's CPU).
@@ -49,7 +50,7 @@ class HealthPoller {
   void start();
   /// Asks the threads to end after their current polls. Thread-safe; does not wait.
   void stop();
-  /// stop(), then waits for the threads to end (a poll in flight ends by its timeout).
+  /// stop(), then waits for the threads to end (polls in flight are cut short).
   void join();
 
  private:
