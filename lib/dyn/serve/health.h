@@ -1,5 +1,5 @@
 // Worker health polls: GET /health on every worker of the fleet, and the circuit breakers' clock,
-// on a thread of its own.
+// on threads of their own (the rounds' thread and the poll threads).
 #pragma once
 
 #include <condition_variable>
