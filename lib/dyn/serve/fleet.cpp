@@ -122,6 +122,7 @@ Expected<Fleet::Added> Fleet::add(std::string_view url, WorkerSource source) {
       w.breaker.reset();
       w.healthy = true;
       w.source = source;
+      w.kv_blocks = 0;  // not known until its engine is asked again (the router's goes back to the default)
       w.revivals++;
     }
     w.state = WorkerState::kServing;
@@ -208,7 +209,9 @@ bool Fleet::check_block_size(size_t i, uint32_t bs, const char* source) {
 void Fleet::set_kv_blocks(size_t i, uint64_t blocks, const char* source) {
   Worker& w = at(i);
   if (w.kv_blocks.exchange(blocks) != blocks)
-    diag::note(fmt::format("worker {} ({}) has {} KV blocks of {} tokens ({})", i, w.url, blocks, block_size_, source));
+    diag::note(
+        blocks ? fmt::format("worker {} ({}) has {} KV blocks of {} tokens ({})", i, w.url, blocks, block_size_, source)
+               : fmt::format("worker {} ({}) no longer reports its KV capacity ({}): the default", i, w.url, source));
   // Told again when unchanged: a worker removed and added back starts from the default.
   if (on_kv_blocks_) on_kv_blocks_(i, blocks);
 }

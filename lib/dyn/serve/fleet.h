@@ -176,7 +176,8 @@ class Fleet {
   /// thread uses the fleet.
   void on_kv_blocks(std::function<void(size_t worker, uint64_t blocks)> fn) { on_kv_blocks_ = std::move(fn); }
   /// Records worker i's KV capacity in router blocks as its engine reported it (`source` names
-  /// where) and tells the on_kv_blocks listener; a change is noted on stderr.
+  /// where) and tells the on_kv_blocks listener; a change is noted on stderr. 0 = not reported
+  /// (an engine without the gauge: the listener goes back to its default, SPEC 3.3).
   void set_kv_blocks(size_t i, uint64_t blocks, const char* source);
   /// Closes every worker's idle upstream connections (http::UpstreamPool::close_idle): what lets
   /// the event loop stop at once when the server does.

@@ -166,10 +166,14 @@ class PollJob {
   bool kv_blocks() {
     auto r = get(w_.pool.url().path_prefix + "/metrics");
     if (!r || !current()) return false;
-    if (r->status != 200) return true;
     constexpr std::string_view kInfo = "vllm:cache_config_info";
-    const auto blocks = http::prom_label_u64(r->body, kInfo, "num_gpu_blocks");
-    if (!blocks || *blocks == 0 || *blocks > (uint64_t{1} << 40)) return true;
+    const auto blocks = r->status == 200 ? http::prom_label_u64(r->body, kInfo, "num_gpu_blocks") : std::nullopt;
+    if (!blocks || *blocks == 0 || *blocks > (uint64_t{1} << 40)) {
+      // An engine without the gauge keeps the default (SPEC 3.3), also one that came back in
+      // place of an engine that had it.
+      if (w_.kv_blocks.load() != 0) fleet_.set_kv_blocks(i_, 0, "GET /metrics without vllm:cache_config_info");
+      return true;
+    }
     const auto tokens = http::prom_label_u64(r->body, kInfo, "block_size");
     uint64_t n = *blocks;
     if (tokens && *tokens > 0 && *tokens <= UINT32_MAX && fleet_.block_size() > 0)
@@ -205,15 +209,21 @@ class PollThreads {
  public:
   PollThreads(Fleet& fleet, const HealthPollOptions& opt) : fleet_(fleet), opt_(opt) {}
   /// Cuts the requests in flight short (httplib's Client::stop() shuts their sockets; a hung
-  /// worker would otherwise hold the router's exit for its timeout), then ends the threads.
+  /// worker would otherwise hold the router's exit for its timeout), then ends the threads. A
+  /// request still connecting is not cut: it ends by its timeout.
   ~PollThreads() {
+    std::vector<httplib::Client*> in_flight;
     {
       std::lock_guard lk(mu_);
       stopping_ = true;
       for (Polled& p : polled_)
-        if (p.in_flight) p.client->stop();
+        if (p.in_flight) in_flight.push_back(p.client.get());
     }
     cv_.notify_all();
+    // Outside the lock: stop() waits while its client connects (httplib holds the socket's mutex
+    // through connect), so a poll to a host that drops the SYN still holds the exit for up to its
+    // timeout; the others are cut short.
+    for (httplib::Client* c : in_flight) c->stop();
     for (auto& t : threads_) t.join();
   }
   PollThreads(const PollThreads&) = delete;

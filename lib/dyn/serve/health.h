@@ -50,7 +50,8 @@ class HealthPoller {
   void start();
   /// Asks the threads to end after their current polls. Thread-safe; does not wait.
   void stop();
-  /// stop(), then waits for the threads to end (polls in flight are cut short).
+  /// stop(), then waits for the threads to end (polls waiting for an answer are cut short; one
+  /// still connecting ends by its timeout).
   void join();
 
  private:
